@@ -1,0 +1,2 @@
+//! STM benches (being written).
+fn main() {}

@@ -1,0 +1,1 @@
+//! (being written: see the module list in lib.rs)

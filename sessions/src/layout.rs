@@ -1,0 +1,178 @@
+//! Where every file of a channel's memory lives (DESIGN §3). The only place
+//! that joins paths under the state root; every other module asks it.
+//!
+//! Raw ids never reach a path: callers hand in [`SafeName`]s. This module
+//! computes paths only; it never reads or writes.
+
+use crate::names::SafeName;
+use chrono::NaiveDate;
+use std::path::{Path, PathBuf};
+
+/// The name of the folder that holds operator-owned topic notes. It cannot
+/// clash with a user's folder: `SafeName::of("_shared")` is `_shared` too, so
+/// user topic folders live one level down, under the user's own name, and a
+/// user literally called `_shared` is refused topic writes by [`Layout::user_topics_dir`].
+pub const SHARED_TOPICS: &str = "_shared";
+
+/// Paths of one channel's sessions folder: `<state>/channels/<channel>/sessions/`.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    state_root: PathBuf,
+    channel: SafeName,
+    root: PathBuf,
+}
+
+impl Layout {
+    /// `state_root` is the broker's state directory (`~/.mnemo` by default);
+    /// `channel` the channel's name (`console`, `slack`, …).
+    pub fn new(state_root: impl Into<PathBuf>, channel: &str) -> Self {
+        let state_root = state_root.into();
+        let channel = SafeName::of(channel);
+        let root = state_root.join("channels").join(channel.as_str()).join("sessions");
+        Layout { state_root, channel, root }
+    }
+
+    pub fn state_root(&self) -> &Path {
+        &self.state_root
+    }
+
+    /// The channel's encoded name.
+    pub fn channel(&self) -> &SafeName {
+        &self.channel
+    }
+
+    /// `<state>/channels/<channel>/sessions`
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<state>/logs`: the broker's own logs (not per channel).
+    pub fn logs_dir(&self) -> PathBuf {
+        self.state_root.join("logs")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join("config.json")
+    }
+
+    pub fn access_path(&self) -> PathBuf {
+        self.root.join("access.json")
+    }
+
+    /// Persisted state of the maintenance runs (last daily/weekly/cleanup).
+    pub fn maintenance_state_path(&self) -> PathBuf {
+        self.root.join("maintenance.json")
+    }
+
+    /// `stm/`: one folder per user with short-term memory.
+    pub fn stm_root(&self) -> PathBuf {
+        self.root.join("stm")
+    }
+
+    pub fn stm_dir(&self, user: &SafeName) -> PathBuf {
+        self.stm_root().join(user)
+    }
+
+    pub fn messages_path(&self, user: &SafeName) -> PathBuf {
+        self.stm_dir(user).join("messages.jsonl")
+    }
+
+    pub fn summary_path(&self, user: &SafeName) -> PathBuf {
+        self.stm_dir(user).join("summary.md")
+    }
+
+    pub fn ltm_root(&self) -> PathBuf {
+        self.root.join("ltm")
+    }
+
+    pub fn profiles_dir(&self) -> PathBuf {
+        self.ltm_root().join("users")
+    }
+
+    pub fn profile_path(&self, user: &SafeName) -> PathBuf {
+        self.profiles_dir().join(format!("{user}.md"))
+    }
+
+    pub fn topics_root(&self) -> PathBuf {
+        self.ltm_root().join("topics")
+    }
+
+    /// A user's own topic notes. `None` for a user whose encoded name is
+    /// `_shared`: that folder belongs to the operator.
+    pub fn user_topics_dir(&self, user: &SafeName) -> Option<PathBuf> {
+        (user.as_str() != SHARED_TOPICS).then(|| self.topics_root().join(user))
+    }
+
+    pub fn shared_topics_dir(&self) -> PathBuf {
+        self.topics_root().join(SHARED_TOPICS)
+    }
+
+    pub fn topic_path(&self, user: &SafeName, slug: &SafeName) -> Option<PathBuf> {
+        self.user_topics_dir(user).map(|d| d.join(format!("{slug}.md")))
+    }
+
+    pub fn index_path(&self) -> PathBuf {
+        self.ltm_root().join("index.json")
+    }
+
+    pub fn summaries_dir(&self, user: &SafeName) -> PathBuf {
+        self.root.join("summaries").join(user)
+    }
+
+    pub fn daily_dir(&self, user: &SafeName) -> PathBuf {
+        self.summaries_dir(user).join("daily")
+    }
+
+    pub fn daily_path(&self, user: &SafeName, day: NaiveDate) -> PathBuf {
+        self.daily_dir(user).join(format!("{}.md", day.format("%Y-%m-%d")))
+    }
+
+    pub fn weekly_dir(&self, user: &SafeName) -> PathBuf {
+        self.summaries_dir(user).join("weekly")
+    }
+
+    /// `weekly/YYYY-Www.md` for an ISO week (`year` is the ISO week-year).
+    pub fn weekly_path(&self, user: &SafeName, iso_year: i32, iso_week: u32) -> PathBuf {
+        self.weekly_dir(user).join(format!("{iso_year:04}-W{iso_week:02}.md"))
+    }
+
+    pub fn archive_root(&self) -> PathBuf {
+        self.root.join("archive")
+    }
+
+    pub fn archive_dir(&self, user: &SafeName) -> PathBuf {
+        self.archive_root().join(user)
+    }
+
+    /// Where `/session export` bundles are written for the operator.
+    pub fn exports_dir(&self) -> PathBuf {
+        self.root.join("exports")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_design_layout() {
+        let l = Layout::new("/s", "slack");
+        let u = SafeName::of("U1");
+        assert_eq!(l.messages_path(&u), Path::new("/s/channels/slack/sessions/stm/U1/messages.jsonl"));
+        assert_eq!(l.profile_path(&u), Path::new("/s/channels/slack/sessions/ltm/users/U1.md"));
+        assert_eq!(
+            l.daily_path(&u, NaiveDate::from_ymd_opt(2026, 3, 1).unwrap()),
+            Path::new("/s/channels/slack/sessions/summaries/U1/daily/2026-03-01.md")
+        );
+        assert_eq!(l.weekly_path(&u, 2026, 9), Path::new("/s/channels/slack/sessions/summaries/U1/weekly/2026-W09.md"));
+    }
+
+    #[test]
+    fn hostile_channel_and_user_stay_inside_the_root() {
+        let l = Layout::new("/s", "../../etc");
+        assert!(l.root().starts_with("/s/channels/"));
+        let u = SafeName::of("../../x");
+        assert!(l.messages_path(&u).starts_with(l.root()));
+        assert_eq!(l.user_topics_dir(&SafeName::of("_shared")), None);
+    }
+}

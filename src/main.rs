@@ -1,0 +1,2 @@
+//! The `mnemo` binary (being written).
+fn main() {}
