@@ -1,3 +1,49 @@
 //! mnemo's platform adapters. Each turns one platform's traffic into
 //! [`Inbound`] messages and sends [`Outbound`] replies. Knows nothing of
-//! memory: no file here reads or writes the sessions folder.
+//! memory: no file here reads or writes the sessions folder, and no adapter
+//! decides what to answer — the broker does.
+
+pub mod chunk;
+pub mod console;
+mod message;
+
+pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, watch};
+
+/// Why a channel could not receive or send.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("{channel}: could not send to {target}: {reason}")]
+    Send { channel: String, target: String, reason: String },
+    #[error("{channel}: {reason}")]
+    Receive { channel: String, reason: String },
+    #[error("{channel}: the broker stopped taking messages")]
+    InboxClosed { channel: String },
+}
+
+/// Fires once when the broker shuts down; channels stop taking new traffic.
+pub type Shutdown = watch::Receiver<bool>;
+
+/// One platform adapter. A new platform is one new type behind this trait.
+#[async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// The channel's name, used for the state folder (`console`, `slack`, …).
+    fn name(&self) -> &str;
+
+    /// The longest text one message may carry on this platform; longer
+    /// replies are split by [`chunk::split`] before [`Channel::send`].
+    fn max_message_chars(&self) -> usize;
+
+    /// Receives platform traffic until `shutdown` fires or the source ends,
+    /// pushing each message into `inbox` in arrival order.
+    async fn receive(&self, inbox: mpsc::Sender<Inbound>, shutdown: Shutdown) -> Result<(), ChannelError>;
+
+    /// Sends one reply (already split to fit).
+    async fn send(&self, out: Outbound) -> Result<(), ChannelError>;
+
+    /// Shows that an answer is being prepared (typing indicator); platforms
+    /// without one ignore it.
+    async fn typing(&self, _to: &Inbound) {}
+}

@@ -1,0 +1,79 @@
+//! The two types every adapter speaks: [`Inbound`] (a message someone sent
+//! the bot) and [`Outbound`] (a reply). Platform details stop here.
+
+use chrono::{DateTime, Utc};
+use std::path::PathBuf;
+
+/// Where a message was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChatKind {
+    /// A one-to-one conversation with the bot (and the console).
+    Direct,
+    /// A group, channel or guild where others read along.
+    Group,
+}
+
+/// One message someone sent the bot, in the broker's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inbound {
+    /// The adapter's name (`console`, `telegram`, …).
+    pub channel: String,
+    /// The sender's stable platform id. Raw: never a path until it passes
+    /// `SafeName`.
+    pub user_id: String,
+    pub user_name: Option<String>,
+    /// Where to answer (DM, group, channel id).
+    pub chat_id: String,
+    pub chat_kind: ChatKind,
+    /// Thread / topic the message belongs to; replies go there.
+    pub thread_id: Option<String>,
+    /// The platform's id of this message, unique per channel.
+    pub msg_id: String,
+    pub text: String,
+    pub ts: DateTime<Utc>,
+    /// Whether the bot was mentioned, replied to, or commanded; always true
+    /// in direct chats.
+    pub addressed: bool,
+}
+
+/// What a reply carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutboundBody {
+    /// Plain text in the model's markdown; the adapter formats it for the
+    /// platform.
+    Text(String),
+    /// A file (a `/session export` bundle) with a short caption.
+    File { path: PathBuf, caption: String },
+}
+
+/// One reply to one [`Inbound`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outbound {
+    pub channel: String,
+    pub chat_id: String,
+    pub thread_id: Option<String>,
+    /// The message this answers, for platforms that quote it.
+    pub reply_to: Option<String>,
+    /// True for answers only the asker should see (slash commands).
+    pub ephemeral: bool,
+    pub body: OutboundBody,
+}
+
+impl Outbound {
+    /// A text reply to `to`, in the same chat and thread.
+    pub fn reply(to: &Inbound, text: impl Into<String>) -> Self {
+        Outbound {
+            channel: to.channel.clone(),
+            chat_id: to.chat_id.clone(),
+            thread_id: to.thread_id.clone(),
+            reply_to: Some(to.msg_id.clone()),
+            ephemeral: false,
+            body: OutboundBody::Text(text.into()),
+        }
+    }
+
+    /// A file reply to `to`.
+    pub fn file(to: &Inbound, path: PathBuf, caption: impl Into<String>) -> Self {
+        Outbound { body: OutboundBody::File { path, caption: caption.into() }, ..Outbound::reply(to, "") }
+    }
+}
