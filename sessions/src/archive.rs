@@ -1,1 +1,202 @@
-//! (being written: see the module list in lib.rs)
+//! The archive: `archive/<user>/messages-….jsonl.gz`, every message that
+//! left short-term memory (folded by compaction, pushed out by the sliding
+//! window, or expired), so nothing a user said is lost to a summary.
+//!
+//! A batch's file name is derived from its content — the earliest and
+//! latest timestamp and a short SHA-256 of the records — so writing the same
+//! batch again after a crash replaces the same file and never archives it
+//! twice. Files are written whole with [`atomic_write`] and never appended
+//! to. This module does not decide what to archive or lock anything; the
+//! caller holds the user's lock while moving records out of STM.
+
+use crate::fsutil::atomic_write;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::record::Record;
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+const PREFIX: &str = "messages-";
+const SUFFIX: &str = ".jsonl.gz";
+/// Timestamps in file names: sortable, no `:` (awkward on some file systems).
+const NAME_TS: &str = "%Y%m%dT%H%M%S%.3fZ";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("could not {op} the archive {}: {source}; check that the folder is writable and the disk is not full", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "refusing to archive an empty batch for {user}: the caller has nothing to move out of STM (this is a bug in the caller)"
+    )]
+    EmptyBatch { user: SafeName },
+    #[error("could not encode a record for the archive of {user}: {source}")]
+    Encode {
+        user: SafeName,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> ArchiveError + 'p {
+    move |source| ArchiveError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `records` as one gzipped JSONL batch and returns its path. The
+/// same records always give the same path, so a retry replaces, never
+/// duplicates.
+pub fn write_batch(
+    layout: &Layout,
+    user: &SafeName,
+    records: &[Record],
+) -> Result<PathBuf, ArchiveError> {
+    let (Some(earliest), Some(latest)) = (
+        records.iter().map(|r| r.ts).min(),
+        records.iter().map(|r| r.ts).max(),
+    ) else {
+        return Err(ArchiveError::EmptyBatch { user: user.clone() });
+    };
+    let mut jsonl = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut jsonl, record).map_err(|source| ArchiveError::Encode {
+            user: user.clone(),
+            source,
+        })?;
+        jsonl.push(b'\n');
+    }
+    let digest = Sha256::digest(&jsonl);
+    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!(
+        "{PREFIX}{}-{}-{short}{SUFFIX}",
+        earliest.format(NAME_TS),
+        latest.format(NAME_TS)
+    );
+    let path = layout.archive_dir(user).join(name);
+
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(&jsonl)
+        .and_then(|()| gz.finish())
+        .and_then(|bytes| atomic_write(&path, &bytes, None))
+        .map_err(io_err("write", &path))?;
+    Ok(path)
+}
+
+/// The user's archive files, sorted by name (that is, by earliest
+/// timestamp). Temp leftovers and foreign files are not listed.
+pub fn files(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ArchiveError> {
+    let dir = layout.archive_dir(user);
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("list", &dir)(e)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(io_err("list", &dir))?.path();
+        let is_batch = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX));
+        if is_batch && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Every archived record of the user, chronological (stable by timestamp,
+/// so records of one instant keep their file order).
+pub fn read_all(layout: &Layout, user: &SafeName) -> Result<Vec<Record>, ArchiveError> {
+    read_filtered(layout, user, None)
+}
+
+/// Archived records with `from <= ts < to`, chronological. Files whose
+/// name shows their whole batch lies outside the range are not opened.
+pub fn read_between(
+    layout: &Layout,
+    user: &SafeName,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<Record>, ArchiveError> {
+    read_filtered(layout, user, Some((from, to)))
+}
+
+fn read_filtered(
+    layout: &Layout,
+    user: &SafeName,
+    range: Option<(DateTime<Utc>, DateTime<Utc>)>,
+) -> Result<Vec<Record>, ArchiveError> {
+    let mut records = Vec::new();
+    for path in files(layout, user)? {
+        if let (Some((from, to)), Some((earliest, latest))) = (range, span_of(&path))
+            // Names keep milliseconds, so the true latest is below `latest + 1ms`.
+            && (latest + TimeDelta::milliseconds(1) <= from || earliest >= to)
+        {
+            continue;
+        }
+        read_file(&path, &mut records)?;
+    }
+    if let Some((from, to)) = range {
+        records.retain(|r| from <= r.ts && r.ts < to);
+    }
+    records.sort_by_key(|r| r.ts);
+    Ok(records)
+}
+
+/// Appends the valid records of one archive file to `out`. Malformed lines
+/// and a corrupt gzip stream are logged and skipped: one damaged file must
+/// not hide the rest of the user's history.
+fn read_file(path: &Path, out: &mut Vec<Record>) -> Result<(), ArchiveError> {
+    let file = fs::File::open(path).map_err(io_err("open", path))?;
+    let reader = BufReader::new(GzDecoder::new(file));
+    for (number, line) in reader.split(b'\n').enumerate() {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), line = number + 1, error = %e, "archive file is damaged; the rest of it is skipped");
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Record>(&line) {
+            Ok(record) => out.push(record),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), line = number + 1, error = %e, "malformed line in the archive; skipped")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The earliest and latest timestamp of a batch, from its file name.
+fn span_of(path: &Path) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let name = path.file_name()?.to_str()?;
+    let middle = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let mut parts = middle.splitn(3, '-');
+    let earliest = parse_name_ts(parts.next()?)?;
+    let latest = parse_name_ts(parts.next()?)?;
+    Some((earliest, latest))
+}
+
+fn parse_name_ts(text: &str) -> Option<DateTime<Utc>> {
+    NaiveDateTime::parse_from_str(text, NAME_TS)
+        .ok()
+        .map(|t| t.and_utc())
+}

@@ -1,1 +1,228 @@
-//! (being written: see the module list in lib.rs)
+//! The operator's tuning of a channel's memory: `sessions/config.json`
+//! (DESIGN §3). Owns the field names, their defaults and the rules that make
+//! a config valid.
+//!
+//! Every field is optional; a missing file means all defaults. Anything
+//! else that is wrong — bad JSON, an unknown field, a wrong type, a value
+//! that breaks a rule — is refused with the file, the field path and the
+//! reason, never silently replaced by a default. This module only reads.
+
+mod error;
+mod validate;
+
+use chrono::{TimeDelta, Weekday};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+pub use error::ConfigError;
+
+/// The whole file. Serializes back to the same camelCase shape, so the
+/// broker can print the effective config.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SessionConfig {
+    pub stm: StmConfig,
+    pub compacting: CompactingConfig,
+    pub scheduler: SchedulerConfig,
+    pub context: ContextConfig,
+    pub ltm: LtmConfig,
+}
+
+/// The raw short-term log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct StmConfig {
+    /// Hard bound on the raw log: past it the oldest messages are archived
+    /// unsummarized (a sliding window), even if compaction is off or failing.
+    pub max_messages: usize,
+    /// Messages older than this at the next turn are folded into the rolling
+    /// summary rather than shown raw.
+    pub max_age_minutes: u64,
+    /// How many recent messages go into every model call. May be 0: the
+    /// model then sees only the profile and the rolling summary.
+    pub context_window: usize,
+    /// `sync_data` after every append: a reply is never sent for a message
+    /// that a power loss could still erase.
+    pub fsync: bool,
+}
+
+impl Default for StmConfig {
+    fn default() -> Self {
+        StmConfig {
+            max_messages: 50,
+            max_age_minutes: 120,
+            context_window: 10,
+            fsync: true,
+        }
+    }
+}
+
+impl StmConfig {
+    pub fn max_age(&self) -> TimeDelta {
+        TimeDelta::minutes(i64::try_from(self.max_age_minutes).unwrap_or(i64::MAX / 60_000))
+    }
+}
+
+/// Folding old messages into the rolling summary, and the daily and weekly
+/// summaries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct CompactingConfig {
+    pub enabled: bool,
+    /// The log length at which summarization starts.
+    pub threshold: usize,
+    /// Local hour (0–23, in the app's timezone) after which yesterday's
+    /// daily summary is written.
+    pub daily_summary_hour: u32,
+    /// 0 = Sunday … 6 = Saturday: the day after which last week's weekly
+    /// summary is written.
+    pub weekly_summary_day: u32,
+    /// Consecutive summarizer failures after which the sliding window takes
+    /// over for that user until a summary succeeds again.
+    pub max_failures: u32,
+    pub summarizer_timeout_secs: u64,
+}
+
+impl Default for CompactingConfig {
+    fn default() -> Self {
+        CompactingConfig {
+            enabled: true,
+            threshold: 50,
+            daily_summary_hour: 3,
+            weekly_summary_day: 0,
+            max_failures: 3,
+            summarizer_timeout_secs: 120,
+        }
+    }
+}
+
+impl CompactingConfig {
+    /// `weeklySummaryDay` as a weekday (validated to be 0..=6; anything
+    /// larger wraps, which validation has already refused).
+    pub fn weekly_summary_weekday(&self) -> Weekday {
+        match self.weekly_summary_day % 7 {
+            0 => Weekday::Sun,
+            1 => Weekday::Mon,
+            2 => Weekday::Tue,
+            3 => Weekday::Wed,
+            4 => Weekday::Thu,
+            5 => Weekday::Fri,
+            _ => Weekday::Sat,
+        }
+    }
+
+    pub fn summarizer_timeout(&self) -> Duration {
+        Duration::from_secs(self.summarizer_timeout_secs)
+    }
+}
+
+/// The background maintenance runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulerConfig {
+    /// Days the broker's own log files are kept before they are gzipped
+    /// and then removed.
+    pub log_rotate_days: u32,
+    /// A user's STM idle this long is archived, then removed.
+    pub stm_expire_days: u32,
+    pub cleanup_interval_minutes: u64,
+    /// Upper bound on model calls one maintenance run may make (daily and
+    /// weekly summaries), so a long catch-up cannot flood the model.
+    pub max_summaries_per_run: usize,
+    /// How many summaries are asked for at once.
+    pub summary_concurrency: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            log_rotate_days: 7,
+            stm_expire_days: 3,
+            cleanup_interval_minutes: 60,
+            max_summaries_per_run: 200,
+            summary_concurrency: 2,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    pub fn cleanup_interval(&self) -> Duration {
+        Duration::from_secs(self.cleanup_interval_minutes.saturating_mul(60))
+    }
+
+    pub fn stm_expiry(&self) -> TimeDelta {
+        TimeDelta::days(i64::from(self.stm_expire_days))
+    }
+}
+
+/// The prompt assembled for every model call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ContextConfig {
+    /// Budget for system prompt, profile, summary and recent messages,
+    /// estimated as characters / 4.
+    pub max_tokens: usize,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig { max_tokens: 6000 }
+    }
+}
+
+/// Long-term memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct LtmConfig {
+    /// The profile is kept under this size when facts are merged in.
+    pub max_profile_chars: usize,
+}
+
+impl Default for LtmConfig {
+    fn default() -> Self {
+        LtmConfig {
+            max_profile_chars: 4000,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// Reads and validates the file at `path`; a missing file is all
+    /// defaults.
+    pub fn load(path: &Path) -> Result<SessionConfig, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => SessionConfig::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SessionConfig::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses and validates `text`; `path` is only named in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<SessionConfig, ConfigError> {
+        // A byte-order mark is on line 1 and shifts no line numbers.
+        let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let trimmed = body.trim_start();
+        if trimmed.is_empty() {
+            return Err(ConfigError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        if !trimmed.starts_with('{') {
+            return Err(ConfigError::NotAnObject {
+                path: path.to_path_buf(),
+            });
+        }
+        let mut de = serde_json::Deserializer::from_str(body);
+        let config: SessionConfig = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| ConfigError::from_serde(path, e.path().to_string(), e.inner()))?;
+        // Anything after the closing brace is an error too.
+        de.end()
+            .map_err(|e| ConfigError::from_serde(path, String::from("."), &e))?;
+        validate::check(&config, path)?;
+        Ok(config)
+    }
+}

@@ -1,1 +1,315 @@
-//! (being written: see the module list in lib.rs)
+//! Short-term memory: one channel's append-only JSONL logs,
+//! `stm/<user>/messages.jsonl` (DESIGN §3, §4).
+//!
+//! Owns the log's on-disk format and its crash rules: one record per line,
+//! each appended with a single `write` on an `O_APPEND` file (fsync
+//! configurable), a line torn by a crash never glued to the next record, and
+//! malformed lines skipped with a warning rather than failing the user
+//! forever. Every write happens under the user's lock from
+//! [`crate::locks::LockRegistry`]. It never summarizes, archives or decides
+//! what to keep: compaction and maintenance call it.
+
+mod read;
+mod tail;
+
+use crate::fsutil::{atomic_write, sync_dir};
+use crate::layout::Layout;
+use crate::locks::{LockRegistry, UserGuard};
+use crate::names::SafeName;
+use crate::record::Record;
+use chrono::{DateTime, Utc};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use read::LogSnapshot;
+
+/// Where malformed lines dropped from the front of the log are kept, inside
+/// the user's STM folder, so an operator can still recover them.
+pub const MALFORMED_FILE: &str = "malformed.jsonl";
+
+/// Why a log operation failed. Reading never fails on bad content (only on
+/// I/O); writing fails only on I/O, a wrong guard or a stale snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum StmError {
+    #[error("could not {op} the short-term log {}: {source}; check that the folder exists, is writable and the disk is not full", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "the lock held is for {held_channel}/{held_user}, not {channel}/{user}; take the lock of the user whose log you change (this is a bug in the caller)"
+    )]
+    WrongGuard {
+        held_channel: SafeName,
+        held_user: SafeName,
+        channel: SafeName,
+        user: SafeName,
+    },
+    #[error("cannot drop {expected} folded records from {}: {detail}; the log changed since it was read, so nothing was changed — read it again and retry", path.display())]
+    PrefixMismatch {
+        path: PathBuf,
+        expected: usize,
+        detail: String,
+    },
+    #[error("could not encode a record for {}: {source}", path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl StmError {
+    fn io<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StmError + 'p {
+        move |source| StmError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// One channel's short-term logs. Cheap to clone: clones share the layout
+/// and the lock registry.
+#[derive(Clone)]
+pub struct Stm {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    layout: Layout,
+    locks: LockRegistry,
+    /// `stm.fsync`: `sync_data` after every append. Off only where losing
+    /// the last second of messages on power loss is acceptable (tests,
+    /// benches, throwaway deployments).
+    fsync: bool,
+}
+
+impl Stm {
+    pub fn new(layout: Layout, locks: LockRegistry, fsync: bool) -> Self {
+        Stm {
+            shared: Arc::new(Shared {
+                layout,
+                locks,
+                fsync,
+            }),
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.shared.layout
+    }
+
+    /// Takes `user`'s lock in this channel; hold it across a read-decide-write
+    /// sequence (compaction, expiry, clear) so no append slips in between.
+    pub async fn lock(&self, user: &SafeName) -> UserGuard {
+        self.shared.locks.lock(self.layout().channel(), user).await
+    }
+
+    /// Appends one record, taking the user's lock for the duration.
+    ///
+    /// The file I/O is synchronous: one small write (plus fsync if enabled)
+    /// under a lock that only this user's tasks contend for.
+    pub async fn append(&self, user: &SafeName, record: &Record) -> Result<(), StmError> {
+        let guard = self.lock(user).await;
+        self.append_locked(&guard, user, record)
+    }
+
+    /// Appends one record as one line with a single `write` on an `O_APPEND`
+    /// file. If a crash tore the previous line (no trailing `\n`), a `\n` is
+    /// written first so that fragment stays its own malformed line.
+    pub fn append_locked(
+        &self,
+        guard: &UserGuard,
+        user: &SafeName,
+        record: &Record,
+    ) -> Result<(), StmError> {
+        self.check_guard(guard, user)?;
+        let path = self.layout().messages_path(user);
+        let mut line = serde_json::to_vec(record).map_err(|source| StmError::Encode {
+            path: path.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+
+        let dir = self.layout().stm_dir(user);
+        fs::create_dir_all(&dir).map_err(StmError::io("create the folder of", &path))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(StmError::io("open", &path))?;
+        let len = file
+            .metadata()
+            .map_err(StmError::io("inspect", &path))?
+            .len();
+        if len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))? {
+            tracing::warn!(file = %path.display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
+            file.write_all(b"\n")
+                .map_err(StmError::io("append to", &path))?;
+        }
+        file.write_all(&line)
+            .map_err(StmError::io("append to", &path))?;
+        if self.shared.fsync {
+            file.sync_data().map_err(StmError::io("fsync", &path))?;
+            if len == 0 {
+                // A new file is durable only once its folder entry is.
+                sync_dir(&dir).map_err(StmError::io("fsync the folder of", &path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The last `n` valid records, oldest first. Reads backwards from the
+    /// end in blocks, so the cost is O(n), not O(file). Malformed lines are
+    /// skipped with a warning. A missing log is empty.
+    pub fn tail(&self, user: &SafeName, n: usize) -> Result<Vec<Record>, StmError> {
+        let path = self.layout().messages_path(user);
+        tail::tail(&path, n).map_err(StmError::io("read", &path))
+    }
+
+    /// Every valid record, oldest first, and how many lines were skipped.
+    pub fn read_all(&self, user: &SafeName) -> Result<LogSnapshot, StmError> {
+        let path = self.layout().messages_path(user);
+        read::read_all(&path).map_err(StmError::io("read", &path))
+    }
+
+    /// How many valid records the log holds.
+    pub fn count(&self, user: &SafeName) -> Result<usize, StmError> {
+        Ok(self.read_all(user)?.records.len())
+    }
+
+    /// The timestamp of the newest valid record; `None` for an empty or
+    /// missing log.
+    pub fn last_activity(&self, user: &SafeName) -> Result<Option<DateTime<Utc>>, StmError> {
+        Ok(self.tail(user, 1)?.first().map(|r| r.ts))
+    }
+
+    /// Every user with an STM folder, sorted. Folders whose names are not
+    /// valid encodings (stray files, temp leftovers) are skipped.
+    pub fn users(&self) -> Result<Vec<SafeName>, StmError> {
+        let root = self.layout().stm_root();
+        let entries = match fs::read_dir(&root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StmError::io("list", &root)(e)),
+        };
+        let mut users = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(StmError::io("list", &root))?;
+            let is_dir = entry
+                .file_type()
+                .map_err(StmError::io("list", &root))?
+                .is_dir();
+            let name = entry.file_name();
+            match name.to_str().and_then(SafeName::from_encoded) {
+                Some(user) if is_dir => users.push(user),
+                _ => tracing::debug!(entry = ?entry.path(), "not a user folder; skipped"),
+            }
+        }
+        users.sort();
+        Ok(users)
+    }
+
+    /// Under the lock: atomically rewrites the log without its first valid
+    /// records, after checking they are exactly `folded`. Everything after
+    /// them (records appended since the snapshot, in order) stays byte for
+    /// byte. A mismatch changes nothing. Malformed lines inside the dropped
+    /// prefix are appended to `stm/<user>/malformed.jsonl` first, so a crash
+    /// between the two steps can duplicate them there but never lose them.
+    pub fn drop_prefix_locked(
+        &self,
+        guard: &UserGuard,
+        user: &SafeName,
+        folded: &[Record],
+    ) -> Result<(), StmError> {
+        self.check_guard(guard, user)?;
+        if folded.is_empty() {
+            return Ok(());
+        }
+        let path = self.layout().messages_path(user);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(StmError::io("read", &path)(e)),
+        };
+        let split =
+            read::split_prefix(&bytes, folded).map_err(|detail| StmError::PrefixMismatch {
+                path: path.clone(),
+                expected: folded.len(),
+                detail,
+            })?;
+        if !split.malformed.is_empty() {
+            let quarantine = self.layout().stm_dir(user).join(MALFORMED_FILE);
+            tracing::warn!(
+                file = %path.display(),
+                lines = split.malformed.len(),
+                kept_in = %quarantine.display(),
+                "malformed lines left the log with the folded records; kept for the operator"
+            );
+            self.keep_malformed(&quarantine, &split.malformed)?;
+        }
+        atomic_write(&path, &bytes[split.rest_start..], None)
+            .map_err(StmError::io("rewrite", &path))
+    }
+
+    /// Under the lock: deletes the user's log. A missing log is fine.
+    pub fn remove_locked(&self, guard: &UserGuard, user: &SafeName) -> Result<(), StmError> {
+        self.check_guard(guard, user)?;
+        let path = self.layout().messages_path(user);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StmError::io("delete", &path)(e)),
+        }
+        if self.shared.fsync {
+            let dir = self.layout().stm_dir(user);
+            sync_dir(&dir).map_err(StmError::io("fsync the folder of", &path))?;
+        }
+        Ok(())
+    }
+
+    fn check_guard(&self, guard: &UserGuard, user: &SafeName) -> Result<(), StmError> {
+        let channel = self.layout().channel();
+        if guard.protects(channel, user) {
+            Ok(())
+        } else {
+            Err(StmError::WrongGuard {
+                held_channel: guard.channel().clone(),
+                held_user: guard.user().clone(),
+                channel: channel.clone(),
+                user: user.clone(),
+            })
+        }
+    }
+
+    fn keep_malformed(&self, quarantine: &Path, lines: &[&[u8]]) -> Result<(), StmError> {
+        let mut out = Vec::new();
+        for line in lines {
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(quarantine)
+            .map_err(StmError::io("open", quarantine))?;
+        file.write_all(&out)
+            .map_err(StmError::io("append to", quarantine))?;
+        // Always synced: the rewrite that follows deletes the originals.
+        file.sync_data().map_err(StmError::io("fsync", quarantine))
+    }
+}
+
+/// Whether the file's last byte is `\n`, reading only that byte.
+fn ends_with_newline(file: &fs::File, len: u64) -> io::Result<bool> {
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, len - 1)?;
+    Ok(last[0] == b'\n')
+}

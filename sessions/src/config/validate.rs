@@ -1,0 +1,127 @@
+//! The rules a parsed config must keep (DESIGN §4). Each failure names the
+//! field in the file's own camelCase path and says what is allowed.
+
+use super::{ConfigError, SessionConfig};
+use std::path::Path;
+
+/// Smallest and largest `context.maxTokens`: below the floor even a short
+/// system prompt does not fit; above the ceiling no model has the window.
+pub const MIN_MAX_TOKENS: usize = 256;
+pub const MAX_MAX_TOKENS: usize = 2_000_000;
+
+/// The first rule `config` breaks, as an error naming `path` and the field.
+pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
+    let invalid = |field: &str, reason: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        reason,
+    };
+    let at_least_one = |field: &str, value: u64, why: &str| {
+        if value == 0 {
+            Err(invalid(
+                field,
+                format!("it is 0, but must be at least 1: {why}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let (stm, compacting, scheduler) = (&config.stm, &config.compacting, &config.scheduler);
+
+    at_least_one(
+        "stm.maxMessages",
+        stm.max_messages as u64,
+        "it bounds how many messages the log keeps",
+    )?;
+    at_least_one(
+        "stm.maxAgeMinutes",
+        stm.max_age_minutes,
+        "0 would fold every message into the summary before the model sees it",
+    )?;
+    if compacting.threshold <= stm.context_window {
+        return Err(invalid(
+            "compacting.threshold",
+            format!(
+                "it is {}, but must be greater than stm.contextWindow ({}): compaction keeps the last contextWindow messages and folds the rest, so it needs more than that to fold",
+                compacting.threshold, stm.context_window
+            ),
+        ));
+    }
+    if compacting.threshold > stm.max_messages {
+        return Err(invalid(
+            "compacting.threshold",
+            format!(
+                "it is {}, but must not exceed stm.maxMessages ({}): summarizing has to start before the hard bound drops messages unsummarized; lower the threshold or raise stm.maxMessages",
+                compacting.threshold, stm.max_messages
+            ),
+        ));
+    }
+    if compacting.daily_summary_hour > 23 {
+        return Err(invalid(
+            "compacting.dailySummaryHour",
+            format!(
+                "it is {}, but must be an hour from 0 to 23",
+                compacting.daily_summary_hour
+            ),
+        ));
+    }
+    if compacting.weekly_summary_day > 6 {
+        return Err(invalid(
+            "compacting.weeklySummaryDay",
+            format!(
+                "it is {}, but must be a day from 0 (Sunday) to 6 (Saturday)",
+                compacting.weekly_summary_day
+            ),
+        ));
+    }
+    at_least_one(
+        "compacting.maxFailures",
+        u64::from(compacting.max_failures),
+        "it is how many failed summaries are tolerated before the sliding window takes over",
+    )?;
+    at_least_one(
+        "compacting.summarizerTimeoutSecs",
+        compacting.summarizer_timeout_secs,
+        "a summarizer call needs some time to answer",
+    )?;
+    at_least_one(
+        "scheduler.logRotateDays",
+        u64::from(scheduler.log_rotate_days),
+        "0 would delete today's log while it is written",
+    )?;
+    at_least_one(
+        "scheduler.stmExpireDays",
+        u64::from(scheduler.stm_expire_days),
+        "0 would expire a conversation while it is going on",
+    )?;
+    at_least_one(
+        "scheduler.cleanupIntervalMinutes",
+        scheduler.cleanup_interval_minutes,
+        "0 would run maintenance in a busy loop",
+    )?;
+    at_least_one(
+        "scheduler.maxSummariesPerRun",
+        scheduler.max_summaries_per_run as u64,
+        "0 would never write a daily or weekly summary",
+    )?;
+    at_least_one(
+        "scheduler.summaryConcurrency",
+        scheduler.summary_concurrency as u64,
+        "0 would never run a summary",
+    )?;
+    let tokens = config.context.max_tokens;
+    if !(MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&tokens) {
+        return Err(invalid(
+            "context.maxTokens",
+            format!(
+                "it is {tokens}, but must be between {MIN_MAX_TOKENS} and {MAX_MAX_TOKENS} (an estimate of the model's context budget, characters / 4)"
+            ),
+        ));
+    }
+    at_least_one(
+        "ltm.maxProfileChars",
+        config.ltm.max_profile_chars as u64,
+        "0 would leave no room for a profile",
+    )?;
+    Ok(())
+}

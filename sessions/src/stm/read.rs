@@ -1,0 +1,113 @@
+//! Reading a whole log front to back, and finding where a folded prefix
+//! ends. Pure line handling over bytes already read; the only I/O is the
+//! one `fs::read` in [`read_all`]. Never fails on bad content: a malformed
+//! line is skipped (and counted, and logged with its file and line number).
+
+use crate::record::Record;
+use std::io;
+use std::path::Path;
+
+/// Every valid record of a log, oldest first, and how many non-blank lines
+/// could not be read as records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogSnapshot {
+    pub records: Vec<Record>,
+    pub skipped_lines: usize,
+}
+
+/// One line, parsed. Blank lines carry nothing and are not counted.
+pub(super) enum Line {
+    Blank,
+    Valid(Record),
+    Malformed,
+}
+
+pub(super) fn parse_line(bytes: &[u8]) -> Line {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Line::Blank;
+    }
+    match serde_json::from_slice(bytes) {
+        Ok(record) => Line::Valid(record),
+        Err(_) => Line::Malformed,
+    }
+}
+
+/// Each line's bytes (without its `\n`) and its byte offset in `bytes`.
+/// A final fragment without `\n` (a torn write) is yielded too.
+fn lines_with_offsets(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut start = 0;
+    bytes.split_inclusive(|&b| b == b'\n').map(move |chunk| {
+        let at = start;
+        start += chunk.len();
+        (at, chunk.strip_suffix(b"\n").unwrap_or(chunk))
+    })
+}
+
+/// Reads the whole log at `path`. A missing file is an empty log.
+pub(super) fn read_all(path: &Path) -> io::Result<LogSnapshot> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LogSnapshot::default()),
+        Err(e) => return Err(e),
+    };
+    let mut snapshot = LogSnapshot::default();
+    for (number, (_, line)) in lines_with_offsets(&bytes).enumerate() {
+        match parse_line(line) {
+            Line::Blank => {}
+            Line::Valid(record) => snapshot.records.push(record),
+            Line::Malformed => {
+                snapshot.skipped_lines += 1;
+                tracing::warn!(file = %path.display(), line = number + 1, "malformed line in the short-term log; skipped");
+            }
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Where the folded prefix of a log ends.
+pub(super) struct PrefixSplit<'a> {
+    /// Byte offset of the first line that stays.
+    pub rest_start: usize,
+    /// Malformed lines met before the last folded record; they leave the
+    /// log with the prefix.
+    pub malformed: Vec<&'a [u8]>,
+}
+
+/// Checks that the first valid records of `bytes` are exactly `folded` and
+/// returns where the rest begins; `Err` says how they differ.
+pub(super) fn split_prefix<'a>(
+    bytes: &'a [u8],
+    folded: &[Record],
+) -> Result<PrefixSplit<'a>, String> {
+    let mut matched = 0;
+    let mut malformed = Vec::new();
+    for (number, (offset, line)) in lines_with_offsets(bytes).enumerate() {
+        if matched == folded.len() {
+            return Ok(PrefixSplit {
+                rest_start: offset,
+                malformed,
+            });
+        }
+        match parse_line(line) {
+            Line::Blank => {}
+            Line::Malformed => malformed.push(line),
+            Line::Valid(record) if record == folded[matched] => matched += 1,
+            Line::Valid(_) => {
+                return Err(format!(
+                    "valid record {} (line {}) differs from folded record {}",
+                    matched + 1,
+                    number + 1,
+                    matched + 1
+                ));
+            }
+        }
+    }
+    if matched == folded.len() {
+        Ok(PrefixSplit {
+            rest_start: bytes.len(),
+            malformed,
+        })
+    } else {
+        Err(format!("the log holds only {matched} valid records"))
+    }
+}
