@@ -1,1 +1,3 @@
-//! (being written: see the module list in lib.rs)
+//! The `/session` commands (being assembled).
+pub mod parse;
+pub use parse::{SessionCommand, parse};

@@ -1,1 +1,240 @@
-//! (being written: see the module list in lib.rs)
+//! `/session export`: one `.tar.gz` of everything stored about one user, in
+//! `Layout::exports_dir()`, named `<user>.<YYYYMMDDTHHMMSSZ>.tar.gz`, with
+//! paths inside relative to the sessions folder and a README.txt that says
+//! what each file is.
+//!
+//! It reads only the caller's own files (the roots from
+//! [`crate::report::user_roots`]) and writes only the one bundle. It takes no
+//! lock itself: the command layer holds the user's lock while exporting so
+//! the bundle is one consistent snapshot.
+
+use crate::fsutil;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::report::{self, ReportError};
+use chrono::{DateTime, Utc};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The bundle's suffix. A [`SafeName`] never contains `.`, so the owner of a
+/// bundle is everything before the first `.` — unambiguous even for users
+/// whose names share a prefix.
+const SUFFIX: &str = ".tar.gz";
+
+/// The README's name inside the bundle.
+pub const README: &str = "README.txt";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    List(#[from] ReportError),
+    #[error("cannot read {path} for the export: {source}; check the file's permissions")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write the export {path}: {source}; check free space and permissions of the exports folder")]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// What an export produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Export {
+    /// The bundle, inside `Layout::exports_dir()`.
+    pub path: PathBuf,
+    /// The user's files it holds, relative to the sessions folder (the
+    /// README not counted).
+    pub files: Vec<PathBuf>,
+    /// Size of the bundle.
+    pub bytes: u64,
+}
+
+/// The bundle's file name for `user` at `now`.
+pub fn file_name(user: &SafeName, now: DateTime<Utc>) -> String {
+    format!("{user}.{}{SUFFIX}", now.format("%Y%m%dT%H%M%SZ"))
+}
+
+/// The user a bundle file name belongs to, if it is one.
+pub fn owner_of(file_name: &str) -> Option<SafeName> {
+    let (owner, rest) = file_name.split_once('.')?;
+    if !rest.ends_with(SUFFIX.trim_start_matches('.')) || file_name.starts_with(fsutil::TEMP_PREFIX) {
+        return None;
+    }
+    SafeName::from_encoded(owner)
+}
+
+/// The user's existing bundles, sorted.
+pub fn user_exports(layout: &Layout, user: &SafeName) -> io::Result<Vec<PathBuf>> {
+    let dir = layout.exports_dir();
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let ours = entry
+            .file_name()
+            .to_str()
+            .and_then(owner_of)
+            .is_some_and(|o| &o == user);
+        if ours && entry.file_type()?.is_file() {
+            out.push(entry.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Writes the bundle of everything stored about `user` (earlier bundles
+/// excepted) and returns where it is. `extra` are generated files to add,
+/// e.g. the user's entries of the shared index, as (path inside the
+/// bundle, bytes). The bundle is readable by the bot's account only (0600).
+pub fn export_user(
+    layout: &Layout,
+    user: &SafeName,
+    now: DateTime<Utc>,
+    extra: &[(PathBuf, Vec<u8>)],
+) -> Result<Export, ExportError> {
+    let mut files = Vec::new();
+    for root in report::user_roots(layout, user)? {
+        if root.starts_with(layout.exports_dir()) {
+            continue;
+        }
+        for (path, _) in report::files_under(&root)? {
+            if is_temp(&path) {
+                continue;
+            }
+            if let Ok(relative) = path.strip_prefix(layout.root()) {
+                files.push((path.clone(), relative.to_path_buf()));
+            }
+        }
+    }
+
+    let mut tar = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::default()));
+    let mtime = u64::try_from(now.timestamp()).unwrap_or(0);
+    let readme = readme(
+        user,
+        now,
+        files
+            .iter()
+            .map(|(_, r)| r.as_path())
+            .chain(extra.iter().map(|(p, _)| p.as_path())),
+    );
+    let target = layout.exports_dir().join(file_name(user, now));
+    let write_err = |source| ExportError::Write {
+        path: target.clone(),
+        source,
+    };
+    append(&mut tar, Path::new(README), readme.as_bytes(), mtime).map_err(write_err)?;
+    for (path, relative) in &files {
+        let bytes = fs::read(path).map_err(|source| ExportError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        append(&mut tar, relative, &bytes, mtime).map_err(write_err)?;
+    }
+    for (relative, bytes) in extra {
+        append(&mut tar, relative, bytes, mtime).map_err(write_err)?;
+    }
+    let bundle = tar.into_inner().and_then(GzEncoder::finish).map_err(write_err)?;
+    fsutil::atomic_write(&target, &bundle, Some(0o600)).map_err(write_err)?;
+    Ok(Export {
+        path: target,
+        files: files
+            .into_iter()
+            .map(|(_, r)| r)
+            .chain(extra.iter().map(|(p, _)| p.clone()))
+            .collect(),
+        bytes: bundle.len() as u64,
+    })
+}
+
+fn is_temp(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(fsutil::TEMP_PREFIX))
+}
+
+fn append<W: io::Write>(tar: &mut tar::Builder<W>, path: &Path, bytes: &[u8], mtime: u64) -> io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(bytes.len() as u64);
+    header.set_mode(0o600);
+    header.set_mtime(mtime);
+    header.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut header, path, bytes)
+}
+
+/// What each kind of file in the bundle is, in plain words.
+fn describe(relative: &Path) -> &'static str {
+    let text = relative.to_string_lossy();
+    let parts: Vec<&str> = text.split('/').collect();
+    match parts.as_slice() {
+        ["stm", _, "messages.jsonl"] => "your recent messages and the bot's replies, one JSON record per line",
+        ["stm", _, "summary.md"] => "the rolling summary of your older conversation",
+        ["stm", _, "malformed.jsonl"] => "lines of your message log that could not be read, kept as they were",
+        ["stm", ..] => "short-term memory",
+        ["ltm", "users", _] => "your long-term profile: preferences and facts the bot remembers",
+        ["ltm", "topics", ..] => "one of your topic notes",
+        ["ltm", "index-entries.json"] => "your entries of the search index (rebuilt from the notes above)",
+        ["summaries", _, "daily", _] => "the summary of one day's conversation",
+        ["summaries", _, "weekly", _] => "the summary of one ISO week, made from the daily summaries",
+        ["archive", ..] => "older messages that left short-term memory (gzip-compressed JSON lines)",
+        _ => "other data stored about you",
+    }
+}
+
+fn readme<'a>(user: &SafeName, now: DateTime<Utc>, files: impl Iterator<Item = &'a Path>) -> String {
+    let who = user.decode().unwrap_or_else(|| user.to_string());
+    let mut text = format!(
+        "Everything mnemo stores about user {who}, exported {}.\n\
+         Paths are relative to the channel's sessions folder.\n\n",
+        now.format("%Y-%m-%d %H:%M:%S UTC")
+    );
+    let mut any = false;
+    for path in files {
+        any = true;
+        text.push_str(&format!("{}\n    {}\n", path.display(), describe(path)));
+    }
+    if !any {
+        text.push_str("Nothing is stored about you.\n");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundle_names_identify_their_owner_even_with_shared_prefixes() {
+        let now = DateTime::parse_from_rfc3339("2026-03-01T10:20:30Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let a = SafeName::of("a");
+        let ab = SafeName::of("a-b");
+        assert_eq!(file_name(&ab, now), "a-b.20260301T102030Z.tar.gz");
+        assert_eq!(owner_of(&file_name(&a, now)), Some(a));
+        assert_eq!(owner_of(&file_name(&ab, now)), Some(ab));
+        assert_eq!(owner_of("a.txt"), None);
+        assert_eq!(owner_of(".tmp-a.2026.tar.gz"), None);
+    }
+
+    #[test]
+    fn readme_describes_every_file() {
+        let now = DateTime::parse_from_rfc3339("2026-03-01T10:20:30Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let files = [
+            Path::new("stm/U1/messages.jsonl"),
+            Path::new("summaries/U1/daily/2026-03-01.md"),
+        ];
+        let text = readme(&SafeName::of("U1"), now, files.into_iter());
+        assert!(
+            text.contains("stm/U1/messages.jsonl\n    your recent messages"),
+            "{text}"
+        );
+        assert!(text.contains("one day's conversation"), "{text}");
+    }
+}

@@ -1,1 +1,4 @@
-//! (being written: see the module list in lib.rs)
+//! Scheduled maintenance (being assembled).
+pub mod logs;
+pub mod schedule;
+pub mod state;

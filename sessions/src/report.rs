@@ -1,1 +1,319 @@
-//! (being written: see the module list in lib.rs)
+//! What is stored, and how much: per user and per channel (files, bytes,
+//! messages, last activity), for `/session status` and
+//! `mnemo sessions report`. It also owns the one definition of "everything
+//! stored about a user" ([`user_roots`]) that status, export and
+//! `/session clear all` share, so the three can never disagree.
+//!
+//! Read-only: it never writes, moves or deletes a file, and it never follows
+//! a symbolic link out of the sessions folder.
+
+use crate::archive;
+use crate::export;
+use crate::layout::{Layout, SHARED_TOPICS};
+use crate::names::SafeName;
+use crate::stm::Stm;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot read {path} for the storage report: {source}; check the folder's permissions")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Stm(#[from] crate::stm::StmError),
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
+}
+
+/// One user's footprint in one channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserStorage {
+    pub user: SafeName,
+    /// Regular files under the user's folders (see [`user_roots`]),
+    /// including their export bundles.
+    pub files: u64,
+    pub bytes: u64,
+    /// Messages in the short-term log.
+    pub stm_messages: usize,
+    /// Messages in the archive (folded, pushed out or expired).
+    pub archived_messages: usize,
+    /// The newest message, in the log or the archive.
+    pub last_activity: Option<DateTime<Utc>>,
+}
+
+/// One channel's footprint: every user's, plus the channel's own files
+/// (config, access list, index, maintenance state, shared topics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelStorage {
+    pub channel: SafeName,
+    pub users: Vec<UserStorage>,
+    pub channel_files: u64,
+    pub channel_bytes: u64,
+}
+
+impl ChannelStorage {
+    pub fn total_files(&self) -> u64 {
+        self.channel_files + self.users.iter().map(|u| u.files).sum::<u64>()
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.channel_bytes + self.users.iter().map(|u| u.bytes).sum::<u64>()
+    }
+}
+
+/// Every file or folder that holds data of `user` and nothing of anyone
+/// else's: STM folder, profile, own topics, daily/weekly summaries, archive,
+/// and the user's export bundles. (The shared `ltm/index.json` also holds
+/// entries about the user; it is derived data, handled by [`crate::index`].)
+/// A user whose encoded name is `_shared` has no topic folder: that one is
+/// the operator's.
+pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ReportError> {
+    let mut roots = vec![layout.stm_dir(user), layout.profile_path(user)];
+    roots.extend(layout.user_topics_dir(user));
+    roots.push(layout.summaries_dir(user));
+    roots.push(layout.archive_dir(user));
+    roots.extend(export::user_exports(layout, user).map_err(|source| ReportError::Io {
+        path: layout.exports_dir(),
+        source,
+    })?);
+    Ok(roots)
+}
+
+/// Every regular file under `root` (itself, if it is a file), sorted, with
+/// its size. Symbolic links are skipped, never followed: a planted link must
+/// not pull a file from elsewhere into a user's status or export. A missing
+/// root is empty.
+pub fn files_under(root: &Path) -> Result<Vec<(PathBuf, u64)>, ReportError> {
+    let mut out = Vec::new();
+    walk(root, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn walk(path: &Path, out: &mut Vec<(PathBuf, u64)>) -> Result<(), ReportError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if meta.is_file() {
+        out.push((path.to_path_buf(), meta.len()));
+    }
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    let entries = fs::read_dir(path).map_err(|source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| ReportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        walk(&entry.path(), out)?;
+    }
+    Ok(())
+}
+
+/// One user's storage in the channel of `stm`.
+pub fn user_storage(stm: &Stm, user: &SafeName) -> Result<UserStorage, ReportError> {
+    let layout = stm.layout();
+    let (mut files, mut bytes) = (0, 0);
+    for root in user_roots(layout, user)? {
+        for (_, size) in files_under(&root)? {
+            files += 1;
+            bytes += size;
+        }
+    }
+    let stm_log = stm.read_all(user)?.records;
+    let archived = archive::read_all(layout, user)?;
+    let last_activity = stm_log.iter().chain(archived.iter()).map(|r| r.ts).max();
+    Ok(UserStorage {
+        user: user.clone(),
+        files,
+        bytes,
+        stm_messages: stm_log.len(),
+        archived_messages: archived.len(),
+        last_activity,
+    })
+}
+
+/// Every user of the channel, with the channel's own files.
+pub fn channel_storage(stm: &Stm) -> Result<ChannelStorage, ReportError> {
+    let layout = stm.layout();
+    let users = known_users(layout)?
+        .iter()
+        .map(|user| user_storage(stm, user))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut channel_files, mut channel_bytes) = (0, 0);
+    let shared = [
+        layout.config_path(),
+        layout.access_path(),
+        layout.maintenance_state_path(),
+        layout.index_path(),
+        layout.shared_topics_dir(),
+    ];
+    for root in shared {
+        for (_, size) in files_under(&root)? {
+            channel_files += 1;
+            channel_bytes += size;
+        }
+    }
+    Ok(ChannelStorage {
+        channel: layout.channel().clone(),
+        users,
+        channel_files,
+        channel_bytes,
+    })
+}
+
+/// Every user with any data in the channel: an STM folder, a profile, own
+/// topics, summaries, an archive or an export. Names that are not valid
+/// encodings (stray files an operator dropped in) are ignored.
+pub fn known_users(layout: &Layout) -> Result<BTreeSet<SafeName>, ReportError> {
+    let mut users = BTreeSet::new();
+    for dir in [
+        layout.stm_root(),
+        layout.topics_root(),
+        summaries_root(layout),
+        layout.archive_root(),
+    ] {
+        for name in dir_names(&dir, true)? {
+            if dir == layout.topics_root() && name == SHARED_TOPICS {
+                continue;
+            }
+            users.extend(SafeName::from_encoded(&name));
+        }
+    }
+    for name in dir_names(&layout.profiles_dir(), false)? {
+        users.extend(name.strip_suffix(".md").and_then(SafeName::from_encoded));
+    }
+    for name in dir_names(&layout.exports_dir(), false)? {
+        users.extend(export::owner_of(&name));
+    }
+    Ok(users)
+}
+
+/// `summaries/`, the parent of every user's summaries folder. `Layout` has
+/// no accessor for it, so it is derived from one (any name will do).
+pub(crate) fn summaries_root(layout: &Layout) -> PathBuf {
+    let any = layout.summaries_dir(&SafeName::of("%"));
+    any.parent().map(Path::to_path_buf).unwrap_or(any)
+}
+
+/// Names of the folders (`dirs`) or files (`!dirs`) directly in `dir`.
+fn dir_names(dir: &Path, dirs: bool) -> Result<Vec<String>, ReportError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ReportError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir == dirs {
+            names.extend(entry.file_name().to_str().map(str::to_owned));
+        }
+    }
+    Ok(names)
+}
+
+/// Bytes as people read them: `812 B`, `4.2 KB`, `1.3 MB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::LockRegistry;
+    use crate::record::{Record, Role};
+
+    fn rec(ts: &str, text: &str) -> Record {
+        Record {
+            ts: DateTime::parse_from_rfc3339(ts).unwrap().with_timezone(&Utc),
+            role: Role::User,
+            text: text.into(),
+            msg_id: text.into(),
+            channel: "slack".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn user_storage_counts_only_that_users_files_and_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let stm = Stm::new(Layout::new(dir.path(), "slack"), LockRegistry::new(), false);
+        let layout = stm.layout().clone();
+        let (a, b) = (SafeName::of("alice"), SafeName::of("bob"));
+        stm.append(&a, &rec("2026-03-01T10:00:00Z", "a1")).await.unwrap();
+        stm.append(&b, &rec("2026-03-01T11:00:00Z", "b1")).await.unwrap();
+        stm.append(&b, &rec("2026-03-01T12:00:00Z", "b2")).await.unwrap();
+        archive::write_batch(&layout, &a, &[rec("2026-03-02T09:00:00Z", "a0")]).unwrap();
+        fs::create_dir_all(layout.profiles_dir()).unwrap();
+        fs::write(layout.profile_path(&a), "---\n---\n\n- likes tea\n").unwrap();
+
+        let alice = user_storage(&stm, &a).unwrap();
+        assert_eq!((alice.files, alice.stm_messages, alice.archived_messages), (3, 1, 1));
+        assert_eq!(alice.last_activity, Some(rec("2026-03-02T09:00:00Z", "").ts));
+        let bob = user_storage(&stm, &b).unwrap();
+        assert_eq!((bob.files, bob.stm_messages, bob.archived_messages), (1, 2, 0));
+        assert_eq!(bob.bytes, fs::metadata(layout.messages_path(&b)).unwrap().len());
+
+        let channel = channel_storage(&stm).unwrap();
+        assert_eq!(
+            channel.users.iter().map(|u| u.user.clone()).collect::<Vec<_>>(),
+            vec![a, b]
+        );
+        assert_eq!(channel.total_files(), 4);
+    }
+
+    #[test]
+    fn shared_topics_and_stray_names_are_not_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        fs::create_dir_all(layout.shared_topics_dir()).unwrap();
+        fs::create_dir_all(layout.stm_root().join("not.a.user")).unwrap();
+        fs::create_dir_all(summaries_root(&layout).join("carol")).unwrap();
+        let users = known_users(&layout).unwrap();
+        assert_eq!(users.into_iter().collect::<Vec<_>>(), vec![SafeName::of("carol")]);
+    }
+
+    #[test]
+    fn bytes_read_like_people_write_them() {
+        assert_eq!(human_bytes(812), "812 B");
+        assert_eq!(human_bytes(4300), "4.2 KB");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MB");
+    }
+}

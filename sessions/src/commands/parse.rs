@@ -1,0 +1,197 @@
+//! The `/session` grammar (DESIGN §5): turns one chat text into a
+//! [`SessionCommand`], or says it is not a `/session` command at all.
+//!
+//! Pure text in, value out: it never touches the file system and never
+//! decides what a topic name may be (the topic store refuses hostile names
+//! when the command is executed).
+
+/// One parsed `/session` command. Every action acts on the caller's own data
+/// only; the parser carries no user or channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// Your message count, summary age, LTM entries and storage use.
+    Status,
+    /// Clear your STM and rolling summary; LTM is kept.
+    Clear,
+    /// Clear everything stored about you.
+    ClearAll,
+    /// Show your long-term profile.
+    Profile,
+    /// Delete one of your topic notes. `topic` is what the user typed,
+    /// trimmed, never empty.
+    Forget { topic: String },
+    /// Bundle everything stored about you into one archive file.
+    Export,
+    /// The list of commands.
+    Help,
+    /// `/session` with an action we do not know, or a known action with
+    /// arguments it does not take (e.g. `clear everything`, `forget` without
+    /// a topic). Answered with the help text, never guessed at: a typo must
+    /// not clear anything.
+    Unknown { action: String },
+}
+
+/// The command word, compared case-insensitively.
+const COMMAND: &str = "/session";
+
+/// Parses `text` as a `/session` command.
+///
+/// Accepted: `/session <action> [args]` in any case, with any whitespace
+/// between words, and Telegram's `/session@botname` form. `bot_name` is this
+/// bot's user name (without `@`) when the platform has one: a command
+/// addressed to a different bot in a group (`/session@OtherBot`) is not ours
+/// and yields `None`. With `bot_name` `None`, any `@name` is accepted.
+///
+/// `None` for anything that is not this command: plain text, `/sessions`,
+/// `/sessionx`, `/session` in the middle of a sentence.
+pub fn parse(text: &str, bot_name: Option<&str>) -> Option<SessionCommand> {
+    let text = text.trim();
+    let (head, rest) = match text.find(char::is_whitespace) {
+        Some(i) => (&text[..i], text[i..].trim()),
+        None => (text, ""),
+    };
+    let (word, addressee) = match head.split_once('@') {
+        Some((word, name)) => (word, Some(name)),
+        None => (head, None),
+    };
+    if !word.eq_ignore_ascii_case(COMMAND) {
+        return None;
+    }
+    if let Some(name) = addressee {
+        if !is_bot_name(name) {
+            return None;
+        }
+        if let Some(ours) = bot_name {
+            if !name.eq_ignore_ascii_case(ours.trim_start_matches('@')) {
+                return None;
+            }
+        }
+    }
+    Some(parse_action(rest))
+}
+
+/// Bot user names on Telegram are `[A-Za-z0-9_]`; anything else after `@`
+/// (a second `@`, punctuation) means this was not a command word.
+fn is_bot_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn parse_action(rest: &str) -> SessionCommand {
+    if rest.is_empty() {
+        return SessionCommand::Help;
+    }
+    let (action, args) = match rest.find(char::is_whitespace) {
+        Some(i) => (&rest[..i], rest[i..].trim()),
+        None => (rest, ""),
+    };
+    let unknown = || SessionCommand::Unknown {
+        action: rest.to_string(),
+    };
+    match action.to_ascii_lowercase().as_str() {
+        "status" if args.is_empty() => SessionCommand::Status,
+        "clear" if args.is_empty() => SessionCommand::Clear,
+        "clear" if args.eq_ignore_ascii_case("all") => SessionCommand::ClearAll,
+        "profile" if args.is_empty() => SessionCommand::Profile,
+        "export" if args.is_empty() => SessionCommand::Export,
+        "help" => SessionCommand::Help,
+        "forget" if !args.is_empty() => SessionCommand::Forget {
+            topic: args.to_string(),
+        },
+        _ => unknown(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SessionCommand::*;
+
+    fn p(text: &str) -> Option<SessionCommand> {
+        parse(text, None)
+    }
+
+    #[test]
+    fn every_documented_action_parses() {
+        assert_eq!(p("/session status"), Some(Status));
+        assert_eq!(p("/session clear"), Some(Clear));
+        assert_eq!(p("/session clear all"), Some(ClearAll));
+        assert_eq!(p("/session profile"), Some(Profile));
+        assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
+        assert_eq!(p("/session export"), Some(Export));
+        assert_eq!(p("/session help"), Some(Help));
+    }
+
+    #[test]
+    fn case_and_extra_spaces_do_not_matter() {
+        assert_eq!(p("  /SESSION   Clear \t ALL  "), Some(ClearAll));
+        assert_eq!(p("/Session\tstatus"), Some(Status));
+        assert_eq!(
+            p("/session forget   TOEIC prep  "),
+            Some(Forget {
+                topic: "TOEIC prep".into()
+            })
+        );
+    }
+
+    #[test]
+    fn bare_command_and_help_with_words_show_help() {
+        assert_eq!(p("/session"), Some(Help));
+        assert_eq!(p("/session help me please"), Some(Help));
+    }
+
+    #[test]
+    fn telegram_bot_suffix_is_accepted_only_for_this_bot() {
+        assert_eq!(parse("/session@MnemoBot status", Some("mnemobot")), Some(Status));
+        assert_eq!(parse("/session@MnemoBot status", Some("@MnemoBot")), Some(Status));
+        assert_eq!(parse("/session@OtherBot clear all", Some("MnemoBot")), None);
+        assert_eq!(parse("/session@AnyBot status", None), Some(Status));
+        assert_eq!(p("/session@ status"), None);
+        assert_eq!(p("/session@bad-name status"), None);
+    }
+
+    #[test]
+    fn look_alike_commands_and_plain_text_are_not_commands() {
+        for text in [
+            "/sessions status",
+            "/sessionx status",
+            "/session-status",
+            "session status",
+            "please /session status",
+            "hello",
+            "",
+            "   ",
+            "/status",
+        ] {
+            assert_eq!(p(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_or_malformed_actions_are_never_guessed() {
+        assert_eq!(p("/session stats"), Some(Unknown { action: "stats".into() }));
+        assert_eq!(
+            p("/session clear everything"),
+            Some(Unknown {
+                action: "clear everything".into()
+            })
+        );
+        assert_eq!(
+            p("/session forget"),
+            Some(Unknown {
+                action: "forget".into()
+            })
+        );
+        assert_eq!(
+            p("/session status now"),
+            Some(Unknown {
+                action: "status now".into()
+            })
+        );
+    }
+
+    #[test]
+    fn hostile_topics_reach_the_executor_verbatim() {
+        assert_eq!(p("/session forget ../x"), Some(Forget { topic: "../x".into() }));
+        assert_eq!(p("/session forget a\0b"), Some(Forget { topic: "a\0b".into() }));
+    }
+}
