@@ -59,15 +59,9 @@ fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> Arc
 /// Writes `records` as one gzipped JSONL batch and returns its path. The
 /// same records always give the same path, so a retry replaces, never
 /// duplicates.
-pub fn write_batch(
-    layout: &Layout,
-    user: &SafeName,
-    records: &[Record],
-) -> Result<PathBuf, ArchiveError> {
-    let (Some(earliest), Some(latest)) = (
-        records.iter().map(|r| r.ts).min(),
-        records.iter().map(|r| r.ts).max(),
-    ) else {
+pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<PathBuf, ArchiveError> {
+    let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
+    else {
         return Err(ArchiveError::EmptyBatch { user: user.clone() });
     };
     let mut jsonl = Vec::new();
@@ -196,7 +190,5 @@ fn span_of(path: &Path) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 fn parse_name_ts(text: &str) -> Option<DateTime<Utc>> {
-    NaiveDateTime::parse_from_str(text, NAME_TS)
-        .ok()
-        .map(|t| t.and_utc())
+    NaiveDateTime::parse_from_str(text, NAME_TS).ok().map(|t| t.and_utc())
 }

@@ -222,6 +222,7 @@ impl SessionConfig {
         // Anything after the closing brace is an error too.
         de.end()
             .map_err(|e| ConfigError::from_serde(path, String::from("."), &e))?;
+        validate::sections_are_objects(body, path)?;
         validate::check(&config, path)?;
         Ok(config)
     }

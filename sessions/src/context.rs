@@ -1,12 +1,19 @@
 //! The context given to every model call (DESIGN §4): base system prompt,
 //! the user's profile, the rolling summary, then the recent messages, within
-//! a token budget. Everything cut is cut visibly and logged.
+//! a token budget. Everything cut is cut visibly (a marker naming how much)
+//! and logged.
 //!
-//! Pure: the caller reads the files; this module only assembles text.
-//! (The builder is being written; the output types below are the contract
-//! the model backends code against.)
+//! Pure: the caller reads the files; this module only assembles text and
+//! never reads, writes or calls a model.
 
-use crate::record::Role;
+use crate::record::{Record, Role};
+
+/// Header of the profile section in the system text.
+pub const PROFILE_HEADER: &str = "## What you know about this user";
+/// Header of the rolling-summary section in the system text.
+pub const SUMMARY_HEADER: &str = "## Summary of the earlier conversation";
+/// Header of the transcript in [`Context::flat`].
+pub const TRANSCRIPT_HEADER: &str = "## Recent conversation";
 
 /// One prior turn, as chat APIs want it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,4 +30,217 @@ pub struct Context {
     pub system: String,
     /// Recent messages, oldest first, alternating as they happened.
     pub turns: Vec<Turn>,
+}
+
+impl Context {
+    /// One text for backends that take a single prompt (e.g. `claude -p
+    /// --system-prompt`): the system text, then the turns as a transcript.
+    pub fn flat(&self) -> String {
+        let mut out = self.system.clone();
+        if self.turns.is_empty() {
+            return out;
+        }
+        out.push_str("\n\n");
+        out.push_str(TRANSCRIPT_HEADER);
+        for turn in &self.turns {
+            let who = match turn.role {
+                Role::User => "User",
+                Role::Assistant => "Assistant",
+            };
+            out.push('\n');
+            out.push_str(who);
+            out.push_str(": ");
+            out.push_str(&turn.content);
+        }
+        out
+    }
+
+    /// The estimated size of everything in here, in tokens (chars / 4).
+    pub fn estimated_tokens(&self) -> usize {
+        let chars = chars(&self.system) + self.turns.iter().map(|t| chars(&t.content)).sum::<usize>();
+        chars.div_ceil(4)
+    }
+}
+
+/// What the caller has read for one model call.
+#[derive(Clone, Copy, Debug)]
+pub struct ContextInput<'a> {
+    /// The operator's base system prompt; never cut.
+    pub system_prompt: &'a str,
+    /// The user's long-term profile (body, no frontmatter).
+    pub profile: Option<&'a str>,
+    /// The rolling summary (body, no frontmatter).
+    pub summary: Option<&'a str>,
+    /// The last messages of the log, oldest first.
+    pub recent: &'a [Record],
+    /// `msgId` of the user message being answered: left out of the turns so
+    /// the model sees it once, as the user turn.
+    pub answering: Option<&'a str>,
+    /// `context.maxTokens`.
+    pub max_tokens: usize,
+}
+
+/// What [`build_with_report`] had to cut to stay within the budget.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CutReport {
+    /// Oldest recent messages left out.
+    pub omitted_messages: usize,
+    /// Characters cut from the end of the rolling summary.
+    pub summary_chars_cut: usize,
+    /// Characters cut from the end of the profile.
+    pub profile_chars_cut: usize,
+    /// The estimate of the final context.
+    pub estimated_tokens: usize,
+    /// The context is still over budget: the base system prompt (never cut)
+    /// plus the cut markers alone exceed it.
+    pub over_budget: bool,
+}
+
+impl CutReport {
+    pub fn cut_anything(&self) -> bool {
+        self.omitted_messages > 0 || self.summary_chars_cut > 0 || self.profile_chars_cut > 0
+    }
+}
+
+/// The context for one model call; see [`build_with_report`].
+pub fn build(input: &ContextInput) -> Context {
+    build_with_report(input).0
+}
+
+/// Assembles the context within `max_tokens` (estimated as chars / 4 over
+/// everything). Over budget, it first leaves out the oldest recent messages
+/// (newest survive) with a `[N older messages omitted]` marker, then clips
+/// the summary, then the profile, each with a `…[+N chars]` marker. The base
+/// system prompt is never cut.
+pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
+    let budget = input.max_tokens.saturating_mul(4);
+    let recent: Vec<&Record> = input
+        .recent
+        .iter()
+        .filter(|r| !(r.role == Role::User && Some(r.msg_id.as_str()) == input.answering))
+        .collect();
+    let mut profile = input.profile.filter(|p| !p.trim().is_empty()).map(str::to_string);
+    let mut summary = input.summary.filter(|s| !s.trim().is_empty()).map(str::to_string);
+    let mut report = CutReport::default();
+
+    let turn_chars: Vec<usize> = recent.iter().map(|r| chars(&r.text)).collect();
+    let fixed = |profile: &Option<String>, summary: &Option<String>, omitted: usize| {
+        chars(input.system_prompt)
+            + section_chars(PROFILE_HEADER, profile.as_deref())
+            + section_chars(SUMMARY_HEADER, summary.as_deref())
+            + omitted_marker(omitted).map_or(0, |m| chars(&m))
+    };
+
+    // 1. Leave out the oldest messages.
+    let mut kept_chars: usize = turn_chars.iter().sum();
+    while report.omitted_messages < recent.len()
+        && fixed(&profile, &summary, report.omitted_messages) + kept_chars > budget
+    {
+        kept_chars -= turn_chars[report.omitted_messages];
+        report.omitted_messages += 1;
+    }
+    if report.omitted_messages > 0 {
+        tracing::info!(
+            omitted = report.omitted_messages,
+            kept = recent.len() - report.omitted_messages,
+            max_tokens = input.max_tokens,
+            "context over budget: older messages omitted"
+        );
+    }
+
+    // 2. Clip the summary, then 3. the profile.
+    let others = fixed(&profile, &None, report.omitted_messages) + kept_chars;
+    if let Some(text) = summary.as_mut()
+        && others + section_chars(SUMMARY_HEADER, Some(text)) > budget
+    {
+        let room = budget.saturating_sub(others + section_chars(SUMMARY_HEADER, Some("")));
+        report.summary_chars_cut = clip(text, room);
+        tracing::info!(
+            cut_chars = report.summary_chars_cut,
+            kept_chars = room,
+            max_tokens = input.max_tokens,
+            "context over budget: rolling summary clipped"
+        );
+    }
+    let others = fixed(&None, &summary, report.omitted_messages) + kept_chars;
+    if let Some(text) = profile.as_mut()
+        && others + section_chars(PROFILE_HEADER, Some(text)) > budget
+    {
+        let room = budget.saturating_sub(others + section_chars(PROFILE_HEADER, Some("")));
+        report.profile_chars_cut = clip(text, room);
+        tracing::info!(
+            cut_chars = report.profile_chars_cut,
+            kept_chars = room,
+            max_tokens = input.max_tokens,
+            "context over budget: profile clipped"
+        );
+    }
+
+    let mut system = input.system_prompt.to_string();
+    push_section(&mut system, PROFILE_HEADER, profile.as_deref());
+    push_section(&mut system, SUMMARY_HEADER, summary.as_deref());
+    if let Some(marker) = omitted_marker(report.omitted_messages) {
+        system.push_str(&marker);
+    }
+    let turns = recent[report.omitted_messages..]
+        .iter()
+        .map(|r| Turn {
+            role: r.role,
+            content: r.text.clone(),
+        })
+        .collect();
+    let context = Context { system, turns };
+    report.estimated_tokens = context.estimated_tokens();
+    report.over_budget = report.estimated_tokens > input.max_tokens;
+    if report.over_budget {
+        tracing::warn!(
+            estimated_tokens = report.estimated_tokens,
+            max_tokens = input.max_tokens,
+            system_prompt_tokens = chars(input.system_prompt).div_ceil(4),
+            "context over budget even after every cut: the base system prompt is never cut; shorten it or raise context.maxTokens"
+        );
+    }
+    (context, report)
+}
+
+fn chars(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// `\n\n<header>\n<body>`, or nothing for no body.
+fn section_chars(header: &str, body: Option<&str>) -> usize {
+    body.map_or(0, |b| 3 + chars(header) + chars(b))
+}
+
+fn push_section(system: &mut String, header: &str, body: Option<&str>) {
+    if let Some(body) = body {
+        system.push_str("\n\n");
+        system.push_str(header);
+        system.push('\n');
+        system.push_str(body);
+    }
+}
+
+fn omitted_marker(omitted: usize) -> Option<String> {
+    (omitted > 0).then(|| format!("\n\n[{omitted} older messages omitted]"))
+}
+
+fn clip_marker(cut: usize) -> String {
+    format!("…[+{cut} chars]")
+}
+
+/// Cuts `text` to at most `room` chars including a `…[+N chars]` marker
+/// (the marker alone if even it does not fit) and returns N.
+fn clip(text: &mut String, room: usize) -> usize {
+    let total = chars(text);
+    if total <= room {
+        return 0;
+    }
+    // The marker for cutting everything is the longest one we can need.
+    let keep = room.saturating_sub(chars(&clip_marker(total)));
+    let cut = total - keep;
+    let byte_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    text.truncate(byte_end);
+    text.push_str(&clip_marker(cut));
+    cut
 }

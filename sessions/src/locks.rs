@@ -57,10 +57,7 @@ impl LockRegistry {
             key,
         };
         let held = mutex.lock_owned().await;
-        UserGuard {
-            _held: held,
-            ticket,
-        }
+        UserGuard { _held: held, ticket }
     }
 
     /// How many (channel, user) pairs are held or waited for right now.
@@ -186,9 +183,7 @@ mod tests {
         let reg = LockRegistry::new();
         let a = reg.lock(&SafeName::of("slack"), &SafeName::of("U1")).await;
         let b = reg.lock(&SafeName::of("slack"), &SafeName::of("U2")).await;
-        let c = reg
-            .lock(&SafeName::of("discord"), &SafeName::of("U1"))
-            .await;
+        let c = reg.lock(&SafeName::of("discord"), &SafeName::of("U1")).await;
         assert_eq!(reg.live_entries(), 3);
         drop((a, b, c));
         assert_eq!(reg.live_entries(), 0);

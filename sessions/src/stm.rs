@@ -93,11 +93,7 @@ struct Shared {
 impl Stm {
     pub fn new(layout: Layout, locks: LockRegistry, fsync: bool) -> Self {
         Stm {
-            shared: Arc::new(Shared {
-                layout,
-                locks,
-                fsync,
-            }),
+            shared: Arc::new(Shared { layout, locks, fsync }),
         }
     }
 
@@ -123,12 +119,7 @@ impl Stm {
     /// Appends one record as one line with a single `write` on an `O_APPEND`
     /// file. If a crash tore the previous line (no trailing `\n`), a `\n` is
     /// written first so that fragment stays its own malformed line.
-    pub fn append_locked(
-        &self,
-        guard: &UserGuard,
-        user: &SafeName,
-        record: &Record,
-    ) -> Result<(), StmError> {
+    pub fn append_locked(&self, guard: &UserGuard, user: &SafeName, record: &Record) -> Result<(), StmError> {
         self.check_guard(guard, user)?;
         let path = self.layout().messages_path(user);
         let mut line = serde_json::to_vec(record).map_err(|source| StmError::Encode {
@@ -145,17 +136,12 @@ impl Stm {
             .create(true)
             .open(&path)
             .map_err(StmError::io("open", &path))?;
-        let len = file
-            .metadata()
-            .map_err(StmError::io("inspect", &path))?
-            .len();
+        let len = file.metadata().map_err(StmError::io("inspect", &path))?.len();
         if len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))? {
             tracing::warn!(file = %path.display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
-            file.write_all(b"\n")
-                .map_err(StmError::io("append to", &path))?;
+            file.write_all(b"\n").map_err(StmError::io("append to", &path))?;
         }
-        file.write_all(&line)
-            .map_err(StmError::io("append to", &path))?;
+        file.write_all(&line).map_err(StmError::io("append to", &path))?;
         if self.shared.fsync {
             file.sync_data().map_err(StmError::io("fsync", &path))?;
             if len == 0 {
@@ -203,10 +189,7 @@ impl Stm {
         let mut users = Vec::new();
         for entry in entries {
             let entry = entry.map_err(StmError::io("list", &root))?;
-            let is_dir = entry
-                .file_type()
-                .map_err(StmError::io("list", &root))?
-                .is_dir();
+            let is_dir = entry.file_type().map_err(StmError::io("list", &root))?.is_dir();
             let name = entry.file_name();
             match name.to_str().and_then(SafeName::from_encoded) {
                 Some(user) if is_dir => users.push(user),
@@ -223,12 +206,7 @@ impl Stm {
     /// byte. A mismatch changes nothing. Malformed lines inside the dropped
     /// prefix are appended to `stm/<user>/malformed.jsonl` first, so a crash
     /// between the two steps can duplicate them there but never lose them.
-    pub fn drop_prefix_locked(
-        &self,
-        guard: &UserGuard,
-        user: &SafeName,
-        folded: &[Record],
-    ) -> Result<(), StmError> {
+    pub fn drop_prefix_locked(&self, guard: &UserGuard, user: &SafeName, folded: &[Record]) -> Result<(), StmError> {
         self.check_guard(guard, user)?;
         if folded.is_empty() {
             return Ok(());
@@ -239,12 +217,11 @@ impl Stm {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(StmError::io("read", &path)(e)),
         };
-        let split =
-            read::split_prefix(&bytes, folded).map_err(|detail| StmError::PrefixMismatch {
-                path: path.clone(),
-                expected: folded.len(),
-                detail,
-            })?;
+        let split = read::split_prefix(&bytes, folded).map_err(|detail| StmError::PrefixMismatch {
+            path: path.clone(),
+            expected: folded.len(),
+            detail,
+        })?;
         if !split.malformed.is_empty() {
             let quarantine = self.layout().stm_dir(user).join(MALFORMED_FILE);
             tracing::warn!(
@@ -255,8 +232,7 @@ impl Stm {
             );
             self.keep_malformed(&quarantine, &split.malformed)?;
         }
-        atomic_write(&path, &bytes[split.rest_start..], None)
-            .map_err(StmError::io("rewrite", &path))
+        atomic_write(&path, &bytes[split.rest_start..], None).map_err(StmError::io("rewrite", &path))
     }
 
     /// Under the lock: deletes the user's log. A missing log is fine.
@@ -300,8 +276,7 @@ impl Stm {
             .create(true)
             .open(quarantine)
             .map_err(StmError::io("open", quarantine))?;
-        file.write_all(&out)
-            .map_err(StmError::io("append to", quarantine))?;
+        file.write_all(&out).map_err(StmError::io("append to", quarantine))?;
         // Always synced: the rewrite that follows deletes the originals.
         file.sync_data().map_err(StmError::io("fsync", quarantine))
     }

@@ -33,7 +33,7 @@ pub enum ConfigError {
         column: usize,
         reason: String,
     },
-    #[error("the session config {} has an invalid `{field}`: {reason}", path.display())]
+    #[error("the session config {} has an invalid `{field}`: {reason}; change it, or remove it to use the default", path.display())]
     Invalid {
         path: PathBuf,
         field: String,

@@ -9,6 +9,37 @@ use std::path::Path;
 pub const MIN_MAX_TOKENS: usize = 256;
 pub const MAX_MAX_TOKENS: usize = 2_000_000;
 
+/// serde also accepts a JSON array for a struct (fields by position), so
+/// `"context": [6000]` would parse; every section must be an object with
+/// named fields instead. Called only on text that already parsed.
+pub fn sections_are_objects(text: &str, path: &Path) -> Result<(), ConfigError> {
+    let Ok(serde_json::Value::Object(sections)) = serde_json::from_str(text) else {
+        return Ok(());
+    };
+    match sections.iter().find(|(_, value)| !value.is_object()) {
+        Some((name, value)) => Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            field: name.clone(),
+            reason: format!(
+                "it is {}, but must be an object of named fields, e.g. `\"{name}\": {{ … }}`",
+                kind(value)
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// The first rule `config` breaks, as an error naming `path` and the field.
 pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
     let invalid = |field: &str, reason: String| ConfigError::Invalid {
@@ -18,10 +49,7 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
     };
     let at_least_one = |field: &str, value: u64, why: &str| {
         if value == 0 {
-            Err(invalid(
-                field,
-                format!("it is 0, but must be at least 1: {why}"),
-            ))
+            Err(invalid(field, format!("it is 0, but must be at least 1: {why}")))
         } else {
             Ok(())
         }

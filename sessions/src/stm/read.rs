@@ -75,10 +75,7 @@ pub(super) struct PrefixSplit<'a> {
 
 /// Checks that the first valid records of `bytes` are exactly `folded` and
 /// returns where the rest begins; `Err` says how they differ.
-pub(super) fn split_prefix<'a>(
-    bytes: &'a [u8],
-    folded: &[Record],
-) -> Result<PrefixSplit<'a>, String> {
+pub(super) fn split_prefix<'a>(bytes: &'a [u8], folded: &[Record]) -> Result<PrefixSplit<'a>, String> {
     let mut matched = 0;
     let mut malformed = Vec::new();
     for (number, (offset, line)) in lines_with_offsets(bytes).enumerate() {
