@@ -18,6 +18,7 @@ use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -136,6 +137,11 @@ fn read_filtered(
     range: Option<(DateTime<Utc>, DateTime<Utc>)>,
 ) -> Result<Vec<Record>, ArchiveError> {
     let mut records = Vec::new();
+    // Digests of the lines of files already read. A crash between archiving
+    // a batch and dropping it from STM, followed by a differently cut batch,
+    // can put one record in two files; it is returned once.
+    let mut seen: HashSet<[u8; 32]> = HashSet::new();
+    let mut duplicates = 0usize;
     for path in files(layout, user)? {
         if let (Some((from, to)), Some((earliest, latest))) = (range, span_of(&path))
             // Names keep milliseconds, so the true latest is below `latest + 1ms`.
@@ -143,7 +149,19 @@ fn read_filtered(
         {
             continue;
         }
-        read_file(&path, &mut records)?;
+        let mut this_file = Vec::new();
+        for (digest, record) in read_file(&path)? {
+            if seen.contains(&digest) {
+                duplicates += 1;
+            } else {
+                this_file.push(digest);
+                records.push(record);
+            }
+        }
+        seen.extend(this_file);
+    }
+    if duplicates > 0 {
+        tracing::info!(user = %user, duplicates, "records archived in more than one batch were read once");
     }
     if let Some((from, to)) = range {
         records.retain(|r| from <= r.ts && r.ts < to);
@@ -152,12 +170,13 @@ fn read_filtered(
     Ok(records)
 }
 
-/// Appends the valid records of one archive file to `out`. Malformed lines
-/// and a corrupt gzip stream are logged and skipped: one damaged file must
-/// not hide the rest of the user's history.
-fn read_file(path: &Path, out: &mut Vec<Record>) -> Result<(), ArchiveError> {
+/// The valid records of one archive file, each with the SHA-256 of its
+/// line. Malformed lines and a corrupt gzip stream are logged and skipped:
+/// one damaged file must not hide the rest of the user's history.
+fn read_file(path: &Path) -> Result<Vec<([u8; 32], Record)>, ArchiveError> {
     let file = fs::File::open(path).map_err(io_err("open", path))?;
     let reader = BufReader::new(GzDecoder::new(file));
+    let mut out = Vec::new();
     for (number, line) in reader.split(b'\n').enumerate() {
         let line = match line {
             Ok(line) => line,
@@ -170,13 +189,13 @@ fn read_file(path: &Path, out: &mut Vec<Record>) -> Result<(), ArchiveError> {
             continue;
         }
         match serde_json::from_slice::<Record>(&line) {
-            Ok(record) => out.push(record),
+            Ok(record) => out.push((Sha256::digest(&line).into(), record)),
             Err(e) => {
                 tracing::warn!(file = %path.display(), line = number + 1, error = %e, "malformed line in the archive; skipped")
             }
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The earliest and latest timestamp of a batch, from its file name.

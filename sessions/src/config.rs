@@ -60,7 +60,11 @@ impl Default for StmConfig {
 
 impl StmConfig {
     pub fn max_age(&self) -> TimeDelta {
-        TimeDelta::minutes(i64::try_from(self.max_age_minutes).unwrap_or(i64::MAX / 60_000))
+        // Absurdly large values mean "never": saturate instead of panicking.
+        i64::try_from(self.max_age_minutes)
+            .ok()
+            .and_then(TimeDelta::try_minutes)
+            .unwrap_or(TimeDelta::MAX)
     }
 }
 

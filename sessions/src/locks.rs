@@ -31,6 +31,14 @@ pub struct LockRegistry {
     entries: Arc<Mutex<HashMap<Key, Entry>>>,
 }
 
+impl std::fmt::Debug for LockRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockRegistry")
+            .field("live_entries", &self.live_entries())
+            .finish()
+    }
+}
+
 impl LockRegistry {
     pub fn new() -> Self {
         Self::default()

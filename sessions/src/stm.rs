@@ -81,6 +81,15 @@ pub struct Stm {
     shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Stm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stm")
+            .field("root", &self.shared.layout.stm_root())
+            .field("fsync", &self.shared.fsync)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Shared {
     layout: Layout,
     locks: LockRegistry,
@@ -145,8 +154,10 @@ impl Stm {
         if self.shared.fsync {
             file.sync_data().map_err(StmError::io("fsync", &path))?;
             if len == 0 {
-                // A new file is durable only once its folder entry is.
+                // A new file is durable only once its folder entry is, and a
+                // new user's folder only once the `stm/` entry is.
                 sync_dir(&dir).map_err(StmError::io("fsync the folder of", &path))?;
+                sync_dir(&self.layout().stm_root()).map_err(StmError::io("fsync the folder of", &path))?;
             }
         }
         Ok(())

@@ -25,7 +25,8 @@ pub(super) fn tail(path: &Path, n: usize) -> io::Result<Vec<Record>> {
         Err(e) => return Err(e),
     };
     let mut pos = file.metadata()?.len();
-    let mut newest_first = Vec::with_capacity(n);
+    // Capped: `n` may be a generous "everything" such as `usize::MAX`.
+    let mut newest_first = Vec::with_capacity(n.min(1024));
     // Bytes of the current, not yet complete, first line of what was read
     // (its start lies further back in the file).
     let mut partial: Vec<u8> = Vec::new();

@@ -104,3 +104,18 @@ fn another_users_archive_is_never_read() {
     archive::write_batch(&layout, &SafeName::of("U2"), &[record(0, "not yours")]).unwrap();
     assert!(archive::read_all(&layout, &user).unwrap().is_empty());
 }
+
+#[test]
+fn a_record_archived_in_two_overlapping_batches_reads_once() {
+    let (_dir, layout, user) = setup();
+    let batch: Vec<_> = (0..6).map(|i| record(i, "x")).collect();
+    // A crash after archiving the first four, then a retry that folded six.
+    archive::write_batch(&layout, &user, &batch[..4]).unwrap();
+    archive::write_batch(&layout, &user, &batch).unwrap();
+    assert_eq!(archive::files(&layout, &user).unwrap().len(), 2);
+    assert_eq!(archive::read_all(&layout, &user).unwrap(), batch);
+    assert_eq!(
+        archive::read_between(&layout, &user, at(2), at(5)).unwrap(),
+        batch[2..5]
+    );
+}

@@ -239,3 +239,11 @@ proptest! {
         prop_assert_eq!(stm.tail(&user, records.len()).unwrap(), records);
     }
 }
+
+#[tokio::test]
+async fn a_generous_tail_returns_the_whole_log() {
+    let (_dir, stm) = stm(false);
+    let user = SafeName::of("U1");
+    stm.append(&user, &record(0, "only")).await.unwrap();
+    assert_eq!(stm.tail(&user, usize::MAX).unwrap(), vec![record(0, "only")]);
+}
