@@ -71,6 +71,7 @@ impl ConsoleChannel {
             text,
             ts: Utc::now(),
             addressed: true,
+            interaction: None,
         }
     }
 }

@@ -23,6 +23,10 @@ pub enum ChannelError {
     InboxClosed { channel: String },
 }
 
+/// How often the broker renews a typing indicator while the model works
+/// (Telegram's lasts about 5 s).
+pub const TYPING_REFRESH: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// Fires once when the broker shuts down; channels stop taking new traffic.
 pub type Shutdown = watch::Receiver<bool>;
 
@@ -43,7 +47,15 @@ pub trait Channel: Send + Sync + 'static {
     /// Sends one reply (already split to fit).
     async fn send(&self, out: Outbound) -> Result<(), ChannelError>;
 
-    /// Shows that an answer is being prepared (typing indicator); platforms
-    /// without one ignore it.
+    /// Shows that an answer is being prepared (typing indicator). The broker
+    /// calls it when the model is asked and again every
+    /// [`TYPING_REFRESH`] until the reply is sent; platforms without one
+    /// ignore it.
     async fn typing(&self, _to: &Inbound) {}
+
+    /// The bot's own user name on the platform (without `@`), once known, so
+    /// `/session@otherbot` in a group is not taken as ours.
+    fn bot_name(&self) -> Option<String> {
+        None
+    }
 }

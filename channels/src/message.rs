@@ -34,6 +34,10 @@ pub struct Inbound {
     /// Whether the bot was mentioned, replied to, or commanded; always true
     /// in direct chats.
     pub addressed: bool,
+    /// Set when the message came as a platform command interaction (a Slack
+    /// slash command's `response_url`, a Discord interaction token): an
+    /// opaque handle the adapter answers through, ephemerally.
+    pub interaction: Option<String>,
 }
 
 /// What a reply carries.
@@ -56,6 +60,8 @@ pub struct Outbound {
     pub reply_to: Option<String>,
     /// True for answers only the asker should see (slash commands).
     pub ephemeral: bool,
+    /// The [`Inbound::interaction`] this answers, if any.
+    pub interaction: Option<String>,
     pub body: OutboundBody,
 }
 
@@ -67,7 +73,8 @@ impl Outbound {
             chat_id: to.chat_id.clone(),
             thread_id: to.thread_id.clone(),
             reply_to: Some(to.msg_id.clone()),
-            ephemeral: false,
+            ephemeral: to.interaction.is_some(),
+            interaction: to.interaction.clone(),
             body: OutboundBody::Text(text.into()),
         }
     }
