@@ -1,1 +1,256 @@
-//! (being written: see the module list in lib.rs)
+//! A user's long-term profile `ltm/users/<user>.md`: YAML frontmatter
+//! (`user_id`, `display_name`, `channel`, `created`, `updated`, `tags`) and a
+//! markdown body of `- key: value` bullets under `## Preferences`, `## Facts`,
+//! `## Ongoing topics` and `## Notes`.
+//!
+//! This module reads the profile and merges facts into it (a repeated fact is
+//! not added twice, a changed one replaces the old, the size is capped with a
+//! visible cut). It never overwrites a profile it cannot parse: that file is
+//! reported and kept as it is. Topic notes and the index belong to
+//! [`crate::topics`] and [`crate::index`]; a write here refreshes the index.
+
+mod body;
+
+pub(crate) use body::{Body, Merged, cut_marker, normalized, one_line, parse_cut_marker};
+
+use crate::frontmatter::{self, Document, FrontmatterError};
+use crate::fsutil::atomic_write;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::summarizer::{Fact, FactSection};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+
+/// The profile's frontmatter. Fields an operator added are kept (`extra`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileMeta {
+    /// The user's raw platform id.
+    #[serde(default)]
+    pub user_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// The channel the profile belongs to (`slack`, `telegram`, …).
+    #[serde(default)]
+    pub channel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<DateTime<Utc>>,
+    /// Free tags for the index's tag search.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_yaml_ng::Value>,
+}
+
+pub type Profile = Document<ProfileMeta>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {path}: {source}; check the disk and the folder's permissions")]
+    Write { path: PathBuf, source: io::Error },
+    /// The file is kept untouched; facts are not merged into it until a
+    /// person fixes (or removes) it.
+    #[error("{0} (the profile is kept as it is and no facts are merged into it until it is fixed)")]
+    Frontmatter(#[from] FrontmatterError),
+}
+
+/// Who a new or updated profile belongs to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Owner<'a> {
+    /// The name the user goes by on the platform, if known; a newer one
+    /// replaces an older one.
+    pub display_name: Option<&'a str>,
+}
+
+/// What a merge did, for the log and for tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    pub added: usize,
+    pub replaced: usize,
+    pub unchanged: usize,
+    /// Facts with an empty key, skipped.
+    pub ignored: usize,
+    /// Older bullets dropped by the size cap in this merge.
+    pub dropped: usize,
+}
+
+/// Reads the profile; `Ok(None)` when the user has none.
+pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<Profile>, ProfileError> {
+    let path = layout.profile_path(user);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ProfileError::Read { path, source }),
+    };
+    Ok(Some(frontmatter::parse(&path, &text)?))
+}
+
+/// The profile text for the context builder and `/session profile`: `None`
+/// when there is no profile or its body is blank. A profile whose
+/// frontmatter is broken is an error (logged here); the broker carries on
+/// without it.
+pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, ProfileError> {
+    match read(layout, user) {
+        Ok(doc) => Ok(doc.map(|d| d.body.trim().to_string()).filter(|b| !b.is_empty())),
+        Err(e) => {
+            tracing::warn!(user = %user, error = %e, "profile unreadable");
+            Err(e)
+        }
+    }
+}
+
+/// Merges `facts` into the user's profile, creating it if needed, and caps
+/// it at `max_chars` characters of body. Facts of section `Topics` land under
+/// `## Ongoing topics` here; their topic notes are [`crate::topics`]'s job.
+/// Writes (atomically) only if something changed, then refreshes the index.
+pub fn merge_facts(
+    layout: &Layout,
+    user: &SafeName,
+    owner: Owner<'_>,
+    facts: &[Fact],
+    max_chars: usize,
+    now: DateTime<Utc>,
+) -> Result<MergeReport, ProfileError> {
+    let existing = read(layout, user).inspect_err(|e| {
+        tracing::warn!(user = %user, error = %e, "profile not updated: facts from this compaction are skipped");
+    })?;
+    let existed = existing.is_some();
+    let mut profile = existing.unwrap_or_else(|| new_profile(layout, user, now));
+    let mut body = Body::parse(&profile.body);
+    let mut report = MergeReport::default();
+    for fact in facts {
+        match body.merge(fact.section, &fact.key, &fact.value) {
+            Some(Merged::Added) => report.added += 1,
+            Some(Merged::Replaced) => report.replaced += 1,
+            Some(Merged::Unchanged) => report.unchanged += 1,
+            None => report.ignored += 1,
+        }
+    }
+    report.dropped = body.cap(max_chars);
+    if report.dropped > 0 {
+        tracing::info!(user = %user, dropped = report.dropped, max_chars, "profile capped: oldest entries dropped");
+    }
+    let name_changed = match owner.display_name.map(one_line).filter(|n| !n.is_empty()) {
+        Some(name) if profile.meta.display_name.as_deref() != Some(name.as_str()) => {
+            profile.meta.display_name = Some(name);
+            true
+        }
+        _ => false,
+    };
+    if existed && !name_changed && report.added + report.replaced + report.dropped == 0 {
+        return Ok(report);
+    }
+    profile.body = body.render(max_chars);
+    profile.meta.updated = Some(now);
+    write(layout, user, &profile)?;
+    Ok(report)
+}
+
+/// Replaces the profile atomically and refreshes the index (a failed index
+/// update is only a warning: the index is derived and heals itself).
+pub fn write(layout: &Layout, user: &SafeName, profile: &Profile) -> Result<(), ProfileError> {
+    let path = layout.profile_path(user);
+    let text = frontmatter::render(&path, &profile.meta, &profile.body)?;
+    atomic_write(&path, text.as_bytes(), None).map_err(|source| ProfileError::Write { path, source })?;
+    if let Err(e) = crate::index::refresh_owner(layout, user) {
+        tracing::warn!(user = %user, error = %e, "index not updated after a profile write; it is rebuilt on next search");
+    }
+    Ok(())
+}
+
+/// Bullets of one section of the profile, as `(key, value)`: for reports and
+/// tests that need the structure rather than the text.
+pub fn bullets(profile: &Profile, section: FactSection) -> Vec<(String, String)> {
+    Body::parse(&profile.body)
+        .bullets(section)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn new_profile(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Profile {
+    let meta = ProfileMeta {
+        user_id: user.decode().unwrap_or_else(|| user.to_string()),
+        channel: layout
+            .channel()
+            .decode()
+            .unwrap_or_else(|| layout.channel().to_string()),
+        created: Some(now),
+        ..ProfileMeta::default()
+    };
+    Document {
+        meta,
+        body: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn fact(section: FactSection, key: &str, value: &str) -> Fact {
+        Fact {
+            section,
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    fn at(h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 1, h, 0, 0).unwrap()
+    }
+
+    #[test]
+    fn first_merge_creates_a_profile_with_frontmatter() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let facts = [fact(FactSection::Preferences, "language", "English")];
+        let report = merge_facts(
+            &layout,
+            &user,
+            Owner {
+                display_name: Some("Kevin"),
+            },
+            &facts,
+            4000,
+            at(1),
+        )
+        .unwrap();
+        assert_eq!(report.added, 1);
+        let profile = read(&layout, &user).unwrap().unwrap();
+        assert_eq!(profile.meta.user_id, "U1");
+        assert_eq!(profile.meta.channel, "slack");
+        assert_eq!(profile.meta.display_name.as_deref(), Some("Kevin"));
+        assert_eq!((profile.meta.created, profile.meta.updated), (Some(at(1)), Some(at(1))));
+        assert_eq!(
+            read_body(&layout, &user).unwrap().as_deref(),
+            Some("## Preferences\n- language: English")
+        );
+    }
+
+    #[test]
+    fn a_merge_that_changes_nothing_does_not_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let facts = [fact(FactSection::Facts, "job", "teacher")];
+        merge_facts(&layout, &user, Owner::default(), &facts, 4000, at(1)).unwrap();
+        let report = merge_facts(&layout, &user, Owner::default(), &facts, 4000, at(2)).unwrap();
+        assert_eq!(
+            report,
+            MergeReport {
+                unchanged: 1,
+                ..MergeReport::default()
+            }
+        );
+        assert_eq!(read(&layout, &user).unwrap().unwrap().meta.updated, Some(at(1)));
+    }
+}

@@ -1,0 +1,15 @@
+//! Specifications of mnemo's compaction and long-term memory, driven through
+//! the public API of `mnemo-sessions` against real files in a temp folder
+//! and an in-process fake summarizer.
+
+#[path = "memory/support.rs"]
+mod support;
+
+#[path = "memory/profile.rs"]
+mod profile;
+
+#[path = "memory/topics.rs"]
+mod topics;
+
+#[path = "memory/index.rs"]
+mod index;
