@@ -1,4 +1,5 @@
-//! The mnemo broker as a library, so the binary stays thin glue and the
-//! end-to-end tests drive the real `App`.
+//! The mnemo broker as a library (being wired; see ARCHITECTURE.md).
 
+pub mod config;
+pub mod dispatch;
 pub mod model;

@@ -1,0 +1,57 @@
+//! The `channels` section of the app config: which platforms run, and how
+//! to reach them. Tokens appear only as the names of environment variables.
+
+mod discord;
+mod slack;
+mod telegram;
+
+pub use discord::DiscordConfig;
+pub use slack::SlackConfig;
+pub use telegram::TelegramConfig;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ChannelsConfig {
+    pub console: ConsoleConfig,
+    pub telegram: TelegramConfig,
+    pub slack: SlackConfig,
+    pub discord: DiscordConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    pub enabled: bool,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig { enabled: true }
+    }
+}
+
+
+
+
+impl ChannelsConfig {
+    /// `Err((field, reason))` for settings that cannot work.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        self.telegram.validate()?;
+        self.slack.validate()?;
+        self.discord.validate()
+    }
+
+    /// Names of the platform channels that are enabled.
+    pub fn enabled_platforms(&self) -> Vec<&'static str> {
+        [
+            ("telegram", self.telegram.enabled),
+            ("slack", self.slack.enabled),
+            ("discord", self.discord.enabled),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
+    }
+}

@@ -1,0 +1,45 @@
+//! Abuse limits from the app config (`limits`): how much one user, and all
+//! users together, may ask of the model.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Model calls in flight across all users.
+    pub max_concurrent_model_calls: usize,
+    /// Longest message accepted; longer ones are refused with a short reply.
+    pub max_message_chars: usize,
+    /// Sustained messages per minute per user (token bucket refill).
+    pub user_messages_per_minute: u32,
+    /// Messages one user may have waiting while an earlier one is answered;
+    /// beyond it they get a "slow down" reply and the message is not taken.
+    pub user_queue_depth: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_concurrent_model_calls: 8,
+            max_message_chars: 8000,
+            user_messages_per_minute: 10,
+            user_queue_depth: 20,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// `Err((field, reason))` for a value that cannot work.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.max_concurrent_model_calls == 0 {
+            return Err(("maxConcurrentModelCalls", "must be at least 1".into()));
+        }
+        if self.max_message_chars == 0 {
+            return Err(("maxMessageChars", "must be at least 1".into()));
+        }
+        if self.user_queue_depth == 0 {
+            return Err(("userQueueDepth", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+//! The app config, `config.json` (DESIGN §8): where state lives, the time
+//! zone, the system prompt, the model, the channels and the abuse limits.
+//! camelCase like `sessions/config.json`; secrets only by env-var name.
+//!
+//! Strict: an unknown field, a wrong type or an invalid value is refused
+//! with the file, the field path and the reason — never a silent fallback
+//! to defaults. With no file at all, the model comes from the environment
+//! (see [`crate::model::config::from_env`]).
+
+mod channels;
+mod limits;
+
+pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
+pub use limits::LimitsConfig;
+
+use crate::model::config::{ModelConfig, ModelOverride};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// What went wrong reading the app config; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: field `{field}`: {reason}")]
+    Field { path: PathBuf, field: String, reason: String },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+/// How log lines on stderr look.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+/// Logging settings (additions to DESIGN §8).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LoggingConfig {
+    /// `human` or `json` on stderr; files under `<state>/logs/` are always JSON.
+    pub format: LogFormat,
+    /// A tracing filter (`info`, `mnemo=debug,warn`); `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig { format: LogFormat::Human, level: "info".to_string() }
+    }
+}
+
+/// The whole app config as written in `config.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppConfig {
+    /// State root; `~` expands to the home folder.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: String,
+    /// IANA zone for daily/weekly summaries (`Europe/Berlin`).
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// A file holding the system prompt, instead of `systemPrompt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt_file: Option<PathBuf>,
+    /// The chat model. Absent: taken from the environment at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelConfig>,
+    /// Overrides for the summarizer (e.g. a cheaper model); every field
+    /// omitted is taken from `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<ModelOverride>,
+    #[serde(default)]
+    pub channels: ChannelsConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub logging: LoggingConfig,
+}
+
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
+
+fn default_state_dir() -> String {
+    "~/.mnemo".to_string()
+}
+
+fn default_timezone() -> String {
+    "UTC".to_string()
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig {
+            state_dir: default_state_dir(),
+            timezone: default_timezone(),
+            system_prompt: None,
+            system_prompt_file: None,
+            model: None,
+            summarizer: None,
+            channels: ChannelsConfig::default(),
+            limits: LimitsConfig::default(),
+            logging: LoggingConfig::default(),
+        }
+    }
+}
+
+/// Where the config came from, for messages and `mnemo config check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    /// No file anywhere: defaults plus the environment.
+    Environment,
+}
+
+impl AppConfig {
+    /// Finds the config: `explicit` (from `--config` / `MNEMO_CONFIG`) must
+    /// exist; otherwise `./config.json`, then `<home>/.mnemo/config.json`;
+    /// otherwise none (defaults + environment).
+    pub fn locate(explicit: Option<&Path>, home: Option<&Path>) -> Result<(AppConfig, ConfigSource), ConfigError> {
+        if let Some(path) = explicit {
+            return Ok((Self::load(path)?, ConfigSource::File(path.to_path_buf())));
+        }
+        let candidates = [Some(PathBuf::from("config.json")), home.map(|h| h.join(".mnemo/config.json"))];
+        for path in candidates.into_iter().flatten() {
+            if path.is_file() {
+                return Ok((Self::load(&path)?, ConfigSource::File(path)));
+            }
+        }
+        Ok((AppConfig::default(), ConfigSource::Environment))
+    }
+
+    pub fn load(path: &Path) -> Result<AppConfig, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates; `path` only names the file in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<AppConfig, ConfigError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let config: AppConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            // Syntax errors have no meaningful field path; type and value
+            // errors do.
+            if field == "." || !inner.is_data() {
+                ConfigError::Invalid { path: path.to_path_buf(), reason: format!("{inner} — fix the JSON and retry") }
+            } else {
+                ConfigError::Field { path: path.to_path_buf(), field, reason: inner.to_string() }
+            }
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let field = |field: &str, reason: String| ConfigError::Field {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        };
+        if self.timezone.parse::<chrono_tz::Tz>().is_err() {
+            return Err(field(
+                "timezone",
+                format!("`{}` is not an IANA time zone (e.g. `UTC`, `Europe/Berlin`)", self.timezone),
+            ));
+        }
+        if self.state_dir.trim().is_empty() {
+            return Err(field("stateDir", "must not be empty".into()));
+        }
+        if self.system_prompt.is_some() && self.system_prompt_file.is_some() {
+            return Err(field("systemPromptFile", "set either `systemPrompt` or `systemPromptFile`, not both".into()));
+        }
+        if let Some(model) = &self.model {
+            model.validate_at("model").map_err(|e| field(&e.field, e.reason))?;
+            if let Some(over) = &self.summarizer {
+                model.with_override(over).validate_at("summarizer").map_err(|e| field(&e.field, e.reason))?;
+            }
+        }
+        self.limits.validate().map_err(|(f, reason)| field(&format!("limits.{f}"), reason))?;
+        self.channels.validate().map_err(|(f, reason)| field(&format!("channels.{f}"), reason))?;
+        Ok(())
+    }
+
+    /// The time zone; validated at parse time.
+    pub fn tz(&self) -> chrono_tz::Tz {
+        // validate() refused any zone that does not parse; UTC is only the
+        // answer for a config built in code without validation.
+        self.timezone.parse().unwrap_or(chrono_tz::UTC)
+    }
+
+    /// The state root with `~` expanded against `home`.
+    pub fn state_root(&self, home: Option<&Path>) -> PathBuf {
+        expand_home(&self.state_dir, home)
+    }
+
+    /// The base system prompt: `systemPrompt`, the file's text, or the default.
+    pub fn system_prompt(&self, config_dir: &Path) -> Result<String, ConfigError> {
+        if let Some(file) = &self.system_prompt_file {
+            let file = if file.is_relative() { config_dir.join(file) } else { file.clone() };
+            return std::fs::read_to_string(&file)
+                .map(|s| s.trim_end().to_string())
+                .map_err(|source| ConfigError::Read { path: file, source });
+        }
+        Ok(self.system_prompt.clone().unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()))
+    }
+}
+
+/// `~` or `~/x` → under `home`; anything else unchanged.
+pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => home.to_path_buf(),
+        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(rest.trim_start_matches('/')),
+        _ => PathBuf::from(path),
+    }
+}
+
+#[cfg(test)]
+mod tests;

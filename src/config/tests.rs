@@ -1,0 +1,90 @@
+use super::*;
+
+fn parse(text: &str) -> Result<AppConfig, ConfigError> {
+    AppConfig::parse(text, Path::new("/etc/mnemo/config.json"))
+}
+
+fn field_error(text: &str) -> (String, String) {
+    match parse(text) {
+        Err(ConfigError::Field { field, reason, path }) => {
+            assert_eq!(path, Path::new("/etc/mnemo/config.json"));
+            (field, reason)
+        }
+        other => panic!("expected a field error for {text}, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_empty_object_gives_the_documented_defaults() {
+    let c = parse("{}").unwrap();
+    assert_eq!(c.state_dir, "~/.mnemo");
+    assert_eq!(c.timezone, "UTC");
+    assert!(c.channels.console.enabled && !c.channels.telegram.enabled);
+    assert_eq!(c.limits, LimitsConfig::default());
+    assert_eq!(c.limits.max_concurrent_model_calls, 8);
+    assert_eq!(c.limits.max_message_chars, 8000);
+    assert_eq!(c.limits.user_messages_per_minute, 10);
+}
+
+#[test]
+fn the_example_config_parses_and_shows_every_section() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.json")).unwrap();
+    let c = AppConfig::parse(&text, Path::new("config.example.json")).unwrap();
+    assert!(c.model.is_some() && c.summarizer.is_some());
+}
+
+#[test]
+fn an_unknown_field_is_named_with_its_path() {
+    let (field, reason) = field_error(r#"{"limits": {"maxConcurentModelCalls": 3}}"#);
+    assert_eq!(field, "limits.maxConcurentModelCalls");
+    assert!(reason.contains("unknown field"), "{reason}");
+}
+
+#[test]
+fn a_wrong_type_is_named_with_its_path() {
+    let (field, _) = field_error(r#"{"channels": {"console": {"enabled": "yes"}}}"#);
+    assert_eq!(field, "channels.console.enabled");
+}
+
+#[test]
+fn invalid_values_are_refused_with_the_field() {
+    assert_eq!(field_error(r#"{"timezone": "Mars/Base"}"#).0, "timezone");
+    assert_eq!(field_error(r#"{"limits": {"maxConcurrentModelCalls": 0}}"#).0, "limits.maxConcurrentModelCalls");
+    assert_eq!(field_error(r#"{"channels": {"slack": {"mode": "rtm"}}}"#).0, "channels.slack.mode");
+    assert_eq!(field_error(r#"{"systemPrompt": "a", "systemPromptFile": "b"}"#).0, "systemPromptFile");
+}
+
+#[test]
+fn broken_json_names_the_file_and_position() {
+    match parse("{\n  \"timezone\": \"UTC\",,\n}") {
+        Err(e @ ConfigError::Invalid { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("/etc/mnemo/config.json") && text.contains("line 2"), "{text}");
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_explicit_path_that_does_not_exist_is_an_error_not_a_fallback() {
+    let err = AppConfig::locate(Some(Path::new("/nonexistent/mnemo.json")), None).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+}
+
+#[test]
+fn home_is_expanded_only_at_the_start() {
+    let home = Path::new("/home/ada");
+    assert_eq!(expand_home("~", Some(home)), Path::new("/home/ada"));
+    assert_eq!(expand_home("~/.mnemo", Some(home)), Path::new("/home/ada/.mnemo"));
+    assert_eq!(expand_home("/srv/~x", Some(home)), Path::new("/srv/~x"));
+    assert_eq!(expand_home("~bob/x", Some(home)), Path::new("~bob/x"));
+}
+
+#[test]
+fn the_system_prompt_comes_from_the_file_relative_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("prompt.md"), "Be brief.\n").unwrap();
+    let c = parse(r#"{"systemPromptFile": "prompt.md"}"#).unwrap();
+    assert_eq!(c.system_prompt(dir.path()).unwrap(), "Be brief.");
+    assert_eq!(parse("{}").unwrap().system_prompt(dir.path()).unwrap(), DEFAULT_SYSTEM_PROMPT);
+}
