@@ -36,15 +36,18 @@ pub trait Channel: Send + Sync + 'static {
     /// The channel's name, used for the state folder (`console`, `slack`, …).
     fn name(&self) -> &str;
 
-    /// The longest text one message may carry on this platform; longer
-    /// replies are split by [`chunk::split`] before [`Channel::send`].
+    /// The longest text one platform message may carry (informational: for
+    /// status and tests; [`Channel::send`] does the splitting).
     fn max_message_chars(&self) -> usize;
 
     /// Receives platform traffic until `shutdown` fires or the source ends,
     /// pushing each message into `inbox` in arrival order.
     async fn receive(&self, inbox: mpsc::Sender<Inbound>, shutdown: Shutdown) -> Result<(), ChannelError>;
 
-    /// Sends one reply (already split to fit).
+    /// Sends one whole reply. The adapter formats it for the platform (the
+    /// text is the model's markdown) and splits it under the platform's
+    /// limit *after* formatting, so escaping can never push a message over
+    /// it ([`chunk::split`] does the boundary work).
     async fn send(&self, out: Outbound) -> Result<(), ChannelError>;
 
     /// Shows that an answer is being prepared (typing indicator). The broker
