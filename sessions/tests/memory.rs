@@ -5,6 +5,12 @@
 #[path = "memory/support.rs"]
 mod support;
 
+#[path = "memory/fake.rs"]
+mod fake;
+
+#[path = "memory/compaction.rs"]
+mod compaction;
+
 #[path = "memory/profile.rs"]
 mod profile;
 
