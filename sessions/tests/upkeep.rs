@@ -3,6 +3,8 @@
 //! `/session` commands and the export bundle. One test target; each area is
 //! a submodule under `upkeep/`.
 
+#[path = "upkeep/commands.rs"]
+mod commands;
 #[path = "upkeep/digests.rs"]
 mod digests;
 #[path = "upkeep/expiry.rs"]
