@@ -10,8 +10,13 @@ pub struct LimitsConfig {
     pub max_concurrent_model_calls: usize,
     /// Longest message accepted; longer ones are refused with a short reply.
     pub max_message_chars: usize,
-    /// Sustained messages per minute per user (token bucket refill).
+    /// Sustained messages per minute per user (token bucket refill); `0`
+    /// turns the per-user rate limit off. The console is never limited.
     pub user_messages_per_minute: u32,
+    /// Messages one user may send in a quick burst before the rate applies
+    /// (the bucket's size). Absent: the same as `userMessagesPerMinute`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_burst: Option<u32>,
     /// Messages one user may have waiting while an earlier one is answered;
     /// beyond it they get a "slow down" reply and the message is not taken.
     pub user_queue_depth: usize,
@@ -23,6 +28,7 @@ impl Default for LimitsConfig {
             max_concurrent_model_calls: 8,
             max_message_chars: 8000,
             user_messages_per_minute: 10,
+            user_burst: None,
             user_queue_depth: 20,
         }
     }
@@ -37,9 +43,20 @@ impl LimitsConfig {
         if self.max_message_chars == 0 {
             return Err(("maxMessageChars", "must be at least 1".into()));
         }
+        if self.user_burst == Some(0) {
+            return Err((
+                "userBurst",
+                "must be at least 1 (or leave it out to use userMessagesPerMinute)".into(),
+            ));
+        }
         if self.user_queue_depth == 0 {
             return Err(("userQueueDepth", "must be at least 1".into()));
         }
         Ok(())
+    }
+
+    /// The per-user bucket size in effect.
+    pub fn burst(&self) -> u32 {
+        self.user_burst.unwrap_or(self.user_messages_per_minute)
     }
 }

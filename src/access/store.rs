@@ -1,0 +1,315 @@
+//! One channel's access rules as the running broker sees them: the last
+//! read of `access.json`, re-read whenever the file changes (a `stat` per
+//! message compares inode, size and mtime — cheap, and no watcher task to
+//! stop), so `mnemo access …` takes effect without a restart.
+//!
+//! A corrupt file is moved aside as `access.json.corrupt-<ts>`, logged at
+//! error level, and the channel runs on [`restrictive_fallback`] (strangers
+//! get nothing, the last good `allowFrom` keeps talking) until a valid file
+//! appears — never on the default, never `open`. It must not decide about
+//! messages (that is `decide`).
+
+use super::decide::restrictive_fallback;
+use super::file::{self, AccessFile, AccessFileError};
+use chrono::{DateTime, Utc};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Enough of a file's metadata to tell that it changed: an atomic rename
+/// gives a new inode, an in-place edit a new size or mtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn stamp(path: &Path) -> io::Result<Option<Stamp>> {
+    match fs::metadata(path) {
+        Ok(m) => Ok(Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The rules in effect, and what they were derived from.
+struct Cached {
+    /// `None` before the first look.
+    seen: Option<Option<Stamp>>,
+    rules: AccessFile,
+    /// The last file that parsed, for the fallback's `allowFrom`.
+    last_good: Option<AccessFile>,
+    /// A corrupt file was quarantined and no valid one has appeared since:
+    /// a missing file then means "still broken", not "defaults".
+    degraded: bool,
+}
+
+pub struct AccessStore {
+    path: PathBuf,
+    /// A std mutex: held only for a `stat` and at most one small read and
+    /// write, never across an `.await`.
+    cached: Mutex<Cached>,
+}
+
+impl AccessStore {
+    /// The store of the `access.json` at `path` (`Layout::access_path`).
+    pub fn new(path: PathBuf) -> Self {
+        let cached = Cached {
+            seen: None,
+            rules: AccessFile::default(),
+            last_good: None,
+            degraded: false,
+        };
+        AccessStore {
+            path,
+            cached: Mutex::new(cached),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The rules in effect now, re-read first if the file changed.
+    pub fn current(&self, now: DateTime<Utc>) -> AccessFile {
+        let mut cached = self.lock();
+        self.refresh(&mut cached, now);
+        cached.rules.clone()
+    }
+
+    /// Whether the channel is running on the restrictive fallback.
+    pub fn degraded(&self) -> bool {
+        self.lock().degraded
+    }
+
+    /// A read-modify-write of the file under the cross-process lock (see
+    /// [`file::update`]); the cache takes the result. While degraded nothing
+    /// is written (the operator must fix or replace the file first).
+    pub fn update<T>(&self, change: impl FnOnce(&mut AccessFile) -> T) -> Result<Option<T>, AccessFileError> {
+        let mut cached = self.lock();
+        if cached.degraded {
+            return Ok(None);
+        }
+        let (out, rules) = file::update(&self.path, change)?;
+        cached.seen = Some(stamp(&self.path).ok().flatten());
+        cached.last_good = Some(rules.clone());
+        cached.rules = rules;
+        Ok(Some(out))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
+        // Every update of `Cached` is a few assignments: consistent even if
+        // a holder panicked.
+        self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn refresh(&self, cached: &mut Cached, now: DateTime<Utc>) {
+        let current = match stamp(&self.path) {
+            Ok(s) => s,
+            Err(e) => {
+                if !cached.degraded {
+                    tracing::error!(file = %self.path.display(), error = %e, "cannot inspect access.json; running on the restrictive fallback until it is readable");
+                }
+                self.degrade(cached, None);
+                return;
+            }
+        };
+        if cached.seen == Some(current) {
+            return;
+        }
+        let Some(before) = current else {
+            cached.seen = Some(None);
+            if !cached.degraded {
+                cached.rules = AccessFile::default();
+                cached.last_good = Some(AccessFile::default());
+            }
+            return;
+        };
+        match file::read(&self.path) {
+            Ok(Some(rules)) => {
+                if cached.degraded {
+                    tracing::warn!(file = %self.path.display(), "access.json is valid again; leaving the restrictive fallback");
+                }
+                cached.seen = Some(Some(before));
+                cached.last_good = Some(rules.clone());
+                cached.rules = rules;
+                cached.degraded = false;
+            }
+            // Removed between the stat and the read: look again next time.
+            Ok(None) => cached.seen = None,
+            Err(AccessFileError::Invalid { field, reason, .. }) => {
+                // Someone may be writing it in place right now: quarantine
+                // only a file that stood still while it was read.
+                if stamp(&self.path).ok().flatten() != Some(before) {
+                    return;
+                }
+                let moved = self.quarantine(now);
+                match &moved {
+                    Ok(to) => tracing::error!(
+                        file = %self.path.display(), field = %field, reason = %reason, moved_to = %to.display(),
+                        "access.json is corrupt: moved aside; strangers are refused and only the last good allowFrom may talk until a valid access.json is written (`mnemo access list` shows the rules)"
+                    ),
+                    Err(e) => tracing::error!(
+                        file = %self.path.display(), field = %field, reason = %reason, error = %e,
+                        "access.json is corrupt and could not be moved aside; running on the restrictive fallback until it is fixed"
+                    ),
+                }
+                let stays = if moved.is_ok() { None } else { Some(before) };
+                self.degrade(cached, stays);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "access.json is unreadable; running on the restrictive fallback");
+                self.degrade(cached, Some(before));
+            }
+        }
+    }
+
+    fn degrade(&self, cached: &mut Cached, seen: Option<Stamp>) {
+        cached.seen = Some(seen);
+        cached.rules = restrictive_fallback(cached.last_good.as_ref());
+        cached.degraded = true;
+    }
+
+    /// Renames the file to `access.json.corrupt-<YYYYmmddTHHMMSSZ>` (with a
+    /// counter if that exists), keeping it for the operator to inspect.
+    fn quarantine(&self, now: DateTime<Utc>) -> io::Result<PathBuf> {
+        let base = format!("{}.corrupt-{}", file_name(&self.path), now.format("%Y%m%dT%H%M%SZ"));
+        let mut target = self.path.with_file_name(&base);
+        let mut n = 1;
+        while target.exists() {
+            n += 1;
+            target = self.path.with_file_name(format!("{base}-{n}"));
+        }
+        fs::rename(&self.path, &target)?;
+        Ok(target)
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "access.json".into())
+}
+
+/// The quarantined copies next to `path`, oldest first, for `mnemo access list`.
+pub fn quarantined(path: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}.corrupt-", file_name(path));
+    let Some(dir) = path.parent() else { return Vec::new() };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::file::DmPolicy;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 23, 3, 28, 32).unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, AccessStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AccessStore::new(dir.path().join("access.json"));
+        (dir, store)
+    }
+
+    fn write_json(path: &Path, json: &str) {
+        fs::write(path, json).unwrap();
+    }
+
+    #[test]
+    fn no_file_means_the_default_pairing_policy() {
+        let (_dir, store) = setup();
+        assert_eq!(store.current(now()), AccessFile::default());
+        assert!(!store.degraded());
+    }
+
+    #[test]
+    fn a_changed_file_is_read_again_without_a_restart() {
+        let (_dir, store) = setup();
+        write_json(store.path(), r#"{"dmPolicy": "open"}"#);
+        assert_eq!(store.current(now()).dm_policy, DmPolicy::Open);
+        // Same length, new content, via an atomic rename (new inode).
+        let mut f = AccessFile {
+            dm_policy: DmPolicy::Allowlist,
+            ..AccessFile::default()
+        };
+        f.allow_from.insert("U1".into());
+        file::write(store.path(), &f).unwrap();
+        assert_eq!(store.current(now()), f);
+        fs::remove_file(store.path()).unwrap();
+        assert_eq!(store.current(now()), AccessFile::default());
+    }
+
+    #[test]
+    fn a_corrupt_file_is_quarantined_and_the_last_good_allow_from_is_kept() {
+        let (dir, store) = setup();
+        write_json(
+            store.path(),
+            r#"{"dmPolicy": "open", "allowFrom": ["U1"], "groups": {"G": {}}}"#,
+        );
+        store.current(now());
+        write_json(store.path(), r#"{"dmPolicy": "open", "allowFrom": ["U1"#);
+        let rules = store.current(now());
+        assert_eq!(rules.dm_policy, DmPolicy::Allowlist, "never open while corrupt");
+        assert!(rules.allow_from.contains("U1") && rules.groups.is_empty());
+        assert!(store.degraded());
+        let moved = dir.path().join("access.json.corrupt-20260323T032832Z");
+        assert_eq!(
+            fs::read_to_string(&moved).unwrap(),
+            r#"{"dmPolicy": "open", "allowFrom": ["U1"#
+        );
+        assert!(!store.path().exists());
+        assert_eq!(quarantined(store.path()), vec![moved]);
+
+        // Still degraded while the file is missing; no writes either.
+        assert_eq!(store.current(now()).dm_policy, DmPolicy::Allowlist);
+        assert_eq!(store.update(|f| f.dm_policy = DmPolicy::Open).unwrap(), None);
+        assert!(!store.path().exists());
+
+        // A valid file ends it.
+        write_json(store.path(), r#"{"dmPolicy": "pairing"}"#);
+        assert_eq!(store.current(now()).dm_policy, DmPolicy::Pairing);
+        assert!(!store.degraded());
+    }
+
+    #[test]
+    fn a_file_corrupt_from_the_start_admits_no_one() {
+        let (_dir, store) = setup();
+        write_json(store.path(), r#"{"dmPolicy": "opne"}"#);
+        let rules = store.current(now());
+        assert_eq!(rules.dm_policy, DmPolicy::Allowlist);
+        assert!(rules.allow_from.is_empty());
+        // A second corrupt file in the same second gets its own name.
+        write_json(store.path(), "nope");
+        store.current(now());
+        assert_eq!(quarantined(store.path()).len(), 2);
+    }
+
+    #[test]
+    fn updates_go_to_disk_and_to_the_cache() {
+        let (_dir, store) = setup();
+        store.update(|f| f.allow_from.insert("U7".into())).unwrap();
+        assert!(file::read(store.path()).unwrap().unwrap().allow_from.contains("U7"));
+        assert!(store.current(now()).allow_from.contains("U7"));
+    }
+}
