@@ -229,11 +229,14 @@ impl Compactor {
             Err(_) => Err(SummarizeError::Timeout(timeout)),
         };
         // An empty answer would replace the previous summary with nothing.
-        let result = result.and_then(|output| match output.summary.trim().is_empty() {
-            true => Err(SummarizeError::Failed(
-                "the summarizer returned an empty summary".into(),
-            )),
-            false => Ok(output),
+        let result = result.and_then(|output| {
+            if output.summary.trim().is_empty() {
+                Err(SummarizeError::Failed(
+                    "the summarizer returned an empty summary".into(),
+                ))
+            } else {
+                Ok(output)
+            }
         });
 
         // Phase 3, under the lock: commit only onto what was summarized.
