@@ -39,6 +39,9 @@
 //! the archive: a retry after a crash between "archive" and "summary" would
 //! otherwise cut a different batch and archive its first records twice.
 //!
+//! The fallback summary and the sliding window retire their batch through
+//! the same steps 2–4, so the same argument holds for them.
+//!
 //! Only one run per user at a time inside a [`Compactor`] (one per channel,
 //! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`].
 
