@@ -9,20 +9,7 @@ use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use support::{FakeModel, write_config};
-
-fn mnemo(config: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
-    cmd.arg("--config")
-        .arg(config)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("USER", "ada")
-        .env("MNEMO_TEST_KEY", "sk-test-not-a-secret")
-        .stdin(Stdio::null());
-    cmd
-}
+use support::{FakeModel, mnemo, write_config};
 
 async fn run(mut cmd: Command) -> Output {
     tokio::task::spawn_blocking(move || cmd.output().unwrap())
