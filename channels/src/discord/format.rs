@@ -15,7 +15,7 @@ pub fn to_discord(markdown: &str) -> String {
             continue;
         }
         flush_table(&mut table, &mut out);
-        if line.matches("```").count() % 2 == 1 {
+        if !line.matches("```").count().is_multiple_of(2) {
             in_code = !in_code;
             out.push(line.to_string());
         } else if in_code {

@@ -25,7 +25,7 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
     let mut chunks = Vec::new();
     // The fence opener a chunk starts inside of (carried from the previous one).
     let mut open: Option<String> = None;
-    let mut rest = text.trim_end().trim_start_matches('\n');
+    let mut rest = text.trim();
     while !rest.is_empty() {
         let prefix = open.as_ref().map(|o| format!("{o}\n")).unwrap_or_default();
         let prefix_chars = prefix.chars().count();
@@ -63,7 +63,10 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
                 after = None;
             }
         }
-        chunks.push(chunk);
+        // Only blank space before the cut (the text's own spacing): nothing to send.
+        if !head.trim().is_empty() || open.is_some() || after.is_some() {
+            chunks.push(chunk);
+        }
         open = after;
         rest = rest.trim_start_matches('\n');
         if open.is_none() {
@@ -86,7 +89,7 @@ fn best_cut(window: &str) -> Option<usize> {
 /// pairs ``` marks, so a line with an odd number of them toggles the state.
 fn fence_after(mut open: Option<String>, text: &str) -> Option<String> {
     for line in text.lines() {
-        if line.matches(FENCE).count() % 2 == 1 {
+        if !line.matches(FENCE).count().is_multiple_of(2) {
             open = match open {
                 Some(_) => None,
                 None => Some(opener(line)),
@@ -115,7 +118,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn fences_balanced(chunk: &str) -> bool {
-        chunk.matches(FENCE).count() % 2 == 0
+        chunk.matches(FENCE).count().is_multiple_of(2)
     }
 
     #[test]
