@@ -190,10 +190,14 @@ async fn session_subcommands_are_acknowledged_privately_and_become_plain_text() 
 }
 
 #[tokio::test]
-async fn ready_registers_the_session_command_globally_without_a_guild() {
+async fn ready_registers_the_session_command_globally_once_without_a_guild() {
     let fake = FakeDiscord::start().await;
-    let (channel, _handler, _rx) = ready_handler(&fake).await;
-    let put = fake.wait_for(1, |r| r.path.ends_with("/commands")).await;
+    let (channel, handler, _rx) = ready_handler(&fake).await;
+    // The gateway re-identified: READY again, registration not repeated.
+    let again: Ready = serde_json::from_value(fake::ready("ws://unused")).expect("READY payload");
+    handler.on_ready(&again).await;
+    let put: Vec<_> = fake.requests().into_iter().filter(|r| r.path.ends_with("/commands")).collect();
+    assert_eq!(put.len(), 1, "{put:#?}");
     assert_eq!(put[0].path, format!("/api/v10/applications/{APP_ID}/commands"));
     assert_eq!(put[0].json[0]["name"], "session");
     assert_eq!(put[0].json[0]["options"].as_array().map(Vec::len), Some(7));

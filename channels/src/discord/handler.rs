@@ -14,6 +14,7 @@ use serenity::all::{
     Message, Ready,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
@@ -30,18 +31,26 @@ enum Pending {
 pub struct DiscordHandler {
     shared: Arc<Shared>,
     queue: mpsc::UnboundedSender<(u64, Pending)>,
+    /// Set once `/session` is registered: a later READY (after the gateway
+    /// re-identifies) does not register it again.
+    registered: AtomicBool,
 }
 
 impl DiscordHandler {
     pub(crate) fn new(shared: Arc<Shared>, inbox: mpsc::Sender<Inbound>) -> Self {
         let (queue, events) = mpsc::unbounded_channel();
         tokio::spawn(deliver_in_order(shared.clone(), events, inbox));
-        DiscordHandler { shared, queue }
+        DiscordHandler {
+            shared,
+            queue,
+            registered: AtomicBool::new(false),
+        }
     }
 
-    /// READY: remember who we are, then (re)register `/session` — per guild
-    /// when `guild_id` is set, else globally. A failed registration is
-    /// logged; messages still work.
+    /// READY: remember who we are, then register `/session` — per guild
+    /// when `guild_id` is set, else globally — on the first READY only. A
+    /// failed registration is logged and retried at the next READY; messages
+    /// work regardless.
     pub async fn on_ready(&self, ready: &Ready) {
         self.shared.set_me(Me {
             id: ready.user.id,
@@ -49,6 +58,9 @@ impl DiscordHandler {
         });
         self.shared.http.set_application_id(ready.application.id);
         tracing::info!(channel = CHANNEL, bot_id = %ready.user.id, guilds = ready.guilds.len(), "gateway ready");
+        if self.registered.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let http = &*self.shared.http;
         let registered = match self.shared.guild_id {
             Some(guild) => guild.set_commands(http, vec![commands::session()]).await,
@@ -60,12 +72,15 @@ impl DiscordHandler {
             .map_or_else(|| "global".to_string(), |g| format!("guild {g}"));
         match registered {
             Ok(_) => tracing::info!(channel = CHANNEL, scope = %scope, "registered the /session command"),
-            Err(e) => tracing::warn!(
-                channel = CHANNEL,
-                scope = %scope,
-                reason = %self.shared.redact(&e.to_string(), None),
-                "could not register the /session command (needs the applications.commands scope); plain-text /session still works"
-            ),
+            Err(e) => {
+                self.registered.store(false, Ordering::SeqCst);
+                tracing::warn!(
+                    channel = CHANNEL,
+                    scope = %scope,
+                    reason = %self.shared.redact(&e.to_string(), None),
+                    "could not register the /session command (needs the applications.commands scope); plain-text /session still works"
+                );
+            }
         }
     }
 
