@@ -196,7 +196,11 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
     // The gateway re-identified: READY again, registration not repeated.
     let again: Ready = serde_json::from_value(fake::ready("ws://unused")).expect("READY payload");
     handler.on_ready(&again).await;
-    let put: Vec<_> = fake.requests().into_iter().filter(|r| r.path.ends_with("/commands")).collect();
+    let put: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/commands"))
+        .collect();
     assert_eq!(put.len(), 1, "{put:#?}");
     assert_eq!(put[0].path, format!("/api/v10/applications/{APP_ID}/commands"));
     assert_eq!(put[0].json[0]["name"], "session");

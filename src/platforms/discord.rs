@@ -12,14 +12,20 @@ pub fn build(config: &DiscordConfig, env: &dyn Fn(&str) -> Option<String>) -> Re
     use anyhow::Context;
     use mnemo_channels::discord::{DiscordChannel, DiscordSettings};
 
-    let token = env(&config.token_env).filter(|t| !t.trim().is_empty()).with_context(|| {
-        format!(
-            "channels.discord: the environment variable `{}` (tokenEnv) is not set; put the bot token there \
+    let token = env(&config.token_env)
+        .filter(|t| !t.trim().is_empty())
+        .with_context(|| {
+            format!(
+                "channels.discord: the environment variable `{}` (tokenEnv) is not set; put the bot token there \
              (developer portal → your application → Bot → Reset Token)",
-            config.token_env
-        )
-    })?;
-    let settings = DiscordSettings { token, api_url: config.api_url.clone(), guild_id: config.guild_number() };
+                config.token_env
+            )
+        })?;
+    let settings = DiscordSettings {
+        token,
+        api_url: config.api_url.clone(),
+        guild_id: config.guild_number(),
+    };
     Ok(Arc::new(DiscordChannel::new(settings)?))
 }
 

@@ -20,7 +20,12 @@ pub struct DiscordConfig {
 
 impl Default for DiscordConfig {
     fn default() -> Self {
-        DiscordConfig { enabled: false, token_env: "DISCORD_BOT_TOKEN".into(), api_url: None, guild_id: None }
+        DiscordConfig {
+            enabled: false,
+            token_env: "DISCORD_BOT_TOKEN".into(),
+            api_url: None,
+            guild_id: None,
+        }
     }
 }
 
@@ -28,7 +33,10 @@ impl DiscordConfig {
     /// `Err((field, reason))` for settings that cannot work.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.token_env.trim().is_empty() {
-            return Err(("discord.tokenEnv", "is empty; name the environment variable holding the bot token".into()));
+            return Err((
+                "discord.tokenEnv",
+                "is empty; name the environment variable holding the bot token".into(),
+            ));
         }
         if let Some(url) = &self.api_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -67,18 +75,30 @@ mod tests {
 
     #[test]
     fn a_guild_id_must_be_a_server_id() {
-        let with = |id: &str| DiscordConfig { guild_id: Some(id.into()), ..DiscordConfig::default() };
+        let with = |id: &str| DiscordConfig {
+            guild_id: Some(id.into()),
+            ..DiscordConfig::default()
+        };
         assert_eq!(with("1500000000000000001").validate(), Ok(()));
-        assert_eq!(with("1500000000000000001").guild_number(), Some(1_500_000_000_000_000_001));
+        assert_eq!(
+            with("1500000000000000001").guild_number(),
+            Some(1_500_000_000_000_000_001)
+        );
         assert_eq!(with("my-server").validate().map_err(|e| e.0), Err("discord.guildId"));
         assert_eq!(with("0").validate().map_err(|e| e.0), Err("discord.guildId"));
     }
 
     #[test]
     fn the_api_url_must_be_http() {
-        let c = DiscordConfig { api_url: Some("discord-proxy:8080".into()), ..DiscordConfig::default() };
+        let c = DiscordConfig {
+            api_url: Some("discord-proxy:8080".into()),
+            ..DiscordConfig::default()
+        };
         assert_eq!(c.validate().map_err(|e| e.0), Err("discord.apiUrl"));
-        let c = DiscordConfig { api_url: Some("http://127.0.0.1:8080".into()), ..DiscordConfig::default() };
+        let c = DiscordConfig {
+            api_url: Some("http://127.0.0.1:8080".into()),
+            ..DiscordConfig::default()
+        };
         assert_eq!(c.validate(), Ok(()));
     }
 }
