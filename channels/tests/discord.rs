@@ -470,7 +470,7 @@ fn unusable_settings_are_refused_with_a_way_out() {
 // ---- a whole gateway session ----
 
 #[tokio::test]
-async fn receive_identifies_registers_the_command_in_the_guild_and_delivers_messages_until_shutdown() {
+async fn receive_identifies_registers_in_the_guild_delivers_resumes_after_a_drop_and_stops_on_shutdown() {
     let fake = FakeDiscord::start().await;
     let channel = std::sync::Arc::new(channel(&fake, Some(1500000000000000001)));
     let (tx, mut rx) = mpsc::channel(16);
@@ -501,6 +501,18 @@ async fn receive_identifies_registers_the_command_in_the_guild_and_delivers_mess
     fake.dispatch("MESSAGE_CREATE", fixture("guild_mention.json"));
     assert_eq!(next(&mut rx).await.text, "what did I say yesterday?");
     assert_eq!(next(&mut rx).await.text, "can you summarise @Bob's point?");
+
+    // A network failure: serenity reconnects and resumes the session, and
+    // traffic flows again.
+    fake.drop_connection();
+    let resume = fake.resumed().await;
+    assert_eq!(resume["session_id"], "fake-session");
+    assert_eq!(resume["token"], format!("Bot {TOKEN}"));
+    let mut after = fixture("dm.json");
+    after["id"] = json!("1300000000000000050");
+    after["content"] = json!("still there?");
+    fake.dispatch("MESSAGE_CREATE", after);
+    assert_eq!(next(&mut rx).await.text, "still there?");
 
     stop.send(true).expect("receiver alive");
     let ended = tokio::time::timeout(Duration::from_secs(60), running)

@@ -58,6 +58,10 @@ struct Inner {
     seen: watch::Sender<usize>,
     failures: Mutex<Vec<Failure>>,
     identify: watch::Sender<Option<Value>>,
+    /// Resume payloads (`d` of op 6) received so far.
+    resumes: watch::Sender<Vec<Value>>,
+    /// Drops the current gateway connection without a close frame.
+    kick: tokio::sync::Notify,
     /// Dispatches waiting for the gateway session; taken by it after READY.
     dispatches: Mutex<Option<mpsc::UnboundedReceiver<(String, Value)>>>,
     dispatch_tx: mpsc::UnboundedSender<(String, Value)>,
@@ -81,6 +85,8 @@ impl FakeDiscord {
             seen: watch::channel(0).0,
             failures: Mutex::new(Vec::new()),
             identify: watch::channel(None).0,
+            resumes: watch::channel(Vec::new()).0,
+            kick: tokio::sync::Notify::new(),
             dispatches: Mutex::new(Some(dispatch_rx)),
             dispatch_tx,
         });
@@ -142,6 +148,18 @@ impl FakeDiscord {
             .expect("fake alive")
             .clone()
             .unwrap_or_default()
+    }
+
+    /// Cuts the gateway connection the way a network failure would.
+    pub fn drop_connection(&self) {
+        self.inner.kick.notify_one();
+    }
+
+    /// The Resume payload, once the adapter has reconnected and resumed.
+    pub async fn resumed(&self) -> Value {
+        let mut rx = self.inner.resumes.subscribe();
+        let got = tokio::time::timeout(PATIENCE, rx.wait_for(|r| !r.is_empty())).await;
+        got.expect("no Resume within the patience").expect("fake alive")[0].clone()
     }
 
     /// Sends a dispatch (`op` 0) with type `t` on the gateway, after READY.
@@ -296,7 +314,8 @@ async fn session(inner: Arc<Inner>, mut socket: WebSocket) {
                         Some(json!({ "op": 0, "s": seq, "t": "READY", "d": ready(&ws) }))
                     }
                     Some(6) => {
-                        seq += 1;
+                        inner.resumes.send_modify(|r| r.push(payload["d"].clone()));
+                        seq = payload["d"]["seq"].as_u64().unwrap_or(seq) + 1;
                         Some(json!({ "op": 0, "s": seq, "t": "RESUMED", "d": {} }))
                     }
                     _ => None,
@@ -308,6 +327,7 @@ async fn session(inner: Arc<Inner>, mut socket: WebSocket) {
                 }
                 connected = ready;
             }
+            _ = inner.kick.notified() => break,
             Some((t, d)) = next_dispatch => {
                 seq += 1;
                 if socket.send(send(json!({ "op": 0, "s": seq, "t": t, "d": d }))).await.is_err() {
