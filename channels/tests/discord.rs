@@ -91,6 +91,7 @@ async fn a_guild_mention_is_taken_with_our_mention_stripped_and_others_named() {
     assert_eq!(got.chat_kind, ChatKind::Group);
     assert_eq!(got.chat_id, GUILD_CHANNEL);
     assert_eq!(got.text, "can you summarise @Bob's point?");
+    assert_eq!(got.user_name.as_deref(), Some("Ali"), "the server nickname");
     assert!(got.addressed);
 }
 

@@ -8,7 +8,7 @@ use crate::{ChatKind, Inbound};
 use chrono::{DateTime, Utc};
 use serenity::all::{
     ApplicationId, CommandDataOption, CommandDataOptionValue, CommandInteraction, InteractionId, Message, MessageType,
-    Timestamp, UserId,
+    Timestamp, User, UserId,
 };
 
 /// The channel name, in `Inbound::channel` and the state folder.
@@ -60,12 +60,10 @@ pub fn message(msg: &Message, me: Option<&Me>) -> Result<Inbound, Skip> {
     Ok(Inbound {
         channel: CHANNEL.to_string(),
         user_id: msg.author.id.to_string(),
-        user_name: Some(
-            msg.author
-                .global_name
-                .clone()
-                .unwrap_or_else(|| msg.author.name.clone()),
-        ),
+        user_name: Some(display_name(
+            msg.member.as_ref().and_then(|m| m.nick.as_deref()),
+            &msg.author,
+        )),
         // A thread is a channel of its own: answering its id lands in the thread.
         chat_id: msg.channel_id.to_string(),
         chat_kind: if direct { ChatKind::Direct } else { ChatKind::Group },
@@ -114,7 +112,10 @@ pub fn command(cmd: &CommandInteraction) -> Option<Inbound> {
     Some(Inbound {
         channel: CHANNEL.to_string(),
         user_id: cmd.user.id.to_string(),
-        user_name: Some(cmd.user.global_name.clone().unwrap_or_else(|| cmd.user.name.clone())),
+        user_name: Some(display_name(
+            cmd.member.as_ref().and_then(|m| m.nick.as_deref()),
+            &cmd.user,
+        )),
         chat_id: cmd.channel_id.to_string(),
         chat_kind: if cmd.guild_id.is_some() {
             ChatKind::Group
@@ -128,6 +129,12 @@ pub fn command(cmd: &CommandInteraction) -> Option<Inbound> {
         addressed: true,
         interaction: Some(handle(cmd.application_id, cmd.id, &cmd.token)),
     })
+}
+
+/// The name people see: the server nickname, else the display name, else
+/// the username.
+fn display_name(nick: Option<&str>, user: &User) -> String {
+    nick.or(user.global_name.as_deref()).unwrap_or(&user.name).to_string()
 }
 
 fn argument(option: &CommandDataOption) -> Option<String> {
