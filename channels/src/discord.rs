@@ -200,13 +200,10 @@ impl Channel for DiscordChannel {
         }
     }
 
+    /// A failure comes back with its reason (status, Discord's message, a
+    /// hint; secrets redacted) for the broker to log.
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
-        let target = out.thread_id.clone().unwrap_or_else(|| out.chat_id.clone());
-        let result = outbound::send(&self.shared, out).await;
-        if let Err(e) = &result {
-            tracing::warn!(channel = CHANNEL, target = %target, error = %e, "reply not delivered");
-        }
-        result
+        outbound::send(&self.shared, out).await
     }
 
     async fn typing(&self, to: &Inbound) {
