@@ -249,7 +249,21 @@ async fn session_slash_commands_are_answered_privately_without_the_model() {
     );
 
     assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
-    stop(child, dir.path());
+
+    // A reply Discord refuses is logged with the reason.
+    let refusal = json!({ "code": 50013, "message": "Missing Permissions" });
+    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 403, refusal, 1);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000044", "are you there?"));
+    discord.wait_for(1, |r| r.content() == "echo: are you there?").await;
+    let logs = stop(child, dir.path());
+    let failure = logs
+        .lines()
+        .find(|l| l.contains("reply not delivered"))
+        .unwrap_or_default();
+    assert!(
+        failure.contains("403") && failure.contains("Missing Permissions"),
+        "logged with the reason:\n{logs}"
+    );
 }
 
 #[test]
