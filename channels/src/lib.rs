@@ -6,6 +6,8 @@
 pub mod chunk;
 pub mod console;
 mod message;
+#[cfg(feature = "slack")]
+pub mod slack;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 
