@@ -107,6 +107,41 @@ async fn stopped(shutdown: &mut Shutdown) {
     }
 }
 
+/// Attempts at a start-up call while Slack cannot be reached, waiting
+/// 0.5 s, 1 s, 2 s, … in between.
+const STARTUP_ATTEMPTS: u32 = 6;
+
+/// Runs a start-up call (`auth.test`, the app token check). A refusal from
+/// Slack (bad token, missing scope) is final; network trouble or a 5xx is
+/// waited out a little, since Slack or the network may be briefly down when
+/// the bot starts. `None` if the broker shut down meanwhile.
+async fn at_startup<T, F, Fut>(shutdown: &mut Shutdown, call: F) -> Result<Option<T>, ChannelError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, WebError>>,
+{
+    let mut wait = std::time::Duration::from_millis(500);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(Some(value)),
+            Err(e) if e.code.is_some() || attempt == STARTUP_ATTEMPTS => {
+                return Err(ChannelError::Receive {
+                    channel: "slack".into(),
+                    reason: e.to_string(),
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, attempt, "slack: Slack not reachable yet; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stopped(shutdown) => return Ok(None),
+        }
+        wait *= 2;
+        attempt += 1;
+    }
+}
+
 impl SlackChannel {
     pub fn new(settings: SlackSettings) -> Result<Self, SlackError> {
         if let Some(url) = &settings.api_url
@@ -295,11 +330,11 @@ impl Channel for SlackChannel {
         SLACK_MAX_CHARS
     }
 
-    async fn receive(&self, inbox: mpsc::Sender<Inbound>, shutdown: Shutdown) -> Result<(), ChannelError> {
-        let me = self.shared.web.auth_test().await.map_err(|e| ChannelError::Receive {
-            channel: "slack".into(),
-            reason: e.to_string(),
-        })?;
+    async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
+        let web = &self.shared.web;
+        let Some(me) = at_startup(&mut shutdown, || web.auth_test()).await? else {
+            return Ok(());
+        };
         tracing::info!(bot_user = %me.user_id, "slack: signed in");
         *lock(&self.shared.identity) = Some(me);
         match &self.mode {

@@ -119,6 +119,8 @@ async fn a_dropped_socket_or_disconnect_envelope_reconnects_without_losing_or_re
     fake.send(events_envelope("env-2", "Ev1", dm_event("U1", "1.000001", "first")));
     fake.send(events_envelope("env-3", "Ev2", dm_event("U1", "1.000002", "second")));
     assert_eq!(slack.next().await.text, "second");
+    fake.wait_until("both acked", |f| f.acked("env-2") && f.acked("env-3"))
+        .await;
 
     fake.send(json!({"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake"}}));
     fake.wait_until("a third connection", |f| f.connections() == 3).await;
@@ -272,6 +274,20 @@ async fn a_rate_limited_call_waits_as_retry_after_asks_then_succeeds() {
         posted[0].at.duration_since(limited[0]) >= Duration::from_secs(1),
         "retried before Retry-After"
     );
+}
+
+#[tokio::test]
+async fn a_slack_outage_at_start_is_waited_out() {
+    let fake = FakeSlack::start().await;
+    fake.fail("auth.test", 2);
+    fake.fail("apps.connections.open", 1);
+    let mut slack = socket_mode(&fake).await;
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        dm_event("U1", "1.000001", "are you there?"),
+    ));
+    assert_eq!(slack.next().await.text, "are you there?");
 }
 
 #[tokio::test]

@@ -44,11 +44,13 @@ pub(super) async fn run(
         reason,
     };
     let token = SlackApiToken::new(SlackApiTokenValue(app_token.to_string()));
-    shared
-        .web
-        .check_app_token(&token)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
+    let web = &shared.web;
+    if super::at_startup(&mut shutdown, || web.check_app_token(&token))
+        .await?
+        .is_none()
+    {
+        return Ok(());
+    }
 
     let route = Arc::new(Route {
         shared: shared.clone(),

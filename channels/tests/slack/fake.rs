@@ -40,6 +40,8 @@ struct Inner {
     sockets: Mutex<Vec<mpsc::UnboundedSender<Option<String>>>>,
     uploads: Mutex<Vec<(String, Vec<u8>)>>,
     responses: Mutex<Vec<Value>>,
+    /// `method → how many 503s to answer before serving it`.
+    failing: Mutex<HashMap<String, u32>>,
     /// `method → how many 429s to answer before serving it`.
     limited: Mutex<HashMap<String, u32>>,
     limited_at: Mutex<Vec<(String, Instant)>>,
@@ -128,6 +130,12 @@ impl FakeSlack {
     /// `Retry-After: 1`.
     pub fn rate_limit(&self, method: &str, times: u32) {
         self.inner.limited.lock().unwrap().insert(method.to_string(), times);
+    }
+
+    /// Makes the next `times` calls to `method` fail with HTTP 503, as
+    /// during an outage.
+    pub fn fail(&self, method: &str, times: u32) {
+        self.inner.failing.lock().unwrap().insert(method.to_string(), times);
     }
 
     pub fn rate_limited_at(&self, method: &str) -> Vec<Instant> {
@@ -248,6 +256,14 @@ async fn api(
                 axum::Json(json!({"ok": false, "error": "ratelimited"})),
             )
                 .into_response();
+        }
+    }
+    {
+        let mut failing = fake.failing.lock().unwrap();
+        if let Some(left) = failing.get_mut(&method).filter(|n| **n > 0) {
+            *left -= 1;
+            fake.changed.notify_waiters();
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
         }
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
