@@ -28,7 +28,10 @@ impl TelegramConfig {
     /// `Err((field, reason))` for settings that cannot work.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if !["polling", "webhook"].contains(&self.mode.as_str()) {
-            return Err(("telegram.mode", format!("`{}` is not `polling` or `webhook`", self.mode)));
+            return Err((
+                "telegram.mode",
+                format!("`{}` is not `polling` or `webhook`", self.mode),
+            ));
         }
         Ok(())
     }
