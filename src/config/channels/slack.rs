@@ -47,10 +47,16 @@ impl SlackConfig {
         if let Some(url) = &self.api_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
-            return Err(("slack.apiUrl", format!("`{url}` must start with https:// (or http:// for a local server)")));
+            return Err((
+                "slack.apiUrl",
+                format!("`{url}` must start with https:// (or http:// for a local server)"),
+            ));
         }
         if self.listen.parse::<SocketAddr>().is_err() {
-            return Err(("slack.listen", format!("`{}` is not an address like 0.0.0.0:3000", self.listen)));
+            return Err((
+                "slack.listen",
+                format!("`{}` is not an address like 0.0.0.0:3000", self.listen),
+            ));
         }
         let named = [
             ("slack.botTokenEnv", &self.bot_token_env),
@@ -79,11 +85,20 @@ mod tests {
 
     #[test]
     fn unusable_settings_name_their_field() {
-        let bad_url = SlackConfig { api_url: Some("slack.com/api".into()), ..SlackConfig::default() };
+        let bad_url = SlackConfig {
+            api_url: Some("slack.com/api".into()),
+            ..SlackConfig::default()
+        };
         assert_eq!(bad_url.validate().unwrap_err().0, "slack.apiUrl");
-        let bad_listen = SlackConfig { listen: "port 3000".into(), ..SlackConfig::default() };
+        let bad_listen = SlackConfig {
+            listen: "port 3000".into(),
+            ..SlackConfig::default()
+        };
         assert_eq!(bad_listen.validate().unwrap_err().0, "slack.listen");
-        let no_env = SlackConfig { app_token_env: " ".into(), ..SlackConfig::default() };
+        let no_env = SlackConfig {
+            app_token_env: " ".into(),
+            ..SlackConfig::default()
+        };
         assert_eq!(no_env.validate().unwrap_err().0, "slack.appTokenEnv");
     }
 }
