@@ -163,9 +163,9 @@ impl SlackChannel {
         })
     }
 
-    /// The address the Events API listener is bound to, once it is (useful
-    /// with a `:0` port). Waits; `None` if the channel is not in events mode
-    /// or stopped before binding.
+    /// The address the Events API listener is bound to (useful with a `:0`
+    /// port): waits until [`Channel::receive`] has bound it; `None` at once
+    /// if the channel is not in events mode.
     pub async fn listening_on(&self) -> Option<SocketAddr> {
         if !matches!(self.mode, SlackMode::Events { .. }) {
             return None;
