@@ -8,6 +8,8 @@ pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
 mod message;
+#[cfg(feature = "slack")]
+pub mod slack;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 
