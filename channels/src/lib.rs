@@ -5,6 +5,8 @@
 
 pub mod chunk;
 pub mod console;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 mod message;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
