@@ -99,20 +99,22 @@ impl StyledText<'_> {
     fn fit(&self, start: usize, limit: usize) -> usize {
         let mut open: &[Style] = &[];
         let mut used = 0;
+        let mut pending = 0;
         let mut end = start;
         for at in start..self.chars.len() {
             let styles = self.styles(at);
-            let keep = common_prefix(open, styles);
-            let switch: usize = open[keep..].iter().map(|s| units(&close_tag(s))).sum::<usize>()
-                + styles[keep..].iter().map(|s| units(&open_tag(s))).sum::<usize>();
-            let next = used + switch + escaped_units(self.chars[at].0);
-            let pending: usize = styles.iter().map(|s| units(&close_tag(s))).sum();
-            if next + pending > limit {
+            let mut next = used + escaped_units(self.chars[at].0);
+            let mut next_pending = pending;
+            // Tags change only where runs change; within a run only the text grows.
+            if at == start || self.chars[at - 1].1 != self.chars[at].1 {
+                let keep = common_prefix(open, styles);
+                next += tags_units(&open[keep..], close_tag) + tags_units(&styles[keep..], open_tag);
+                next_pending = tags_units(styles, close_tag);
+            }
+            if next + next_pending > limit {
                 break;
             }
-            used = next;
-            open = styles;
-            end = at + 1;
+            (used, pending, open, end) = (next, next_pending, styles, at + 1);
         }
         end.max(start + 1)
     }
@@ -203,6 +205,11 @@ fn escaped_units(c: char) -> usize {
         '<' | '>' => 4,
         c => c.len_utf16(),
     }
+}
+
+/// The size of the opening (or closing) tags of `styles`.
+fn tags_units(styles: &[Style], tag: fn(&Style) -> String) -> usize {
+    styles.iter().map(|s| units(&tag(s))).sum()
 }
 
 fn units(text: &str) -> usize {
