@@ -18,7 +18,11 @@ use tokio::sync::{mpsc, watch};
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     #[error("{channel}: could not send to {target}: {reason}")]
-    Send { channel: String, target: String, reason: String },
+    Send {
+        channel: String,
+        target: String,
+        reason: String,
+    },
     #[error("{channel}: {reason}")]
     Receive { channel: String, reason: String },
     #[error("{channel}: the broker stopped taking messages")]

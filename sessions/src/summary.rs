@@ -86,10 +86,31 @@ pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<SummaryFile>, Sum
     Ok(Some(frontmatter::parse(&path, &text)?))
 }
 
+/// Like [`read`], but a file whose frontmatter does not parse is not an
+/// error: its whole text becomes the body of a fresh summary (with a
+/// warning), so the user keeps the summary text, compaction can go on
+/// bounding the log, and the next write leaves a valid file that still holds
+/// everything the broken one said. Only the fold marker and failure count of
+/// the broken file are lost; they are bookkeeping, not memory.
+pub fn read_or_salvage(layout: &Layout, user: &SafeName) -> Result<Option<SummaryFile>, SummaryError> {
+    match read(layout, user) {
+        Err(SummaryError::Frontmatter(e)) => {
+            tracing::warn!(error = %e, "summary.md unreadable; its text is kept as the summary body");
+            let path = layout.summary_path(user);
+            let text = std::fs::read_to_string(&path).map_err(|source| SummaryError::Read { path, source })?;
+            let mut salvaged = empty(user);
+            salvaged.body = text;
+            Ok(Some(salvaged))
+        }
+        other => other,
+    }
+}
+
 /// The summary text for the context builder: `None` when there is no
 /// summary or its body is blank (a file that only carries a failure count).
+/// A file with broken frontmatter is salvaged (see [`read_or_salvage`]).
 pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, SummaryError> {
-    Ok(read(layout, user)?
+    Ok(read_or_salvage(layout, user)?
         .map(|doc| doc.body.trim().to_string())
         .filter(|b| !b.is_empty()))
 }
@@ -155,6 +176,22 @@ mod tests {
         file.body = "new\n".into();
         write(&layout, &user, &file).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("reviewed_by: ops"));
+    }
+
+    #[test]
+    fn a_summary_with_broken_frontmatter_is_salvaged_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let path = layout.summary_path(&user);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "---\nmessages_compacted: [\n---\n\nThey like tea.\n").unwrap();
+        assert!(matches!(read(&layout, &user), Err(SummaryError::Frontmatter(_))));
+        let body = read_body(&layout, &user).unwrap().unwrap();
+        assert!(body.contains("They like tea.") && body.contains("messages_compacted: ["));
+        let salvaged = read_or_salvage(&layout, &user).unwrap().unwrap();
+        write(&layout, &user, &salvaged).unwrap();
+        assert!(read(&layout, &user).unwrap().unwrap().body.contains("They like tea."));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::frontmatter::{self, Document, FrontmatterError};
 use crate::fsutil::atomic_write;
 use crate::layout::Layout;
 use crate::names::SafeName;
-use crate::profile::{cut_marker, normalized, one_line, parse_cut_marker};
+use crate::profile::{cap_bullet_lines, normalized, one_line};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -238,7 +238,7 @@ pub fn merge_fact(
             body.push('\n');
         }
         body.push_str(&format!("- {}: {value}\n", now.format("%Y-%m-%d")));
-        topic.body = cap_bullets(&body, max_chars);
+        topic.body = cap_bullet_lines(&body, max_chars);
     }
     topic.meta.updated = Some(now);
     write_file(layout, user, &path, &topic)?;
@@ -251,41 +251,6 @@ fn strip_date(bullet: &str) -> &str {
         Some((date, rest)) if chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok() => rest,
         _ => bullet,
     }
-}
-
-/// Drops the first (oldest) `- ` bullets until `body` fits `max_chars`,
-/// keeping a marker line at the top with the running count of drops.
-fn cap_bullets(body: &str, max_chars: usize) -> String {
-    let mut dropped = 0;
-    let mut lines: Vec<&str> = Vec::new();
-    for line in body.lines() {
-        match parse_cut_marker(line) {
-            Some(n) => dropped += n,
-            None => lines.push(line),
-        }
-    }
-    let render = |lines: &[&str], dropped: usize| {
-        let mut out = String::new();
-        if dropped > 0 {
-            out.push_str(&cut_marker(dropped, max_chars));
-            out.push('\n');
-        }
-        for l in lines {
-            out.push_str(l);
-            out.push('\n');
-        }
-        out
-    };
-    let mut out = render(&lines, dropped);
-    while out.chars().count() > max_chars {
-        let Some(first) = lines.iter().position(|l| l.starts_with("- ")) else {
-            break;
-        };
-        lines.remove(first);
-        dropped += 1;
-        out = render(&lines, dropped);
-    }
-    out
 }
 
 fn new_topic(user: &SafeName, slug: &SafeName, title: &str, now: DateTime<Utc>) -> Topic {
@@ -434,7 +399,7 @@ mod tests {
     #[test]
     fn topic_bullets_are_capped_oldest_first_with_a_marker() {
         let body: String = (0..50).map(|i| format!("- 2026-03-01: value number {i}\n")).collect();
-        let capped = cap_bullets(&body, 300);
+        let capped = cap_bullet_lines(&body, 300);
         assert!(capped.chars().count() <= 300);
         assert!(
             capped.starts_with("> mnemo: ") && capped.contains("value number 49") && !capped.contains("number 0\n")

@@ -5,6 +5,18 @@
 #[path = "memory/support.rs"]
 mod support;
 
+#[path = "memory/fake.rs"]
+mod fake;
+
+#[path = "memory/fixture.rs"]
+mod fixture;
+
+#[path = "memory/compaction.rs"]
+mod compaction;
+
+#[path = "memory/failures.rs"]
+mod failures;
+
 #[path = "memory/profile.rs"]
 mod profile;
 

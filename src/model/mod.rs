@@ -1,1 +1,275 @@
-//! Model backends (being written).
+//! Model backends (DESIGN §7): one [`Model`] trait, chosen in the app config,
+//! with three implementations — `openai` (any OpenAI-compatible
+//! chat-completions endpoint), `anthropic` (Messages API) and `command` (a
+//! CLI run as a subprocess) — wrapped in retries and an optional fallback.
+//!
+//! This module owns the request/reply types, the typed [`ModelError`] the
+//! broker turns into a true sentence for the user, and [`build`], which turns
+//! a [`ModelConfig`] into a ready `Arc<dyn Model>`. It never touches memory
+//! files and never reads the process environment itself: the environment is
+//! a parameter, so tests never mutate it. Secrets never reach a log line or
+//! an error message ([`redact`]).
+
+mod anthropic;
+mod build;
+mod command;
+pub mod config;
+mod http;
+mod openai;
+pub mod redact;
+mod retry;
+mod sse;
+mod summarizer;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use mnemo_sessions::context::Context;
+use mnemo_sessions::record::Role;
+use std::time::Duration;
+
+pub use build::{BuildError, build, build_section};
+pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
+pub use redact::redact;
+pub use retry::{RetryPolicy, Retrying, WithFallback};
+pub use summarizer::ModelSummarizer;
+
+/// Text deltas of a streamed reply, in order. The stream ends with `None`
+/// only after the backend's end marker (`[DONE]`, `message_stop`); a reply
+/// cut before that ends with an `Err`, never with a silent short "success".
+pub type DeltaStream = BoxStream<'static, Result<String, ModelError>>;
+
+/// A chat model the broker can ask. Object-safe; used as `Arc<dyn Model>`.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The whole reply at once.
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError>;
+
+    /// The reply as it is written, for edit-in-place messages. Errors before
+    /// the first delta (connect, HTTP status) come back here, so retries and
+    /// the fallback can still act; errors after that arrive in the stream.
+    async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError>;
+
+    /// One line for logs and `mnemo config check`, e.g.
+    /// `openai gpt-4o-mini @ https://api.openai.com/v1`. Never a secret.
+    fn describe(&self) -> String;
+}
+
+/// What one model call is given: the structured context and the message
+/// being answered (sent once, as the last user turn — DESIGN §2).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelRequest {
+    pub context: Context,
+    pub message: String,
+    /// Per request, not per backend: the summarizer wants JSON, chat does not.
+    pub format: ReplyFormat,
+}
+
+impl ModelRequest {
+    pub fn new(context: Context, message: impl Into<String>) -> Self {
+        ModelRequest {
+            context,
+            message: message.into(),
+            format: ReplyFormat::Text,
+        }
+    }
+
+    /// Ask for a JSON object (`response_format: json_object` on openai; the
+    /// prompt alone elsewhere, which is why callers still parse leniently).
+    pub fn json(mut self) -> Self {
+        self.format = ReplyFormat::Json;
+        self
+    }
+}
+
+/// The shape of reply asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplyFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// A finished reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelReply {
+    pub text: String,
+    /// Present when the backend reports it (HTTP backends do; commands don't).
+    pub usage: Option<Usage>,
+}
+
+/// Token counts as the backend reported them, for logs and cost tracking.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why a model call failed. Typed so the broker can tell the user something
+/// true ([`ModelError::user_message`]) and so retries and the fallback act
+/// only where trying again can help. Every `detail` is redacted before it is
+/// stored here: Display and Debug are safe to log.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model did not answer within {after:?}; raise timeoutSecs if replies are long")]
+    Timeout { after: Duration },
+    #[error("the model is rate limiting requests{}: {detail}", retry_hint(.retry_after))]
+    RateLimited {
+        retry_after: Option<Duration>,
+        detail: String,
+    },
+    #[error("the model refused our credentials (HTTP {status}): {detail}; check the API key variable")]
+    Auth { status: u16, detail: String },
+    #[error("the model rejected the request (HTTP {status}): {detail}")]
+    BadRequest { status: u16, detail: String },
+    #[error("the model is unavailable{}: {detail}", retry_hint(.retry_after))]
+    Unavailable {
+        detail: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("the model's reply could not be read: {detail}")]
+    Protocol { detail: String },
+    #[error("the model command `{program}` failed: {detail}")]
+    Command { program: String, detail: String },
+}
+
+fn retry_hint(retry_after: &Option<Duration>) -> String {
+    match retry_after {
+        Some(after) => format!(" (retry after {after:?})"),
+        None => String::new(),
+    }
+}
+
+impl ModelError {
+    /// One short sentence for the person waiting for a reply. By the time a
+    /// model is called their message is already in STM, so each says so.
+    pub fn user_message(&self) -> &'static str {
+        match self {
+            ModelError::Timeout { .. } => {
+                "The model took too long to answer. Your message is saved; please try again in a moment."
+            }
+            ModelError::RateLimited { .. } => {
+                "The model is busy right now (rate limited). Your message is saved; please try again in a minute."
+            }
+            ModelError::Auth { .. } => {
+                "The bot's model credentials were refused. Your message is saved; please tell the operator."
+            }
+            ModelError::BadRequest { .. } => {
+                "The model rejected this request. Your message is saved; if it keeps happening, please tell the operator."
+            }
+            ModelError::Unavailable { .. } => {
+                "The model is unavailable right now. Your message is saved; please try again later."
+            }
+            ModelError::Protocol { .. } => {
+                "The model's reply was cut off or unreadable. Your message is saved; please try again."
+            }
+            ModelError::Command { .. } => "The model program failed. Your message is saved; please tell the operator.",
+        }
+    }
+
+    /// Worth the same call again after a pause: rate limits, server errors,
+    /// connection failures. Not timeouts (the person already waited a whole
+    /// `timeoutSecs`), not 4xx, not a failed command.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ModelError::RateLimited { .. } | ModelError::Unavailable { .. })
+    }
+
+    /// Worth asking the fallback model: anything but our own mistakes. A bad
+    /// key or a malformed request is the operator's to fix, and hiding it
+    /// behind a fallback would keep it from ever being noticed.
+    pub fn allows_fallback(&self) -> bool {
+        !matches!(self, ModelError::Auth { .. } | ModelError::BadRequest { .. })
+    }
+
+    /// How long the server asked us to wait, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::RateLimited { retry_after, .. } | ModelError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// The speaker label used wherever a conversation is flattened to text (the
+/// command backend's `{context}`, the summarizer's transcript).
+pub(crate) fn role_label(role: Role) -> &'static str {
+    match role {
+        Role::User => "User",
+        Role::Assistant => "Assistant",
+    }
+}
+
+/// The context as one text: the system text, a blank line, then one
+/// `User: …` / `Assistant: …` line per turn. For backends that take a single
+/// prompt string (the command backend's `{context}`).
+pub fn flat_context(context: &Context) -> String {
+    let transcript: Vec<String> = context
+        .turns
+        .iter()
+        .map(|turn| format!("{}: {}", role_label(turn.role), turn.content.trim()))
+        .collect();
+    let system = context.system.trim();
+    match (system.is_empty(), transcript.is_empty()) {
+        (_, true) => system.to_string(),
+        (true, false) => transcript.join("\n"),
+        (false, false) => format!("{system}\n\n{}", transcript.join("\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemo_sessions::context::Turn;
+
+    /// Built field by field: `Context` may gain fields, so it is never
+    /// written as a complete literal.
+    fn context_of(system: &str, turns: Vec<Turn>) -> Context {
+        let mut context = Context {
+            system: system.to_string(),
+            ..Default::default()
+        };
+        context.turns = turns;
+        context
+    }
+
+    #[test]
+    fn flat_context_is_system_then_labelled_turns() {
+        let context = context_of(
+            "Be brief.",
+            vec![
+                Turn {
+                    role: Role::User,
+                    content: "hi".into(),
+                },
+                Turn {
+                    role: Role::Assistant,
+                    content: "hello".into(),
+                },
+            ],
+        );
+        assert_eq!(flat_context(&context), "Be brief.\n\nUser: hi\nAssistant: hello");
+    }
+
+    #[test]
+    fn flat_context_of_an_empty_context_is_empty() {
+        assert_eq!(flat_context(&Context::default()), "");
+    }
+
+    #[test]
+    fn only_transient_errors_are_retried_and_only_our_mistakes_skip_the_fallback() {
+        let auth = ModelError::Auth {
+            status: 401,
+            detail: String::new(),
+        };
+        let busy = ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(1)),
+            detail: String::new(),
+        };
+        let timeout = ModelError::Timeout {
+            after: Duration::from_secs(1),
+        };
+        assert!(!auth.is_retryable() && !auth.allows_fallback());
+        assert!(busy.is_retryable() && busy.allows_fallback());
+        assert!(!timeout.is_retryable() && timeout.allows_fallback());
+        assert_eq!(busy.retry_after(), Some(Duration::from_secs(1)));
+    }
+}

@@ -61,10 +61,10 @@ pub fn parse(text: &str, bot_name: Option<&str>) -> Option<SessionCommand> {
         if !is_bot_name(name) {
             return None;
         }
-        if let Some(ours) = bot_name {
-            if !name.eq_ignore_ascii_case(ours.trim_start_matches('@')) {
-                return None;
-            }
+        if let Some(ours) = bot_name
+            && !name.eq_ignore_ascii_case(ours.trim_start_matches('@'))
+        {
+            return None;
         }
     }
     Some(parse_action(rest))

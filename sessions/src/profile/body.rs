@@ -75,6 +75,43 @@ pub(crate) fn normalized(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
+/// For free-form bullet lists (topic notes, fallback summaries): drops the
+/// first (oldest) `- ` lines until `body` fits `max_chars`, keeping one
+/// marker line at the top with the running count of drops. Other lines are
+/// never dropped.
+pub(crate) fn cap_bullet_lines(body: &str, max_chars: usize) -> String {
+    let mut dropped = 0;
+    let mut lines: Vec<&str> = Vec::new();
+    for line in body.lines() {
+        match parse_cut_marker(line) {
+            Some(n) => dropped += n,
+            None => lines.push(line),
+        }
+    }
+    let render = |lines: &[&str], dropped: usize| {
+        let mut out = String::new();
+        if dropped > 0 {
+            out.push_str(&cut_marker(dropped, max_chars));
+            out.push('\n');
+        }
+        for l in lines {
+            out.push_str(l);
+            out.push('\n');
+        }
+        out
+    };
+    let mut out = render(&lines, dropped);
+    while out.chars().count() > max_chars {
+        let Some(first) = lines.iter().position(|l| l.starts_with("- ")) else {
+            break;
+        };
+        lines.remove(first);
+        dropped += 1;
+        out = render(&lines, dropped);
+    }
+    out
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Line {
     /// `- key: value`, with indented continuation lines kept with it so a

@@ -13,7 +13,11 @@ pub struct DiscordConfig {
 
 impl Default for DiscordConfig {
     fn default() -> Self {
-        DiscordConfig { enabled: false, token_env: "DISCORD_BOT_TOKEN".into(), api_url: None }
+        DiscordConfig {
+            enabled: false,
+            token_env: "DISCORD_BOT_TOKEN".into(),
+            api_url: None,
+        }
     }
 }
 

@@ -1,0 +1,99 @@
+//! The destructive commands: `/session clear`, `/session clear all` and
+//! `/session forget <topic>`. Each runs under the caller's lock and removes
+//! only paths computed for the caller's own name; a refused topic name
+//! touches nothing.
+
+use super::CommandError;
+use crate::index;
+use crate::names::SafeName;
+use crate::report;
+use crate::stm::Stm;
+use crate::topics::{self, TopicError};
+use std::fs;
+use std::io;
+use std::path::Path;
+
+/// Removes the caller's STM folder: the log, the rolling summary and any
+/// quarantined lines. Long-term memory stays.
+pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
+    let guard = stm.lock(user).await;
+    let count = stm.count(user)?;
+    let had_summary = stm.layout().summary_path(user).exists();
+    stm.remove_locked(&guard, user)?;
+    remove(&stm.layout().stm_dir(user))?;
+    drop(guard);
+    Ok(match (count, had_summary) {
+        (0, false) => "There was nothing in your short-term memory. Your long-term notes are kept.".to_string(),
+        (n, _) => format!(
+            "Cleared our recent conversation ({n} message{}) and its summary. Your long-term profile and notes are kept.",
+            if n == 1 { "" } else { "s" }
+        ),
+    })
+}
+
+/// Removes everything stored about the caller (see
+/// [`report::user_roots`]) and their entries of the shared index.
+pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
+    let layout = stm.layout();
+    let guard = stm.lock(user).await;
+    let mut files = 0u64;
+    stm.remove_locked(&guard, user)?;
+    for root in report::user_roots(layout, user)? {
+        files += report::files_under(&root)?.len() as u64;
+        remove(&root)?;
+    }
+    // After the files: entries of files still on disk would come back. No
+    // index yet means no entries to remove (and none to build for it).
+    if layout.index_path().exists() {
+        index::remove_owner(layout, user)?;
+    }
+    drop(guard);
+    Ok(if files == 0 {
+        "I had nothing stored about you.".to_string()
+    } else {
+        format!(
+            "Deleted everything I stored about you here: short-term memory, profile, topic notes, summaries and archive ({files} file{}). This cannot be undone.",
+            if files == 1 { "" } else { "s" }
+        )
+    })
+}
+
+/// Deletes one of the caller's topic notes, or says why not.
+pub(super) async fn forget(stm: &Stm, user: &SafeName, topic: &str) -> Result<String, CommandError> {
+    let _guard = stm.lock(user).await;
+    Ok(match topics::delete(stm.layout(), user, topic) {
+        Ok(()) => format!("Forgot your topic note “{}”.", topic.trim().to_ascii_lowercase()),
+        Err(TopicError::NotFound { .. }) | Err(TopicError::ReservedOwner) => {
+            let mine: Vec<String> = topics::list(stm.layout(), user)?.into_iter().map(|t| t.slug).collect();
+            if mine.is_empty() {
+                "You have no topic notes, so there was nothing to forget.".to_string()
+            } else {
+                format!("You have no topic note by that name. Yours are: {}", mine.join(", "))
+            }
+        }
+        Err(TopicError::InvalidSlug { .. }) => {
+            "That is not a topic name I can use: topic names are 1–64 letters, digits, `-` or `_`. Nothing was deleted."
+                .to_string()
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
+
+/// Removes a file or a whole folder; a missing one is fine. Symbolic links
+/// are removed as links, never followed.
+fn remove(path: &Path) -> Result<(), CommandError> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(CommandError::Io {
+            op: "delete",
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,167 @@
+//! The pure half of compaction: which records of a log are already folded
+//! (the head matching the summary's [`FoldMarker`]), and how many of the
+//! rest a run should fold, given the config and `now`.
+//!
+//! No file access, no clock: everything comes in as arguments, so the rules
+//! are tested exactly.
+
+use crate::config::SessionConfig;
+use crate::record::Record;
+use crate::summary::FoldMarker;
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// The marker for `batch` (non-empty): its last record, length and digest.
+pub(crate) fn marker_for(batch: &[Record]) -> Option<FoldMarker> {
+    let last = batch.last()?;
+    Some(FoldMarker {
+        ts: last.ts,
+        msg_id: last.msg_id.clone(),
+        batch_len: batch.len(),
+        batch_sha256: digest(batch),
+    })
+}
+
+/// SHA-256 (hex) of the records as JSONL lines.
+fn digest(records: &[Record]) -> String {
+    let mut hasher = Sha256::new();
+    for record in records {
+        // A `Record` is plain strings and a timestamp: encoding cannot fail.
+        hasher.update(serde_json::to_vec(record).unwrap_or_default());
+        hasher.update(b"\n");
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How many records at the head of `records` were folded by the run that
+/// wrote `marker` but not yet dropped from the log (a crash or an error came
+/// between). They are in the summary already: context must skip them and the
+/// next run must archive and drop them, not fold them again.
+pub(crate) fn already_folded(records: &[Record], marker: Option<&FoldMarker>) -> usize {
+    let Some(marker) = marker else { return 0 };
+    let n = marker.batch_len;
+    let matches = n > 0
+        && records.len() >= n
+        && records[n - 1].ts == marker.ts
+        && records[n - 1].msg_id == marker.msg_id
+        && digest(&records[..n]) == marker.batch_sha256;
+    if matches { n } else { 0 }
+}
+
+/// What a run should do with the unfolded records of a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    Nothing,
+    /// Summarize the first `n` records into the rolling summary.
+    Fold(usize),
+    /// Compaction is off: archive the first `n` records unsummarized.
+    Slide(usize),
+}
+
+/// The rules of DESIGN §4:
+/// - compaction on: past `threshold`, fold all but the last `contextWindow`;
+///   records older than `maxAgeMinutes` are folded too (even inside the
+///   window), and never fewer than what brings the log back to `maxMessages`;
+/// - compaction off: past `maxMessages`, the oldest slide out unsummarized.
+pub(crate) fn decide(unfolded: &[Record], config: &SessionConfig, now: DateTime<Utc>) -> Decision {
+    let n = unfolded.len();
+    let over_bound = n.saturating_sub(config.stm.max_messages);
+    if !config.compacting.enabled {
+        return if over_bound > 0 {
+            Decision::Slide(over_bound)
+        } else {
+            Decision::Nothing
+        };
+    }
+    let by_threshold = if n > config.compacting.threshold {
+        n.saturating_sub(config.stm.context_window)
+    } else {
+        0
+    };
+    // An absurd maxAgeMinutes saturates to "never" rather than overflowing.
+    let by_age = now
+        .checked_sub_signed(config.stm.max_age())
+        .map_or(0, |cutoff| unfolded.iter().take_while(|r| r.ts < cutoff).count());
+    match by_threshold.max(by_age).max(over_bound) {
+        0 => Decision::Nothing,
+        k => Decision::Fold(k),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Role;
+    use chrono::{TimeDelta, TimeZone};
+
+    fn rec(i: i64) -> Record {
+        Record {
+            ts: Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap() + TimeDelta::minutes(i),
+            role: Role::User,
+            text: format!("m{i}"),
+            msg_id: format!("{i}"),
+            channel: "slack".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        }
+    }
+
+    fn log(range: std::ops::Range<i64>) -> Vec<Record> {
+        range.map(rec).collect()
+    }
+
+    fn config(enabled: bool) -> SessionConfig {
+        let mut c = SessionConfig::default();
+        c.compacting.enabled = enabled;
+        c.compacting.threshold = 20;
+        c.stm.max_messages = 30;
+        c.stm.context_window = 5;
+        c.stm.max_age_minutes = 120;
+        c
+    }
+
+    #[test]
+    fn a_marked_batch_at_the_head_is_already_folded() {
+        let records = log(0..10);
+        let marker = marker_for(&records[..4]).unwrap();
+        assert_eq!(already_folded(&records, Some(&marker)), 4);
+        assert_eq!(already_folded(&records[4..], Some(&marker)), 0, "gone once dropped");
+        assert_eq!(
+            already_folded(&records[..3], Some(&marker)),
+            0,
+            "a shorter log is not the batch"
+        );
+        assert_eq!(already_folded(&records, None), 0);
+        let mut edited = records.clone();
+        edited[1].text = "changed".into();
+        assert_eq!(already_folded(&edited, Some(&marker)), 0, "same last id, other content");
+    }
+
+    #[test]
+    fn past_the_threshold_all_but_the_window_are_folded() {
+        let now = rec(40).ts;
+        assert_eq!(decide(&log(20..40), &config(true), now), Decision::Nothing);
+        assert_eq!(decide(&log(19..40), &config(true), now), Decision::Fold(16));
+    }
+
+    #[test]
+    fn messages_past_max_age_are_folded_even_inside_the_window() {
+        let now = rec(0).ts + TimeDelta::minutes(122);
+        // Records at minutes 0..3 are older than 120 minutes at `now`.
+        assert_eq!(decide(&log(0..4), &config(true), now), Decision::Fold(2));
+        let mut huge = config(true);
+        huge.stm.max_age_minutes = u64::MAX;
+        assert_eq!(decide(&log(0..4), &huge, now), Decision::Nothing);
+    }
+
+    #[test]
+    fn the_hard_bound_holds_whatever_the_threshold() {
+        let now = rec(0).ts;
+        let mut c = config(true);
+        c.compacting.threshold = 100; // an invalid config must still not grow the log
+        assert_eq!(decide(&log(0..35), &c, now), Decision::Fold(5));
+        assert_eq!(decide(&log(0..35), &config(false), now), Decision::Slide(5));
+        assert_eq!(decide(&log(0..30), &config(false), now), Decision::Nothing);
+    }
+}

@@ -1,0 +1,160 @@
+//! Pruning: removes a user's empty folders (STM, own topics, daily and
+//! weekly summaries, archive) and temp files older than an hour that a crash
+//! left behind (`fsutil::TEMP_PREFIX`).
+//!
+//! It removes only folders that are empty at that moment (under the user's
+//! lock, so an append cannot be creating a file in one) and only temp files
+//! old enough that no live write can still own them (a write finishes in
+//! well under a second). It never removes a file with content.
+
+use crate::fsutil::TEMP_PREFIX;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::report;
+use crate::stm::Stm;
+use chrono::{DateTime, TimeDelta, Utc};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A temp file older than this is a crash leftover.
+pub const TEMP_FILE_MAX_AGE: TimeDelta = TimeDelta::hours(1);
+
+/// What one prune pass removed, and what it could not.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    pub dirs: Vec<PathBuf>,
+    pub temp_files: Vec<PathBuf>,
+    pub errors: Vec<(PathBuf, io::Error)>,
+}
+
+/// Removes crash leftovers under the sessions folder and under `logs_dir`,
+/// then every user's empty folders.
+pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>) -> Pruned {
+    let mut out = Pruned::default();
+    let layout = stm.layout();
+    remove_old_temp_files(layout.root(), now, &mut out);
+    if let Some(logs) = logs_dir {
+        remove_old_temp_files(logs, now, &mut out);
+    }
+    let users = match report::known_users(layout) {
+        Ok(users) => users,
+        Err(e) => {
+            out.errors
+                .push((layout.root().to_path_buf(), io::Error::other(e.to_string())));
+            return out;
+        }
+    };
+    for user in users {
+        let _guard = stm.lock(&user).await;
+        for dir in user_dirs_deepest_first(layout, &user) {
+            match remove_if_empty(&dir) {
+                Ok(true) => out.dirs.push(dir),
+                Ok(false) => {}
+                Err(e) => out.errors.push((dir, e)),
+            }
+        }
+    }
+    out
+}
+
+/// The user's folders, children before parents so a folder emptied by
+/// removing its empty children goes too.
+fn user_dirs_deepest_first(layout: &Layout, user: &SafeName) -> Vec<PathBuf> {
+    let mut dirs = vec![layout.stm_dir(user)];
+    dirs.extend(layout.user_topics_dir(user));
+    dirs.extend([
+        layout.daily_dir(user),
+        layout.weekly_dir(user),
+        layout.summaries_dir(user),
+        layout.archive_dir(user),
+    ]);
+    dirs
+}
+
+/// `Ok(true)` if `dir` was an empty folder and is gone.
+fn remove_if_empty(dir: &Path) -> io::Result<bool> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if fs::read_dir(dir)?.next().is_some() {
+        return Ok(false);
+    }
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        // Someone put a file in it meanwhile: it is not ours to remove.
+        Err(e) if matches!(e.kind(), io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::NotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn remove_old_temp_files(dir: &Path, now: DateTime<Utc>, out: &mut Pruned) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            out.errors.push((dir.to_path_buf(), e));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            remove_old_temp_files(&path, now, out);
+            continue;
+        }
+        let is_temp = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX));
+        if !kind.is_file() || !is_temp {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| now - DateTime::<Utc>::from(modified) >= TEMP_FILE_MAX_AGE);
+        if old {
+            match fs::remove_file(&path) {
+                Ok(()) => out.temp_files.push(path),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => out.errors.push((path, e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::LockRegistry;
+
+    #[tokio::test]
+    async fn empty_user_folders_and_old_temp_files_go_and_nothing_else_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let stm = Stm::new(Layout::new(dir.path(), "slack"), LockRegistry::new(), false);
+        let layout = stm.layout().clone();
+        let (a, b) = (SafeName::of("alice"), SafeName::of("bob"));
+        fs::create_dir_all(layout.daily_dir(&a)).unwrap();
+        fs::create_dir_all(layout.stm_dir(&a)).unwrap();
+        fs::create_dir_all(layout.stm_dir(&b)).unwrap();
+        fs::write(layout.messages_path(&b), "{}\n").unwrap();
+        let temp = layout.stm_dir(&b).join(format!("{TEMP_PREFIX}messages.jsonl-1-2-3"));
+        fs::write(&temp, "half").unwrap();
+        fs::create_dir_all(layout.shared_topics_dir()).unwrap();
+
+        let written = DateTime::<Utc>::from(fs::metadata(&temp).unwrap().modified().unwrap());
+        let early = prune(&stm, None, written + TEMP_FILE_MAX_AGE - TimeDelta::seconds(1)).await;
+        assert!(early.temp_files.is_empty());
+        let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE).await;
+        assert!(pruned.errors.is_empty(), "{:?}", pruned.errors);
+        assert_eq!(pruned.temp_files, vec![temp]);
+        assert!(!layout.summaries_dir(&a).exists() && !layout.stm_dir(&a).exists());
+        assert!(layout.messages_path(&b).exists());
+        assert!(
+            layout.shared_topics_dir().exists(),
+            "the operator's folder is not a user's"
+        );
+    }
+}

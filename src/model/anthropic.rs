@@ -1,0 +1,267 @@
+//! The `anthropic` backend: `POST {baseUrl}/v1/messages` (Messages API,
+//! `anthropic-version: 2023-06-01`), whole or streamed (`content_block_delta`
+//! … `message_stop`, or `error`).
+//!
+//! It owns that API's request and reply JSON, including its two rules a
+//! chat log does not follow by itself: roles must alternate starting with
+//! the user, and `max_tokens` is required. Status mapping, timeouts and
+//! redaction are [`super::http`]'s; retries are [`super::retry`]'s.
+
+use super::build::BuildError;
+use super::config::{ANTHROPIC_DEFAULT_MAX_TOKENS, ModelConfig};
+use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
+use super::redact::Secret;
+use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, Usage, redact};
+use async_trait::async_trait;
+use mnemo_sessions::record::Role;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const API_VERSION: &str = "2023-06-01";
+
+/// Stands in for the user when the recent turns open with an assistant
+/// reply, because the API refuses a conversation that does not start with
+/// the user; dropping the reply instead would lose context.
+const LEADING_USER_TURN: &str = "(earlier conversation)";
+
+/// Anthropic's Messages API.
+#[derive(Debug)]
+pub(crate) struct AnthropicBackend {
+    endpoint: HttpEndpoint,
+    model: String,
+    temperature: Option<f64>,
+    max_tokens: u32,
+    shown_base: String,
+}
+
+impl AnthropicBackend {
+    /// `key` is `(variable name, value)`; `None` for keyless local proxies.
+    pub fn new(cfg: &ModelConfig, key: Option<(&str, Secret)>, section: &str) -> Result<Self, BuildError> {
+        let base = cfg.base_url().unwrap_or_default();
+        let url = endpoint_url(base, &["v1", "messages"], section)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        let secret = match key {
+            Some((var, secret)) => {
+                let value = secret_header(secret.expose(), section, var)?;
+                headers.insert(HeaderName::from_static("x-api-key"), value);
+                Some(secret)
+            }
+            None => None,
+        };
+        let timeout = std::time::Duration::from_secs(cfg.timeout_secs);
+        let endpoint = HttpEndpoint::new(url, headers, &cfg.extra_headers, timeout, secret, section)?;
+        Ok(AnthropicBackend {
+            shown_base: endpoint.redact(base),
+            endpoint,
+            model: cfg.model.clone(),
+            temperature: cfg.temperature,
+            max_tokens: cfg.max_tokens().unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+        })
+    }
+
+    /// The request body, exactly as sent. JSON replies are asked for by the
+    /// prompt alone: this API has no `response_format`.
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": messages(request),
+        });
+        if !request.context.system.trim().is_empty() {
+            body["system"] = json!(request.context.system);
+        }
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        if stream {
+            body["stream"] = json!(true);
+        }
+        body
+    }
+}
+
+/// The turns then the message, with consecutive same-role turns merged
+/// (blank line between) and empty ones dropped, starting with the user.
+fn messages(request: &ModelRequest) -> Vec<Value> {
+    let mut merged: Vec<(Role, String)> = Vec::new();
+    let turns = request.context.turns.iter().map(|t| (t.role, t.content.as_str()));
+    for (role, text) in turns.chain([(Role::User, request.message.as_str())]) {
+        if text.trim().is_empty() {
+            continue;
+        }
+        match merged.last_mut() {
+            Some((last, content)) if *last == role => {
+                content.push_str("\n\n");
+                content.push_str(text);
+            }
+            _ => merged.push((role, text.to_string())),
+        }
+    }
+    if merged.first().is_some_and(|(role, _)| *role == Role::Assistant) {
+        merged.insert(0, (Role::User, LEADING_USER_TURN.to_string()));
+    }
+    merged
+        .into_iter()
+        .map(|(role, content)| {
+            let role = match role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            json!({"role": role, "content": content})
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Vec<Block>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+fn unreadable(what: &str, raw: &str) -> ModelError {
+    ModelError::Protocol {
+        detail: format!("{what}: {}", clip(&redact(raw, &[]))),
+    }
+}
+
+#[async_trait]
+impl Model for AnthropicBackend {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let reply = self.endpoint.post_json(&self.body(request, false)).await?;
+        let raw = || self.endpoint.redact(&reply.to_string());
+        let message: Message =
+            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a Messages API reply", &raw()))?;
+        let text: String = message
+            .content
+            .into_iter()
+            .filter(|b| b.kind == "text")
+            .filter_map(|b| b.text)
+            .collect();
+        if text.is_empty() {
+            return Err(unreadable("the reply has no text", &raw()));
+        }
+        Ok(ModelReply {
+            text,
+            usage: message.usage.map(|u| Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+            }),
+        })
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
+        let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
+        Ok(delta_stream(response, self.endpoint.timeout(), EventReader))
+    }
+
+    fn describe(&self) -> String {
+        format!("anthropic {} @ {}", self.model, self.shown_base)
+    }
+}
+
+/// Reads Messages API stream events by their JSON `type`.
+struct EventReader;
+
+impl StreamProtocol for EventReader {
+    fn on_event(&mut self, event: SseEvent) -> Result<Step, ModelError> {
+        let json: Value =
+            serde_json::from_str(&event.data).map_err(|_| unreadable("a stream event is not JSON", &event.data))?;
+        match json.get("type").and_then(Value::as_str) {
+            Some("content_block_delta") => Ok(match json.pointer("/delta/text").and_then(Value::as_str) {
+                Some(text) if json.pointer("/delta/type") == Some(&json!("text_delta")) => {
+                    Step::Delta(text.to_string())
+                }
+                _ => Step::Skip,
+            }),
+            Some("message_stop") => Ok(Step::Done),
+            Some("error") => Err(stream_error(&json)),
+            _ => Ok(Step::Skip), // message_start, ping, content_block_start/stop, message_delta
+        }
+    }
+
+    fn on_eof(&mut self) -> Result<(), ModelError> {
+        Err(ModelError::Protocol {
+            detail: "the reply stream ended before message_stop; the reply is incomplete".into(),
+        })
+    }
+}
+
+/// An `error` event, typed like the equivalent HTTP status would be.
+fn stream_error(json: &Value) -> ModelError {
+    let kind = json.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+    let message = json
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("no details");
+    let detail = format!("{kind} mid-reply: {}", clip(&redact(message, &[])));
+    match kind {
+        "rate_limit_error" => ModelError::RateLimited {
+            retry_after: None,
+            detail,
+        },
+        "overloaded_error" | "api_error" => ModelError::Unavailable {
+            detail,
+            retry_after: None,
+        },
+        _ => ModelError::Protocol { detail },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemo_sessions::context::{Context, Turn};
+
+    fn turn(role: Role, content: &str) -> Turn {
+        Turn {
+            role,
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn a_context_opening_with_the_assistant_gets_a_user_turn_first() {
+        let context = Context {
+            turns: vec![turn(Role::Assistant, "earlier answer"), turn(Role::User, "")],
+            ..Default::default()
+        };
+        let sent = messages(&ModelRequest::new(context, "next"));
+        assert_eq!(
+            sent,
+            vec![
+                json!({"role": "user", "content": LEADING_USER_TURN}),
+                json!({"role": "assistant", "content": "earlier answer"}),
+                json!({"role": "user", "content": "next"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_overloaded_error_event_is_unavailable() {
+        let event = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        assert!(matches!(stream_error(&event), ModelError::Unavailable { .. }));
+    }
+}

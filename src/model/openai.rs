@@ -1,0 +1,227 @@
+//! The `openai` backend: any OpenAI-compatible `POST {baseUrl}/chat/completions`
+//! (OpenAI, Mistral, Ollama, vLLM, llama.cpp server, OpenRouter), whole or
+//! streamed as SSE (`data: {…}` … `data: [DONE]`).
+//!
+//! It owns only the request and reply JSON of that API; status mapping,
+//! timeouts and redaction are [`super::http`]'s, retries are
+//! [`super::retry`]'s. It must not send anything but the context and the
+//! message it was given.
+
+use super::build::BuildError;
+use super::config::ModelConfig;
+use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
+use super::redact::Secret;
+use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, Usage, redact};
+use async_trait::async_trait;
+use mnemo_sessions::record::Role;
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// An OpenAI-compatible chat-completions endpoint.
+#[derive(Debug)]
+pub(crate) struct OpenAiBackend {
+    endpoint: HttpEndpoint,
+    model: String,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+    /// The base URL as shown in `describe`, redacted.
+    shown_base: String,
+}
+
+impl OpenAiBackend {
+    /// `key` is `(variable name, value)`; `None` for keyless local servers.
+    pub fn new(cfg: &ModelConfig, key: Option<(&str, Secret)>, section: &str) -> Result<Self, BuildError> {
+        let url = endpoint_url(cfg.base_url().unwrap_or_default(), &["chat", "completions"], section)?;
+        let mut auth = HeaderMap::new();
+        let secret = match key {
+            Some((var, secret)) => {
+                let value = format!("Bearer {}", secret.expose());
+                auth.insert(AUTHORIZATION, secret_header(&value, section, var)?);
+                Some(secret)
+            }
+            None => None,
+        };
+        let timeout = std::time::Duration::from_secs(cfg.timeout_secs);
+        let endpoint = HttpEndpoint::new(url, auth, &cfg.extra_headers, timeout, secret, section)?;
+        Ok(OpenAiBackend {
+            shown_base: endpoint.redact(cfg.base_url().unwrap_or_default()),
+            endpoint,
+            model: cfg.model.clone(),
+            temperature: cfg.temperature,
+            max_tokens: cfg.max_tokens(),
+        })
+    }
+
+    /// The request body, exactly as sent.
+    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages(request),
+        });
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = self.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        if request.format == ReplyFormat::Json {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        if stream {
+            body["stream"] = json!(true);
+        }
+        body
+    }
+}
+
+/// `system`, then each prior turn, then the message being answered.
+fn messages(request: &ModelRequest) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.context.turns.len() + 2);
+    if !request.context.system.trim().is_empty() {
+        out.push(json!({"role": "system", "content": request.context.system}));
+    }
+    for turn in &request.context.turns {
+        let role = match turn.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        out.push(json!({"role": role, "content": turn.content}));
+    }
+    out.push(json!({"role": "user", "content": request.message}));
+    out
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Option<ChoiceMessage>,
+    #[serde(default)]
+    delta: Option<ChoiceMessage>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+fn unreadable(what: &str, raw: &str) -> ModelError {
+    ModelError::Protocol {
+        detail: format!("{what}: {}", clip(&redact(raw, &[]))),
+    }
+}
+
+#[async_trait]
+impl Model for OpenAiBackend {
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        let reply = self.endpoint.post_json(&self.body(request, false)).await?;
+        let raw = || self.endpoint.redact(&reply.to_string());
+        let completion: Completion =
+            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a chat completion", &raw()))?;
+        let text = completion
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|c| c.message)
+            .and_then(|m| m.content)
+            .ok_or_else(|| unreadable("the completion has no text", &raw()))?;
+        Ok(ModelReply {
+            text,
+            usage: completion.usage.map(|u| Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+            }),
+        })
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
+        let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
+        Ok(delta_stream(
+            response,
+            self.endpoint.timeout(),
+            ChunkReader { finished: false },
+        ))
+    }
+
+    fn describe(&self) -> String {
+        format!("openai {} @ {}", self.model, self.shown_base)
+    }
+}
+
+/// Reads `chat.completion.chunk` events.
+struct ChunkReader {
+    /// A chunk carried a `finish_reason`: the reply is whole even if the
+    /// server closes without `[DONE]` (some compatible servers do).
+    finished: bool,
+}
+
+impl StreamProtocol for ChunkReader {
+    fn on_event(&mut self, event: SseEvent) -> Result<Step, ModelError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(Step::Done);
+        }
+        let json: Value = serde_json::from_str(data).map_err(|_| unreadable("a stream chunk is not JSON", data))?;
+        if let Some(error) = json.get("error") {
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("no details");
+            return Err(ModelError::Unavailable {
+                detail: format!("the server reported an error mid-reply: {}", clip(message)),
+                retry_after: None,
+            });
+        }
+        let chunk: Completion = serde_json::from_value(json).map_err(|_| unreadable("not a completion chunk", data))?;
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Ok(Step::Skip); // e.g. a usage-only chunk
+        };
+        if choice.finish_reason.is_some() {
+            self.finished = true;
+        }
+        Ok(match choice.delta.and_then(|d| d.content) {
+            Some(text) => Step::Delta(text),
+            None => Step::Skip,
+        })
+    }
+
+    fn on_eof(&mut self) -> Result<(), ModelError> {
+        if self.finished {
+            return Ok(());
+        }
+        Err(ModelError::Protocol {
+            detail: "the reply stream ended before [DONE]; the reply is incomplete".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_with_a_finish_reason_makes_a_missing_done_acceptable() {
+        let mut reader = ChunkReader { finished: false };
+        let chunk = r#"{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}"#;
+        let step = reader.on_event(SseEvent {
+            event: None,
+            data: chunk.into(),
+        });
+        assert!(matches!(step, Ok(Step::Delta(t)) if t == "!"));
+        assert!(reader.on_eof().is_ok());
+        assert!(ChunkReader { finished: false }.on_eof().is_err());
+    }
+}

@@ -1,0 +1,206 @@
+//! [`ModelSummarizer`]: the memory library's [`Summarizer`] seam implemented
+//! over a [`Model`] (DESIGN §4). It owns the summary prompts — one per
+//! [`SummaryKind`] — and the lenient reading of the reply: JSON with a
+//! summary and durable facts, the same inside a ```json fence, or plain
+//! prose (then all of it is the summary and there are no facts).
+//!
+//! It never writes memory files (the caller does, and changes nothing when
+//! this fails) and sees only the one user's data it is handed.
+
+use super::{Model, ModelError, ModelRequest, role_label};
+use async_trait::async_trait;
+use mnemo_sessions::context::Context;
+use mnemo_sessions::summarizer::{Fact, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Summaries and facts from a model. Build its model from the `summarizer`
+/// config section, which may name a cheaper model than chat uses.
+pub struct ModelSummarizer {
+    model: Arc<dyn Model>,
+}
+
+impl ModelSummarizer {
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        ModelSummarizer { model }
+    }
+
+    /// What the summarizer asks, for logs and `mnemo config check`.
+    pub fn describe(&self) -> String {
+        self.model.describe()
+    }
+}
+
+/// The reply format, spelled out in every prompt: `json_object` alone does
+/// not say which object, and most backends have no such option at all.
+const JSON_INSTRUCTIONS: &str = r#"Reply with one JSON object and nothing else:
+{"summary": "...", "facts": [{"section": "preferences|facts|topics|notes", "key": "...", "value": "..."}]}
+"facts" lists only durable facts about the user (preferences, names, people, projects, ongoing topics) that are new or changed compared with the profile; use short, stable keys (e.g. "language", "timezone", "employer") so a changed fact replaces the old one. Use an empty list when there is nothing new. Write in the language of the conversation."#;
+
+fn instructions(kind: SummaryKind) -> String {
+    let task = match kind {
+        SummaryKind::Rolling => "You keep the running memory of one user's conversation with an assistant. \
+             Fold the messages below into the previous summary: keep what still matters (decisions, open \
+             questions, names, plans, preferences), drop small talk, and keep it under about 300 words."
+            .to_string(),
+        SummaryKind::Daily { day } => format!(
+            "You write the daily summary of one user's conversation with an assistant on {day}: what was \
+             discussed, decided and left open, in a few short paragraphs or bullet points."
+        ),
+        SummaryKind::Weekly { iso_year, iso_week } => format!(
+            "You write the weekly summary of one user's conversations with an assistant for ISO week \
+             {iso_year}-W{iso_week:02}, from that week's daily summaries below: themes, decisions, progress \
+             and open threads, in a few short paragraphs or bullet points."
+        ),
+    };
+    format!("{task}\n\n{JSON_INSTRUCTIONS}")
+}
+
+/// The material: previous summary, profile, notes, then the transcript.
+fn material(request: &SummaryRequest<'_>) -> String {
+    let section = |title: &str, body: Option<&str>| {
+        let body = body.map(str::trim).filter(|b| !b.is_empty()).unwrap_or("(none)");
+        format!("## {title}\n{body}\n")
+    };
+    let mut out = vec![
+        section("Previous summary", request.previous_summary),
+        section("User profile", request.profile),
+    ];
+    if !request.notes.is_empty() {
+        let notes = request
+            .notes
+            .iter()
+            .map(|n| n.trim())
+            .collect::<Vec<_>>()
+            .join("\n\n---\n\n");
+        out.push(section("Daily summaries", Some(&notes)));
+    }
+    if !request.messages.is_empty() || request.notes.is_empty() {
+        let transcript = request
+            .messages
+            .iter()
+            .map(|m| format!("{}: {}", role_label(m.role), m.text.trim()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        out.push(section("Messages", Some(&transcript)));
+    }
+    out.join("\n")
+}
+
+/// Reads a summarizer reply; `None` when there is nothing usable in it.
+fn parse_reply(reply: &str) -> Option<SummaryOutput> {
+    let reply = reply.trim();
+    let unfenced = strip_fence(reply);
+    let json = serde_json::from_str::<Value>(unfenced).ok().or_else(|| {
+        // JSON with a sentence around it ("Here is the summary: {…}").
+        let (start, end) = (unfenced.find('{')?, unfenced.rfind('}')?);
+        serde_json::from_str::<Value>(unfenced.get(start..=end)?).ok()
+    });
+    match json.filter(Value::is_object) {
+        Some(json) => {
+            let summary = json.get("summary").and_then(Value::as_str)?.trim().to_string();
+            let facts = json
+                .get("facts")
+                .and_then(Value::as_array)
+                .map(|facts| facts.iter().filter_map(read_fact).collect())
+                .unwrap_or_default();
+            (!summary.is_empty()).then_some(SummaryOutput { summary, facts })
+        }
+        None => (!reply.is_empty()).then(|| SummaryOutput {
+            summary: reply.to_string(),
+            facts: Vec::new(),
+        }),
+    }
+}
+
+/// One fact; a malformed one is skipped rather than costing the summary.
+fn read_fact(value: &Value) -> Option<Fact> {
+    let fact: Fact = serde_json::from_value(value.clone()).ok()?;
+    let usable = !fact.key.trim().is_empty() && !fact.value.trim().is_empty();
+    usable.then(|| Fact {
+        key: fact.key.trim().to_string(),
+        value: fact.value.trim().to_string(),
+        ..fact
+    })
+}
+
+/// The inside of a ```/```json fence, if `text` is one.
+fn strip_fence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let body = rest.split_once('\n').map_or("", |(_, body)| body);
+    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
+}
+
+#[async_trait]
+impl Summarizer for ModelSummarizer {
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let context = Context {
+            system: instructions(request.kind),
+            ..Default::default()
+        };
+        let call = ModelRequest::new(context, material(&request)).json();
+        let reply = self.model.complete(&call).await.map_err(|e| match e {
+            ModelError::Timeout { after } => SummarizeError::Timeout(after),
+            other => SummarizeError::Failed(other.to_string()),
+        })?;
+        parse_reply(&reply.text)
+            .ok_or_else(|| SummarizeError::Failed("the model's reply had no summary in it; nothing was changed".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemo_sessions::summarizer::FactSection;
+
+    #[test]
+    fn json_with_a_sentence_around_it_is_still_read() {
+        let out = parse_reply(r#"Here you go: {"summary": "S", "facts": []} Hope it helps."#).unwrap();
+        assert_eq!(out.summary, "S");
+    }
+
+    #[test]
+    fn malformed_facts_are_skipped_and_good_ones_kept() {
+        let reply = r#"{"summary": "S", "facts": [
+            {"section": "mood", "key": "k", "value": "v"},
+            {"section": "facts", "key": " ", "value": "v"},
+            {"section": "facts", "key": "pet", "value": " cat "}
+        ]}"#;
+        let out = parse_reply(reply).unwrap();
+        assert_eq!(
+            out.facts,
+            vec![Fact {
+                section: FactSection::Facts,
+                key: "pet".into(),
+                value: "cat".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn json_without_a_summary_or_an_empty_reply_is_unusable() {
+        assert_eq!(parse_reply(r#"{"facts": []}"#), None);
+        assert_eq!(parse_reply("  "), None);
+    }
+
+    #[test]
+    fn a_weekly_prompt_names_the_iso_week_and_carries_the_daily_notes() {
+        let notes = vec!["Monday: planned the trip.".to_string()];
+        let request = SummaryRequest {
+            kind: SummaryKind::Weekly {
+                iso_year: 2026,
+                iso_week: 3,
+            },
+            previous_summary: None,
+            messages: &[],
+            notes: &notes,
+            profile: None,
+        };
+        assert!(instructions(request.kind).contains("2026-W03"));
+        let text = material(&request);
+        assert!(text.contains("Monday: planned the trip."), "{text}");
+        assert!(!text.contains("## Messages"), "{text}");
+    }
+}
