@@ -5,9 +5,9 @@
 
 pub mod chunk;
 pub mod console;
+mod message;
 #[cfg(feature = "telegram")]
 pub mod telegram;
-mod message;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 

@@ -51,6 +51,8 @@ struct Inner {
     /// The highest offset the bot sent (every update below it is confirmed).
     confirmed: i64,
     calls: Vec<Call>,
+    /// The text of every message pushed, for "never logged" checks.
+    pushed_texts: Vec<String>,
     scripted: HashMap<String, VecDeque<(u16, String)>>,
 }
 
@@ -101,6 +103,9 @@ impl FakeBotApi {
             if message.get("date").is_none() {
                 message["date"] = json!(chrono::Utc::now().timestamp());
             }
+            if let Some(text) = message["text"].as_str().or(message["caption"].as_str()) {
+                inner.pushed_texts.push(text.to_string());
+            }
             inner.next_update_id += 1;
             let id = inner.next_update_id;
             inner.updates.push_back(json!({ "update_id": id, "message": message }));
@@ -131,6 +136,11 @@ impl FakeBotApi {
             .filter(|c| c.method == method)
             .cloned()
             .collect()
+    }
+
+    /// The text of every message pushed so far.
+    pub fn pushed_texts(&self) -> Vec<String> {
+        self.inner.lock().unwrap().pushed_texts.clone()
     }
 
     /// The highest `getUpdates` offset the bot has sent.
