@@ -126,15 +126,18 @@ fn mentions(text: &str, username: &str) -> bool {
     !username.is_empty() && !mention_ranges(text, username).is_empty()
 }
 
-/// `/cmd` (for every bot in the group) or `/cmd@us`.
+/// `/cmd` (for every bot in the group) or `/cmd@us`, where `cmd` is what
+/// Telegram itself takes for a command: 1–32 of `A-Za-z0-9_`.
 fn commands_us(text: &str, username: &str) -> bool {
     let Some(command) = text.split_whitespace().next().and_then(|w| w.strip_prefix('/')) else {
         return false;
     };
-    match command.split_once('@') {
-        Some((word, to)) => !word.is_empty() && to.eq_ignore_ascii_case(username),
-        None => !command.is_empty(),
-    }
+    let (word, to) = match command.split_once('@') {
+        Some((word, to)) => (word, Some(to)),
+        None => (command, None),
+    };
+    let is_command = (1..=32).contains(&word.len()) && word.chars().all(is_name_char);
+    is_command && to.is_none_or(|to| to.eq_ignore_ascii_case(username))
 }
 
 /// A reply to one of our messages. In a forum topic every message "replies"
