@@ -179,6 +179,11 @@ async fn a_private_conversation_is_answered_remembered_and_stored_per_design() {
         "{third}"
     );
 
+    let log = mnemo.state().join("channels/telegram/sessions/stm/42/messages.jsonl");
+    assert!(
+        log.is_file(),
+        "DESIGN §3: <state>/channels/<channel>/sessions/stm/<user>/messages.jsonl"
+    );
     let records = stm_records(&mnemo.state(), ADA);
     assert_eq!(records.len(), 6);
     assert_eq!(
