@@ -11,6 +11,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
+pub mod instance;
 pub mod logging;
 pub mod model;
 pub mod pipeline;

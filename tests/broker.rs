@@ -16,19 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use support::{FakeChannel, FakeModel, dm, last_user_message, request_text, write_config};
-
-fn mnemo(config: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
-    cmd.arg("--config")
-        .arg(config)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("USER", "ada")
-        .env("MNEMO_TEST_KEY", "sk-test-not-a-secret");
-    cmd
-}
+use support::{FakeChannel, FakeModel, dm, last_user_message, mnemo, request_text, write_config};
 
 /// Runs `mnemo chat` with `input` on a pipe; returns stdout (and asserts exit 0).
 fn chat(config: &Path, home: &Path, input: &str) -> String {

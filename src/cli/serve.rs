@@ -44,6 +44,7 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
 }
 
 async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode> {
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let parts = setup.parts()?;
     let app = App::new(parts, channels.clone())?;
     let (trigger, stop) = shutdown::Trigger::new();

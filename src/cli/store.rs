@@ -1,6 +1,8 @@
 //! `mnemo sessions report|export|maintain`: the operator's view of stored
-//! memory. These act on the files directly, so `maintain` is meant for a
-//! bot that is stopped (the running bot's own scheduler does the same work).
+//! memory. `report` and `export` only read (every file they read is
+//! replaced atomically, so a running bot cannot show them half a file);
+//! `maintain` writes, so it takes the instance lock and refuses while a bot
+//! runs on the same folder (whose own scheduler does the same work).
 
 use super::{GlobalArgs, SessionsCommand, Setup};
 use anyhow::{Context as _, Result, bail};
@@ -114,6 +116,7 @@ async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<
 }
 
 async fn maintain(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let parts = setup.parts()?;
     let names = channels(&setup.state_root, only)?;
     let mut failed = false;

@@ -192,3 +192,19 @@ pub fn write_config(dir: &std::path::Path, model_url: &str, extra_model: Value) 
     std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
     path
 }
+
+/// The real `mnemo` binary with a clean environment: `HOME` and `USER`
+/// pinned, the test key set (under the name `write_config` uses), stdin
+/// closed unless the test pipes it.
+pub fn mnemo(config: &std::path::Path, home: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.arg("--config")
+        .arg(config)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("USER", "ada")
+        .env("MNEMO_TEST_KEY", "sk-test-not-a-secret")
+        .stdin(std::process::Stdio::null());
+    cmd
+}
