@@ -49,17 +49,10 @@ impl Mnemo {
         let path = dir.path().join("config.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-            .arg("--config")
-            .arg(&path)
+        let child = support::mnemo(&path, dir.path())
             .arg("run")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir.path())
-            .env("MNEMO_TEST_KEY", "sk-test-not-a-secret")
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("TELEGRAM_WEBHOOK_SECRET", WEBHOOK_SECRET)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
