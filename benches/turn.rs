@@ -20,10 +20,15 @@ struct InstantModel;
 #[async_trait]
 impl Model for InstantModel {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
-        Ok(ModelReply { text: format!("ok: {} chars of context", request.context.system.len()), usage: None })
+        Ok(ModelReply {
+            text: format!("ok: {} chars of context", request.context.system.len()),
+            usage: None,
+        })
     }
     async fn stream(&self, _: &ModelRequest) -> Result<DeltaStream, ModelError> {
-        Err(ModelError::Protocol { detail: "not used".into() })
+        Err(ModelError::Protocol {
+            detail: "not used".into(),
+        })
     }
     fn describe(&self) -> String {
         "instant".into()
@@ -67,7 +72,11 @@ fn message(n: u64) -> Inbound {
 }
 
 fn turn(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut group = c.benchmark_group("turn");
     group.measurement_time(Duration::from_secs(4)).sample_size(40);
     for fsync in [false, true] {

@@ -10,6 +10,8 @@ pub mod discord;
 mod message;
 #[cfg(feature = "slack")]
 pub mod slack;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 
