@@ -78,7 +78,9 @@ impl Dispatcher {
                 return Err(Refused::Closed);
             };
             let key = (message.channel.clone(), message.user_id.clone());
-            let sender = queues.entry(key.clone()).or_insert_with(|| self.spawn_worker(key, alive));
+            let sender = queues
+                .entry(key.clone())
+                .or_insert_with(|| self.spawn_worker(key, alive));
             match sender.try_send(message) {
                 Ok(()) => None,
                 Err(mpsc::error::TrySendError::Full(m)) => Some(m),

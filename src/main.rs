@@ -1,2 +1,29 @@
-//! The `mnemo` binary (being written).
-fn main() {}
+//! The `mnemo` binary: parse the command line, run the verb, map the result
+//! to an exit code. Everything else lives in the library.
+
+use clap::Parser;
+use mnemo::cli::Cli;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mnemo: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(mnemo::cli::execute(cli));
+    // The console reads stdin on a blocking thread that cannot be
+    // interrupted; everything that matters is flushed by now, so don't let
+    // an open stdin hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mnemo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

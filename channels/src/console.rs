@@ -106,7 +106,9 @@ impl Channel for ConsoleChannel {
             inbox
                 .send(self.inbound(line))
                 .await
-                .map_err(|_| ChannelError::InboxClosed { channel: "console".into() })?;
+                .map_err(|_| ChannelError::InboxClosed {
+                    channel: "console".into(),
+                })?;
         }
     }
 
@@ -115,7 +117,11 @@ impl Channel for ConsoleChannel {
             OutboundBody::Text(text) => text,
             OutboundBody::File { path, caption } => format!("{caption}\n{}", path.display()),
         };
-        let framed = if self.interactive { format!("{text}\n\n> ") } else { format!("{text}\n") };
+        let framed = if self.interactive {
+            format!("{text}\n\n> ")
+        } else {
+            format!("{text}\n")
+        };
         self.write(&framed).await.map_err(|e| ChannelError::Send {
             channel: "console".into(),
             target: "stdout".into(),

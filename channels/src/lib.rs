@@ -5,7 +5,13 @@
 
 pub mod chunk;
 pub mod console;
+#[cfg(feature = "discord")]
+pub mod discord;
 mod message;
+#[cfg(feature = "slack")]
+pub mod slack;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 
@@ -16,7 +22,11 @@ use tokio::sync::{mpsc, watch};
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     #[error("{channel}: could not send to {target}: {reason}")]
-    Send { channel: String, target: String, reason: String },
+    Send {
+        channel: String,
+        target: String,
+        reason: String,
+    },
     #[error("{channel}: {reason}")]
     Receive { channel: String, reason: String },
     #[error("{channel}: the broker stopped taking messages")]

@@ -81,6 +81,12 @@ impl Outbound {
 
     /// A file reply to `to`.
     pub fn file(to: &Inbound, path: PathBuf, caption: impl Into<String>) -> Self {
-        Outbound { body: OutboundBody::File { path, caption: caption.into() }, ..Outbound::reply(to, "") }
+        Outbound {
+            body: OutboundBody::File {
+                path,
+                caption: caption.into(),
+            },
+            ..Outbound::reply(to, "")
+        }
     }
 }

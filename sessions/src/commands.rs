@@ -122,10 +122,9 @@ pub async fn try_execute(
         SessionCommand::Forget { topic } => Reply::text(clear::forget(stm, user, topic).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
         SessionCommand::Help => Reply::text(HELP),
-        SessionCommand::Unknown { action } => {
-            let shown: String = action.chars().take(40).filter(|c| !c.is_control()).collect();
-            Reply::text(format!("I don't know “{shown}”.\n\n{HELP}"))
-        }
+        // The action is not echoed: on some platforms a word like
+        // `@everyone` would ping people when sent back.
+        SessionCommand::Unknown { .. } => Reply::text(format!("I don't know that /session command.\n\n{HELP}")),
     })
 }
 

@@ -39,6 +39,9 @@
 //! the archive: a retry after a crash between "archive" and "summary" would
 //! otherwise cut a different batch and archive its first records twice.
 //!
+//! The fallback summary and the sliding window retire their batch through
+//! the same steps 2–4, so the same argument holds for them.
+//!
 //! Only one run per user at a time inside a [`Compactor`] (one per channel,
 //! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`].
 
@@ -229,11 +232,14 @@ impl Compactor {
             Err(_) => Err(SummarizeError::Timeout(timeout)),
         };
         // An empty answer would replace the previous summary with nothing.
-        let result = result.and_then(|output| match output.summary.trim().is_empty() {
-            true => Err(SummarizeError::Failed(
-                "the summarizer returned an empty summary".into(),
-            )),
-            false => Ok(output),
+        let result = result.and_then(|output| {
+            if output.summary.trim().is_empty() {
+                Err(SummarizeError::Failed(
+                    "the summarizer returned an empty summary".into(),
+                ))
+            } else {
+                Ok(output)
+            }
         });
 
         // Phase 3, under the lock: commit only onto what was summarized.

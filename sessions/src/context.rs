@@ -43,12 +43,8 @@ impl Context {
         out.push_str("\n\n");
         out.push_str(TRANSCRIPT_HEADER);
         for turn in &self.turns {
-            let who = match turn.role {
-                Role::User => "User",
-                Role::Assistant => "Assistant",
-            };
             out.push('\n');
-            out.push_str(who);
+            out.push_str(turn.role.label());
             out.push_str(": ");
             out.push_str(&turn.content);
         }

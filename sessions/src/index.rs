@@ -116,7 +116,7 @@ pub fn search(layout: &Layout, caller: &SafeName, query: &Query) -> Result<Vec<I
         }
     }
     if changed {
-        save(layout, &index)?;
+        save_or_warn(layout, &index);
     }
     let tags: Vec<String> = query.tags.iter().map(|t| t.trim().to_lowercase()).collect();
     let words: Vec<String> = query.text.split_whitespace().map(str::to_lowercase).collect();
@@ -153,10 +153,13 @@ pub fn remove_owner(layout: &Layout, owner: &SafeName) -> Result<(), IndexError>
     save(layout, &index)
 }
 
-/// Rebuilds the whole index from the markdown files.
+/// Rebuilds the whole index from the markdown files and saves it (for
+/// `mnemo sessions maintain`; searches rebuild on their own).
 pub fn rebuild(layout: &Layout) -> Result<IndexFile, IndexError> {
     let _write = INDEX_WRITE.lock().unwrap_or_else(PoisonError::into_inner);
-    rebuild_locked(layout)
+    let index = read_all_owners(layout)?;
+    save(layout, &index)?;
+    Ok(index)
 }
 
 /// The index as stored, rebuilt (with a warning) if missing, unreadable
@@ -190,6 +193,12 @@ fn load_locked(layout: &Layout) -> Result<IndexFile, IndexError> {
 }
 
 fn rebuild_locked(layout: &Layout) -> Result<IndexFile, IndexError> {
+    let index = read_all_owners(layout)?;
+    save_or_warn(layout, &index);
+    Ok(index)
+}
+
+fn read_all_owners(layout: &Layout) -> Result<IndexFile, IndexError> {
     let mut owners = vec![Owner::Shared];
     for name in md_stems(&layout.profiles_dir())? {
         owners.push(Owner::User(name));
@@ -208,7 +217,6 @@ fn rebuild_locked(layout: &Layout) -> Result<IndexFile, IndexError> {
     for owner in &owners {
         index.entries.extend(read_entries(layout, owner)?);
     }
-    save(layout, &index)?;
     Ok(index)
 }
 
@@ -216,6 +224,14 @@ fn replace_owner(index: &mut IndexFile, owner: &Owner, layout: &Layout) -> Resul
     index.entries.retain(|e| !owner.owns(e));
     index.entries.extend(read_entries(layout, owner)?);
     Ok(())
+}
+
+/// Searching must not fail because the derived index cannot be stored
+/// (read-only disk, full disk): the fresh entries are used anyway.
+fn save_or_warn(layout: &Layout, index: &IndexFile) {
+    if let Err(e) = save(layout, index) {
+        tracing::warn!(error = %e, "index not saved; searching from the markdown files read just now");
+    }
 }
 
 fn save(layout: &Layout, index: &IndexFile) -> Result<(), IndexError> {

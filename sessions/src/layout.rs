@@ -29,7 +29,11 @@ impl Layout {
         let state_root = state_root.into();
         let channel = SafeName::of(channel);
         let root = state_root.join("channels").join(channel.as_str()).join("sessions");
-        Layout { state_root, channel, root }
+        Layout {
+            state_root,
+            channel,
+            root,
+        }
     }
 
     pub fn state_root(&self) -> &Path {
@@ -158,13 +162,22 @@ mod tests {
     fn paths_follow_the_design_layout() {
         let l = Layout::new("/s", "slack");
         let u = SafeName::of("U1");
-        assert_eq!(l.messages_path(&u), Path::new("/s/channels/slack/sessions/stm/U1/messages.jsonl"));
-        assert_eq!(l.profile_path(&u), Path::new("/s/channels/slack/sessions/ltm/users/U1.md"));
+        assert_eq!(
+            l.messages_path(&u),
+            Path::new("/s/channels/slack/sessions/stm/U1/messages.jsonl")
+        );
+        assert_eq!(
+            l.profile_path(&u),
+            Path::new("/s/channels/slack/sessions/ltm/users/U1.md")
+        );
         assert_eq!(
             l.daily_path(&u, NaiveDate::from_ymd_opt(2026, 3, 1).unwrap()),
             Path::new("/s/channels/slack/sessions/summaries/U1/daily/2026-03-01.md")
         );
-        assert_eq!(l.weekly_path(&u, 2026, 9), Path::new("/s/channels/slack/sessions/summaries/U1/weekly/2026-W09.md"));
+        assert_eq!(
+            l.weekly_path(&u, 2026, 9),
+            Path::new("/s/channels/slack/sessions/summaries/U1/weekly/2026-W09.md")
+        );
     }
 
     #[test]

@@ -143,7 +143,9 @@ pub fn merge_facts(
         }
         _ => false,
     };
-    if existed && !name_changed && report.added + report.replaced + report.dropped == 0 {
+    // No file for a user we know nothing about yet; no rewrite for nothing.
+    let nothing_new = report.added + report.replaced + report.dropped == 0;
+    if (!existed && report.added == 0) || (existed && nothing_new && !name_changed) {
         return Ok(report);
     }
     profile.body = body.render(max_chars);
@@ -252,5 +254,17 @@ mod tests {
             }
         );
         assert_eq!(read(&layout, &user).unwrap().unwrap().meta.updated, Some(at(1)));
+    }
+
+    #[test]
+    fn no_profile_is_created_for_a_user_we_learned_nothing_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let owner = Owner {
+            display_name: Some("Kevin"),
+        };
+        merge_facts(&layout, &user, owner, &[], 4000, at(1)).unwrap();
+        assert!(read(&layout, &user).unwrap().is_none());
     }
 }

@@ -12,6 +12,16 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The speaker label wherever a conversation is flattened to text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::User => "User",
+            Role::Assistant => "Assistant",
+        }
+    }
+}
+
 /// `{"ts":"2026-03-23T03:28:32Z","role":"user","text":"hi","msgId":"123","channel":"slack"}`
 /// plus optional `threadId`, `chatId`, `userName`. Unknown fields written by
 /// newer versions are tolerated on read (and dropped on rewrite).

@@ -65,6 +65,41 @@ impl ChannelStorage {
     }
 }
 
+impl std::fmt::Display for ChannelStorage {
+    /// The table `mnemo sessions report` prints: one line per user, then the
+    /// channel's own files and the total.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let channel = self.channel.decode().unwrap_or_else(|| self.channel.to_string());
+        writeln!(f, "channel {channel}: {} user(s)", self.users.len())?;
+        for u in &self.users {
+            let name = u.user.decode().unwrap_or_else(|| u.user.to_string());
+            let last = u
+                .last_activity
+                .map_or("never".to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+            writeln!(
+                f,
+                "  {name}: {} file(s), {}, {} message(s) in STM, {} archived, last activity {last}",
+                u.files,
+                human_bytes(u.bytes),
+                u.stm_messages,
+                u.archived_messages
+            )?;
+        }
+        writeln!(
+            f,
+            "  channel files: {} file(s), {}",
+            self.channel_files,
+            human_bytes(self.channel_bytes)
+        )?;
+        write!(
+            f,
+            "  total: {} file(s), {}",
+            self.total_files(),
+            human_bytes(self.total_bytes())
+        )
+    }
+}
+
 /// Every file or folder that holds data of `user` and nothing of anyone
 /// else's: STM folder, profile, own topics, daily/weekly summaries, archive,
 /// and the user's export bundles. (The shared `ltm/index.json` also holds

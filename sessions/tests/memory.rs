@@ -8,8 +8,14 @@ mod support;
 #[path = "memory/fake.rs"]
 mod fake;
 
+#[path = "memory/fixture.rs"]
+mod fixture;
+
 #[path = "memory/compaction.rs"]
 mod compaction;
+
+#[path = "memory/failures.rs"]
+mod failures;
 
 #[path = "memory/profile.rs"]
 mod profile;

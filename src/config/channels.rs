@@ -32,9 +32,6 @@ impl Default for ConsoleConfig {
     }
 }
 
-
-
-
 impl ChannelsConfig {
     /// `Err((field, reason))` for settings that cannot work.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {

@@ -23,7 +23,11 @@ pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: field `{field}`: {reason}")]
-    Field { path: PathBuf, field: String, reason: String },
+    Field {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
 }
@@ -49,7 +53,10 @@ pub struct LoggingConfig {
 
 impl Default for LoggingConfig {
     fn default() -> Self {
-        LoggingConfig { format: LogFormat::Human, level: "info".to_string() }
+        LoggingConfig {
+            format: LogFormat::Human,
+            level: "info".to_string(),
+        }
     }
 }
 
@@ -125,7 +132,10 @@ impl AppConfig {
         if let Some(path) = explicit {
             return Ok((Self::load(path)?, ConfigSource::File(path.to_path_buf())));
         }
-        let candidates = [Some(PathBuf::from("config.json")), home.map(|h| h.join(".mnemo/config.json"))];
+        let candidates = [
+            Some(PathBuf::from("config.json")),
+            home.map(|h| h.join(".mnemo/config.json")),
+        ];
         for path in candidates.into_iter().flatten() {
             if path.is_file() {
                 return Ok((Self::load(&path)?, ConfigSource::File(path)));
@@ -135,8 +145,10 @@ impl AppConfig {
     }
 
     pub fn load(path: &Path) -> Result<AppConfig, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text, path)
     }
 
@@ -149,9 +161,16 @@ impl AppConfig {
             // Syntax errors have no meaningful field path; type and value
             // errors do.
             if field == "." || !inner.is_data() {
-                ConfigError::Invalid { path: path.to_path_buf(), reason: format!("{inner} — fix the JSON and retry") }
+                ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!("{inner} — fix the JSON and retry"),
+                }
             } else {
-                ConfigError::Field { path: path.to_path_buf(), field, reason: inner.to_string() }
+                ConfigError::Field {
+                    path: path.to_path_buf(),
+                    field,
+                    reason: inner.to_string(),
+                }
             }
         })?;
         config.validate(path)?;
@@ -167,23 +186,36 @@ impl AppConfig {
         if self.timezone.parse::<chrono_tz::Tz>().is_err() {
             return Err(field(
                 "timezone",
-                format!("`{}` is not an IANA time zone (e.g. `UTC`, `Europe/Berlin`)", self.timezone),
+                format!(
+                    "`{}` is not an IANA time zone (e.g. `UTC`, `Europe/Berlin`)",
+                    self.timezone
+                ),
             ));
         }
         if self.state_dir.trim().is_empty() {
             return Err(field("stateDir", "must not be empty".into()));
         }
         if self.system_prompt.is_some() && self.system_prompt_file.is_some() {
-            return Err(field("systemPromptFile", "set either `systemPrompt` or `systemPromptFile`, not both".into()));
+            return Err(field(
+                "systemPromptFile",
+                "set either `systemPrompt` or `systemPromptFile`, not both".into(),
+            ));
         }
         if let Some(model) = &self.model {
             model.validate_at("model").map_err(|e| field(&e.field, e.reason))?;
             if let Some(over) = &self.summarizer {
-                model.with_override(over).validate_at("summarizer").map_err(|e| field(&e.field, e.reason))?;
+                model
+                    .with_override(over)
+                    .validate_at("summarizer")
+                    .map_err(|e| field(&e.field, e.reason))?;
             }
         }
-        self.limits.validate().map_err(|(f, reason)| field(&format!("limits.{f}"), reason))?;
-        self.channels.validate().map_err(|(f, reason)| field(&format!("channels.{f}"), reason))?;
+        self.limits
+            .validate()
+            .map_err(|(f, reason)| field(&format!("limits.{f}"), reason))?;
+        self.channels
+            .validate()
+            .map_err(|(f, reason)| field(&format!("channels.{f}"), reason))?;
         Ok(())
     }
 
@@ -202,12 +234,19 @@ impl AppConfig {
     /// The base system prompt: `systemPrompt`, the file's text, or the default.
     pub fn system_prompt(&self, config_dir: &Path) -> Result<String, ConfigError> {
         if let Some(file) = &self.system_prompt_file {
-            let file = if file.is_relative() { config_dir.join(file) } else { file.clone() };
+            let file = if file.is_relative() {
+                config_dir.join(file)
+            } else {
+                file.clone()
+            };
             return std::fs::read_to_string(&file)
                 .map(|s| s.trim_end().to_string())
                 .map_err(|source| ConfigError::Read { path: file, source });
         }
-        Ok(self.system_prompt.clone().unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()))
+        Ok(self
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string()))
     }
 }
 

@@ -49,9 +49,18 @@ fn a_wrong_type_is_named_with_its_path() {
 #[test]
 fn invalid_values_are_refused_with_the_field() {
     assert_eq!(field_error(r#"{"timezone": "Mars/Base"}"#).0, "timezone");
-    assert_eq!(field_error(r#"{"limits": {"maxConcurrentModelCalls": 0}}"#).0, "limits.maxConcurrentModelCalls");
-    assert_eq!(field_error(r#"{"channels": {"slack": {"mode": "rtm"}}}"#).0, "channels.slack.mode");
-    assert_eq!(field_error(r#"{"systemPrompt": "a", "systemPromptFile": "b"}"#).0, "systemPromptFile");
+    assert_eq!(
+        field_error(r#"{"limits": {"maxConcurrentModelCalls": 0}}"#).0,
+        "limits.maxConcurrentModelCalls"
+    );
+    assert_eq!(
+        field_error(r#"{"channels": {"slack": {"mode": "rtm"}}}"#).0,
+        "channels.slack.mode"
+    );
+    assert_eq!(
+        field_error(r#"{"systemPrompt": "a", "systemPromptFile": "b"}"#).0,
+        "systemPromptFile"
+    );
 }
 
 #[test]
@@ -59,7 +68,10 @@ fn broken_json_names_the_file_and_position() {
     match parse("{\n  \"timezone\": \"UTC\",,\n}") {
         Err(e @ ConfigError::Invalid { .. }) => {
             let text = e.to_string();
-            assert!(text.contains("/etc/mnemo/config.json") && text.contains("line 2"), "{text}");
+            assert!(
+                text.contains("/etc/mnemo/config.json") && text.contains("line 2"),
+                "{text}"
+            );
         }
         other => panic!("expected Invalid, got {other:?}"),
     }
@@ -86,5 +98,8 @@ fn the_system_prompt_comes_from_the_file_relative_to_the_config() {
     std::fs::write(dir.path().join("prompt.md"), "Be brief.\n").unwrap();
     let c = parse(r#"{"systemPromptFile": "prompt.md"}"#).unwrap();
     assert_eq!(c.system_prompt(dir.path()).unwrap(), "Be brief.");
-    assert_eq!(parse("{}").unwrap().system_prompt(dir.path()).unwrap(), DEFAULT_SYSTEM_PROMPT);
+    assert_eq!(
+        parse("{}").unwrap().system_prompt(dir.path()).unwrap(),
+        DEFAULT_SYSTEM_PROMPT
+    );
 }

@@ -9,7 +9,7 @@
 //! failing program is the operator's to fix).
 
 use super::config::ModelConfig;
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, flat_context, redact};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, redact};
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use std::process::Stdio;
@@ -44,7 +44,7 @@ impl CommandBackend {
     /// The argument list for one call, placeholders replaced inside each
     /// argument (so `--system={context}` works too).
     fn args_for(&self, request: &ModelRequest) -> Vec<String> {
-        let context = flat_context(&request.context);
+        let context = request.context.flat();
         self.args
             .iter()
             .map(|arg| substitute(arg, &context, &request.message))

@@ -24,7 +24,6 @@ mod summarizer;
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use mnemo_sessions::context::Context;
-use mnemo_sessions::record::Role;
 use std::time::Duration;
 
 pub use build::{BuildError, build, build_section};
@@ -189,70 +188,9 @@ impl ModelError {
     }
 }
 
-/// The speaker label used wherever a conversation is flattened to text (the
-/// command backend's `{context}`, the summarizer's transcript).
-pub(crate) fn role_label(role: Role) -> &'static str {
-    match role {
-        Role::User => "User",
-        Role::Assistant => "Assistant",
-    }
-}
-
-/// The context as one text: the system text, a blank line, then one
-/// `User: …` / `Assistant: …` line per turn. For backends that take a single
-/// prompt string (the command backend's `{context}`).
-pub fn flat_context(context: &Context) -> String {
-    let transcript: Vec<String> = context
-        .turns
-        .iter()
-        .map(|turn| format!("{}: {}", role_label(turn.role), turn.content.trim()))
-        .collect();
-    let system = context.system.trim();
-    match (system.is_empty(), transcript.is_empty()) {
-        (_, true) => system.to_string(),
-        (true, false) => transcript.join("\n"),
-        (false, false) => format!("{system}\n\n{}", transcript.join("\n")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_sessions::context::Turn;
-
-    /// Built field by field: `Context` may gain fields, so it is never
-    /// written as a complete literal.
-    fn context_of(system: &str, turns: Vec<Turn>) -> Context {
-        let mut context = Context {
-            system: system.to_string(),
-            ..Default::default()
-        };
-        context.turns = turns;
-        context
-    }
-
-    #[test]
-    fn flat_context_is_system_then_labelled_turns() {
-        let context = context_of(
-            "Be brief.",
-            vec![
-                Turn {
-                    role: Role::User,
-                    content: "hi".into(),
-                },
-                Turn {
-                    role: Role::Assistant,
-                    content: "hello".into(),
-                },
-            ],
-        );
-        assert_eq!(flat_context(&context), "Be brief.\n\nUser: hi\nAssistant: hello");
-    }
-
-    #[test]
-    fn flat_context_of_an_empty_context_is_empty() {
-        assert_eq!(flat_context(&Context::default()), "");
-    }
 
     #[test]
     fn only_transient_errors_are_retried_and_only_our_mistakes_skip_the_fallback() {

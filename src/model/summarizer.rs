@@ -7,7 +7,7 @@
 //! It never writes memory files (the caller does, and changes nothing when
 //! this fails) and sees only the one user's data it is handed.
 
-use super::{Model, ModelError, ModelRequest, role_label};
+use super::{Model, ModelError, ModelRequest};
 use async_trait::async_trait;
 use mnemo_sessions::context::Context;
 use mnemo_sessions::summarizer::{Fact, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
@@ -79,7 +79,7 @@ fn material(request: &SummaryRequest<'_>) -> String {
         let transcript = request
             .messages
             .iter()
-            .map(|m| format!("{}: {}", role_label(m.role), m.text.trim()))
+            .map(|m| format!("{}: {}", m.role.label(), m.text.trim()))
             .collect::<Vec<_>>()
             .join("\n");
         out.push(section("Messages", Some(&transcript)));

@@ -70,7 +70,11 @@ async fn context_is_flattened_into_its_placeholder() {
         .await
         .unwrap();
 
-    assert_eq!(reply.text, "Be brief.\n\nUser: hi\nAssistant: hello|how are you?");
+    // `{context}` is `Context::flat()`: the system text, then the transcript.
+    assert_eq!(
+        reply.text,
+        "Be brief.\n\n## Recent conversation\nUser: hi\nAssistant: hello|how are you?"
+    );
 }
 
 #[tokio::test]

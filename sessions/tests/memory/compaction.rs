@@ -1,127 +1,16 @@
 //! Compaction: nothing appended meanwhile is lost, a crash at any step is
-//! continued by the next run, a failing summarizer changes nothing until the
-//! fallback keeps the log bounded, and the sliding window holds the hard
-//! bound when compaction is off.
+//! continued by the next run, old messages are folded rather than dropped,
+//! the sliding window holds the hard bound when compaction is off, and the
+//! facts found fill long-term memory.
 
 use crate::fake::{FakeSummarizer, Reply, summary_text};
-use crate::support::{Sandbox, at, sandbox, write};
-use chrono::{DateTime, TimeDelta, Utc};
-use flate2::read::GzDecoder;
+use crate::fixture::{Memory, config, ids, memory, now, rec, recs};
+use crate::support::at;
+use chrono::TimeDelta;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
-use mnemo_sessions::config::SessionConfig;
-use mnemo_sessions::locks::LockRegistry;
-use mnemo_sessions::stm::Stm;
-use mnemo_sessions::summarizer::{Fact, FactSection, Summarizer};
-use mnemo_sessions::summary::{self, SummaryFile};
-use mnemo_sessions::{Record, Role, SafeName, archive, index, profile, topics};
-use std::io::{BufRead, BufReader};
+use mnemo_sessions::summarizer::{Fact, FactSection};
+use mnemo_sessions::{index, profile, summary, topics};
 use std::sync::Arc;
-
-struct Memory {
-    sb: Sandbox,
-    stm: Stm,
-    user: SafeName,
-    config: SessionConfig,
-}
-
-/// threshold / contextWindow / maxMessages; no ageing unless a test sets it.
-fn config(threshold: usize, window: usize, max: usize) -> SessionConfig {
-    let mut c = SessionConfig::default();
-    c.compacting.threshold = threshold;
-    c.stm.context_window = window;
-    c.stm.max_messages = max;
-    c.stm.max_age_minutes = 100_000;
-    c.stm.fsync = false;
-    c
-}
-
-fn memory(config: SessionConfig) -> Memory {
-    let sb = sandbox();
-    let stm = Stm::new(sb.layout.clone(), LockRegistry::new(), false);
-    Memory {
-        sb,
-        stm,
-        user: SafeName::of("U1"),
-        config,
-    }
-}
-
-/// Message `i`: ten seconds apart from 09:00, user and assistant in turn.
-fn rec(i: usize) -> Record {
-    Record {
-        ts: at(9, 0) + TimeDelta::seconds(10 * i as i64),
-        role: if i.is_multiple_of(2) {
-            Role::User
-        } else {
-            Role::Assistant
-        },
-        text: format!("message {i}"),
-        msg_id: format!("m{i}"),
-        channel: "slack".into(),
-        thread_id: None,
-        chat_id: None,
-        user_name: i.is_multiple_of(2).then(|| "Kevin".to_string()),
-    }
-}
-
-fn recs(range: std::ops::Range<usize>) -> Vec<Record> {
-    range.map(rec).collect()
-}
-
-fn ids(records: &[Record]) -> Vec<String> {
-    records.iter().map(|r| r.msg_id.clone()).collect()
-}
-
-fn now() -> DateTime<Utc> {
-    at(12, 0)
-}
-
-impl Memory {
-    fn compactor(&self, s: &Arc<FakeSummarizer>) -> Compactor {
-        Compactor::new(self.stm.clone(), self.config.clone(), s.clone() as Arc<dyn Summarizer>)
-    }
-
-    async fn append(&self, range: std::ops::Range<usize>) {
-        for i in range {
-            self.stm.append(&self.user, &rec(i)).await.unwrap();
-        }
-    }
-
-    fn log(&self) -> Vec<Record> {
-        self.stm.read_all(&self.user).unwrap().records
-    }
-
-    /// Every archived record, file by file, without removing duplicates.
-    fn archived(&self) -> Vec<Record> {
-        let mut out = Vec::new();
-        for path in archive::files(&self.sb.layout, &self.user).unwrap() {
-            let reader = BufReader::new(GzDecoder::new(std::fs::File::open(path).unwrap()));
-            for line in reader.lines() {
-                out.push(serde_json::from_str(&line.unwrap()).unwrap());
-            }
-        }
-        out
-    }
-
-    fn archive_names(&self) -> Vec<String> {
-        let files = archive::files(&self.sb.layout, &self.user).unwrap();
-        files
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect()
-    }
-
-    fn summary(&self) -> Option<SummaryFile> {
-        summary::read(&self.sb.layout, &self.user).unwrap()
-    }
-
-    /// Archive then log: every message that ever arrived, as the user sees it.
-    fn everything(&self) -> Vec<Record> {
-        let mut all = self.archived();
-        all.extend(self.log());
-        all
-    }
-}
 
 #[tokio::test]
 async fn compaction_folds_all_but_the_window_into_summary_and_archive() {
@@ -338,107 +227,6 @@ async fn a_crash_in_the_sliding_window_is_continued_too() {
 }
 
 #[tokio::test]
-async fn a_failing_summarizer_changes_nothing_and_is_retried() {
-    let m = memory(config(50, 10, 100));
-    m.append(0..51).await;
-    let fake = FakeSummarizer::scripted([Reply::Fail("model down")]);
-    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        matches!(outcome, CompactionOutcome::SummarizerFailed { failures: 1, .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(m.log(), recs(0..51));
-    assert!(m.archived().is_empty());
-    let s = m.summary().unwrap();
-    assert_eq!(
-        (s.meta.failures, s.body.trim(), s.meta.last_folded.is_none()),
-        (1, "", true)
-    );
-
-    // Retried at the next trigger; success resets the count.
-    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        matches!(outcome, CompactionOutcome::Compacted { folded: 41, .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(m.summary().unwrap().meta.failures, 0);
-}
-
-#[tokio::test]
-async fn a_summarizer_that_times_out_changes_nothing() {
-    let mut c = config(50, 10, 100);
-    c.compacting.summarizer_timeout_secs = 1;
-    let m = memory(c);
-    m.append(0..51).await;
-    let fake = FakeSummarizer::scripted([Reply::Hang]);
-    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    let CompactionOutcome::SummarizerFailed { failures: 1, error } = outcome else {
-        panic!("{outcome:?}")
-    };
-    assert!(error.contains("timed out"), "{error}");
-    assert_eq!(m.log(), recs(0..51));
-    assert!(m.archived().is_empty());
-}
-
-#[tokio::test]
-async fn after_max_failures_a_fallback_summary_keeps_the_log_bounded() {
-    let mut c = config(50, 10, 100);
-    c.compacting.max_failures = 3;
-    let m = memory(c);
-    m.append(0..51).await;
-    let fake = FakeSummarizer::scripted([Reply::Fail("1"), Reply::Fail("2"), Reply::Fail("3")]);
-    let compactor = m.compactor(&fake);
-    for failures in 1..=2 {
-        let outcome = compactor.maybe_compact(&m.user, now()).await.unwrap();
-        assert!(matches!(outcome, CompactionOutcome::SummarizerFailed { failures: f, .. } if f == failures));
-    }
-    let outcome = compactor.maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        matches!(
-            outcome,
-            CompactionOutcome::Fallback {
-                folded: 41,
-                failures: 0,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
-    let s = m.summary().unwrap();
-    assert!(s.meta.fallback && s.body.contains("Fallback summary") && s.body.contains("user: message 0\n"));
-    assert_eq!(m.log(), recs(41..51));
-    assert_eq!(m.archived(), recs(0..41));
-
-    // The summarizer is back: it sees the fallback text and replaces it.
-    m.append(51..92).await;
-    compactor.maybe_compact(&m.user, now()).await.unwrap();
-    let s = m.summary().unwrap();
-    assert!(!s.meta.fallback);
-    assert!(fake.seen()[3].previous.as_deref().unwrap().contains("Fallback summary"));
-}
-
-#[tokio::test]
-async fn a_failing_summarizer_never_lets_the_log_pass_max_messages() {
-    let m = memory(config(50, 10, 50));
-    m.append(0..53).await;
-    let fake = FakeSummarizer::scripted([Reply::Fail("down")]);
-    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        matches!(
-            outcome,
-            CompactionOutcome::Fallback {
-                folded: 3,
-                failures: 1,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
-    assert_eq!(m.log(), recs(3..53));
-    assert_eq!(m.everything(), recs(0..53));
-}
-
-#[tokio::test]
 async fn messages_older_than_max_age_are_folded_not_dropped() {
     let mut c = config(50, 10, 60);
     c.stm.max_age_minutes = 60;
@@ -538,45 +326,4 @@ async fn facts_from_compaction_fill_profile_topics_and_index() {
     m.append(51..92).await;
     m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
     assert!(fake.seen()[1].profile.as_deref().unwrap().contains("language: English"));
-}
-
-#[tokio::test]
-async fn a_broken_profile_does_not_stop_compaction_and_is_kept() {
-    let m = memory(config(50, 10, 60));
-    let path = m.sb.layout.profile_path(&m.user);
-    let broken = "---\nuser_id: [\n---\n\n## Facts\n- job: teacher\n";
-    write(&path, broken);
-    m.append(0..51).await;
-    let facts = vec![Fact {
-        section: FactSection::Facts,
-        key: "job".into(),
-        value: "engineer".into(),
-    }];
-    let fake = FakeSummarizer::scripted([Reply::Facts(facts)]);
-    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        matches!(outcome, CompactionOutcome::Compacted { folded: 41, .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
-}
-
-#[tokio::test]
-async fn a_broken_summary_file_is_salvaged_into_the_next_summary() {
-    let m = memory(config(50, 10, 60));
-    write(
-        &m.sb.layout.summary_path(&m.user),
-        "---\nfailures: [\n---\n\nThey like green tea.\n",
-    );
-    m.append(0..51).await;
-    let fake = FakeSummarizer::new();
-    m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
-    assert!(
-        fake.seen()[0]
-            .previous
-            .as_deref()
-            .unwrap()
-            .contains("They like green tea.")
-    );
-    assert!(m.summary().unwrap().body.contains("They like green tea."));
 }

@@ -15,6 +15,8 @@ pub enum Reply {
     Facts(Vec<Fact>),
     Fail(&'static str),
     Hang,
+    /// A blank summary, as a confused model might return.
+    Blank,
 }
 
 /// What the fake was asked.
@@ -105,6 +107,12 @@ impl Summarizer for FakeSummarizer {
         }
         let reply = self.script.lock().unwrap().pop_front();
         let facts = match reply {
+            Some(Reply::Blank) => {
+                return Ok(SummaryOutput {
+                    summary: " \n".into(),
+                    facts: Vec::new(),
+                });
+            }
             None => Vec::new(),
             Some(Reply::Facts(facts)) => facts,
             Some(Reply::Fail(why)) => return Err(SummarizeError::Failed(why.to_string())),

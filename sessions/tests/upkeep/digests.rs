@@ -328,3 +328,32 @@ async fn a_corrupt_state_file_stops_summaries_and_expiry_and_is_left_for_the_ope
     assert_eq!(read(&layout.maintenance_state_path()), "{ not json");
     assert!(layout.messages_path(&SafeName::of("alice")).exists());
 }
+
+#[tokio::test]
+async fn a_summary_is_not_written_back_for_data_cleared_while_it_was_being_made() {
+    let (_dir, stm) = channel();
+    let layout = stm.layout().clone();
+    say(&stm, "alice", "2026-03-10T09:00:00Z", "secret").await;
+    let fake = FakeSummarizer::new();
+    let stm_dir = layout.stm_dir(&SafeName::of("alice"));
+    // What `/session clear all` does, while the model is answering.
+    *fake.during_call.lock().unwrap() = Some(Box::new(move || std::fs::remove_dir_all(&stm_dir).unwrap()));
+    let m = maintenance(&stm, SessionConfig::default(), UTC, &fake);
+    let report = run_at(&m, "2026-03-11T04:00:00Z").await;
+    assert_eq!(fake.calls(), 1);
+    assert!(report.dailies_written.is_empty(), "{report}");
+    assert!(!layout.summaries_dir(&SafeName::of("alice")).exists());
+}
+
+#[tokio::test]
+async fn next_run_is_the_sooner_of_the_summary_hour_and_the_cleanup_interval() {
+    let (_dir, stm) = channel();
+    let fake = FakeSummarizer::new();
+    let m = maintenance(&stm, SessionConfig::default(), Berlin, &fake);
+    // Hourly cleanup comes first in the middle of the day.
+    assert_eq!(m.next_due(utc("2026-03-28T12:00:00Z")), utc("2026-03-28T13:00:00Z"));
+    // 03:00 Berlin on the spring-forward night is 01:00 UTC, 40 minutes away.
+    assert_eq!(m.next_due(utc("2026-03-29T00:20:00Z")), utc("2026-03-29T01:00:00Z"));
+    // Right at the hour, the next one is tomorrow's or the interval.
+    assert_eq!(m.next_due(utc("2026-03-29T01:00:00Z")), utc("2026-03-29T02:00:00Z"));
+}

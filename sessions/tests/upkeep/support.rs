@@ -61,6 +61,9 @@ pub struct FakeSummarizer {
     pub seen: Mutex<Vec<Seen>>,
     in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
+    /// Runs inside every call, e.g. to change the disk while a summary is
+    /// being made.
+    pub during_call: Mutex<Option<Box<dyn Fn() + Send>>>,
 }
 
 impl FakeSummarizer {
@@ -85,6 +88,9 @@ impl FakeSummarizer {
 impl Summarizer for FakeSummarizer {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(hook) = self.during_call.lock().unwrap().as_ref() {
+            hook();
+        }
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         // Give other requests the chance to start, so the bound is tested.

@@ -8,18 +8,97 @@ use serde::{Deserialize, Serialize};
 pub struct DiscordConfig {
     pub enabled: bool,
     pub token_env: String,
+    /// Base URL of a Discord REST proxy (requests go to
+    /// `{apiUrl}/api/v10/…`, the gateway URL is asked there too); `null` for
+    /// discord.com. With a proxy, the proxy owns rate limiting.
     pub api_url: Option<String>,
+    /// A server id (as a string, the way Discord copies it): register
+    /// `/session` there only, which takes effect at once — for trying the bot
+    /// out. `null` registers it globally.
+    pub guild_id: Option<String>,
 }
 
 impl Default for DiscordConfig {
     fn default() -> Self {
-        DiscordConfig { enabled: false, token_env: "DISCORD_BOT_TOKEN".into(), api_url: None }
+        DiscordConfig {
+            enabled: false,
+            token_env: "DISCORD_BOT_TOKEN".into(),
+            api_url: None,
+            guild_id: None,
+        }
     }
 }
 
 impl DiscordConfig {
     /// `Err((field, reason))` for settings that cannot work.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.token_env.trim().is_empty() {
+            return Err((
+                "discord.tokenEnv",
+                "is empty; name the environment variable holding the bot token".into(),
+            ));
+        }
+        if let Some(url) = &self.api_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err((
+                "discord.apiUrl",
+                format!("`{url}` is not an http:// or https:// base URL (e.g. http://127.0.0.1:8080, no /api path)"),
+            ));
+        }
+        if let Some(id) = &self.guild_id {
+            self.guild_number().ok_or((
+                "discord.guildId",
+                format!("`{id}` is not a Discord server id (Developer Mode → right-click the server → Copy Server ID)"),
+            ))?;
+        }
         Ok(())
+    }
+
+    /// `guildId` as a number; `None` when unset or invalid.
+    pub fn guild_number(&self) -> Option<u64> {
+        self.guild_id.as_deref()?.trim().parse::<u64>().ok().filter(|&n| n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_off() {
+        let c = DiscordConfig::default();
+        assert!(!c.enabled);
+        assert_eq!(c.token_env, "DISCORD_BOT_TOKEN");
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_guild_id_must_be_a_server_id() {
+        let with = |id: &str| DiscordConfig {
+            guild_id: Some(id.into()),
+            ..DiscordConfig::default()
+        };
+        assert_eq!(with("1500000000000000001").validate(), Ok(()));
+        assert_eq!(
+            with("1500000000000000001").guild_number(),
+            Some(1_500_000_000_000_000_001)
+        );
+        assert_eq!(with("my-server").validate().map_err(|e| e.0), Err("discord.guildId"));
+        assert_eq!(with("0").validate().map_err(|e| e.0), Err("discord.guildId"));
+    }
+
+    #[test]
+    fn the_api_url_must_be_http() {
+        let c = DiscordConfig {
+            api_url: Some("discord-proxy:8080".into()),
+            ..DiscordConfig::default()
+        };
+        assert_eq!(c.validate().map_err(|e| e.0), Err("discord.apiUrl"));
+        let c = DiscordConfig {
+            api_url: Some("http://127.0.0.1:8080".into()),
+            ..DiscordConfig::default()
+        };
+        assert_eq!(c.validate(), Ok(()));
     }
 }

@@ -1,0 +1,227 @@
+//! The Discord channel (serenity 0.12): a gateway connection for direct
+//! messages, guild messages that mention or reply to the bot, and the
+//! `/session` application command; REST for replies, typing and attachments.
+//! It owns the connection and the platform rules (who is addressed, how
+//! replies are formatted and split); it decides nothing about answers and
+//! never logs message text or the token.
+//!
+//! Layout: [`inbound`] (what becomes an `Inbound`), [`handler`] (serenity's
+//! event handler), [`sequencer`] (keeps events in Discord's order),
+//! [`outbound`] (sending), [`format`] and [`split`] (reply text), [`commands`]
+//! (the `/session` definition).
+
+pub mod commands;
+pub mod format;
+mod handler;
+pub mod inbound;
+mod outbound;
+pub mod sequencer;
+pub mod split;
+
+pub use handler::DiscordHandler;
+
+use crate::{Channel, ChannelError, Inbound, Outbound, Shutdown};
+use async_trait::async_trait;
+use inbound::{CHANNEL, Me};
+use serenity::all::{ChannelId, ClientBuilder, GatewayIntents, GuildId, Http, HttpBuilder};
+use std::sync::{Arc, RwLock};
+use tokio::sync::mpsc;
+
+/// Discord's limit on one message's text, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// What the gateway must send us: DMs, guild messages, and their text
+/// (`MESSAGE_CONTENT` is privileged: enable it in the developer portal).
+pub fn intents() -> GatewayIntents {
+    GatewayIntents::DIRECT_MESSAGES | GatewayIntents::GUILD_MESSAGES | GatewayIntents::MESSAGE_CONTENT
+}
+
+/// How to reach Discord.
+#[derive(Clone, Default)]
+pub struct DiscordSettings {
+    /// The bot token (from the environment; never logged).
+    pub token: String,
+    /// Base URL of a REST proxy (or a test server), e.g.
+    /// `http://127.0.0.1:8080`: requests go to `{api_url}/api/v10/...`, and
+    /// so does the gateway-URL lookup. `None` talks to discord.com.
+    pub api_url: Option<String>,
+    /// Register `/session` in this guild only (instant, for development)
+    /// instead of globally (which Discord may take a while to show).
+    pub guild_id: Option<u64>,
+}
+
+impl std::fmt::Debug for DiscordSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordSettings")
+            .field("token", &"<redacted>")
+            .field("api_url", &self.api_url)
+            .field("guild_id", &self.guild_id)
+            .finish()
+    }
+}
+
+/// Why the Discord channel could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscordError {
+    #[error("discord: the bot token is empty; set the environment variable named by channels.discord.tokenEnv")]
+    MissingToken,
+    #[error(
+        "discord: apiUrl `{0}` is not an http:// or https:// base URL; use e.g. http://127.0.0.1:8080 (no /api path)"
+    )]
+    BadApiUrl(String),
+    #[error("discord: guildId 0 is not a Discord id; copy the server id (Developer Mode → Copy Server ID)")]
+    BadGuildId,
+}
+
+/// State shared by the channel, its event handler and its sending code.
+pub(crate) struct Shared {
+    pub(crate) settings: DiscordSettings,
+    /// The REST client for everything we send. With `api_url` set, serenity
+    /// only uses the proxy while its own ratelimiter is off (its ratelimiter
+    /// builds requests for discord.com), so then the proxy owns rate limits
+    /// and [`outbound`] retries a 429 that still comes back.
+    pub(crate) http: Arc<Http>,
+    pub(crate) guild_id: Option<GuildId>,
+    /// Who the bot is, from READY; `None` until then.
+    me: RwLock<Option<Me>>,
+}
+
+impl Shared {
+    fn new_http(settings: &DiscordSettings) -> Http {
+        match &settings.api_url {
+            Some(url) => HttpBuilder::new(&settings.token)
+                .proxy(url.trim_end_matches('/'))
+                .ratelimiter_disabled(true),
+            None => HttpBuilder::new(&settings.token),
+        }
+        .build()
+    }
+
+    pub(crate) fn me(&self) -> Option<Me> {
+        // A poisoned lock only means a panic elsewhere mid-write of a plain
+        // value; the value is still usable.
+        self.me.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_me(&self, me: Me) {
+        *self.me.write().unwrap_or_else(|e| e.into_inner()) = Some(me);
+    }
+
+    /// `text` with every secret we know of replaced, for errors and logs.
+    pub(crate) fn redact(&self, text: &str, extra: Option<&str>) -> String {
+        let bare = self.settings.token.trim().trim_start_matches("Bot ");
+        let mut out = text.to_string();
+        for secret in [Some(bare), extra].into_iter().flatten().filter(|s| s.len() >= 8) {
+            out = out.replace(secret, "<redacted>");
+        }
+        out
+    }
+
+    pub(crate) fn send_error(&self, target: &str, reason: &str, extra: Option<&str>) -> ChannelError {
+        ChannelError::Send {
+            channel: CHANNEL.into(),
+            target: target.into(),
+            reason: self.redact(reason, extra),
+        }
+    }
+}
+
+/// The Discord adapter. Cheap to share: the broker holds it in an `Arc`.
+pub struct DiscordChannel {
+    shared: Arc<Shared>,
+}
+
+impl DiscordChannel {
+    pub fn new(settings: DiscordSettings) -> Result<Self, DiscordError> {
+        if settings.token.trim().is_empty() {
+            return Err(DiscordError::MissingToken);
+        }
+        if let Some(url) = &settings.api_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(DiscordError::BadApiUrl(url.clone()));
+        }
+        let guild_id = match settings.guild_id {
+            Some(0) => return Err(DiscordError::BadGuildId),
+            Some(id) => Some(GuildId::new(id)),
+            None => None,
+        };
+        let http = Arc::new(Shared::new_http(&settings));
+        Ok(DiscordChannel {
+            shared: Arc::new(Shared {
+                settings,
+                http,
+                guild_id,
+                me: RwLock::new(None),
+            }),
+        })
+    }
+
+    /// The event handler that feeds `inbox`: what [`Channel::receive`] plugs
+    /// into serenity's client, public so its behaviour can be driven with
+    /// recorded gateway events. Needs a Tokio runtime (it starts the
+    /// sequencer task).
+    pub fn handler(&self, inbox: mpsc::Sender<Inbound>) -> DiscordHandler {
+        DiscordHandler::new(self.shared.clone(), inbox)
+    }
+}
+
+#[async_trait]
+impl Channel for DiscordChannel {
+    fn name(&self) -> &str {
+        CHANNEL
+    }
+
+    fn max_message_chars(&self) -> usize {
+        MAX_MESSAGE_CHARS
+    }
+
+    async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
+        let fail = |what: &str, e: serenity::Error| ChannelError::Receive {
+            channel: CHANNEL.into(),
+            reason: self.shared.redact(&format!("{what}: {e}"), None),
+        };
+        if *shutdown.borrow() {
+            return Ok(());
+        }
+        let mut client = ClientBuilder::new_with_http(Shared::new_http(&self.shared.settings), intents())
+            .event_handler(self.handler(inbox))
+            .await
+            .map_err(|e| fail("could not set up the gateway client", e))?;
+        let shards = client.shard_manager.clone();
+        tracing::info!(channel = CHANNEL, "connecting to the gateway");
+        tokio::select! {
+            ended = client.start() => ended.map_err(|e| fail("the gateway connection ended (check the token and the MESSAGE_CONTENT intent)", e)),
+            _ = shutdown.changed() => {
+                shards.shutdown_all().await;
+                tracing::info!(channel = CHANNEL, "gateway closed for shutdown");
+                Ok(())
+            }
+        }
+    }
+
+    /// A failure comes back with its reason (status, Discord's message, a
+    /// hint; secrets redacted) for the broker to log.
+    async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
+        outbound::send(&self.shared, out).await
+    }
+
+    async fn typing(&self, to: &Inbound) {
+        // An interaction already shows "thinking…" until it is answered.
+        if to.interaction.is_some() {
+            return;
+        }
+        let target = to.thread_id.as_deref().unwrap_or(&to.chat_id);
+        let Some(id) = outbound::snowflake::<ChannelId>(target) else {
+            return;
+        };
+        if let Err(e) = self.shared.http.broadcast_typing(id).await {
+            // Cosmetic: the reply still goes out.
+            tracing::debug!(channel = CHANNEL, target, reason = %self.shared.redact(&e.to_string(), None), "typing indicator failed");
+        }
+    }
+
+    fn bot_name(&self) -> Option<String> {
+        self.shared.me().map(|me| me.name)
+    }
+}

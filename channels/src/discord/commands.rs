@@ -1,0 +1,71 @@
+//! The `/session` application command as Discord registers it: one command
+//! with a subcommand per action of DESIGN §5. Only the shape lives here; the
+//! broker answers the commands, and the handler registers this at start.
+
+use serenity::all::{CommandOptionType, CreateCommand, CreateCommandOption};
+
+/// The command's name, as typed after the slash.
+pub const NAME: &str = "session";
+
+/// Subcommands and their descriptions. `clear-all` reaches the broker as
+/// `/session clear all` (Discord names cannot contain spaces).
+const SUBCOMMANDS: [(&str, &str); 7] = [
+    (
+        "status",
+        "Your message count, summary age, long-term entries and storage use",
+    ),
+    (
+        "clear",
+        "Clear your recent messages and rolling summary (long-term memory kept)",
+    ),
+    (
+        "clear-all",
+        "Clear all your data: messages, long-term memory, topics, summaries, archive",
+    ),
+    ("profile", "Show your long-term profile"),
+    ("forget", "Delete one of your topic notes"),
+    ("export", "All your data as one archive file"),
+    ("help", "What these commands do"),
+];
+
+/// The command definition sent to Discord at start.
+pub fn session() -> CreateCommand {
+    SUBCOMMANDS.iter().fold(
+        CreateCommand::new(NAME).description("Manage what the bot remembers about you"),
+        |cmd, (name, description)| {
+            let mut sub = CreateCommandOption::new(CommandOptionType::SubCommand, *name, *description);
+            if *name == "forget" {
+                sub = sub.add_sub_option(
+                    CreateCommandOption::new(CommandOptionType::String, "topic", "The topic note to delete")
+                        .required(true),
+                );
+            }
+            cmd.add_option(sub)
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_session_action_is_a_subcommand_and_forget_requires_a_topic() {
+        let json = serde_json::to_value(session()).unwrap_or_default();
+        assert_eq!(json["name"], "session");
+        let names: Vec<&str> = json["options"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["status", "clear", "clear-all", "profile", "forget", "export", "help"]
+        );
+        let forget = &json["options"][4];
+        assert_eq!(forget["type"], 1, "a subcommand");
+        assert_eq!(forget["options"][0]["name"], "topic");
+        assert_eq!(forget["options"][0]["required"], true);
+    }
+}

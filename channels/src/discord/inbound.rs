@@ -1,0 +1,184 @@
+//! Which Discord traffic becomes an [`Inbound`], and how: direct messages
+//! always, guild messages only when they mention or reply to the bot (the
+//! mention is stripped), never other bots or system messages; `/session`
+//! application commands become the plain-text form with an interaction handle.
+//! Pure conversion: no network, no logging of message text.
+
+use crate::{ChatKind, Inbound};
+use chrono::{DateTime, Utc};
+use serenity::all::{
+    ApplicationId, CommandDataOption, CommandDataOptionValue, CommandInteraction, InteractionId, Message, MessageType,
+    Timestamp, User, UserId,
+};
+
+/// The channel name, in `Inbound::channel` and the state folder.
+pub const CHANNEL: &str = "discord";
+
+/// The bot's own account, learned from the gateway's READY event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Me {
+    pub id: UserId,
+    pub name: String,
+}
+
+/// Why a message was not taken, for the debug log (never the text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    FromABot,
+    SystemMessage,
+    NotAddressed,
+    /// A guild message before READY told us who we are: no way to know
+    /// whether it mentions us.
+    IdentityUnknown,
+    Empty,
+}
+
+/// The [`Inbound`] for a gateway message, or why it is ignored.
+pub fn message(msg: &Message, me: Option<&Me>) -> Result<Inbound, Skip> {
+    if msg.author.bot || msg.author.system || msg.webhook_id.is_some() {
+        return Err(Skip::FromABot);
+    }
+    if !matches!(msg.kind, MessageType::Regular | MessageType::InlineReply) {
+        return Err(Skip::SystemMessage);
+    }
+    let direct = msg.guild_id.is_none();
+    let addressed = match (direct, me) {
+        (true, _) => true,
+        (false, None) => return Err(Skip::IdentityUnknown),
+        (false, Some(me)) => {
+            msg.mentions.iter().any(|u| u.id == me.id)
+                || msg.referenced_message.as_ref().is_some_and(|r| r.author.id == me.id)
+        }
+    };
+    if !addressed {
+        return Err(Skip::NotAddressed);
+    }
+    let text = readable_mentions(&msg.content, msg, me.map(|m| m.id));
+    if text.is_empty() {
+        return Err(Skip::Empty);
+    }
+    Ok(Inbound {
+        channel: CHANNEL.to_string(),
+        user_id: msg.author.id.to_string(),
+        user_name: Some(display_name(
+            msg.member.as_ref().and_then(|m| m.nick.as_deref()),
+            &msg.author,
+        )),
+        // A thread is a channel of its own: answering its id lands in the thread.
+        chat_id: msg.channel_id.to_string(),
+        chat_kind: if direct { ChatKind::Direct } else { ChatKind::Group },
+        // Discord sends `position` only for messages inside a thread.
+        thread_id: msg.position.map(|_| msg.channel_id.to_string()),
+        msg_id: msg.id.to_string(),
+        text,
+        ts: utc(&msg.timestamp),
+        addressed,
+        interaction: None,
+    })
+}
+
+/// `content` with the bot's own mention removed and other users' mentions
+/// (`<@123>`) written as `@name`, so the model reads names, not ids.
+fn readable_mentions(content: &str, msg: &Message, me: Option<UserId>) -> String {
+    let mut text = content.to_string();
+    if let Some(me) = me {
+        for token in [format!("<@{me}>"), format!("<@!{me}>")] {
+            text = text.replace(&format!(" {token} "), " ").replace(&token, "");
+        }
+    }
+    for user in msg.mentions.iter().filter(|u| Some(u.id) != me) {
+        let name = format!("@{}", user.global_name.as_deref().unwrap_or(&user.name));
+        text = text
+            .replace(&format!("<@{}>", user.id), &name)
+            .replace(&format!("<@!{}>", user.id), &name);
+    }
+    text.trim().to_string()
+}
+
+/// The [`Inbound`] for a `/session` application command: the text the broker
+/// would get from the plain-text form, and a handle to answer through.
+pub fn command(cmd: &CommandInteraction) -> Option<Inbound> {
+    if cmd.data.name != super::commands::NAME {
+        return None;
+    }
+    let sub = cmd.data.options.first()?;
+    let mut text = format!("/session {}", sub.name.replace('-', " "));
+    if let CommandDataOptionValue::SubCommand(args) = &sub.value {
+        for arg in args.iter().filter_map(argument) {
+            text.push(' ');
+            text.push_str(&arg);
+        }
+    }
+    Some(Inbound {
+        channel: CHANNEL.to_string(),
+        user_id: cmd.user.id.to_string(),
+        user_name: Some(display_name(
+            cmd.member.as_ref().and_then(|m| m.nick.as_deref()),
+            &cmd.user,
+        )),
+        chat_id: cmd.channel_id.to_string(),
+        chat_kind: if cmd.guild_id.is_some() {
+            ChatKind::Group
+        } else {
+            ChatKind::Direct
+        },
+        thread_id: None,
+        msg_id: cmd.id.to_string(),
+        text,
+        ts: utc(&cmd.id.created_at()),
+        addressed: true,
+        interaction: Some(handle(cmd.application_id, cmd.id, &cmd.token)),
+    })
+}
+
+/// The name people see: the server nickname, else the display name, else
+/// the username.
+fn display_name(nick: Option<&str>, user: &User) -> String {
+    nick.or(user.global_name.as_deref()).unwrap_or(&user.name).to_string()
+}
+
+fn argument(option: &CommandDataOption) -> Option<String> {
+    match &option.value {
+        CommandDataOptionValue::String(s) => Some(s.trim().to_string()),
+        CommandDataOptionValue::Integer(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// `Inbound::interaction` for Discord: everything needed to answer without
+/// any other state, `"{application_id}:{interaction_id}:{token}"`.
+pub fn handle(app: ApplicationId, id: InteractionId, token: &str) -> String {
+    format!("{app}:{id}:{token}")
+}
+
+/// The parts of a [`handle`]; `None` for anything else.
+pub fn parse_handle(handle: &str) -> Option<(ApplicationId, InteractionId, &str)> {
+    let mut parts = handle.splitn(3, ':');
+    let app = parts.next()?.parse::<std::num::NonZeroU64>().ok()?;
+    let id = parts.next()?.parse::<std::num::NonZeroU64>().ok()?;
+    let token = parts.next().filter(|t| !t.is_empty())?;
+    Some((app.into(), id.into(), token))
+}
+
+fn utc(ts: &Timestamp) -> DateTime<Utc> {
+    ts.to_rfc3339()
+        .and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
+        .map_or_else(Utc::now, |t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_round_trips_and_garbage_is_refused() {
+        let h = handle(ApplicationId::new(7), InteractionId::new(9), "tok:en");
+        assert_eq!(
+            parse_handle(&h),
+            Some((ApplicationId::new(7), InteractionId::new(9), "tok:en"))
+        );
+        assert_eq!(parse_handle("0:9:t"), None);
+        assert_eq!(parse_handle("7:9:"), None);
+        assert_eq!(parse_handle("response_url"), None);
+    }
+}

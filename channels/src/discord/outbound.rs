@@ -1,0 +1,237 @@
+//! Sending replies to Discord: text as Discord markdown split under the
+//! limit, files as attachments, and answers to `/session` interactions
+//! (editing the deferred "thinking…" response, then follow-ups). A reply
+//! never pings anyone but the asker, so model output cannot `@everyone` a
+//! server. Errors say what failed with secrets redacted; nothing here logs
+//! message text.
+
+use super::{MAX_MESSAGE_CHARS, Shared, format, inbound, split};
+use crate::{ChannelError, Outbound, OutboundBody};
+use serenity::all::{
+    Builder, ChannelId, CreateAllowedMentions, CreateAttachment, CreateInteractionResponseFollowup, CreateMessage,
+    EditInteractionResponse, HttpError, MessageId, MessageReference,
+};
+use std::num::NonZeroU64;
+use std::path::Path;
+use std::time::Duration;
+
+/// The largest upload a bot may make without a boosted server.
+pub const UPLOAD_LIMIT_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Waits before retrying a request that got 429. Only reached through a REST
+/// proxy (serenity's own ratelimiter waits and retries by itself otherwise).
+const RETRY_WAITS: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
+
+/// The text of a deferred interaction that got an empty reply, so it does
+/// not stay on "thinking…" until Discord gives up.
+const EMPTY_REPLY: &str = "(no reply)";
+
+/// One Discord message of a reply: text and, on the first, the file.
+struct Part {
+    text: String,
+    file: Option<CreateAttachment>,
+}
+
+/// A Discord id from its decimal form; `None` for anything else (0 included,
+/// which serenity's ids cannot hold).
+pub(crate) fn snowflake<T: From<NonZeroU64>>(s: &str) -> Option<T> {
+    s.trim().parse::<NonZeroU64>().ok().map(T::from)
+}
+
+pub(crate) async fn send(shared: &Shared, out: Outbound) -> Result<(), ChannelError> {
+    if let Some(handle) = out.interaction.as_deref() {
+        return answer_interaction(shared, handle, out.ephemeral, out.body).await;
+    }
+    let target = out.thread_id.as_deref().unwrap_or(&out.chat_id);
+    let channel = snowflake::<ChannelId>(target)
+        .ok_or_else(|| shared.send_error(target, "not a Discord channel id (a decimal snowflake)", None))?;
+    let reply_to = out.reply_to.as_deref().and_then(snowflake::<MessageId>);
+    for (i, part) in parts(shared, target, out.body).await?.into_iter().enumerate() {
+        let mut msg = CreateMessage::new()
+            .content(part.text)
+            .allowed_mentions(only_the_asker());
+        if let Some(file) = part.file {
+            msg = msg.add_file(file);
+        }
+        if i == 0
+            && let Some(id) = reply_to
+        {
+            msg = msg.reference_message(MessageReference::from((channel, id)).fail_if_not_exists(false));
+        }
+        retry(|| channel.send_message(&*shared.http, msg.clone()))
+            .await
+            .map_err(|e| shared.send_error(target, &describe(&e), None))?;
+    }
+    Ok(())
+}
+
+/// Answers a `/session` interaction that the handler deferred: the first
+/// part replaces "thinking…", the rest follow (ephemeral like it).
+async fn answer_interaction(
+    shared: &Shared,
+    handle: &str,
+    ephemeral: bool,
+    body: OutboundBody,
+) -> Result<(), ChannelError> {
+    let (app, _, token) = inbound::parse_handle(handle)
+        .ok_or_else(|| shared.send_error("interaction", "not a Discord interaction handle", Some(handle)))?;
+    let fail = |e: serenity::Error| shared.send_error("interaction", &describe(&e), Some(token));
+    shared.http.set_application_id(app);
+    let mut parts = parts(shared, "interaction", body).await?;
+    if parts.is_empty() {
+        parts.push(Part {
+            text: EMPTY_REPLY.to_string(),
+            file: None,
+        });
+    }
+    for (i, part) in parts.into_iter().enumerate() {
+        if i == 0 {
+            let mut edit = EditInteractionResponse::new()
+                .content(part.text)
+                .allowed_mentions(only_the_asker());
+            if let Some(file) = part.file {
+                edit = edit.new_attachment(file);
+            }
+            retry(|| edit.clone().execute(&*shared.http, token))
+                .await
+                .map_err(fail)?;
+        } else {
+            let follow = CreateInteractionResponseFollowup::new()
+                .content(part.text)
+                .ephemeral(ephemeral)
+                .allowed_mentions(only_the_asker());
+            retry(|| follow.clone().execute(&*shared.http, (None, token)))
+                .await
+                .map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+/// The messages a reply becomes. A file too large to upload becomes a note
+/// telling the user to ask the operator for it (DESIGN §5).
+async fn parts(shared: &Shared, target: &str, body: OutboundBody) -> Result<Vec<Part>, ChannelError> {
+    let text_parts = |text: &str| -> Vec<Part> {
+        split::split(&format::to_discord(text), MAX_MESSAGE_CHARS)
+            .into_iter()
+            .map(|text| Part { text, file: None })
+            .collect()
+    };
+    let (path, caption) = match body {
+        OutboundBody::Text(text) => return Ok(text_parts(&text)),
+        OutboundBody::File { path, caption } => (path, caption),
+    };
+    let size = tokio::fs::metadata(&path)
+        .await
+        .map_err(|e| shared.send_error(target, &format!("could not read {}: {e}", path.display()), None))?
+        .len();
+    if size > UPLOAD_LIMIT_BYTES {
+        return Ok(text_parts(&too_large_note(&caption, &path, size)));
+    }
+    let file = CreateAttachment::path(&path)
+        .await
+        .map_err(|e| shared.send_error(target, &format!("could not read {}: {e}", path.display()), None))?;
+    let mut parts = text_parts(&caption);
+    match parts.first_mut() {
+        Some(first) => first.file = Some(file),
+        None => parts.push(Part {
+            text: String::new(),
+            file: Some(file),
+        }),
+    }
+    Ok(parts)
+}
+
+fn too_large_note(caption: &str, path: &Path, size: u64) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    format!(
+        "{caption}\n\nThe file is too large to upload here ({:.1} MiB; Discord allows {:.0} MiB). \
+         Ask the operator for `{}`.",
+        mib(size),
+        mib(UPLOAD_LIMIT_BYTES),
+        path.display()
+    )
+}
+
+/// No `@everyone`, role or user pings from model text; the asker is pinged
+/// by the reply itself so a slow answer is noticed.
+fn only_the_asker() -> CreateAllowedMentions {
+    CreateAllowedMentions::new().replied_user(true)
+}
+
+/// Runs `call`, again after a wait when Discord (or the proxy) answers 429.
+async fn retry<T, F, Fut>(mut call: F) -> serenity::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = serenity::Result<T>>,
+{
+    let mut waits = RETRY_WAITS.iter();
+    loop {
+        match call().await {
+            Err(e) if status(&e) == Some(429) => match waits.next() {
+                Some(wait) => {
+                    tracing::info!(
+                        channel = inbound::CHANNEL,
+                        wait_ms = wait.as_millis() as u64,
+                        "rate limited; retrying"
+                    );
+                    tokio::time::sleep(*wait).await;
+                }
+                None => return Err(e),
+            },
+            other => return other,
+        }
+    }
+}
+
+fn status(e: &serenity::Error) -> Option<u16> {
+    match e {
+        serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) => Some(r.status_code.as_u16()),
+        _ => None,
+    }
+}
+
+/// A failed request in words a person can act on (before redaction).
+fn describe(e: &serenity::Error) -> String {
+    let hint = match status(e) {
+        Some(401) => " (the bot token was refused: check the token's environment variable)",
+        Some(403) => " (the bot lacks a permission here: View Channel, Send Messages, Attach Files)",
+        Some(404) => " (unknown channel, or the interaction expired)",
+        Some(429) => " (still rate limited after retrying)",
+        _ => "",
+    };
+    match status(e) {
+        Some(code) => format!("Discord answered HTTP {code}: {e}{hint}"),
+        None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_decimal_non_zero_ids_are_snowflakes() {
+        assert_eq!(snowflake::<ChannelId>("123"), Some(ChannelId::new(123)));
+        assert_eq!(snowflake::<ChannelId>("0"), None);
+        assert_eq!(snowflake::<ChannelId>("console"), None);
+    }
+
+    #[test]
+    fn replies_allow_no_mass_or_role_pings() {
+        let json = serde_json::to_value(only_the_asker()).unwrap_or_default();
+        assert_eq!(json["parse"], serde_json::json!([]));
+        assert_eq!(json["replied_user"], true);
+    }
+
+    #[test]
+    fn a_file_too_large_becomes_a_note_naming_it() {
+        let note = too_large_note("Your export", Path::new("/srv/x.tar.gz"), 30 * 1024 * 1024);
+        assert!(note.starts_with("Your export"));
+        assert!(note.contains("30.0 MiB") && note.contains("`/srv/x.tar.gz`"), "{note}");
+    }
+}

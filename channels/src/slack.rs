@@ -1,0 +1,388 @@
+//! The Slack channel (slack-morphism): Socket Mode by default, the Events
+//! API over HTTP (signed requests) as the alternative. Turns DMs, mentions,
+//! thread replies and the `/session` slash command into [`Inbound`] and posts
+//! replies as mrkdwn in the message's thread, through a "thinking…"
+//! placeholder that the answer replaces.
+//!
+//! Knows nothing of memory or of what to answer. Never logs message text,
+//! tokens, the signing secret or a `response_url`: ids, counts and reasons.
+
+mod events;
+mod http;
+pub mod mrkdwn;
+mod recent;
+pub mod signature;
+mod socket;
+mod web;
+
+use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
+use async_trait::async_trait;
+use events::{Decision, Identity, Memory};
+use recent::RecentMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use web::{Web, WebError};
+
+pub use mrkdwn::SLACK_MAX_CHARS;
+
+/// What the placeholder says while the model works (mrkdwn italics).
+pub const THINKING: &str = "_thinking…_";
+
+/// Per-message facts kept for the reply; a reply comes within minutes.
+const REMEMBERED_MESSAGES: usize = 1_024;
+
+/// How the adapter receives Slack traffic.
+#[derive(Clone, Debug)]
+pub enum SlackMode {
+    /// A websocket opened with the app-level token (`xapp-…`): no public URL.
+    Socket { app_token: String },
+    /// Slack POSTs events and slash commands to `listen` (paths
+    /// [`EVENTS_PATH`] and [`COMMANDS_PATH`]), signed with the app's
+    /// signing secret.
+    Events { signing_secret: String, listen: SocketAddr },
+}
+
+pub use http::{COMMANDS_PATH, EVENTS_PATH};
+
+/// Everything the Slack channel needs; secrets are values here, read by the
+/// caller from the environment.
+#[derive(Clone)]
+pub struct SlackSettings {
+    pub bot_token: String,
+    pub mode: SlackMode,
+    /// The Web API base including `/api` (GovSlack, a proxy, a test server);
+    /// `None` is `https://slack.com/api`.
+    pub api_url: Option<String>,
+}
+
+/// Why the Slack channel could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SlackError {
+    #[error("slack: could not set up HTTPS (are the system's CA certificates installed?): {0}")]
+    Tls(#[source] std::io::Error),
+    #[error("slack: apiUrl `{0}` must start with http:// or https://")]
+    ApiUrl(String),
+}
+
+pub struct SlackChannel {
+    shared: Arc<Shared>,
+    mode: SlackMode,
+}
+
+/// State shared by the receiving loop and the senders.
+struct Shared {
+    web: Web,
+    /// Known after `auth.test` at the start of [`Channel::receive`].
+    identity: Mutex<Option<Identity>>,
+    memory: Mutex<Memory>,
+    /// The user who sent each recent message: ephemeral notes and exports
+    /// go to that person, never to the whole channel.
+    askers: Mutex<RecentMap<String>>,
+    /// The "thinking…" post for each message being answered: the task that
+    /// posts it (detached, so a cancelled typing refresh cannot lose its ts);
+    /// `None` once answered, so a late refresh cannot post a second one.
+    placeholders: Mutex<RecentMap<Option<JoinHandle<Option<String>>>>>,
+    /// Where the Events API listener is bound, once it is.
+    listening: watch::Sender<Option<SocketAddr>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No code panics while holding these locks; if one ever did, the data is
+    // still consistent (single inserts/removes), so keep serving.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Resolves when the broker shuts down (or can no longer say so).
+async fn stopped(shutdown: &mut Shutdown) {
+    loop {
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Attempts at a start-up call while Slack cannot be reached, waiting
+/// 0.5 s, 1 s, 2 s, … in between.
+const STARTUP_ATTEMPTS: u32 = 6;
+
+/// Runs a start-up call (`auth.test`, the app token check). A refusal from
+/// Slack (bad token, missing scope) is final; network trouble or a 5xx is
+/// waited out a little, since Slack or the network may be briefly down when
+/// the bot starts. `None` if the broker shut down meanwhile.
+async fn at_startup<T, F, Fut>(shutdown: &mut Shutdown, call: F) -> Result<Option<T>, ChannelError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, WebError>>,
+{
+    let mut wait = std::time::Duration::from_millis(500);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(Some(value)),
+            Err(e) if e.code.is_some() || attempt == STARTUP_ATTEMPTS => {
+                return Err(ChannelError::Receive {
+                    channel: "slack".into(),
+                    reason: e.to_string(),
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, attempt, "slack: Slack not reachable yet; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stopped(shutdown) => return Ok(None),
+        }
+        wait *= 2;
+        attempt += 1;
+    }
+}
+
+impl SlackChannel {
+    pub fn new(settings: SlackSettings) -> Result<Self, SlackError> {
+        if let Some(url) = &settings.api_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(SlackError::ApiUrl(url.clone()));
+        }
+        let connector = web::connector(settings.api_url.as_deref()).map_err(SlackError::Tls)?;
+        Ok(SlackChannel {
+            shared: Arc::new(Shared {
+                web: Web::new(connector, &settings.bot_token),
+                identity: Mutex::new(None),
+                memory: Mutex::new(Memory::default()),
+                askers: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
+                placeholders: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
+                listening: watch::channel(None).0,
+            }),
+            mode: settings.mode,
+        })
+    }
+
+    /// The address the Events API listener is bound to (useful with a `:0`
+    /// port): waits until [`Channel::receive`] has bound it; `None` at once
+    /// if the channel is not in events mode.
+    pub async fn listening_on(&self) -> Option<SocketAddr> {
+        if !matches!(self.mode, SlackMode::Events { .. }) {
+            return None;
+        }
+        let mut rx = self.shared.listening.subscribe();
+        rx.wait_for(Option::is_some).await.ok().and_then(|a| *a)
+    }
+}
+
+impl Shared {
+    fn identity(&self) -> Identity {
+        lock(&self.identity).clone().unwrap_or(Identity {
+            user_id: String::new(),
+            name: None,
+        })
+    }
+
+    async fn on_event(
+        &self,
+        cb: &slack_morphism::prelude::SlackPushEventCallback,
+        inbox: &mpsc::Sender<Inbound>,
+    ) -> Result<(), ChannelError> {
+        let me = self.identity();
+        let decision = events::on_event(cb, &me, &mut lock(&self.memory));
+        self.hand_over(decision, inbox).await
+    }
+
+    async fn on_command(
+        &self,
+        ev: &slack_morphism::prelude::SlackCommandEvent,
+        inbox: &mpsc::Sender<Inbound>,
+    ) -> Result<(), ChannelError> {
+        let decision = events::on_command(ev, &mut lock(&self.memory));
+        self.hand_over(decision, inbox).await
+    }
+
+    async fn hand_over(&self, decision: Decision, inbox: &mpsc::Sender<Inbound>) -> Result<(), ChannelError> {
+        match decision {
+            Decision::Ignore(reason) => {
+                tracing::debug!(reason, "slack: event not for the broker");
+                Ok(())
+            }
+            Decision::Deliver(message) => {
+                lock(&self.askers).insert(&message.msg_id, message.user_id.clone());
+                tracing::debug!(msg_id = %message.msg_id, "slack: message to the broker");
+                inbox.send(*message).await.map_err(|_| ChannelError::InboxClosed {
+                    channel: "slack".into(),
+                })
+            }
+        }
+    }
+
+    /// The placeholder's ts for `reply_to`, once its post has finished.
+    async fn take_placeholder(&self, reply_to: Option<&str>) -> Option<String> {
+        let reply_to = reply_to?;
+        let task = {
+            let mut placeholders = lock(&self.placeholders);
+            let task = placeholders.take(reply_to).flatten();
+            placeholders.insert(reply_to, None);
+            task
+        }?;
+        task.await.ok().flatten()
+    }
+
+    fn asker(&self, reply_to: Option<&str>) -> Option<String> {
+        lock(&self.askers).get(reply_to?).cloned()
+    }
+
+    async fn send_text(&self, out: &Outbound, text: &str) -> Result<(), WebError> {
+        let messages = mrkdwn::to_messages(text, SLACK_MAX_CHARS);
+        let placeholder = self.take_placeholder(out.reply_to.as_deref()).await;
+        let thread = out.thread_id.as_deref();
+        if let Some(url) = &out.interaction {
+            self.remove(&out.chat_id, placeholder).await;
+            for m in &messages {
+                self.web.respond(url, m).await?;
+            }
+            return Ok(());
+        }
+        if out.ephemeral {
+            self.remove(&out.chat_id, placeholder).await;
+            let user = self.asker(out.reply_to.as_deref()).ok_or_else(unknown_asker)?;
+            for m in &messages {
+                self.web.post_ephemeral(&out.chat_id, &user, thread, m).await?;
+            }
+            return Ok(());
+        }
+        match (placeholder, messages.as_slice()) {
+            (Some(ts), [only]) => {
+                if let Err(e) = self.web.update(&out.chat_id, &ts, only).await {
+                    tracing::warn!(error = %e, "slack: placeholder not updated; posting the answer instead");
+                    self.web.post(&out.chat_id, thread, only).await?;
+                    self.remove(&out.chat_id, Some(ts)).await;
+                }
+                Ok(())
+            }
+            (placeholder, _) => {
+                // A split answer reads best as consecutive messages, so the
+                // placeholder goes rather than holding only the first part.
+                self.remove(&out.chat_id, placeholder).await;
+                for m in &messages {
+                    self.web.post(&out.chat_id, thread, m).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Files (a `/session export`) are personal: they go to the asker's DM
+    /// with the bot, with a short note where they were asked for.
+    async fn send_file(&self, out: &Outbound, path: &Path, caption: &str) -> Result<(), WebError> {
+        let placeholder = self.take_placeholder(out.reply_to.as_deref()).await;
+        self.remove(&out.chat_id, placeholder).await;
+        let caption = mrkdwn::to_mrkdwn(caption);
+        let in_bot_dm = out.chat_id.starts_with('D') && out.interaction.is_none();
+        if in_bot_dm {
+            return self
+                .web
+                .upload(&out.chat_id, out.thread_id.as_deref(), path, &caption)
+                .await;
+        }
+        let user = self.asker(out.reply_to.as_deref()).ok_or_else(unknown_asker)?;
+        let dm = self.web.open_dm(&user).await?;
+        self.web.upload(&dm, None, path, &caption).await?;
+        let note = "I've sent the file to our direct messages.";
+        match &out.interaction {
+            Some(url) => self.web.respond(url, note).await,
+            None => {
+                self.web
+                    .post_ephemeral(&out.chat_id, &user, out.thread_id.as_deref(), note)
+                    .await
+            }
+        }
+    }
+
+    /// Deletes a placeholder; a failure leaves a stray "thinking…" behind,
+    /// which is worth a log line but not a failed reply.
+    async fn remove(&self, channel: &str, placeholder: Option<String>) {
+        if let Some(ts) = placeholder
+            && let Err(e) = self.web.delete(channel, &ts).await
+        {
+            tracing::warn!(error = %e, "slack: placeholder not removed");
+        }
+    }
+}
+
+fn unknown_asker() -> WebError {
+    WebError {
+        method: "chat.postEphemeral",
+        reason: "the message this answers is no longer known, so the private answer has no recipient".into(),
+        code: None,
+    }
+}
+
+#[async_trait]
+impl Channel for SlackChannel {
+    fn name(&self) -> &str {
+        "slack"
+    }
+
+    fn max_message_chars(&self) -> usize {
+        SLACK_MAX_CHARS
+    }
+
+    async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
+        let web = &self.shared.web;
+        let Some(me) = at_startup(&mut shutdown, || web.auth_test()).await? else {
+            return Ok(());
+        };
+        tracing::info!(bot_user = %me.user_id, "slack: signed in");
+        *lock(&self.shared.identity) = Some(me);
+        match &self.mode {
+            SlackMode::Socket { app_token } => socket::run(self.shared.clone(), app_token, inbox, shutdown).await,
+            SlackMode::Events { signing_secret, listen } => {
+                http::run(self.shared.clone(), signing_secret.clone(), *listen, inbox, shutdown).await
+            }
+        }
+    }
+
+    async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
+        let result = match &out.body {
+            OutboundBody::Text(text) => self.shared.send_text(&out, text).await,
+            OutboundBody::File { path, caption } => self.shared.send_file(&out, path, caption).await,
+        };
+        result.map_err(|e| ChannelError::Send {
+            channel: "slack".into(),
+            target: out.chat_id.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Posts "thinking…" once per message (later refreshes do nothing); the
+    /// answer replaces it. Slash commands are answered privately, so they get
+    /// no public placeholder.
+    async fn typing(&self, to: &Inbound) {
+        if to.interaction.is_some() || to.channel != "slack" {
+            return;
+        }
+        let mut placeholders = lock(&self.shared.placeholders);
+        if placeholders.contains(&to.msg_id) {
+            return;
+        }
+        let shared = self.shared.clone();
+        let (chat, thread) = (to.chat_id.clone(), to.thread_id.clone());
+        let task = tokio::spawn(async move {
+            match shared.web.post(&chat, thread.as_deref(), THINKING).await {
+                Ok(ts) => Some(ts),
+                Err(e) => {
+                    tracing::warn!(error = %e, "slack: placeholder not posted");
+                    None
+                }
+            }
+        });
+        placeholders.insert(&to.msg_id, Some(task));
+    }
+
+    fn bot_name(&self) -> Option<String> {
+        lock(&self.shared.identity).as_ref().and_then(|me| me.name.clone())
+    }
+}

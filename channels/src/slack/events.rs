@@ -1,0 +1,268 @@
+//! Slack events and slash commands → [`Inbound`], and the rules for which
+//! Slack traffic is meant for the bot. Pure decisions over the typed
+//! slack-morphism payloads plus the adapter's bounded memory; no network.
+//!
+//! The bot answers: direct messages (`message.im`), mentions in channels
+//! (`app_mention`, or the `message` copy of it), and messages in a channel
+//! thread the bot is already in. It ignores bot messages, edits, deletes and
+//! other subtypes, and its own messages. Each Slack message reaches the
+//! broker once: a redelivered event (same `event_id`) and the second copy of
+//! a mention (same channel and `ts`) are dropped.
+
+use super::recent::Recent;
+use crate::{ChatKind, Inbound};
+use chrono::{DateTime, Utc};
+use slack_morphism::prelude::*;
+
+/// How many event ids / message keys / threads to remember. Slack retries
+/// within minutes, so a few thousand covers any realistic burst.
+const REMEMBERED: usize = 4_096;
+
+/// Who the bot is on this workspace (from `auth.test`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub user_id: String,
+    pub name: Option<String>,
+}
+
+/// What to do with one piece of Slack traffic.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    Deliver(Box<Inbound>),
+    /// Not for the broker; the reason is logged (never the text).
+    Ignore(&'static str),
+}
+
+/// What the adapter remembers between events.
+pub struct Memory {
+    seen: Recent,
+    /// `channel:thread_ts` of channel threads the bot has been asked in.
+    threads: Recent,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory {
+            seen: Recent::new(REMEMBERED),
+            threads: Recent::new(REMEMBERED),
+        }
+    }
+}
+
+/// The fields of a Slack message the decision needs.
+struct Candidate<'a> {
+    channel: &'a str,
+    user: &'a str,
+    ts: &'a str,
+    thread_ts: Option<&'a str>,
+    text: &'a str,
+    kind: ChatKind,
+}
+
+/// Decides on one Events API callback (Socket Mode or HTTP alike).
+pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory) -> Decision {
+    if !memory.seen.insert(&format!("event:{}", cb.event_id.0)) {
+        return Decision::Ignore("redelivery of an event already handled");
+    }
+    let candidate = match &cb.event {
+        SlackEventCallbackBody::Message(m) => from_message(m, me, memory),
+        SlackEventCallbackBody::AppMention(m) => from_mention(m, me),
+        _ => Err("event type not handled"),
+    };
+    let c = match candidate {
+        Ok(c) => c,
+        Err(reason) => return Decision::Ignore(reason),
+    };
+    if !memory.seen.insert(&format!("msg:{}:{}", c.channel, c.ts)) {
+        return Decision::Ignore("message already delivered (mention arrives as app_mention and message)");
+    }
+    let text = clean_text(c.text, &me.user_id);
+    if text.is_empty() {
+        return Decision::Ignore("no text");
+    }
+    let thread_id = match c.kind {
+        ChatKind::Direct => c.thread_ts.map(str::to_string),
+        // In channels the answer always goes in a thread, so the channel is
+        // not flooded; from now on the bot is "in" that thread.
+        ChatKind::Group => Some(c.thread_ts.unwrap_or(c.ts).to_string()),
+    };
+    if let (ChatKind::Group, Some(thread)) = (c.kind, &thread_id) {
+        memory.threads.insert(&format!("{}:{thread}", c.channel));
+    }
+    Decision::Deliver(Box::new(Inbound {
+        channel: "slack".into(),
+        user_id: c.user.to_string(),
+        user_name: None,
+        chat_id: c.channel.to_string(),
+        chat_kind: c.kind,
+        thread_id,
+        msg_id: format!("{}:{}", c.channel, c.ts),
+        text,
+        ts: ts_to_time(c.ts),
+        addressed: true,
+        interaction: None,
+    }))
+}
+
+fn from_message<'a>(m: &'a SlackMessageEvent, me: &Identity, memory: &Memory) -> Result<Candidate<'a>, &'static str> {
+    match &m.subtype {
+        None | Some(SlackMessageEventType::FileShare | SlackMessageEventType::ThreadBroadcast) => {}
+        Some(SlackMessageEventType::MessageChanged | SlackMessageEventType::MessageDeleted) => {
+            return Err("edit or delete");
+        }
+        Some(SlackMessageEventType::BotMessage) => return Err("bot message"),
+        Some(_) => return Err("system message subtype"),
+    }
+    if m.sender.bot_id.is_some() {
+        return Err("bot message");
+    }
+    if m.hidden == Some(true) {
+        return Err("hidden message");
+    }
+    let user = m.sender.user.as_ref().ok_or("message without a user")?;
+    if user.0 == me.user_id {
+        return Err("the bot's own message");
+    }
+    let channel = m.origin.channel.as_ref().ok_or("message without a channel")?;
+    let text = m.content.as_ref().and_then(|c| c.text.as_deref()).unwrap_or("");
+    let kind = match m.origin.channel_type.as_ref().map(|t| t.0.as_str()) {
+        Some("im") => ChatKind::Direct,
+        Some(_) => ChatKind::Group,
+        None if channel.0.starts_with('D') => ChatKind::Direct,
+        None => ChatKind::Group,
+    };
+    let thread_ts = m.origin.thread_ts.as_ref().map(|t| t.0.as_str());
+    if kind == ChatKind::Group {
+        let mentioned = text.contains(&format!("<@{}", me.user_id));
+        let in_our_thread = thread_ts.is_some_and(|t| memory.threads.contains(&format!("{}:{t}", channel.0)));
+        if !mentioned && !in_our_thread {
+            return Err("channel message not addressed to the bot");
+        }
+    }
+    Ok(Candidate {
+        channel: &channel.0,
+        user: &user.0,
+        ts: &m.origin.ts.0,
+        thread_ts,
+        text,
+        kind,
+    })
+}
+
+fn from_mention<'a>(m: &'a SlackAppMentionEvent, me: &Identity) -> Result<Candidate<'a>, &'static str> {
+    if m.user.0 == me.user_id {
+        return Err("the bot's own message");
+    }
+    if m.edited.is_some() {
+        return Err("edit");
+    }
+    Ok(Candidate {
+        channel: &m.channel.0,
+        user: &m.user.0,
+        ts: &m.origin.ts.0,
+        thread_ts: m.origin.thread_ts.as_ref().map(|t| t.0.as_str()),
+        text: m.content.text.as_deref().unwrap_or(""),
+        kind: if m.channel.0.starts_with('D') {
+            ChatKind::Direct
+        } else {
+            ChatKind::Group
+        },
+    })
+}
+
+/// Decides on one slash command: `/session status` arrives as command
+/// `/session` with text `status`, and goes to the broker as the plain-text
+/// form with the `response_url` as the interaction to answer through.
+pub fn on_command(ev: &SlackCommandEvent, memory: &mut Memory) -> Decision {
+    if !memory.seen.insert(&format!("cmd:{}", ev.trigger_id.0)) {
+        return Decision::Ignore("redelivery of a command already handled");
+    }
+    let args = ev.text.as_deref().map(str::trim).unwrap_or("");
+    let text = if args.is_empty() {
+        ev.command.0.clone()
+    } else {
+        format!("{} {args}", ev.command.0)
+    };
+    Decision::Deliver(Box::new(Inbound {
+        channel: "slack".into(),
+        user_id: ev.user_id.0.clone(),
+        user_name: None,
+        chat_id: ev.channel_id.0.clone(),
+        chat_kind: if ev.channel_id.0.starts_with('D') {
+            ChatKind::Direct
+        } else {
+            ChatKind::Group
+        },
+        thread_id: None,
+        msg_id: format!("cmd:{}", ev.trigger_id.0),
+        text,
+        ts: Utc::now(),
+        addressed: true,
+        interaction: Some(ev.response_url.0.to_string()),
+    }))
+}
+
+/// Slack's wire text → what the person typed: the bot's own mention is
+/// removed, other mentions/channels/links become readable, entities are
+/// unescaped.
+pub fn clean_text(text: &str, bot_user_id: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('<') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('>') else {
+            out.push_str(&rest[start..]);
+            rest = "";
+            break;
+        };
+        let inner = &after[..end];
+        let (target, label) = match inner.split_once('|') {
+            Some((t, l)) => (t, Some(l)),
+            None => (inner, None),
+        };
+        rest = &after[end + 1..];
+        if let Some(user) = target.strip_prefix('@') {
+            if user == bot_user_id {
+                // Drop the mention with the space that separated it.
+                if out.is_empty() || out.ends_with(' ') {
+                    rest = rest.strip_prefix(' ').unwrap_or(rest);
+                }
+            } else {
+                out.push('@');
+                out.push_str(label.unwrap_or(user));
+            }
+        } else if let Some(channel) = target.strip_prefix('#') {
+            out.push('#');
+            out.push_str(label.unwrap_or(channel));
+        } else if let Some(special) = target.strip_prefix('!') {
+            out.push('@');
+            out.push_str(label.unwrap_or(special));
+        } else {
+            match label {
+                Some(l) if l != target => out.push_str(&format!("{l} ({target})")),
+                _ => out.push_str(target),
+            }
+        }
+    }
+    out.push_str(rest);
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+        .trim()
+        .to_string()
+}
+
+/// Slack's `ts` ("1700000000.000100") as a time; now if it does not parse.
+fn ts_to_time(ts: &str) -> DateTime<Utc> {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, "0"));
+    let micros: u32 = format!("{frac:0<6}").get(..6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    secs.parse::<i64>()
+        .ok()
+        .and_then(|s| DateTime::from_timestamp(s, micros * 1_000))
+        .unwrap_or_else(Utc::now)
+}
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod tests;

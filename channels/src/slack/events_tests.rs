@@ -1,0 +1,173 @@
+//! Specifications of which Slack traffic reaches the broker, and how.
+
+use super::*;
+use serde_json::{Value, json};
+
+fn me() -> Identity {
+    Identity {
+        user_id: "UBOT".into(),
+        name: Some("mnemo".into()),
+    }
+}
+
+fn callback(event_id: &str, event: Value) -> SlackPushEventCallback {
+    serde_json::from_value(json!({
+        "team_id": "T1", "api_app_id": "A1", "event_id": event_id, "event_time": 1_700_000_000,
+        "type": "event_callback", "event": event,
+    }))
+    .expect("a valid event callback")
+}
+
+fn dm(ts: &str, text: &str) -> Value {
+    json!({"type": "message", "channel": "D1", "channel_type": "im", "user": "U1", "text": text, "ts": ts})
+}
+
+fn delivered(d: Decision) -> Inbound {
+    match d {
+        Decision::Deliver(m) => *m,
+        Decision::Ignore(why) => panic!("expected delivery, ignored: {why}"),
+    }
+}
+
+#[test]
+fn a_direct_message_is_delivered_addressed_with_its_ids() {
+    let m = delivered(on_event(
+        &callback("Ev1", dm("1700000000.000100", "hello &amp; bye")),
+        &me(),
+        &mut Memory::default(),
+    ));
+    assert_eq!(m.channel, "slack");
+    assert_eq!(m.user_id, "U1");
+    assert_eq!(m.chat_id, "D1");
+    assert_eq!(m.chat_kind, ChatKind::Direct);
+    assert_eq!(m.thread_id, None, "a top-level DM is answered top-level");
+    assert_eq!(m.msg_id, "D1:1700000000.000100");
+    assert_eq!(m.text, "hello & bye");
+    assert_eq!(m.ts.timestamp_micros(), 1_700_000_000_000_100);
+    assert!(m.addressed);
+    assert_eq!(m.interaction, None);
+}
+
+#[test]
+fn a_dm_written_in_a_thread_is_answered_in_that_thread() {
+    let mut event = dm("1700000001.000200", "more");
+    event["thread_ts"] = json!("1700000000.000100");
+    let m = delivered(on_event(&callback("Ev1", event), &me(), &mut Memory::default()));
+    assert_eq!(m.thread_id.as_deref(), Some("1700000000.000100"));
+}
+
+#[test]
+fn the_same_event_delivered_twice_reaches_the_broker_once() {
+    let mut memory = Memory::default();
+    delivered(on_event(&callback("Ev1", dm("1.1", "hi")), &me(), &mut memory));
+    assert_eq!(
+        on_event(&callback("Ev1", dm("1.1", "hi")), &me(), &mut memory),
+        Decision::Ignore("redelivery of an event already handled")
+    );
+}
+
+#[test]
+fn a_channel_mention_is_delivered_once_though_slack_sends_it_twice() {
+    let mut memory = Memory::default();
+    let mention =
+        json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> what is up?", "ts": "5.5"});
+    let m = delivered(on_event(&callback("Ev1", mention), &me(), &mut memory));
+    assert_eq!(m.text, "what is up?");
+    assert_eq!(m.chat_kind, ChatKind::Group);
+    assert_eq!(
+        m.thread_id.as_deref(),
+        Some("5.5"),
+        "channel answers go in the message's thread"
+    );
+    let copy = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U1", "text": "<@UBOT> what is up?", "ts": "5.5"});
+    assert!(matches!(
+        on_event(&callback("Ev2", copy), &me(), &mut memory),
+        Decision::Ignore(_)
+    ));
+}
+
+#[test]
+fn channel_chatter_is_ignored_but_replies_in_the_bots_thread_are_delivered() {
+    let mut memory = Memory::default();
+    let chatter = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U2", "text": "lunch?", "ts": "6.0"});
+    assert_eq!(
+        on_event(&callback("Ev1", chatter), &me(), &mut memory),
+        Decision::Ignore("channel message not addressed to the bot")
+    );
+    let mention = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> start", "ts": "7.0"});
+    delivered(on_event(&callback("Ev2", mention), &me(), &mut memory));
+    let reply = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U2", "text": "and then?", "ts": "8.0", "thread_ts": "7.0"});
+    let m = delivered(on_event(&callback("Ev3", reply), &me(), &mut memory));
+    assert_eq!(m.thread_id.as_deref(), Some("7.0"));
+    assert_eq!(m.user_id, "U2");
+}
+
+#[test]
+fn bots_edits_deletes_and_the_bots_own_messages_are_ignored() {
+    let mut memory = Memory::default();
+    let cases = [
+        json!({"type": "message", "channel": "D1", "channel_type": "im", "bot_id": "B9", "text": "beep", "ts": "1.0"}),
+        json!({"type": "message", "subtype": "bot_message", "channel": "D1", "channel_type": "im", "text": "beep", "ts": "1.1"}),
+        json!({"type": "message", "subtype": "message_changed", "channel": "D1", "channel_type": "im", "ts": "1.2",
+               "message": {"user": "U1", "text": "edited", "ts": "1.0"}}),
+        json!({"type": "message", "subtype": "message_deleted", "channel": "D1", "channel_type": "im", "ts": "1.3", "deleted_ts": "1.0"}),
+        json!({"type": "message", "channel": "D1", "channel_type": "im", "user": "UBOT", "text": "my own answer", "ts": "1.4"}),
+        json!({"type": "message", "subtype": "channel_join", "channel": "C1", "channel_type": "channel", "user": "U1", "text": "joined", "ts": "1.5"}),
+    ];
+    for (i, event) in cases.into_iter().enumerate() {
+        let decision = on_event(&callback(&format!("Ev{i}"), event), &me(), &mut memory);
+        assert!(matches!(decision, Decision::Ignore(_)), "case {i} was delivered");
+    }
+}
+
+#[test]
+fn other_event_types_and_empty_mentions_are_ignored() {
+    let mut memory = Memory::default();
+    let reaction = json!({"type": "reaction_added", "user": "U1", "reaction": "+1", "item_user": "UBOT",
+                          "item": {"type": "message", "channel": "C1", "ts": "1.0"}, "event_ts": "2.0"});
+    assert!(matches!(
+        on_event(&callback("Ev1", reaction), &me(), &mut memory),
+        Decision::Ignore(_)
+    ));
+    let bare = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT>", "ts": "3.0"});
+    assert_eq!(
+        on_event(&callback("Ev2", bare), &me(), &mut memory),
+        Decision::Ignore("no text")
+    );
+}
+
+#[test]
+fn a_slash_command_becomes_the_plain_text_form_with_its_response_url() {
+    let ev: SlackCommandEvent = serde_json::from_value(json!({
+        "team_id": "T1", "channel_id": "C1", "user_id": "U1", "command": "/session", "text": " status ",
+        "response_url": "https://hooks.slack.com/commands/T1/1/abc", "trigger_id": "tr1",
+    }))
+    .expect("a valid command");
+    let mut memory = Memory::default();
+    let m = delivered(on_command(&ev, &mut memory));
+    assert_eq!(m.text, "/session status");
+    assert_eq!(
+        m.interaction.as_deref(),
+        Some("https://hooks.slack.com/commands/T1/1/abc")
+    );
+    assert_eq!(m.chat_kind, ChatKind::Group);
+    assert_eq!(m.msg_id, "cmd:tr1");
+    assert!(
+        matches!(on_command(&ev, &mut memory), Decision::Ignore(_)),
+        "a redelivered command runs once"
+    );
+}
+
+#[test]
+fn slack_markup_in_incoming_text_is_made_readable() {
+    assert_eq!(
+        clean_text("<@UBOT> hi <@U2|ann>, see <#C1|general>", "UBOT"),
+        "hi @ann, see #general"
+    );
+    assert_eq!(
+        clean_text("<https://x.io|x.io> and <https://y.io|docs> <!here>", "UBOT"),
+        "x.io (https://x.io) and docs (https://y.io) @here"
+    );
+    assert_eq!(clean_text("a &lt;b&gt; &amp; c", "UBOT"), "a <b> & c");
+    assert_eq!(clean_text("keep\n    indented code", "UBOT"), "keep\n    indented code");
+}

@@ -1,0 +1,348 @@
+//! Deciding what one Telegram update means for the broker: a message to
+//! answer (as an [`Inbound`]), a photo or sticker that only gets the "text
+//! only" note, or nothing at all. Pure: no network, no logging of text.
+//!
+//! Private chats: every message. Groups and supergroups: only when the bot
+//! is mentioned (`@botname`, removed from the text), replied to, or given a
+//! command (`/cmd`, or `/cmd@botname` — a command for another bot is not
+//! ours). Forum topics keep their `message_thread_id` so the reply lands in
+//! the same topic.
+
+use crate::{ChatKind, Inbound};
+use teloxide::types::{MediaKind, Message, MessageCommon, MessageKind, Update, UpdateKind};
+
+/// The bot itself, as `getMe` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Me {
+    pub id: u64,
+    /// Without `@`; every bot has one.
+    pub username: String,
+}
+
+/// What an update asks of the adapter.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Routed {
+    /// A message for the broker.
+    Message(Inbound),
+    /// A photo, sticker, voice note … without a caption: the sender is told
+    /// that only text is understood (the [`Inbound`] says where; its text
+    /// is empty).
+    TextOnly(Inbound),
+    /// Not for us; the reason is for the debug log.
+    Ignored(&'static str),
+}
+
+/// Routes one update for the bot `me`.
+pub(crate) fn route(update: &Update, me: &Me) -> Routed {
+    let UpdateKind::Message(message) = &update.kind else {
+        return Routed::Ignored("not a new message");
+    };
+    let Some(from) = &message.from else {
+        return Routed::Ignored("no sender");
+    };
+    if from.is_bot {
+        return Routed::Ignored("sent by a bot");
+    }
+    let MessageKind::Common(MessageCommon { media_kind, .. }) = &message.kind else {
+        return Routed::Ignored("service message");
+    };
+    if matches!(media_kind, MediaKind::Migration(_)) {
+        return Routed::Ignored("service message");
+    }
+    let chat_kind = if message.chat.is_private() {
+        ChatKind::Direct
+    } else if message.chat.is_group() || message.chat.is_supergroup() {
+        ChatKind::Group
+    } else {
+        return Routed::Ignored("channel post");
+    };
+    let raw = message.text().or_else(|| message.caption()).unwrap_or("");
+    let addressed = chat_kind == ChatKind::Direct
+        || mentions(raw, &me.username)
+        || commands_us(raw, &me.username)
+        || replies_to(message, me.id);
+    if !addressed {
+        return Routed::Ignored("group message not addressed to the bot");
+    }
+    let inbound = Inbound {
+        channel: super::CHANNEL.to_string(),
+        user_id: from.id.0.to_string(),
+        user_name: Some(from.full_name()),
+        chat_id: message.chat.id.0.to_string(),
+        chat_kind,
+        thread_id: message
+            .is_topic_message
+            .then_some(message.thread_id)
+            .flatten()
+            .map(|t| t.0.0.to_string()),
+        msg_id: msg_id(message.chat.id.0, message.id.0),
+        text: strip_mention(raw, &me.username),
+        ts: message.date,
+        addressed: true,
+        interaction: None,
+    };
+    match (inbound.text.is_empty(), matches!(media_kind, MediaKind::Text(_))) {
+        (false, _) => Routed::Message(inbound),
+        (true, false) => Routed::TextOnly(inbound),
+        (true, true) => Routed::Ignored("nothing left but the mention"),
+    }
+}
+
+/// [`Inbound::msg_id`]: Telegram numbers messages per chat, the broker
+/// needs ids unique per channel, so the chat is part of it.
+pub(crate) fn msg_id(chat: i64, message: i32) -> String {
+    format!("{chat}:{message}")
+}
+
+/// The Telegram message id inside an [`Inbound::msg_id`] (or a bare id).
+pub(crate) fn message_number(msg_id: &str) -> Option<i32> {
+    msg_id.rsplit(':').next()?.parse().ok()
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Byte ranges of `@username` in `text` as a whole word (not inside an
+/// e-mail address or a longer name), compared case-insensitively.
+fn mention_ranges(text: &str, username: &str) -> Vec<(usize, usize)> {
+    let needle = format!("@{}", username.to_ascii_lowercase());
+    let lower = text.to_ascii_lowercase();
+    let mut ranges = Vec::new();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find(&needle) {
+        let (start, end) = (from + found, from + found + needle.len());
+        let before = text[..start].chars().next_back().is_some_and(is_name_char);
+        let after = text[end..].chars().next().is_some_and(is_name_char);
+        if !before && !after {
+            ranges.push((start, end));
+        }
+        from = end;
+    }
+    ranges
+}
+
+fn mentions(text: &str, username: &str) -> bool {
+    !username.is_empty() && !mention_ranges(text, username).is_empty()
+}
+
+/// `/cmd` (for every bot in the group) or `/cmd@us`, where `cmd` is what
+/// Telegram itself takes for a command: 1–32 of `A-Za-z0-9_`.
+fn commands_us(text: &str, username: &str) -> bool {
+    let Some(command) = text.split_whitespace().next().and_then(|w| w.strip_prefix('/')) else {
+        return false;
+    };
+    let (word, to) = match command.split_once('@') {
+        Some((word, to)) => (word, Some(to)),
+        None => (command, None),
+    };
+    let is_command = (1..=32).contains(&word.len()) && word.chars().all(is_name_char);
+    is_command && to.is_none_or(|to| to.eq_ignore_ascii_case(username))
+}
+
+/// A reply to one of our messages. In a forum topic every message "replies"
+/// to the topic's first message, which is not a reply to us.
+fn replies_to(message: &Message, bot: u64) -> bool {
+    let Some(original) = message.reply_to_message() else {
+        return false;
+    };
+    let topic_root = message.is_topic_message && message.thread_id.is_some_and(|t| t.0 == original.id);
+    !topic_root && original.from.as_ref().is_some_and(|u| u.id.0 == bot)
+}
+
+/// `text` without `@username` (and a `,`/`:` right after a leading
+/// mention, as in "@bot, hello"), trimmed.
+fn strip_mention(text: &str, username: &str) -> String {
+    if username.is_empty() {
+        return text.trim().to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, end) in mention_ranges(text, username) {
+        out.push_str(&text[last..start]);
+        // One space around a mention goes with it, so no gap is left.
+        last = if text[end..].starts_with(' ') && (out.is_empty() || out.ends_with(' ')) {
+            end + 1
+        } else {
+            end
+        };
+    }
+    out.push_str(&text[last..]);
+    let trimmed = out.trim();
+    let trimmed = match trimmed.strip_prefix([',', ':']) {
+        Some(rest)
+            if mention_ranges(text.trim_start(), username)
+                .first()
+                .is_some_and(|r| r.0 == 0) =>
+        {
+            rest
+        }
+        _ => trimmed,
+    };
+    trimmed.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn me() -> Me {
+        Me {
+            id: 999,
+            username: "mnemo_bot".into(),
+        }
+    }
+
+    /// Parsed from text, as the adapter does: teloxide's `Update` does not
+    /// deserialize from a `serde_json::Value`.
+    fn update(message: Value) -> Update {
+        serde_json::from_str(&json!({ "update_id": 1, "message": message }).to_string()).unwrap()
+    }
+
+    fn private(text: &str) -> Value {
+        json!({
+            "message_id": 7, "date": 1_774_236_512,
+            "chat": { "id": 42, "type": "private", "first_name": "Ada" },
+            "from": { "id": 42, "is_bot": false, "first_name": "Ada", "last_name": "L" },
+            "text": text,
+        })
+    }
+
+    fn group(text: &str) -> Value {
+        json!({
+            "message_id": 8, "date": 1_774_236_512,
+            "chat": { "id": -100_500, "type": "supergroup", "title": "Team" },
+            "from": { "id": 42, "is_bot": false, "first_name": "Ada" },
+            "text": text,
+        })
+    }
+
+    fn message(routed: Routed) -> Inbound {
+        match routed {
+            Routed::Message(inbound) => inbound,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_private_message_becomes_an_inbound_with_every_field() {
+        let inbound = message(route(&update(private("hello")), &me()));
+        assert_eq!(inbound.channel, "telegram");
+        assert_eq!(inbound.user_id, "42");
+        assert_eq!(inbound.user_name.as_deref(), Some("Ada L"));
+        assert_eq!(inbound.chat_id, "42");
+        assert_eq!(inbound.chat_kind, ChatKind::Direct);
+        assert_eq!(inbound.thread_id, None);
+        assert_eq!(inbound.msg_id, "42:7");
+        assert_eq!(inbound.text, "hello");
+        assert_eq!(inbound.ts.timestamp(), 1_774_236_512);
+        assert!(inbound.addressed);
+        assert_eq!(inbound.interaction, None);
+    }
+
+    #[test]
+    fn group_chatter_is_ignored() {
+        for text in [
+            "hello all",
+            "mail me at x@mnemo_bot.org",
+            "@mnemo_bottle hi",
+            "/start@other_bot",
+        ] {
+            assert!(
+                matches!(route(&update(group(text)), &me()), Routed::Ignored(_)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_mention_addresses_the_bot_and_is_removed() {
+        for (text, expected) in [
+            ("@mnemo_bot what is 2+2?", "what is 2+2?"),
+            ("@Mnemo_Bot, hi", "hi"),
+            ("tell me @mnemo_bot about rust", "tell me about rust"),
+            ("thanks @mnemo_bot", "thanks"),
+        ] {
+            let inbound = message(route(&update(group(text)), &me()));
+            assert_eq!(inbound.text, expected);
+            assert_eq!(inbound.chat_kind, ChatKind::Group);
+            assert!(inbound.addressed);
+        }
+    }
+
+    #[test]
+    fn commands_for_us_or_for_everyone_are_addressed_and_kept_whole() {
+        for text in ["/session status", "/session@mnemo_bot status", "/help"] {
+            assert_eq!(message(route(&update(group(text)), &me())).text, text);
+        }
+    }
+
+    #[test]
+    fn a_reply_to_the_bot_is_addressed() {
+        let mut reply = group("and then?");
+        reply["reply_to_message"] = json!({
+            "message_id": 5, "date": 1_774_236_000,
+            "chat": { "id": -100_500, "type": "supergroup", "title": "Team" },
+            "from": { "id": 999, "is_bot": true, "first_name": "Mnemo", "username": "mnemo_bot" },
+            "text": "an answer",
+        });
+        assert_eq!(message(route(&update(reply), &me())).text, "and then?");
+    }
+
+    #[test]
+    fn forum_topics_keep_their_thread_and_the_topic_root_is_not_a_reply() {
+        let mut in_topic = group("hi all");
+        in_topic["is_topic_message"] = json!(true);
+        in_topic["message_thread_id"] = json!(3);
+        in_topic["reply_to_message"] = json!({
+            "message_id": 3, "date": 1_774_236_000,
+            "chat": { "id": -100_500, "type": "supergroup", "title": "Team", "is_forum": true },
+            "from": { "id": 999, "is_bot": true, "first_name": "Mnemo", "username": "mnemo_bot" },
+            "forum_topic_created": { "name": "Topic", "icon_color": 7_322_096 },
+        });
+        assert!(matches!(route(&update(in_topic.clone()), &me()), Routed::Ignored(_)));
+        in_topic["text"] = json!("@mnemo_bot hi");
+        let inbound = message(route(&update(in_topic), &me()));
+        assert_eq!(inbound.thread_id.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn media_without_a_caption_gets_the_text_only_note_and_a_caption_is_used() {
+        let mut photo = private("");
+        photo.as_object_mut().unwrap().remove("text");
+        photo["photo"] = json!([{ "file_id": "f", "file_unique_id": "u", "width": 1, "height": 1 }]);
+        assert!(matches!(route(&update(photo.clone()), &me()), Routed::TextOnly(i) if i.msg_id == "42:7"));
+        photo["caption"] = json!("what is this?");
+        assert_eq!(message(route(&update(photo), &me())).text, "what is this?");
+    }
+
+    #[test]
+    fn a_sticker_in_a_group_is_ignored_unless_it_replies_to_the_bot() {
+        let mut sticker = group("");
+        sticker.as_object_mut().unwrap().remove("text");
+        sticker["sticker"] = json!({
+            "file_id": "s", "file_unique_id": "u", "type": "regular", "width": 1, "height": 1,
+            "is_animated": false, "is_video": false,
+        });
+        assert!(matches!(route(&update(sticker), &me()), Routed::Ignored(_)));
+    }
+
+    #[test]
+    fn messages_from_bots_and_service_messages_are_ignored() {
+        let mut from_bot = private("hi");
+        from_bot["from"]["is_bot"] = json!(true);
+        assert!(matches!(route(&update(from_bot), &me()), Routed::Ignored(_)));
+        let mut joined = group("");
+        joined.as_object_mut().unwrap().remove("text");
+        joined["new_chat_members"] = json!([{ "id": 5, "is_bot": false, "first_name": "B" }]);
+        assert!(matches!(route(&update(joined), &me()), Routed::Ignored(_)));
+    }
+
+    #[test]
+    fn message_ids_round_trip() {
+        assert_eq!(message_number(&msg_id(-100_500, 12)), Some(12));
+        assert_eq!(message_number("12"), Some(12));
+        assert_eq!(message_number("console-1"), None);
+    }
+}

@@ -1,0 +1,381 @@
+//! A fake Telegram Bot API on 127.0.0.1 — the network edge of the Telegram
+//! tests, shared by the adapter tests and the end-to-end tests (included
+//! by `#[path]`). It serves `/bot<TOKEN>/<method>` like the real one:
+//! `getMe`, `getUpdates` (long polling over a queue the test fills, with
+//! offsets confirmed as Telegram does), `sendMessage`, `sendChatAction`,
+//! `sendDocument` (multipart), `setMyCommands`, `setWebhook`,
+//! `deleteWebhook`. It records every call, and answers the next call of a
+//! method with a scripted error when a test asks (429, 403, …).
+#![allow(dead_code)] // each test crate uses a different part
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Multipart, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The token the fake accepts (any other gets Telegram's 404).
+pub const TOKEN: &str = "4242:AAtest-SECRET_token";
+pub const BOT_ID: u64 = 4242;
+pub const BOT_USERNAME: &str = "mnemo_test_bot";
+
+/// How long a test waits for something the bot should do before failing.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One request the bot made.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    /// The JSON body; for multipart, the text fields as strings.
+    pub params: Value,
+    /// A multipart upload: the file name and its bytes.
+    pub file: Option<(String, Vec<u8>)>,
+    /// When it arrived (for "waited at least retry_after" checks).
+    pub at: Instant,
+    /// The HTTP status it was answered with.
+    pub status: u16,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Updates not yet confirmed by an offset.
+    updates: VecDeque<Value>,
+    next_update_id: i64,
+    next_message_id: i64,
+    /// The highest offset the bot sent (every update below it is confirmed).
+    confirmed: i64,
+    calls: Vec<Call>,
+    /// The text of every message pushed, for "never logged" checks.
+    pushed_texts: Vec<String>,
+    scripted: HashMap<String, VecDeque<(u16, String)>>,
+}
+
+/// The fake server; cheap to clone.
+#[derive(Clone)]
+pub struct FakeBotApi {
+    /// The base URL to put in `apiUrl`.
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+    /// Bumped on every change, so waiters never miss one.
+    version: Arc<watch::Sender<u64>>,
+}
+
+impl FakeBotApi {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let inner = Inner {
+            next_update_id: 100,
+            next_message_id: 5000,
+            ..Inner::default()
+        };
+        let api = FakeBotApi {
+            url,
+            inner: Arc::new(Mutex::new(inner)),
+            version: Arc::new(watch::channel(0).0),
+        };
+        let app = Router::new()
+            .route("/{token}/{method}", post(handle))
+            .with_state(api.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        api
+    }
+
+    fn changed(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Queues `message` as the next update (filling in `message_id` and
+    /// `date` when absent); returns the update id.
+    pub fn push_message(&self, mut message: Value) -> i64 {
+        let id = {
+            let mut inner = self.inner.lock().unwrap();
+            if message.get("message_id").is_none() {
+                inner.next_message_id += 1;
+                message["message_id"] = json!(inner.next_message_id);
+            }
+            if message.get("date").is_none() {
+                message["date"] = json!(chrono::Utc::now().timestamp());
+            }
+            if let Some(text) = message["text"].as_str().or(message["caption"].as_str()) {
+                inner.pushed_texts.push(text.to_string());
+            }
+            inner.next_update_id += 1;
+            let id = inner.next_update_id;
+            inner.updates.push_back(json!({ "update_id": id, "message": message }));
+            id
+        };
+        self.changed();
+        id
+    }
+
+    /// Answers the next call of `method` with `status` and `body`.
+    pub fn fail_next(&self, method: &str, status: u16, body: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .scripted
+            .entry(method.into())
+            .or_default()
+            .push_back((status, body.into()));
+    }
+
+    /// Every call of `method` so far.
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        self.inner
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// The text of every message pushed so far.
+    pub fn pushed_texts(&self) -> Vec<String> {
+        self.inner.lock().unwrap().pushed_texts.clone()
+    }
+
+    /// The highest `getUpdates` offset the bot has sent.
+    pub fn confirmed_offset(&self) -> i64 {
+        self.inner.lock().unwrap().confirmed
+    }
+
+    /// Waits until `method` was called `n` times; panics past the deadline.
+    pub async fn wait_for_calls(&self, method: &str, n: usize) -> Vec<Call> {
+        self.wait_until(&format!("{n} {method} calls"), || {
+            let calls = self.calls(method);
+            (calls.len() >= n).then_some(calls)
+        })
+        .await
+    }
+
+    /// Waits until `check` returns something; panics past the deadline.
+    pub async fn wait_until<T>(&self, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+        let mut version = self.version.subscribe();
+        let wait = async {
+            loop {
+                if let Some(found) = check() {
+                    return found;
+                }
+                version.changed().await.unwrap();
+            }
+        };
+        tokio::time::timeout(DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("gave up waiting for {what}"))
+    }
+
+    fn record(&self, method: &str, params: Value, file: Option<(String, Vec<u8>)>, status: u16) {
+        let call = Call {
+            method: method.into(),
+            params,
+            file,
+            at: Instant::now(),
+            status,
+        };
+        self.inner.lock().unwrap().calls.push(call);
+        self.changed();
+    }
+
+    fn scripted(&self, method: &str) -> Option<(u16, String)> {
+        self.inner.lock().unwrap().scripted.get_mut(method)?.pop_front()
+    }
+
+    /// `getUpdates`: drops what the offset confirms, then answers with what
+    /// is queued, waiting up to `timeout` seconds for something to arrive.
+    async fn updates(&self, params: &Value) -> Value {
+        let offset = params["offset"].as_i64();
+        let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0));
+        let limit = params["limit"].as_u64().unwrap_or(100) as usize;
+        let mut version = self.version.subscribe();
+        if let Some(offset) = offset {
+            let mut inner = self.inner.lock().unwrap();
+            inner.updates.retain(|u| u["update_id"].as_i64() >= Some(offset));
+            inner.confirmed = inner.confirmed.max(offset);
+        }
+        let ready = || {
+            let inner = self.inner.lock().unwrap();
+            let ready: Vec<Value> = inner.updates.iter().take(limit).cloned().collect();
+            (!ready.is_empty()).then_some(ready)
+        };
+        let wait = async {
+            loop {
+                if let Some(ready) = ready() {
+                    return ready;
+                }
+                if version.changed().await.is_err() {
+                    return Vec::new();
+                }
+            }
+        };
+        json!(tokio::time::timeout(timeout, wait).await.unwrap_or_default())
+    }
+
+    fn sent_message(&self, params: &Value, extra: (&str, Value)) -> Value {
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_message_id += 1;
+        let chat_id = match &params["chat_id"] {
+            Value::String(s) => s.parse::<i64>().unwrap_or(0),
+            other => other.as_i64().unwrap_or(0),
+        };
+        let mut message = json!({
+            "message_id": inner.next_message_id,
+            "date": chrono::Utc::now().timestamp(),
+            "chat": chat(chat_id),
+            "from": bot_user(),
+        });
+        message[extra.0] = extra.1;
+        message
+    }
+}
+
+async fn handle(
+    State(api): State<FakeBotApi>,
+    Path((token, method)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    // Telegram's method names are case-insensitive; teloxide sends `GetMe`.
+    let method = lower_camel(&method);
+    let multipart = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    let (params, file) = if multipart {
+        read_multipart(Multipart::from_request(request, &()).await.unwrap()).await
+    } else {
+        let body = Bytes::from_request(request, &()).await.unwrap();
+        (serde_json::from_slice(&body).unwrap_or_else(|_| json!({})), None)
+    };
+    if token != format!("bot{TOKEN}") {
+        api.record(&method, params, file, 404);
+        return reply(
+            404,
+            json!({"ok": false, "error_code": 404, "description": "Not Found"}).to_string(),
+        );
+    }
+    if let Some((status, body)) = api.scripted(&method) {
+        api.record(&method, params, file, status);
+        return reply(status, body);
+    }
+    const KNOWN: [&str; 8] = [
+        "getMe",
+        "getUpdates",
+        "sendMessage",
+        "sendDocument",
+        "sendChatAction",
+        "setMyCommands",
+        "setWebhook",
+        "deleteWebhook",
+    ];
+    if !KNOWN.contains(&method.as_str()) {
+        api.record(&method, params, file, 404);
+        return reply(
+            404,
+            json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}).to_string(),
+        );
+    }
+    // Recorded on arrival, so a test can see a long poll that is waiting.
+    api.record(&method, params.clone(), file, 200);
+    let result = match method.as_str() {
+        "getMe" => json!({
+            "id": BOT_ID, "is_bot": true, "first_name": "Mnemo", "username": BOT_USERNAME,
+            "can_join_groups": true, "can_read_all_group_messages": false,
+            "supports_inline_queries": false, "has_main_web_app": false,
+        }),
+        "getUpdates" => api.updates(&params).await,
+        "sendMessage" => api.sent_message(&params, ("text", params["text"].clone())),
+        "sendDocument" => api.sent_message(&params, ("document", json!({"file_id": "doc", "file_unique_id": "d"}))),
+        _ => json!(true),
+    };
+    reply(200, json!({ "ok": true, "result": result }).to_string())
+}
+
+fn lower_camel(method: &str) -> String {
+    let mut chars = method.chars();
+    chars
+        .next()
+        .map(|first| first.to_ascii_lowercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+async fn read_multipart(mut form: Multipart) -> (Value, Option<(String, Vec<u8>)>) {
+    let mut fields = serde_json::Map::new();
+    let mut file = None;
+    while let Some(field) = form.next_field().await.unwrap() {
+        let name = field.name().unwrap_or_default().to_string();
+        match field.file_name().map(str::to_string) {
+            Some(file_name) => file = Some((file_name, field.bytes().await.unwrap().to_vec())),
+            None => {
+                fields.insert(name, Value::String(field.text().await.unwrap()));
+            }
+        }
+    }
+    (Value::Object(fields), file)
+}
+
+fn reply(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap();
+    (status, [("content-type", "application/json")], body).into_response()
+}
+
+/// The bot as a `from` field.
+pub fn bot_user() -> Value {
+    json!({ "id": BOT_ID, "is_bot": true, "first_name": "Mnemo", "username": BOT_USERNAME })
+}
+
+/// A person as a `from` field.
+pub fn user(id: i64, first_name: &str) -> Value {
+    json!({ "id": id, "is_bot": false, "first_name": first_name })
+}
+
+/// A chat object: private for positive ids, a forum supergroup otherwise.
+pub fn chat(id: i64) -> Value {
+    if id > 0 {
+        json!({ "id": id, "type": "private", "first_name": "Someone" })
+    } else {
+        json!({ "id": id, "type": "supergroup", "title": "Team", "is_forum": true })
+    }
+}
+
+/// A text message from `from` in chat `chat_id`.
+pub fn text_message(chat_id: i64, from: Value, text: &str) -> Value {
+    json!({ "chat": chat(chat_id), "from": from, "text": text })
+}
+
+/// A message in forum topic `thread` of group `chat_id`.
+pub fn topic_message(chat_id: i64, thread: i64, from: Value, text: &str) -> Value {
+    let mut message = text_message(chat_id, from, text);
+    message["is_topic_message"] = json!(true);
+    message["message_thread_id"] = json!(thread);
+    message
+}
+
+/// A sticker without a caption.
+pub fn sticker_message(chat_id: i64, from: Value) -> Value {
+    json!({
+        "chat": chat(chat_id), "from": from,
+        "sticker": { "file_id": "s", "file_unique_id": "u", "type": "regular", "width": 512, "height": 512,
+                     "is_animated": false, "is_video": false },
+    })
+}
+
+/// Telegram's flood-control answer.
+pub fn too_many_requests(retry_after: u64) -> String {
+    json!({ "ok": false, "error_code": 429, "description": format!("Too Many Requests: retry after {retry_after}"),
+            "parameters": { "retry_after": retry_after } })
+    .to_string()
+}
+
+/// Telegram's answer when the user blocked the bot.
+pub fn blocked_by_user() -> String {
+    json!({ "ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user" }).to_string()
+}

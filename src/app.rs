@@ -1,0 +1,176 @@
+//! The running broker: the memory of every enabled channel, the model, the
+//! dispatcher and the scheduler, wired together. [`App`] is a cheap handle;
+//! the end-to-end tests drive exactly this type.
+//!
+//! What it must not do: talk to a platform directly (channels do), or touch
+//! a memory file except through `mnemo-sessions`.
+
+use crate::config::LimitsConfig;
+use crate::dispatch::Dispatcher;
+use crate::model::Model;
+use crate::pipeline::Pipeline;
+use anyhow::{Context as _, Result};
+use mnemo_channels::{Channel, Inbound};
+use mnemo_sessions::Layout;
+use mnemo_sessions::compaction::Compactor;
+use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::summarizer::Summarizer;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// One channel's memory: where it lives, its operator config, its logs.
+#[derive(Clone)]
+pub struct ChannelMemory {
+    pub layout: Layout,
+    pub config: SessionConfig,
+    pub stm: Stm,
+    pub compactor: Compactor,
+    pub maintenance: Maintenance,
+}
+
+impl ChannelMemory {
+    /// Opens (and validates) the memory of `channel` under `state_root`. A
+    /// bad `sessions/config.json` is an error here, at start, naming the file
+    /// — never a silent fallback to defaults.
+    pub fn open(
+        state_root: &std::path::Path,
+        channel: &str,
+        locks: &LockRegistry,
+        tz: chrono_tz::Tz,
+        summarizer: Arc<dyn Summarizer>,
+    ) -> Result<Self> {
+        let layout = Layout::new(state_root, channel);
+        let config = SessionConfig::load(&layout.config_path())?;
+        let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
+        let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
+        let maintenance = Maintenance::new(stm.clone(), config.clone(), tz, summarizer);
+        Ok(ChannelMemory {
+            layout,
+            config,
+            stm,
+            compactor,
+            maintenance,
+        })
+    }
+}
+
+/// Everything the app needs, resolved from config and environment.
+pub struct AppParts {
+    pub state_root: PathBuf,
+    pub system_prompt: String,
+    pub tz: chrono_tz::Tz,
+    pub limits: LimitsConfig,
+    /// The chat model's per-call timeout, for shutdown budgets.
+    pub model_timeout: Duration,
+    pub model: Arc<dyn Model>,
+    pub summarizer: Arc<dyn Summarizer>,
+}
+
+/// How long in-flight turns may take to finish after a shutdown signal.
+/// Their user messages are already in STM, so this only decides whether the
+/// answer still goes out; well under systemd's 90 s stop timeout.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long a user's queue worker lingers with nothing to do.
+const QUEUE_IDLE: Duration = Duration::from_secs(120);
+
+#[derive(Clone)]
+pub struct App {
+    pipeline: Arc<Pipeline>,
+    dispatcher: Dispatcher,
+    parts: Arc<AppParts>,
+    memories: Arc<HashMap<String, ChannelMemory>>,
+}
+
+impl App {
+    /// Builds the app for `channels`, opening each one's memory.
+    pub fn new(parts: AppParts, channels: Vec<Arc<dyn Channel>>) -> Result<Self> {
+        let locks = LockRegistry::new();
+        let mut memories = HashMap::new();
+        let mut senders = HashMap::new();
+        for channel in channels {
+            let name = channel.name().to_string();
+            let mut memory = ChannelMemory::open(&parts.state_root, &name, &locks, parts.tz, parts.summarizer.clone())
+                .with_context(|| format!("opening the memory of channel `{name}`"))?;
+            // `<state>/logs` is shared: the first channel's maintenance rotates it.
+            memory.maintenance = memory.maintenance.rotating_logs(memories.is_empty());
+            memories.insert(name.clone(), memory);
+            senders.insert(name, channel);
+        }
+        let memories = Arc::new(memories);
+        let parts = Arc::new(parts);
+        let pipeline = Arc::new(Pipeline::new(parts.clone(), memories.clone(), senders));
+        let dispatcher = Dispatcher::new(pipeline.clone(), parts.limits.user_queue_depth, QUEUE_IDLE);
+        Ok(App {
+            pipeline,
+            dispatcher,
+            parts,
+            memories,
+        })
+    }
+
+    pub fn parts(&self) -> &AppParts {
+        &self.parts
+    }
+
+    pub fn memories(&self) -> &HashMap<String, ChannelMemory> {
+        &self.memories
+    }
+
+    /// Hands one message to its user's queue.
+    pub async fn submit(&self, message: Inbound) {
+        // A refusal has already been answered (queue full) or logged (closed).
+        let _ = self.dispatcher.submit(message).await;
+    }
+
+    /// Serves `channels` until they all end (console end of input) or
+    /// `shutdown` fires, then drains: queued and in-flight turns finish
+    /// (after a signal, unstarted turns are saved, not answered) within a
+    /// bounded time. Returns whether everything finished in time.
+    pub async fn serve(&self, channels: Vec<Arc<dyn Channel>>, shutdown: watch::Receiver<bool>) -> bool {
+        let (inbox_tx, mut inbox) = mpsc::channel::<Inbound>(256);
+        let mut receivers = tokio::task::JoinSet::new();
+        for channel in channels {
+            let tx = inbox_tx.clone();
+            let stop = shutdown.clone();
+            receivers.spawn(async move {
+                if let Err(e) = channel.receive(tx, stop).await {
+                    tracing::error!(channel = channel.name(), error = %e, "channel stopped");
+                }
+            });
+        }
+        drop(inbox_tx);
+        let mut stop = shutdown.clone();
+        let signalled = loop {
+            tokio::select! {
+                message = inbox.recv() => match message {
+                    Some(message) => self.submit(message).await,
+                    None => break false,
+                },
+                _ = crate::shutdown::fired(&mut stop) => break true,
+            }
+        };
+        let grace = if signalled {
+            self.pipeline.start_draining();
+            SHUTDOWN_GRACE
+        } else {
+            // End of input: let every queued turn get its answer.
+            Duration::from_secs(self.pipeline.turn_timeout_secs().saturating_mul(4).max(60))
+        };
+        let finished = self.dispatcher.drain(grace).await;
+        self.pipeline.wait_background(Duration::from_secs(5)).await;
+        receivers.abort_all();
+        if !finished {
+            tracing::warn!(
+                ?grace,
+                "shutdown: some turns did not finish in time; their messages are saved"
+            );
+        }
+        finished
+    }
+}

@@ -1,0 +1,102 @@
+//! `mnemo config check`: load and validate both configs the way a start
+//! would, print the effective settings with every secret shown only as
+//! "set" or "missing", and exit non-zero on any error.
+
+use super::setup::env;
+use super::{GlobalArgs, Setup};
+use crate::config::ConfigSource;
+use anyhow::Result;
+use mnemo_sessions::Layout;
+use mnemo_sessions::config::SessionConfig;
+use std::process::ExitCode;
+
+pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
+    let setup = match Setup::load(global) {
+        Ok(setup) => setup,
+        Err(e) => {
+            eprintln!("config check failed: {e:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let mut problems = Vec::new();
+    match &setup.source {
+        ConfigSource::File(path) => println!("config file: {}", path.display()),
+        ConfigSource::Environment => println!("config file: none (defaults + environment)"),
+    }
+    println!("state folder: {}", setup.state_root.display());
+
+    let mut effective = setup.config.clone();
+    effective.model = setup.model_config();
+    match serde_json::to_string_pretty(&effective) {
+        Ok(json) => println!("{json}"),
+        Err(e) => problems.push(format!("cannot print the config: {e}")),
+    }
+
+    println!("secrets (values never shown):");
+    for name in secret_env_names(&setup) {
+        let state = if env(&name).is_some() { "set" } else { "missing" };
+        println!("  {name}: {state}");
+    }
+
+    if let Err(e) = setup.config.system_prompt(&setup.config_dir()) {
+        problems.push(e.to_string());
+    }
+    match setup.model_config() {
+        None => problems.push(format!(
+            "no model is configured.\n{}",
+            crate::model::config::NO_MODEL_HELP
+        )),
+        Some(model) => {
+            if let Err(e) = crate::model::build(&model, &env) {
+                problems.push(format!("model: {e}"));
+            }
+        }
+    }
+    for channel in channel_names(&setup) {
+        let layout = Layout::new(&setup.state_root, channel);
+        if let Err(e) = SessionConfig::load(&layout.config_path()) {
+            problems.push(e.to_string());
+        }
+    }
+
+    if problems.is_empty() {
+        println!("config OK");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Channels whose `sessions/config.json` a start would read.
+fn channel_names(setup: &Setup) -> Vec<&'static str> {
+    let mut names = setup.config.channels.enabled_platforms();
+    if setup.config.channels.console.enabled {
+        names.push("console");
+    }
+    names
+}
+
+/// Every environment variable the config names for a secret.
+fn secret_env_names(setup: &Setup) -> Vec<String> {
+    let c = &setup.config.channels;
+    let mut names = Vec::new();
+    if let Some(model) = setup.model_config() {
+        names.extend(model.api_key_env().filter(|n| !n.is_empty()).map(str::to_string));
+    }
+    if c.telegram.enabled {
+        names.push(c.telegram.token_env.clone());
+    }
+    if c.slack.enabled {
+        names.extend([c.slack.bot_token_env.clone(), c.slack.app_token_env.clone()]);
+        if c.slack.mode == "events" {
+            names.push(c.slack.signing_secret_env.clone());
+        }
+    }
+    if c.discord.enabled {
+        names.push(c.discord.token_env.clone());
+    }
+    names
+}

@@ -1,0 +1,59 @@
+//! `mnemo chat` and `mnemo run`: start logging, the app, the scheduler and
+//! the channels; stop them all cleanly on end of input or a signal.
+
+use super::{GlobalArgs, Setup};
+use crate::app::App;
+use crate::scheduler::Scheduler;
+use crate::{logging, shutdown};
+use anyhow::{Result, bail};
+use mnemo_channels::Channel;
+use mnemo_channels::console::ConsoleChannel;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The console chat, as the local OS user.
+pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
+    let setup = Setup::load(global)?;
+    // stderr stays quiet in a chat; the log files get everything.
+    let _log = logging::init(
+        &setup.config.logging,
+        Some("warn"),
+        Some(&setup.state_root.join("logs")),
+    );
+    let console: Arc<dyn Channel> = Arc::new(ConsoleChannel::new(ConsoleChannel::local_user()));
+    serve(setup, vec![console]).await
+}
+
+/// Every configured channel, until SIGINT/SIGTERM.
+pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
+    let setup = Setup::load(global)?;
+    let _log = logging::init(&setup.config.logging, None, Some(&setup.state_root.join("logs")));
+    let mut channels = crate::platforms::enabled(&setup, &super::setup::env)?;
+    if setup.config.channels.console.enabled {
+        if std::io::stdin().is_terminal() {
+            channels.push(Arc::new(ConsoleChannel::new(ConsoleChannel::local_user())));
+        } else {
+            tracing::info!("console channel enabled but stdin is not a terminal; not serving it under `run`");
+        }
+    }
+    if channels.is_empty() {
+        bail!("no channel to serve: enable one under `channels` in the config, or use `mnemo chat` for the console");
+    }
+    serve(setup, channels).await
+}
+
+async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode> {
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
+    let parts = setup.parts()?;
+    let app = App::new(parts, channels.clone())?;
+    let (trigger, stop) = shutdown::Trigger::new();
+    shutdown::on_signals(trigger.clone())?;
+    let scheduler = Scheduler::start(app.clone(), stop.clone());
+    tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");
+    let finished = app.serve(channels, stop).await;
+    trigger.fire();
+    scheduler.stop().await;
+    tracing::info!(finished, "mnemo stopped");
+    Ok(ExitCode::SUCCESS)
+}

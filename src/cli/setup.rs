@@ -1,0 +1,86 @@
+//! Turning the command line, the config file and the environment into the
+//! parts the app runs on. The one place that reads process environment
+//! variables; everything below takes them as parameters.
+
+use super::GlobalArgs;
+use crate::app::AppParts;
+use crate::config::{AppConfig, ConfigSource};
+use crate::model::{self, ModelSummarizer, config::ModelConfig};
+use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The resolved configuration of one invocation.
+pub struct Setup {
+    pub config: AppConfig,
+    pub source: ConfigSource,
+    pub state_root: PathBuf,
+}
+
+/// The process environment, as the lookup function the model code takes.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn home() -> Option<PathBuf> {
+    env("HOME").map(PathBuf::from)
+}
+
+impl Setup {
+    pub fn load(global: &GlobalArgs) -> Result<Setup> {
+        let home = home();
+        let (config, source) = AppConfig::locate(global.config.as_deref(), home.as_deref())?;
+        let state_root = match &global.state_dir {
+            Some(dir) => dir.clone(),
+            None => config.state_root(home.as_deref()),
+        };
+        if state_root.as_os_str().is_empty() || state_root.starts_with("~") {
+            bail!(
+                "cannot resolve the state folder `{}`: set HOME, or pass --state-dir",
+                state_root.display()
+            );
+        }
+        Ok(Setup {
+            config,
+            source,
+            state_root,
+        })
+    }
+
+    /// The folder relative paths in the config are resolved against.
+    pub fn config_dir(&self) -> PathBuf {
+        match &self.source {
+            ConfigSource::File(path) => path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            ConfigSource::Environment => PathBuf::from("."),
+        }
+    }
+
+    /// The chat model's settings: the config's `model`, else the environment.
+    /// `None` means no model is configured at all.
+    pub fn model_config(&self) -> Option<ModelConfig> {
+        self.config.model.clone().or_else(|| model::config::from_env(&env))
+    }
+
+    /// Everything the app needs. With no model configured, the error says
+    /// exactly how to configure one.
+    pub fn parts(&self) -> Result<AppParts> {
+        let Some(model_config) = self.model_config() else {
+            bail!("no model is configured.\n\n{}", model::config::NO_MODEL_HELP);
+        };
+        let chat = model::build(&model_config, &env)?;
+        let summarizer_config = match &self.config.summarizer {
+            Some(over) => model_config.with_override(over),
+            None => model_config.clone(),
+        };
+        let summarizer = model::build_section(&summarizer_config, &env, "summarizer")?;
+        Ok(AppParts {
+            state_root: self.state_root.clone(),
+            system_prompt: self.config.system_prompt(&self.config_dir())?,
+            tz: self.config.tz(),
+            limits: self.config.limits.clone(),
+            model_timeout: std::time::Duration::from_secs(model_config.timeout_secs),
+            model: chat,
+            summarizer: Arc::new(ModelSummarizer::new(summarizer)),
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! `mnemo sessions report|export|maintain`: the operator's view of stored
+//! memory. `report` and `export` only read (every file they read is
+//! replaced atomically, so a running bot cannot show them half a file);
+//! `maintain` writes, so it takes the instance lock and refuses while a bot
+//! runs on the same folder (whose own scheduler does the same work).
+
+use super::{GlobalArgs, SessionsCommand, Setup};
+use anyhow::{Context as _, Result, bail};
+use chrono::Utc;
+use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::report::{self, human_bytes};
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::{Layout, SafeName, commands};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCode> {
+    let setup = Setup::load(global)?;
+    match command {
+        SessionsCommand::Report { channel } => report(&setup, channel.as_deref()),
+        SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
+        SessionsCommand::Maintain { channel } => maintain(&setup, channel.as_deref()).await,
+    }
+}
+
+/// The channels with a sessions folder, by their on-disk (encoded) name,
+/// or just `only` when given (which must exist).
+fn channels(state_root: &Path, only: Option<&str>) -> Result<Vec<String>> {
+    if let Some(name) = only {
+        let layout = Layout::new(state_root, name);
+        if !layout.root().is_dir() {
+            bail!("no stored memory for channel `{name}` under {}", state_root.display());
+        }
+        return Ok(vec![name.to_string()]);
+    }
+    let dir = state_root.join("channels");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(SafeName::from_encoded))
+        .filter_map(|name| name.decode())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
+    let layout = Layout::new(state_root, channel);
+    let config = SessionConfig::load(&layout.config_path())?;
+    Ok((Stm::new(layout, LockRegistry::new(), config.stm.fsync), config))
+}
+
+fn report(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+    let names = channels(&setup.state_root, only)?;
+    if names.is_empty() {
+        println!("no stored memory under {}", setup.state_root.display());
+    }
+    for name in names {
+        let (stm, _) = open_stm(&setup.state_root, &name)?;
+        let storage = report::channel_storage(&stm)?;
+        println!(
+            "channel {name}: {} user(s), {} file(s), {}",
+            storage.users.len(),
+            storage.total_files(),
+            human_bytes(storage.total_bytes())
+        );
+        println!(
+            "  {:<32} {:>6} {:>10} {:>8} {:>9}  last activity",
+            "user", "files", "bytes", "stm", "archived"
+        );
+        for u in &storage.users {
+            let who = u.user.decode().unwrap_or_else(|| u.user.to_string());
+            let last = u
+                .last_activity
+                .map_or_else(|| "-".to_string(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+            println!(
+                "  {who:<32} {:>6} {:>10} {:>8} {:>9}  {last}",
+                u.files,
+                human_bytes(u.bytes),
+                u.stm_messages,
+                u.archived_messages
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The same bundle `/session export` gives the user, written to `out`.
+async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<ExitCode> {
+    let (stm, _) = open_stm(&setup.state_root, channel)?;
+    let user_name = SafeName::of(user);
+    if !report::known_users(stm.layout())?.contains(&user_name) {
+        bail!("nothing is stored about user `{user}` in channel `{channel}`");
+    }
+    let caller = commands::Caller {
+        user: &user_name,
+        display_name: None,
+    };
+    let reply = commands::try_execute(&stm, caller, &commands::SessionCommand::Export, Utc::now())
+        .await
+        .with_context(|| format!("exporting user `{user}` of channel `{channel}`"))?;
+    let Some(bundle) = reply.export else {
+        bail!("the export produced no bundle: {}", reply.text)
+    };
+    std::fs::copy(&bundle, out).with_context(|| format!("cannot write {}", out.display()))?;
+    std::fs::remove_file(&bundle).ok();
+    println!("{}\nwritten to {}", reply.text, out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn maintain(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
+    let parts = setup.parts()?;
+    let names = channels(&setup.state_root, only)?;
+    let mut failed = false;
+    for (i, name) in names.iter().enumerate() {
+        let (stm, config) = open_stm(&setup.state_root, name)?;
+        let maintenance = Maintenance::new(stm, config, parts.tz, Arc::clone(&parts.summarizer)).rotating_logs(i == 0);
+        println!("channel {name}:");
+        let report = maintenance.run(Utc::now(), &mut |step| println!("  {step}")).await;
+        println!("  done: {report}");
+        for f in &report.failures {
+            failed = true;
+            let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
+            eprintln!("  failed: {}{who}: {}", f.task, f.reason);
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

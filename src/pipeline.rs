@@ -1,0 +1,270 @@
+//! The message path of DESIGN §2, for one message of one user:
+//! `/session` command → answered from memory, no model; otherwise append to
+//! STM (durable) → build context → model → append reply → send (split for
+//! the platform) → compaction in the background.
+//!
+//! Invariants: the user's message is in STM before the model is asked, so a
+//! model failure or a shutdown never loses it; the message goes to the model
+//! once, as the user turn; only this user's memory is read for the context.
+
+use crate::app::{AppParts, ChannelMemory};
+use crate::dispatch::TurnHandler;
+use crate::model::ModelRequest;
+use async_trait::async_trait;
+use chrono::Utc;
+use mnemo_channels::{Channel, Inbound, Outbound};
+use mnemo_sessions::context::{self, ContextInput};
+use mnemo_sessions::{Record, Role, SafeName, commands, compaction, profile};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+pub struct Pipeline {
+    parts: Arc<AppParts>,
+    memories: Arc<HashMap<String, ChannelMemory>>,
+    channels: HashMap<String, Arc<dyn Channel>>,
+    /// The global cap on model calls in flight (`limits.maxConcurrentModelCalls`).
+    model_slots: Semaphore,
+    /// Set by a shutdown signal: turns not yet started are saved, not answered.
+    draining: AtomicBool,
+    /// Background compactions, awaited briefly at shutdown.
+    background: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
+}
+
+pub const SAVED_WHILE_STOPPING: &str =
+    "I'm restarting right now; your message is saved and I'll have it in mind next time.";
+pub const QUEUE_FULL: &str =
+    "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
+
+impl Pipeline {
+    pub fn new(
+        parts: Arc<AppParts>,
+        memories: Arc<HashMap<String, ChannelMemory>>,
+        channels: HashMap<String, Arc<dyn Channel>>,
+    ) -> Self {
+        let slots = parts.limits.max_concurrent_model_calls;
+        Pipeline {
+            parts,
+            memories,
+            channels,
+            model_slots: Semaphore::new(slots),
+            draining: AtomicBool::new(false),
+            background: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
+        }
+    }
+
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// The longest a single model call may take, for shutdown budgets.
+    pub fn turn_timeout_secs(&self) -> u64 {
+        self.parts.model_timeout.as_secs()
+    }
+
+    /// Waits up to `limit` for background compactions; what does not finish
+    /// is abandoned safely (compaction is crash-safe by design).
+    pub async fn wait_background(&self, limit: Duration) {
+        let mut set = self.background.lock().await;
+        let _ = tokio::time::timeout(limit, async { while set.join_next().await.is_some() {} }).await;
+        set.abort_all();
+    }
+
+    async fn reply(&self, to: &Inbound, text: &str) {
+        let Some(channel) = self.channels.get(&to.channel) else {
+            tracing::error!(channel = %to.channel, "no sender for channel; reply dropped");
+            return;
+        };
+        if let Err(e) = channel.send(Outbound::reply(to, text)).await {
+            tracing::warn!(channel = %to.channel, msg_id = %to.msg_id, error = %e, "reply not delivered");
+        }
+    }
+
+    /// Shows the typing indicator now and every `TYPING_REFRESH` until the
+    /// returned guard is dropped (when the answer is ready).
+    fn keep_typing(&self, to: &Inbound) -> Option<AbortOnDrop> {
+        let channel = self.channels.get(&to.channel)?.clone();
+        let to = to.clone();
+        Some(AbortOnDrop(tokio::spawn(async move {
+            loop {
+                channel.typing(&to).await;
+                tokio::time::sleep(mnemo_channels::TYPING_REFRESH).await;
+            }
+        })))
+    }
+
+    async fn send(&self, out: Outbound) {
+        if let Some(channel) = self.channels.get(&out.channel)
+            && let Err(e) = channel.send(out).await
+        {
+            tracing::warn!(error = %e, "reply not delivered");
+        }
+    }
+
+    async fn turn(&self, memory: &ChannelMemory, message: Inbound) -> Result<(), TurnError> {
+        let user = SafeName::of(&message.user_id);
+        let limit = self.parts.limits.max_message_chars;
+        let chars = message.text.chars().count();
+        if chars > limit {
+            tracing::info!(channel = %message.channel, user = %user, chars, limit, "message refused: too long");
+            self.reply(&message, &format!("That message is too long ({chars} characters; the limit is {limit}). Please shorten it or split it up.")).await;
+            return Ok(());
+        }
+
+        if let Some(command) = commands::parse(
+            &message.text,
+            self.channels
+                .get(&message.channel)
+                .and_then(|c| c.bot_name())
+                .as_deref(),
+        ) {
+            let caller = commands::Caller {
+                user: &user,
+                display_name: message.user_name.as_deref(),
+            };
+            let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
+            match reply.export {
+                Some(path) => self.send(Outbound::file(&message, path, reply.text)).await,
+                None => self.reply(&message, &reply.text).await,
+            }
+            return Ok(());
+        }
+
+        let record = Record {
+            ts: message.ts,
+            role: Role::User,
+            text: message.text.clone(),
+            msg_id: message.msg_id.clone(),
+            channel: message.channel.clone(),
+            thread_id: message.thread_id.clone(),
+            chat_id: Some(message.chat_id.clone()),
+            user_name: message.user_name.clone(),
+        };
+        memory.stm.append(&user, &record).await.map_err(TurnError::Store)?;
+
+        if self.draining.load(Ordering::SeqCst) {
+            self.reply(&message, SAVED_WHILE_STOPPING).await;
+            return Ok(());
+        }
+
+        let request = self.request_for(memory, &user, &message).map_err(TurnError::Read)?;
+        let answer = {
+            let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
+            let _typing = self.keep_typing(&message);
+            self.parts.model.complete(&request).await
+        };
+        match answer {
+            Ok(completion) => {
+                let reply = Record {
+                    ts: Utc::now(),
+                    role: Role::Assistant,
+                    text: completion.text.clone(),
+                    msg_id: format!("re-{}", message.msg_id),
+                    channel: message.channel.clone(),
+                    thread_id: message.thread_id.clone(),
+                    chat_id: Some(message.chat_id.clone()),
+                    user_name: None,
+                };
+                memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
+                self.reply(&message, &completion.text).await;
+            }
+            Err(e) => {
+                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
+                self.reply(&message, e.user_message()).await;
+            }
+        }
+        self.compact_later(memory, user).await;
+        Ok(())
+    }
+
+    /// The context for this user only: profile, rolling summary and the
+    /// recent messages not yet folded, without the message being answered.
+    fn request_for(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        message: &Inbound,
+    ) -> Result<ModelRequest, Box<dyn std::error::Error + Send + Sync>> {
+        let window = memory.config.stm.context_window;
+        // One consistent view: a compaction committing between two separate
+        // reads could otherwise show a batch both summarized and raw. One
+        // extra message because the one being answered is in the log too.
+        let memory_view = compaction::read_for_context(&memory.stm, user, window + 1)?;
+        let profile = profile::read_body(&memory.layout, user).unwrap_or_else(|e| {
+            tracing::warn!(user = %user, error = %e, "profile unreadable; answering without it");
+            None
+        });
+        let context = context::build(&ContextInput {
+            system_prompt: &self.parts.system_prompt,
+            profile: profile.as_deref(),
+            summary: memory_view.summary.as_deref(),
+            recent: &memory_view.recent,
+            answering: Some(&message.msg_id),
+            max_tokens: memory.config.context.max_tokens,
+        });
+        Ok(ModelRequest::new(context, message.text.clone()))
+    }
+
+    async fn compact_later(&self, memory: &ChannelMemory, user: SafeName) {
+        let compactor = memory.compactor.clone();
+        let mut set = self.background.lock().await;
+        // Reap finished ones so the set stays small on a long-running bot.
+        while set.try_join_next().is_some() {}
+        set.spawn(async move {
+            if let Err(e) = compactor.maybe_compact(&user, Utc::now()).await {
+                tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
+            }
+        });
+    }
+}
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    #[error("could not save to short-term memory: {0}")]
+    Store(mnemo_sessions::stm::StmError),
+    #[error("could not read memory: {0}")]
+    Read(Box<dyn std::error::Error + Send + Sync>),
+    #[error("the broker is shutting down")]
+    Closed,
+}
+
+#[async_trait]
+impl TurnHandler for Pipeline {
+    async fn handle(&self, message: Inbound) {
+        let Some(memory) = self.memories.get(&message.channel) else {
+            tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
+            return;
+        };
+        let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
+        let echo = message.clone();
+        if let Err(e) = self.turn(memory, message).await {
+            tracing::error!(%channel, %msg_id, error = %e, "turn failed");
+            let text = match e {
+                TurnError::Store(_) => {
+                    "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
+                }
+                TurnError::Read(_) => {
+                    "Sorry — I couldn't read my memory of our conversation. Your message is saved; please try again."
+                }
+                TurnError::Closed => SAVED_WHILE_STOPPING,
+            };
+            self.reply(&echo, text).await;
+        }
+    }
+
+    async fn overflow(&self, message: Inbound) {
+        tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
+        self.reply(&message, QUEUE_FULL).await;
+    }
+}

@@ -1,0 +1,61 @@
+//! The background scheduler: runs maintenance for every channel at start
+//! (the catch-up of runs missed while the bot was down) and then whenever
+//! the earliest channel is next due (`Maintenance::next_due`: the next daily
+//! summary hour in the configured zone, or `cleanupIntervalMinutes` from
+//! now). The rules are pure functions of `now` in `mnemo-sessions`; this
+//! loop only decides when to call them, and the persisted maintenance state
+//! makes an extra wake-up harmless.
+//!
+//! A small tokio loop rather than a cron crate: the only schedule is "the
+//! next due instant", and the exact, tested time rules (DST, ISO weeks)
+//! already live in `mnemo_sessions::maintenance::schedule`.
+
+use crate::app::App;
+use chrono::Utc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub struct Scheduler {
+    task: JoinHandle<()>,
+}
+
+impl Scheduler {
+    /// Starts the loop; it stops when `stop` fires.
+    pub fn start(app: App, mut stop: watch::Receiver<bool>) -> Scheduler {
+        let task = tokio::spawn(async move {
+            loop {
+                let now = Utc::now();
+                for (name, memory) in app.memories() {
+                    let report = memory.maintenance.run(now, &mut |_| {}).await;
+                    for failure in &report.failures {
+                        tracing::warn!(channel = %name, task = %failure.task, reason = %failure.reason, "maintenance step failed; retried next run");
+                    }
+                    tracing::info!(channel = %name, %report, "maintenance run");
+                }
+                let now = Utc::now();
+                let next = app.memories().values().map(|m| m.maintenance.next_due(now)).min();
+                let wait = next
+                    .and_then(|at| (at - now).to_std().ok())
+                    .unwrap_or(Duration::from_secs(3600))
+                    // Land just after the due instant, never spin.
+                    .max(Duration::from_secs(1))
+                    + Duration::from_secs(1);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = crate::shutdown::fired(&mut stop) => break,
+                }
+            }
+        });
+        Scheduler { task }
+    }
+
+    /// Lets an in-progress run reach its end for a short while, then stops
+    /// it (every maintenance step is crash-safe, so aborting is fine).
+    pub async fn stop(self) {
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(5), &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! End-to-end tests of the broker (issue: console chat, ordered dispatch,
+//! CLI): the real `mnemo` binary or the real `App`, with fakes only at the
+//! network edge (a model server on 127.0.0.1, a stand-in channel).
+
+mod support;
+
+use mnemo::app::{App, AppParts};
+use mnemo::config::LimitsConfig;
+use mnemo::model::{self, ModelSummarizer};
+use mnemo_channels::{Channel, OutboundBody};
+use mnemo_sessions::{Layout, Record, Role, SafeName};
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use support::{FakeChannel, FakeModel, dm, last_user_message, mnemo, request_text, write_config};
+
+/// Runs `mnemo chat` with `input` on a pipe; returns stdout (and asserts exit 0).
+fn chat(config: &Path, home: &Path, input: &str) -> String {
+    let mut child = mnemo(config, home)
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mnemo chat failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn stm_records(state: &Path, channel: &str, user: &str) -> Vec<Record> {
+    let path = Layout::new(state, channel).messages_path(&SafeName::of(user));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("every STM line is a whole record"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_chat_remembers_across_turns_and_restarts() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    let out = tokio::task::spawn_blocking(move || {
+        chat(&c, &h, "my name is Ada\nI like green tea\nwhat do you know about me?\n")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "echo: my name is Ada",
+            "echo: I like green tea",
+            "echo: what do you know about me?"
+        ]
+    );
+    let requests = fake.chat_requests();
+    assert_eq!(requests.len(), 3);
+    let third = request_text(&requests[2]);
+    assert!(
+        third.contains("my name is Ada") && third.contains("I like green tea"),
+        "{third}"
+    );
+    assert_eq!(last_user_message(&requests[2]), "what do you know about me?");
+    assert_eq!(
+        third.matches("what do you know about me?").count(),
+        1,
+        "the answered message is sent once"
+    );
+
+    // A new process: the memory is on disk, not in the old process.
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let out =
+        tokio::task::spawn_blocking(move || chat(&c, &h, "and now?\n/session status\n/session clear\nwho am I?\n"))
+            .await
+            .unwrap();
+    let requests = fake.chat_requests();
+    let fourth = request_text(&requests[3]);
+    assert!(
+        fourth.contains("my name is Ada") && fourth.contains("echo: I like green tea"),
+        "{fourth}"
+    );
+    assert!(out.contains("echo: and now?"));
+    assert!(out.contains("8"), "status counts the 8 stored messages: {out}");
+    assert_eq!(requests.len(), 5, "/session commands never reach the model");
+    let after_clear = request_text(&requests[4]);
+    assert!(
+        !after_clear.contains("Ada"),
+        "clear forgets the conversation: {after_clear}"
+    );
+
+    let records = stm_records(&dir.path().join("state"), "console", "ada");
+    assert_eq!(
+        records.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
+        ["who am I?", "echo: who am I?"]
+    );
+}
+
+fn parts(state: &Path, url: &str, limits: LimitsConfig) -> AppParts {
+    let config: model::config::ModelConfig = serde_json::from_value(json!({
+        "provider": "openai", "baseUrl": url, "apiKeyEnv": "UNUSED_KEY", "model": "fake-1",
+        "timeoutSecs": 5, "maxRetries": 0
+    }))
+    .unwrap();
+    let env = |_: &str| Some("sk-test".to_string());
+    let chat = model::build(&config, &env).unwrap();
+    AppParts {
+        state_root: state.to_path_buf(),
+        system_prompt: "You are a test.".into(),
+        tz: chrono_tz::UTC,
+        limits,
+        model_timeout: Duration::from_secs(5),
+        summarizer: Arc::new(ModelSummarizer::new(chat.clone())),
+        model: chat,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_users_keep_their_order_and_their_own_memory_under_a_model_cap() {
+    let (fake, url) = FakeModel::start().await;
+    fake.set_delay(Duration::from_millis(5));
+    let dir = tempfile::tempdir().unwrap();
+    let limits = LimitsConfig {
+        max_concurrent_model_calls: 4,
+        user_queue_depth: 50,
+        ..LimitsConfig::default()
+    };
+    let (channel, inbox) = FakeChannel::new("fake");
+    let app = App::new(
+        parts(dir.path(), &url, limits),
+        vec![channel.clone() as Arc<dyn Channel>],
+    )
+    .unwrap();
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn({
+        let app = app.clone();
+        let channel = channel.clone() as Arc<dyn Channel>;
+        async move { app.serve(vec![channel], stop).await }
+    });
+    for i in 0..20 {
+        for u in 0..50 {
+            let text = format!("canary-u{u}-end message {i}");
+            inbox
+                .send(dm("fake", &format!("u{u}"), &format!("u{u}-{i}"), &text))
+                .await
+                .unwrap();
+        }
+    }
+    drop(inbox);
+    assert!(serving.await.unwrap(), "every turn finished");
+
+    assert!(fake.max_in_flight.load(Ordering::SeqCst) <= 4, "model cap held");
+    let requests = fake.chat_requests();
+    assert_eq!(requests.len(), 1000);
+    for r in &requests {
+        let asker = last_user_message(r);
+        let owner = format!("{}-end", asker.split("-end").next().unwrap());
+        let text = request_text(r);
+        for u in 0..50 {
+            let canary = format!("canary-u{u}-end");
+            if canary != owner {
+                assert!(!text.contains(&canary), "{owner}'s request carried {canary}");
+            }
+        }
+    }
+    let sent = channel.sent();
+    for u in 0..50 {
+        let expected: Vec<String> = (0..20).map(|i| format!("canary-u{u}-end message {i}")).collect();
+        let replies: Vec<String> = sent
+            .iter()
+            .filter(|o| o.chat_id == format!("dm-u{u}"))
+            .map(|o| match &o.body {
+                OutboundBody::Text(t) => t.trim_start_matches("echo: ").to_string(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(replies, expected, "replies to u{u} in order");
+        let stored = stm_records(dir.path(), "fake", &format!("u{u}"));
+        let said: Vec<_> = stored
+            .iter()
+            .filter(|r| r.role == Role::User)
+            .map(|r| r.text.clone())
+            .collect();
+        assert_eq!(said, expected, "u{u}'s STM in order");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_outage_is_explained_and_loses_nothing() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (channel, inbox) = FakeChannel::new("fake");
+    let app = App::new(
+        parts(dir.path(), &url, LimitsConfig::default()),
+        vec![channel.clone() as Arc<dyn Channel>],
+    )
+    .unwrap();
+    fake.down.store(true, Ordering::SeqCst);
+    app.submit(dm("fake", "bo", "1", "remember the blue door")).await;
+    wait_for(|| channel.sent().len() == 1).await;
+    let OutboundBody::Text(reply) = &channel.sent()[0].body else {
+        panic!()
+    };
+    assert!(
+        reply.contains("saved"),
+        "the user is told their message is kept: {reply}"
+    );
+    assert_eq!(stm_records(dir.path(), "fake", "bo")[0].text, "remember the blue door");
+
+    fake.down.store(false, Ordering::SeqCst);
+    app.submit(dm("fake", "bo", "2", "what door?")).await;
+    wait_for(|| channel.sent().len() == 2).await;
+    let last = fake.chat_requests().pop().unwrap();
+    assert!(request_text(&last).contains("remember the blue door"));
+    assert_eq!(last_user_message(&last), "what door?");
+    drop(inbox);
+}
+
+async fn wait_for(mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition not reached in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
+    let (fake, url) = FakeModel::start().await;
+    fake.set_delay(Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({"timeoutSecs": 60}));
+    let mut child = mnemo(&config, dir.path())
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"the code word is heron\n").unwrap();
+    wait_for(|| !fake.chat_requests().is_empty()).await;
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit 0 after SIGTERM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(stdin);
+
+    let records = stm_records(&dir.path().join("state"), "console", "ada");
+    assert_eq!(records[0].text, "the code word is heron");
+
+    fake.set_delay(Duration::ZERO);
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let out = tokio::task::spawn_blocking(move || chat(&c, &h, "what was the code word?\n"))
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), "echo: what was the code word?");
+    let last = fake.chat_requests().pop().unwrap();
+    assert!(request_text(&last).contains("the code word is heron"));
+}
+
+#[test]
+fn chat_without_a_model_says_how_to_configure_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("chat")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for var in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "MISTRAL_API_KEY",
+        "OLLAMA_BASE_URL",
+    ] {
+        assert!(stderr.contains(var), "{var} missing from: {stderr}");
+    }
+}
+
+#[test]
+fn config_check_refuses_a_bad_field_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"limits": {"maxMessageChar": 10}}"#).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["config", "check", "--config"])
+        .arg(&path)
+        .env_clear()
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("limits.maxMessageChar") && stderr.contains("config.json"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,279 @@
+#![cfg(feature = "discord")]
+//! End-to-end: the real `mnemo run` binary with Discord enabled, against a
+//! fake Discord (REST and a real gateway session) and the fake model, both
+//! on 127.0.0.1. Everything between them is the real broker and adapter.
+
+#[path = "../channels/tests/discord/fake.rs"]
+mod fake;
+mod support;
+
+use fake::{APP_ID, FakeDiscord};
+use mnemo_sessions::{Layout, Record, Role, SafeName};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use support::{FakeModel, last_user_message, write_config};
+
+const TOKEN: &str = "MTAwMDAwMDAwMDAwMDAwMDAwMQ.fake.e2e-bot-token";
+const TOKEN_ENV: &str = "MNEMO_TEST_DISCORD_TOKEN";
+const ALICE: &str = "1100000000000000001";
+const DM_CHANNEL: &str = "1200000000000000001";
+const GUILD_CHANNEL: &str = "1200000000000000002";
+const THREAD: &str = "1200000000000000003";
+
+/// A recorded gateway payload, sent now: the broker folds messages older
+/// than `stm.maxAgeMinutes` into the summary, as it should.
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/channels/tests/discord/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let mut payload: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("fixture json");
+    if payload.get("timestamp").is_some() {
+        payload["timestamp"] = json!(chrono::Utc::now().to_rfc3339());
+    }
+    payload
+}
+
+/// A DM from Alice with its own id and text.
+fn dm(id: &str, text: &str) -> Value {
+    let mut m = fixture("dm.json");
+    m["id"] = json!(id);
+    m["content"] = json!(text);
+    m
+}
+
+/// `/session <sub>` from Alice in a DM, as an interaction with its own id.
+fn slash(id: &str, sub: &str) -> Value {
+    let mut i = fixture("interaction_clear_all.json");
+    i["id"] = json!(id);
+    i["data"]["options"][0]["name"] = json!(sub);
+    i
+}
+
+/// `config.json` with the model at `model_url` and only Discord enabled.
+fn config(dir: &Path, model_url: &str, fake: &FakeDiscord) -> PathBuf {
+    let path = write_config(dir, model_url, json!({}));
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&path).expect("config")).expect("json");
+    config["channels"] = json!({
+        "console": { "enabled": false },
+        "discord": { "enabled": true, "tokenEnv": TOKEN_ENV, "apiUrl": fake.url() }
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
+    path
+}
+
+/// `mnemo run`, its stderr kept in `<dir>/stderr.log`.
+fn mnemo_run(config: &Path, dir: &Path, token: Option<&str>) -> Child {
+    let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("run")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("USER", "operator")
+        .env("MNEMO_TEST_KEY", "sk-test-not-a-secret");
+    if let Some(token) = token {
+        cmd.env(TOKEN_ENV, token);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("mnemo starts")
+}
+
+/// SIGTERM, then the exit must be clean; returns everything mnemo logged.
+fn stop(mut child: Child, dir: &Path) -> String {
+    let sent = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let status = child.wait().expect("mnemo exits");
+    let stderr = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
+    assert!(status.success(), "exit 0 after SIGTERM; stderr:\n{stderr}");
+    let mut logs = stderr;
+    for entry in std::fs::read_dir(dir.join("state/logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        logs.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    logs
+}
+
+fn stm(dir: &Path, user: &str) -> Vec<Record> {
+    let path = Layout::new(dir.join("state"), "discord").messages_path(&SafeName::of(user));
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("whole record"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mnemo_run_answers_dms_and_mentions_on_discord_and_ignores_the_rest() {
+    let (model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+
+    let identify = discord.identify().await;
+    assert_eq!(identify["token"], format!("Bot {TOKEN}"));
+    let registered = discord.wait_for(1, |r| r.path.ends_with("/commands")).await;
+    assert_eq!(registered[0].path, format!("/api/v10/applications/{APP_ID}/commands"));
+
+    // A DM, answered in the DM, quoting it, with a typing indicator meanwhile.
+    model.set_delay(std::time::Duration::from_millis(500));
+    discord.dispatch("MESSAGE_CREATE", fixture("dm.json"));
+    let replies = discord.channel_messages(DM_CHANNEL, 1).await;
+    assert_eq!(replies[0].content(), "echo: what did I say yesterday?");
+    assert_eq!(
+        replies[0].json["message_reference"]["message_id"],
+        "1300000000000000011"
+    );
+    let typing = format!("/api/v10/channels/{DM_CHANNEL}/typing");
+    discord.wait_for(1, |r| r.path == typing).await;
+    model.set_delay(std::time::Duration::ZERO);
+
+    // In the server: chatter without a mention costs nothing; a mention is answered there.
+    discord.dispatch("MESSAGE_CREATE", fixture("guild_without_mention.json"));
+    discord.dispatch("MESSAGE_CREATE", fixture("guild_mention.json"));
+    let replies = discord.channel_messages(GUILD_CHANNEL, 1).await;
+    assert_eq!(replies[0].content(), "echo: can you summarise @Bob's point?");
+    // In a thread: the answer lands in the thread.
+    discord.dispatch("MESSAGE_CREATE", fixture("thread_mention.json"));
+    assert_eq!(
+        discord.channel_messages(THREAD, 1).await[0].content(),
+        "echo: and in this thread?"
+    );
+    discord.dispatch("MESSAGE_CREATE", fixture("bot_author.json"));
+
+    // A long answer with code arrives as several valid Discord messages.
+    let code: String = (0..80).map(|i| format!("    let v{i} = step({i});\n")).collect();
+    let long = format!(
+        "{}\n\n```rust\n{code}```\n\n{}",
+        "Some context. ".repeat(200),
+        "More words. ".repeat(60)
+    );
+    assert!(long.chars().count() > 5000);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000020", &long));
+    let all = discord.channel_messages(DM_CHANNEL, 4).await;
+    for m in &all[1..] {
+        assert!(
+            m.content().chars().count() <= 2000,
+            "{} chars",
+            m.content().chars().count()
+        );
+        assert!(
+            m.content().matches("```").count().is_multiple_of(2),
+            "a block left open:\n{}",
+            m.content()
+        );
+    }
+
+    let asked: Vec<String> = model.chat_requests().iter().map(last_user_message).collect();
+    assert_eq!(
+        asked.len(),
+        4,
+        "DM, mention, thread, long DM — nothing else reached the model: {asked:?}"
+    );
+    assert!(
+        !asked
+            .iter()
+            .any(|m| m.contains("just chatting") || m.contains("another bot"))
+    );
+    let said: Vec<String> = stm(dir.path(), ALICE)
+        .into_iter()
+        .filter(|r| r.role == Role::User)
+        .map(|r| r.text)
+        .collect();
+    assert_eq!(
+        &said[..3],
+        [
+            "what did I say yesterday?",
+            "can you summarise @Bob's point?",
+            "and in this thread?"
+        ]
+    );
+
+    let logs = stop(child, dir.path());
+    assert!(!logs.contains(TOKEN), "the token never reaches a log");
+    assert!(!logs.contains("what did I say yesterday"), "message text is not logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_slash_commands_are_answered_privately_without_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+    discord.identify().await;
+
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000040", "my cat is called Miso"));
+    discord.channel_messages(DM_CHANNEL, 1).await;
+
+    let token = "aW50ZXJhY3Rpb24tdG9rZW4tZm9yLXRlc3Rz";
+    discord.dispatch("INTERACTION_CREATE", slash("1400000000000000041", "status"));
+    let answers = discord.wait_for(1, |r| r.method == "PATCH").await;
+    assert_eq!(
+        answers[0].path,
+        format!("/api/v10/webhooks/{APP_ID}/{token}/messages/@original")
+    );
+    assert!(
+        answers[0].content().contains("2 messages in short-term memory"),
+        "{}",
+        answers[0].content()
+    );
+    let acks = discord.wait_for(1, |r| r.path.ends_with("/callback")).await;
+    assert_eq!(acks[0].json["data"]["flags"], 64, "only the asker sees it");
+
+    discord.dispatch("INTERACTION_CREATE", slash("1400000000000000042", "export"));
+    let answers = discord.wait_for(2, |r| r.method == "PATCH").await;
+    let (name, bytes) = answers[1].files.first().cloned().expect("the export is attached");
+    assert!(
+        name.ends_with(".tar.gz") && bytes.starts_with(&[0x1f, 0x8b]),
+        "{name}: a gzip archive"
+    );
+    assert!(answers[1].content().contains("archive"), "{}", answers[1].content());
+
+    // The plain-text form in a DM works too.
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000043", "/session help"));
+    let replies = discord.channel_messages(DM_CHANNEL, 2).await;
+    assert!(
+        replies[1].content().contains("/session export"),
+        "{}",
+        replies[1].content()
+    );
+
+    assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
+
+    // A reply Discord refuses is logged with the reason.
+    let refusal = json!({ "code": 50013, "message": "Missing Permissions" });
+    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 403, refusal, 1);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000044", "are you there?"));
+    discord.wait_for(1, |r| r.content() == "echo: are you there?").await;
+    let logs = stop(child, dir.path());
+    let failure = logs
+        .lines()
+        .find(|l| l.contains("reply not delivered"))
+        .unwrap_or_default();
+    assert!(
+        failure.contains("403") && failure.contains("Missing Permissions"),
+        "logged with the reason:\n{logs}"
+    );
+}
+
+#[test]
+fn mnemo_run_without_the_discord_token_says_which_variable_to_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let discord = rt.block_on(FakeDiscord::start());
+    let config = config(dir.path(), "http://127.0.0.1:9/v1", &discord);
+    let status = mnemo_run(&config, dir.path(), None).wait().expect("mnemo exits");
+    let stderr = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
+    assert!(!status.success());
+    assert!(stderr.contains(TOKEN_ENV), "names the variable: {stderr}");
+}

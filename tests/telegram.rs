@@ -1,0 +1,372 @@
+#![cfg(feature = "telegram")]
+//! End to end over Telegram: the real `mnemo run` binary, with a fake Bot
+//! API (`channels/tests/telegram/fake_api.rs`) and the fake model server
+//! (`tests/support`) on 127.0.0.1 as the only fakes. Each test is a user's
+//! story: a private conversation that is remembered and stored, a group
+//! where only the mention is answered, a long reply, `/session` commands,
+//! flood control, and webhook mode.
+
+#[path = "../channels/tests/telegram/fake_api.rs"]
+mod fake_api;
+#[path = "../channels/tests/telegram/html_check.rs"]
+mod html_check;
+mod support;
+
+use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};
+use mnemo_sessions::{Layout, Record, Role, SafeName};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::{FakeModel, request_text};
+
+const ADA: i64 = 42;
+const GROUP: i64 = -1_001_234;
+const WEBHOOK_SECRET: &str = "e2e_webhook-secret";
+
+/// `mnemo run` in the background; killed if a test fails before stopping it.
+struct Mnemo {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Mnemo {
+    /// Starts `mnemo run` with the Telegram channel pointed at `api` and the
+    /// model at `model_url`; `telegram` and `extra` are merged into the
+    /// Telegram section and the top level of the config.
+    fn start(api: &FakeBotApi, model_url: &str, telegram: Value, extra: Value) -> Mnemo {
+        let dir = tempfile::tempdir().unwrap();
+        let mut section = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 5 });
+        merge(&mut section, telegram);
+        let mut config = json!({
+            "stateDir": dir.path().join("state"),
+            "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
+                       "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
+            "channels": { "console": { "enabled": false }, "telegram": section },
+            "logging": { "level": "trace" },
+        });
+        merge(&mut config, extra);
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+        let child = support::mnemo(&path, dir.path())
+            .arg("run")
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("TELEGRAM_WEBHOOK_SECRET", WEBHOOK_SECRET)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        Mnemo {
+            child: Some(child),
+            dir,
+        }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// SIGTERM, then checks a clean exit and that no log (traced at the
+    /// finest level) holds the token, the webhook secret or message text.
+    async fn stop(mut self, api: &FakeBotApi) {
+        let child = self.child.take().unwrap();
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stderr = std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap();
+        assert!(out.status.success(), "mnemo run exits 0 after SIGTERM: {stderr}");
+        for log in std::iter::once(stderr).chain(log_files(&self.state().join("logs"))) {
+            assert!(
+                !log.contains(TOKEN) && !log.contains("AAtest-SECRET"),
+                "a log shows the bot token"
+            );
+            assert!(!log.contains(WEBHOOK_SECRET), "a log shows the webhook secret");
+            for text in api.pushed_texts().iter().chain(&texts(&api.calls("sendMessage"))) {
+                assert!(
+                    text.len() < 12 || !log.contains(text.as_str()),
+                    "a log shows message text: {text}"
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Mnemo {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn merge(base: &mut Value, extra: Value) {
+    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
+    }
+}
+
+fn log_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+        .map(|b| String::from_utf8_lossy(&b).into())
+        .collect()
+}
+
+fn stm_records(state: &Path, user: i64) -> Vec<Record> {
+    let path = Layout::new(state, "telegram").messages_path(&SafeName::of(&user.to_string()));
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("every STM line is a whole record"))
+        .collect()
+}
+
+fn texts(calls: &[fake_api::Call]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| c.params["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_conversation_is_answered_remembered_and_stored_per_design() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    let turns = ["my name is Ada", "I like green tea", "what do you know about me?"];
+    for (i, turn) in turns.iter().enumerate() {
+        let mut message = text_message(ADA, user(ADA, "Ada"), turn);
+        message["message_id"] = json!(10 + i);
+        api.push_message(message);
+        api.wait_for_calls("sendMessage", i + 1).await;
+    }
+
+    let replies = api.calls("sendMessage");
+    assert_eq!(texts(&replies), turns.map(|t| format!("echo: {t}")));
+    assert!(
+        replies
+            .iter()
+            .all(|r| r.params["chat_id"] == ADA && r.params.get("reply_parameters").is_none())
+    );
+    assert!(
+        api.calls("sendChatAction").iter().any(|c| c.params["chat_id"] == ADA),
+        "typing was shown"
+    );
+    let chats = model.chat_requests();
+    assert_eq!(chats.len(), 3);
+    let third = request_text(&chats[2]);
+    assert!(
+        third.contains("my name is Ada") && third.contains("echo: I like green tea"),
+        "{third}"
+    );
+
+    let log = mnemo.state().join("channels/telegram/sessions/stm/42/messages.jsonl");
+    assert!(
+        log.is_file(),
+        "DESIGN §3: <state>/channels/<channel>/sessions/stm/<user>/messages.jsonl"
+    );
+    let records = stm_records(&mnemo.state(), ADA);
+    assert_eq!(records.len(), 6);
+    assert_eq!(
+        records.iter().map(|r| r.role).collect::<Vec<_>>(),
+        [Role::User, Role::Assistant].repeat(3)
+    );
+    assert_eq!(
+        (records[0].text.as_str(), records[0].msg_id.as_str()),
+        ("my name is Ada", "42:10")
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.channel == "telegram" && r.chat_id.as_deref() == Some("42"))
+    );
+    assert_eq!(records[0].user_name.as_deref(), Some("Ada"));
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_group_only_the_mention_is_answered_in_its_topic_quoting_it() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(topic_message(GROUP, 7, user(ADA, "Ada"), "just chatting among us"));
+    let mut mention = topic_message(GROUP, 7, user(ADA, "Ada"), "@mnemo_test_bot what is rust?");
+    mention["message_id"] = json!(77);
+    api.push_message(mention);
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+
+    assert_eq!(reply.params["text"], "echo: what is rust?");
+    assert_eq!(reply.params["chat_id"], GROUP);
+    assert_eq!(reply.params["message_thread_id"], 7);
+    assert_eq!(reply.params["reply_parameters"]["message_id"], 77);
+    assert_eq!(model.chat_requests().len(), 1);
+    let stored: Vec<String> = stm_records(&mnemo.state(), ADA).into_iter().map(|r| r.text).collect();
+    assert!(!stored.iter().any(|t| t.contains("just chatting")), "{stored:?}");
+    assert_eq!(stored[0], "what is rust?");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_thousand_character_reply_arrives_as_several_valid_html_messages() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(
+        &api,
+        &model_url,
+        json!({}),
+        json!({ "limits": { "maxMessageChars": 20000 } }),
+    );
+    let paragraph = "**Point**: memory <persists> & `code` survives _splitting_ intact.";
+    let long = vec![paragraph; 160].join("\n\n");
+    assert!(long.chars().count() > 10_000);
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), &long));
+    let sent = api.wait_until("the whole reply", || {
+        let calls = api.calls("sendMessage");
+        let shown: String = texts(&calls)
+            .iter()
+            .filter_map(|t| html_check::visible_text(t).ok())
+            .collect();
+        (shown.matches("intact.").count() == 160).then_some(calls)
+    });
+    let sent = sent.await;
+
+    assert!(sent.len() >= 3, "{} messages", sent.len());
+    for html in texts(&sent) {
+        assert!(html.chars().count() <= 4096, "{} characters", html.chars().count());
+        let shown = html_check::visible_text(&html).unwrap_or_else(|e| panic!("invalid HTML ({e}): {html}"));
+        assert!(
+            !shown.contains("**") && !shown.contains('`'),
+            "markdown was formatted, not shown"
+        );
+        assert_eq!(sent[0].params["parse_mode"], "HTML");
+    }
+    let first = texts(&sent)[0].clone();
+    assert!(
+        first.starts_with("echo: <b>Point</b>: memory &lt;persists&gt; &amp; <code>code</code>"),
+        "{first}"
+    );
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_commands_answer_from_memory_and_export_uploads_a_document() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+    let say = |text: &str| api.push_message(text_message(ADA, user(ADA, "Ada"), text));
+
+    say("remember the heron");
+    api.wait_for_calls("sendMessage", 1).await;
+    say("/session status");
+    let status = api.wait_for_calls("sendMessage", 2).await[1].params["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(status.contains("2 messages in short-term memory"), "{status}");
+
+    say("/session export");
+    let upload = api.wait_for_calls("sendDocument", 1).await.remove(0);
+    let (name, bytes) = upload.file.unwrap();
+    assert!(name.ends_with(".tar.gz"), "{name}");
+    assert_eq!(&bytes[..2], [0x1f, 0x8b], "a gzip archive");
+    assert!(upload.params["caption"].as_str().unwrap().contains("archive"));
+    assert_eq!(upload.params["chat_id"], ADA.to_string());
+
+    say("/session clear");
+    let cleared = api.wait_for_calls("sendMessage", 3).await[2].params["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cleared.contains("Cleared"), "{cleared}");
+    assert!(stm_records(&mnemo.state(), ADA).is_empty());
+    assert_eq!(model.chat_requests().len(), 1, "commands never ask the model");
+    let commands = api.calls("setMyCommands");
+    assert_eq!(
+        commands[0].params["commands"][0]["command"], "session",
+        "in the command menu"
+    );
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_command_addressed_to_the_bot_by_name_is_answered() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@other_bot status"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+
+    assert!(reply.params["text"].as_str().unwrap().contains("short-term memory"));
+    assert_eq!(reply.params["chat_id"], GROUP);
+    assert!(model.chat_requests().is_empty());
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flood_control_on_send_message_is_waited_out() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    api.fail_next("sendMessage", 429, &fake_api::too_many_requests(2));
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "hello"));
+    let calls = api.wait_for_calls("sendMessage", 2).await;
+
+    assert_eq!(calls.iter().map(|c| c.status).collect::<Vec<_>>(), [429, 200]);
+    assert!(
+        calls[1].at.duration_since(calls[0].at) >= Duration::from_secs(2),
+        "retried before retry_after"
+    );
+    assert_eq!(texts(&calls), ["echo: hello", "echo: hello"]);
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_mode_takes_only_posts_with_the_secret_and_answers_them() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let listen = free_local_address();
+    let telegram = json!({ "mode": "webhook", "webhookUrl": "https://bot.example/telegram", "webhookListen": listen });
+    let mnemo = Mnemo::start(&api, &model_url, telegram, json!({}));
+    let registered = api.wait_for_calls("setWebhook", 1).await;
+    assert_eq!(registered[0].params["secret_token"], WEBHOOK_SECRET);
+
+    let update = json!({ "update_id": 500, "message": {
+        "message_id": 3, "date": 0, "chat": fake_api::chat(ADA), "from": user(ADA, "Ada"), "text": "via webhook" } });
+    let post = |secret: &'static str| {
+        reqwest::Client::new()
+            .post(format!("http://{listen}/telegram"))
+            .header("X-Telegram-Bot-Api-Secret-Token", secret)
+            .json(&update)
+            .send()
+    };
+    assert_eq!(post("not-the-secret").await.unwrap().status(), 401);
+    assert_eq!(post(WEBHOOK_SECRET).await.unwrap().status(), 200);
+
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+    assert_eq!(reply.params["text"], "echo: via webhook");
+    assert!(api.calls("getUpdates").is_empty(), "no polling in webhook mode");
+    mnemo.stop(&api).await;
+}
+
+/// A loopback address with a port that was free a moment ago.
+fn free_local_address() -> String {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap().to_string()
+}
