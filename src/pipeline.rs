@@ -7,6 +7,7 @@
 //! model failure or a shutdown never loses it; the message goes to the model
 //! once, as the user turn; only this user's memory is read for the context.
 
+use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
 use crate::model::ModelRequest;
@@ -27,6 +28,8 @@ pub struct Pipeline {
     channels: HashMap<String, Arc<dyn Channel>>,
     /// The global cap on model calls in flight (`limits.maxConcurrentModelCalls`).
     model_slots: Semaphore,
+    /// Who may talk and how much: checked before anything is stored.
+    access: Gate,
     /// Set by a shutdown signal: turns not yet started are saved, not answered.
     draining: AtomicBool,
     /// Background compactions, awaited briefly at shutdown.
@@ -45,11 +48,13 @@ impl Pipeline {
         channels: HashMap<String, Arc<dyn Channel>>,
     ) -> Self {
         let slots = parts.limits.max_concurrent_model_calls;
+        let access = Gate::new(parts.state_root.clone(), &parts.limits);
         Pipeline {
             parts,
             memories,
             channels,
             model_slots: Semaphore::new(slots),
+            access,
             draining: AtomicBool::new(false),
             background: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
         }
@@ -105,12 +110,17 @@ impl Pipeline {
 
     async fn turn(&self, memory: &ChannelMemory, message: Inbound) -> Result<(), TurnError> {
         let user = SafeName::of(&message.user_id);
-        let limit = self.parts.limits.max_message_chars;
-        let chars = message.text.chars().count();
-        if chars > limit {
-            tracing::info!(channel = %message.channel, user = %user, chars, limit, "message refused: too long");
-            self.reply(&message, &format!("That message is too long ({chars} characters; the limit is {limit}). Please shorten it or split it up.")).await;
-            return Ok(());
+        // Access check and abuse limits first (DESIGN §2): a refused message
+        // is not stored, not sent to the model, and not logged with its text.
+        match self.access.admit(&message, Utc::now()) {
+            Admission::Refused { reply } => {
+                if let Some(text) = reply {
+                    self.reply(&message, &text).await;
+                }
+                return Ok(());
+            }
+            Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
+            Admission::Proceed { greeting: None } => {}
         }
 
         if let Some(command) = commands::parse(
@@ -265,6 +275,8 @@ impl TurnHandler for Pipeline {
 
     async fn overflow(&self, message: Inbound) {
         tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
-        self.reply(&message, QUEUE_FULL).await;
+        if self.access.tell_queue_full(&message) {
+            self.reply(&message, QUEUE_FULL).await;
+        }
     }
 }

@@ -131,8 +131,11 @@ async fn fifty_users_keep_their_order_and_their_own_memory_under_a_model_cap() {
     let limits = LimitsConfig {
         max_concurrent_model_calls: 4,
         user_queue_depth: 50,
+        // 20 messages each, at once: this is about ordering, not flood limits.
+        user_messages_per_minute: 0,
         ..LimitsConfig::default()
     };
+    support::open_access(dir.path(), "fake", &[]);
     let (channel, inbox) = FakeChannel::new("fake");
     let app = App::new(
         parts(dir.path(), &url, limits),
@@ -197,6 +200,7 @@ async fn fifty_users_keep_their_order_and_their_own_memory_under_a_model_cap() {
 async fn a_model_outage_is_explained_and_loses_nothing() {
     let (fake, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
+    support::open_access(dir.path(), "fake", &[]);
     let (channel, inbox) = FakeChannel::new("fake");
     let app = App::new(
         parts(dir.path(), &url, LimitsConfig::default()),

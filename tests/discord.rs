@@ -58,6 +58,7 @@ fn config(dir: &Path, model_url: &str, fake: &FakeDiscord) -> PathBuf {
         "discord": { "enabled": true, "tokenEnv": TOKEN_ENV, "apiUrl": fake.url() }
     });
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
+    support::open_access(&dir.join("state"), "discord", &[GUILD_CHANNEL, THREAD]);
     path
 }
 

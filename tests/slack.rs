@@ -33,6 +33,7 @@ impl Bot {
         let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).expect("config")).expect("json");
         config["channels"] = json!({"console": {"enabled": false}, "slack": slack});
         std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
+        support::open_access(&dir.path().join("state"), "slack", &["C1"]);
         let stderr = dir.path().join("stderr.log");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
             .arg("--config")

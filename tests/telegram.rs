@@ -48,6 +48,7 @@ impl Mnemo {
         merge(&mut config, extra);
         let path = dir.path().join("config.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        support::open_access(&dir.path().join("state"), "telegram", &[&GROUP.to_string()]);
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
         let child = support::mnemo(&path, dir.path())
             .arg("run")

@@ -37,6 +37,9 @@ pub enum Command {
     /// Inspect the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Who may talk to the bot: pairing codes, allowFrom, groups, dmPolicy.
+    #[command(subcommand)]
+    Access(AccessCommand),
     /// Look after stored memory.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -73,11 +76,13 @@ pub enum SessionsCommand {
     },
 }
 
+mod access;
 mod check;
 mod serve;
 mod setup;
 mod store;
 
+pub use access::AccessCommand;
 pub use setup::Setup;
 
 /// Runs the verb; `Ok(code)` for outcomes that are not errors of mnemo
@@ -88,5 +93,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Chat => serve::chat(&cli.global).await,
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
+        Command::Access(cmd) => access::run(&cli.global, cmd),
     }
 }

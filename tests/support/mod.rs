@@ -208,3 +208,14 @@ pub fn mnemo(config: &std::path::Path, home: &std::path::Path) -> std::process::
         .stdin(std::process::Stdio::null());
     cmd
 }
+
+/// Opens `channel` to everyone in direct messages and opts `groups` in
+/// (mention required): for specs about something other than access control,
+/// which tests/access.rs specifies.
+pub fn open_access(state: &std::path::Path, channel: &str, groups: &[&str]) {
+    let groups: serde_json::Map<String, Value> = groups.iter().map(|g| (g.to_string(), json!({}))).collect();
+    let path = mnemo_sessions::Layout::new(state, channel).access_path();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let rules = json!({ "dmPolicy": "open", "groups": groups });
+    std::fs::write(path, serde_json::to_vec_pretty(&rules).unwrap()).unwrap();
+}

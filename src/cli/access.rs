@@ -1,0 +1,283 @@
+//! `mnemo access …`: the operator's side of access control (DESIGN §6) —
+//! approve pairing codes, allow and revoke user ids, set the direct-message
+//! policy, opt groups in and out, and list it all. Each verb is one locked
+//! read-modify-write of the channel's `access.json`; the running broker
+//! picks the change up on the next message, no restart.
+//!
+//! It cannot reach the platform: an approved sender is told "paired" by the
+//! broker with the answer to their next message (an `approved` notice in
+//! the file). It never edits a corrupt file: that is the operator's to fix.
+
+use super::{GlobalArgs, Setup};
+use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
+use crate::access::pairing;
+use crate::access::store::quarantined;
+use anyhow::{Context as _, Result};
+use chrono::Utc;
+use clap::{Subcommand, ValueEnum};
+use mnemo_sessions::Layout;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum AccessCommand {
+    /// Approve a pairing code: its sender joins allowFrom and is told
+    /// "paired" with the answer to their next message.
+    Pair { channel: String, code: String },
+    /// Let a user id talk to the bot in direct messages.
+    Allow { channel: String, user_id: String },
+    /// Take a user id off allowFrom and every group's allowFrom, and drop
+    /// their pending code.
+    Revoke { channel: String, user_id: String },
+    /// Show the channel's rules, pending codes and quarantined files.
+    List { channel: String },
+    /// Set who may send direct messages.
+    Policy { channel: String, policy: PolicyArg },
+    /// Opt groups (chat / channel ids) in or out.
+    #[command(subcommand)]
+    Groups(GroupsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GroupsCommand {
+    /// Answer in this group (by default only when mentioned).
+    Add {
+        channel: String,
+        group_id: String,
+        /// Answer every message in the group, mentioned or not.
+        #[arg(long)]
+        no_require_mention: bool,
+    },
+    /// Stop answering in this group.
+    Remove { channel: String, group_id: String },
+}
+
+/// `dmPolicy` values on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PolicyArg {
+    Pairing,
+    Allowlist,
+    Open,
+    Disabled,
+}
+
+impl From<PolicyArg> for DmPolicy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::Pairing => DmPolicy::Pairing,
+            PolicyArg::Allowlist => DmPolicy::Allowlist,
+            PolicyArg::Open => DmPolicy::Open,
+            PolicyArg::Disabled => DmPolicy::Disabled,
+        }
+    }
+}
+
+pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
+    let setup = Setup::load(global)?;
+    let root = setup.state_root.as_path();
+    match command {
+        AccessCommand::Pair { channel, code } => pair(root, &channel, &code),
+        AccessCommand::Allow { channel, user_id } => allow(root, &channel, &user_id),
+        AccessCommand::Revoke { channel, user_id } => revoke(root, &channel, &user_id),
+        AccessCommand::List { channel } => list(root, &channel),
+        AccessCommand::Policy { channel, policy } => set_policy(root, &channel, policy.into()),
+        AccessCommand::Groups(GroupsCommand::Add {
+            channel,
+            group_id,
+            no_require_mention,
+        }) => add_group(root, &channel, &group_id, !no_require_mention),
+        AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => remove_group(root, &channel, &group_id),
+    }
+}
+
+fn access_path(root: &Path, channel: &str) -> PathBuf {
+    Layout::new(root, channel).access_path()
+}
+
+/// One locked read-modify-write of `channel`'s access.json, with a word
+/// about earlier quarantined copies (the new file starts from what is on
+/// disk, not from them).
+fn edit<T>(root: &Path, channel: &str, change: impl FnOnce(&mut AccessFile) -> T) -> Result<T> {
+    let path = access_path(root, channel);
+    if !path.exists()
+        && let Some(last) = quarantined(&path).pop()
+    {
+        eprintln!(
+            "note: the last access.json of `{channel}` was corrupt and moved to {}; this starts a new one \
+             (copy entries from that file if you need them)",
+            last.display()
+        );
+    }
+    let (out, _) = file::update(&path, change).with_context(|| format!("updating the access rules of `{channel}`"))?;
+    Ok(out)
+}
+
+fn pair(root: &Path, channel: &str, code: &str) -> Result<ExitCode> {
+    let approved = edit(root, channel, |rules| pairing::approve(rules, code, Utc::now()))??;
+    let who = approved.user_name.map(|n| format!(" ({n})")).unwrap_or_default();
+    println!(
+        "paired: `{}`{who} may now talk to the bot on `{channel}`; they'll be told with the answer to their next message",
+        approved.user_id
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn allow(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
+    let added = edit(root, channel, |rules| {
+        rules.pending.retain(|p| p.user_id != user);
+        rules.allow_from.insert(user.to_string())
+    })?;
+    match added {
+        true => println!("allowed: `{user}` may talk to the bot on `{channel}`"),
+        false => println!("`{user}` was already allowed on `{channel}`"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn revoke(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
+    let (was_allowed, open_groups, policy) = edit(root, channel, |rules| {
+        let mut found = rules.allow_from.remove(user);
+        for rule in rules.groups.values_mut() {
+            found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
+        }
+        rules.pending.retain(|p| p.user_id != user);
+        rules.approved.retain(|n| n.user_id != user);
+        let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
+        (found, open_groups, rules.dm_policy)
+    })?;
+    match was_allowed {
+        true => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
+        false => println!("`{user}` was not on any allowFrom list of `{channel}`"),
+    }
+    if policy == DmPolicy::Open {
+        println!("note: dmPolicy is `open`, so `{user}` can still send direct messages");
+    }
+    if open_groups > 0 {
+        println!("note: {open_groups} group(s) have no allowFrom of their own; `{user}` can still talk there");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn set_policy(root: &Path, channel: &str, policy: DmPolicy) -> Result<ExitCode> {
+    edit(root, channel, |rules| rules.dm_policy = policy)?;
+    println!("dmPolicy of `{channel}` is now `{}`", policy.name());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn add_group(root: &Path, channel: &str, group: &str, require_mention: bool) -> Result<ExitCode> {
+    edit(root, channel, |rules| {
+        rules
+            .groups
+            .entry(group.to_string())
+            .or_insert_with(GroupRule::default)
+            .require_mention = require_mention;
+    })?;
+    let when = if require_mention {
+        "when mentioned"
+    } else {
+        "to every message"
+    };
+    println!("group `{group}` on `{channel}`: the bot answers {when}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove_group(root: &Path, channel: &str, group: &str) -> Result<ExitCode> {
+    match edit(root, channel, |rules| rules.groups.remove(group).is_some())? {
+        true => println!("group `{group}` removed from `{channel}`: the bot ignores it"),
+        false => println!("group `{group}` was not opted in on `{channel}`"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(root: &Path, channel: &str) -> Result<ExitCode> {
+    let path = access_path(root, channel);
+    for q in quarantined(&path) {
+        eprintln!("warning: a corrupt access.json was moved aside to {}", q.display());
+    }
+    let rules = match file::read(&path) {
+        Ok(Some(rules)) => rules,
+        Ok(None) => {
+            println!("{} does not exist: defaults apply", path.display());
+            AccessFile::default()
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("the running broker refuses strangers until this is fixed");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    print!("{}", describe(channel, &rules, Utc::now()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rules as the operator reads them.
+fn describe(channel: &str, rules: &AccessFile, now: chrono::DateTime<Utc>) -> String {
+    let mut out = format!("channel `{channel}`\ndmPolicy: {}\n", rules.dm_policy.name());
+    let list = |ids: &mut dyn Iterator<Item = &String>| ids.map(String::as_str).collect::<Vec<_>>().join(", ");
+    out += &format!(
+        "allowFrom ({}): {}\n",
+        rules.allow_from.len(),
+        list(&mut rules.allow_from.iter())
+    );
+    if rules.groups.is_empty() {
+        out += "groups: none (the bot ignores every group)\n";
+    }
+    for (id, g) in &rules.groups {
+        let mention = if g.require_mention {
+            "when mentioned"
+        } else {
+            "every message"
+        };
+        let who = g
+            .allow_from
+            .as_ref()
+            .map_or_else(|| "everyone".to_string(), |l| list(&mut l.iter()));
+        out += &format!("group {id}: {mention}; who: {who}\n");
+    }
+    for p in &rules.pending {
+        let name = p.user_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        let left = (p.expires_at - now).num_minutes();
+        let state = if left >= 0 {
+            format!("expires in {left} min")
+        } else {
+            "expired".to_string()
+        };
+        out += &format!("pending {}: user `{}`{name}, {state}\n", p.code, p.user_id);
+    }
+    for n in &rules.approved {
+        out += &format!("approved, not told yet: `{}`\n", n.user_id);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::file::PendingPairing;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn the_listing_names_policy_people_groups_and_codes() {
+        let now = Utc::now();
+        let mut rules = AccessFile::default();
+        rules.allow_from.extend(["U1".to_string(), "U2".to_string()]);
+        rules.groups.insert("C9".into(), GroupRule::default());
+        rules.pending.push(PendingPairing {
+            code: "ABCD2345".into(),
+            user_id: "U3".into(),
+            user_name: Some("Ada".into()),
+            chat_id: "D3".into(),
+            created_at: now,
+            expires_at: now + TimeDelta::minutes(30) + TimeDelta::seconds(5),
+            replies: 1,
+        });
+        let text = describe("telegram", &rules, now);
+        assert!(text.contains("dmPolicy: pairing"), "{text}");
+        assert!(text.contains("allowFrom (2): U1, U2"), "{text}");
+        assert!(text.contains("group C9: when mentioned; who: everyone"), "{text}");
+        assert!(
+            text.contains("pending ABCD2345: user `U3` (Ada), expires in 30 min"),
+            "{text}"
+        );
+    }
+}
