@@ -3,8 +3,11 @@
 //! maintenance gzips into `logs/archive/` after `scheduler.logRotateDays`.
 //!
 //! Message text never goes to the logs from the broker's own code: log
-//! lines carry ids, counts and reasons only.
+//! lines carry ids, counts and reasons only. Every line, from any crate,
+//! passes [`Scrubbed`], so platform tokens and API keys never reach stderr
+//! or the files.
 
+use crate::access::secrets::{Scrubbed, Scrubber};
 use crate::config::{LogFormat, LoggingConfig};
 use std::path::Path;
 use tracing_appender::non_blocking::WorkerGuard;
@@ -18,19 +21,25 @@ pub struct LogGuard {
 /// Installs the global subscriber. `stderr_level` overrides the config's
 /// level for stderr (the console chat keeps stderr quiet); `RUST_LOG`
 /// overrides both. Files, when `logs_dir` is given, always get `info`+.
-pub fn init(config: &LoggingConfig, stderr_level: Option<&str>, logs_dir: Option<&Path>) -> LogGuard {
+/// `scrubber` knows the configured secrets (see `access::secrets`).
+pub fn init(
+    config: &LoggingConfig,
+    stderr_level: Option<&str>,
+    logs_dir: Option<&Path>,
+    scrubber: Scrubber,
+) -> LogGuard {
     let stderr_filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(stderr_level.unwrap_or(&config.level)));
     let stderr = match config.format {
         LogFormat::Human => fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(Scrubbed::new(std::io::stderr, scrubber.clone()))
             .with_filter(stderr_filter)
             .boxed(),
         LogFormat::Json => fmt::layer()
             .json()
-            .with_writer(std::io::stderr)
+            .with_writer(Scrubbed::new(std::io::stderr, scrubber.clone()))
             .with_filter(stderr_filter)
             .boxed(),
     };
@@ -38,7 +47,7 @@ pub fn init(config: &LoggingConfig, stderr_level: Option<&str>, logs_dir: Option
         Some(Ok((writer, guard))) => {
             let layer = fmt::layer()
                 .json()
-                .with_writer(writer)
+                .with_writer(Scrubbed::new(writer, scrubber))
                 .with_filter(EnvFilter::new("info"))
                 .boxed();
             (Some(layer), Some(guard))

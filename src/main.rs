@@ -22,7 +22,11 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mnemo: {e:#}");
+            // Platform and HTTP errors may quote a URL holding a token.
+            eprintln!(
+                "mnemo: {}",
+                mnemo::access::secrets::scrub_token_shapes(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

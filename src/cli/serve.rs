@@ -20,6 +20,7 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
         &setup.config.logging,
         Some("warn"),
         Some(&setup.state_root.join("logs")),
+        secrets(&setup),
     );
     let console: Arc<dyn Channel> = Arc::new(ConsoleChannel::new(ConsoleChannel::local_user()));
     serve(setup, vec![console]).await
@@ -28,7 +29,12 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
 /// Every configured channel, until SIGINT/SIGTERM.
 pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
-    let _log = logging::init(&setup.config.logging, None, Some(&setup.state_root.join("logs")));
+    let _log = logging::init(
+        &setup.config.logging,
+        None,
+        Some(&setup.state_root.join("logs")),
+        secrets(&setup),
+    );
     let mut channels = crate::platforms::enabled(&setup, &super::setup::env)?;
     if setup.config.channels.console.enabled {
         if std::io::stdin().is_terminal() {
@@ -41,6 +47,11 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
         bail!("no channel to serve: enable one under `channels` in the config, or use `mnemo chat` for the console");
     }
     serve(setup, channels).await
+}
+
+/// The secret values the config names, so every log line can be scrubbed.
+fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
+    crate::access::secrets::configured(&setup.config, setup.model_config().as_ref(), &super::setup::env)
 }
 
 async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode> {
