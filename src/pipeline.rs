@@ -1,7 +1,8 @@
-//! The message path of DESIGN §2, for one message of one user:
-//! `/session` command → answered from memory, no model; otherwise append to
-//! STM (durable) → build context → model → append reply → send (split for
-//! the platform) → compaction in the background.
+//! The message path of DESIGN §2, for one message of one user: access
+//! check and abuse limits (`crate::access`: refused → a short reply at most,
+//! nothing stored) → `/session` command → answered from memory, no model;
+//! otherwise append to STM (durable) → build context → model → append reply
+//! → send (split for the platform) → compaction in the background.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
