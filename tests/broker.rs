@@ -102,6 +102,19 @@ async fn console_chat_remembers_across_turns_and_restarts() {
         records.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
         ["who am I?", "echo: who am I?"]
     );
+    // The broker's own log: a daily JSON file under <state>/logs, with ids
+    // and reasons but never what people wrote.
+    let logs: Vec<_> = std::fs::read_dir(dir.path().join("state/logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("mnemo.log."))
+        .collect();
+    assert!(!logs.is_empty(), "a daily log file is written");
+    let text: String = logs.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+    assert!(text.contains("mnemo started"), "{text}");
+    for said in ["my name is Ada", "green tea", "who am I?"] {
+        assert!(!text.contains(said), "message text leaked into the log: {said}");
+    }
 }
 
 fn parts(state: &Path, url: &str, limits: LimitsConfig) -> AppParts {
