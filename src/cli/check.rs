@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
     }
 
     println!("secrets (values never shown):");
-    for name in secret_env_names(&setup) {
+    for name in crate::access::secrets::secret_env_names(&setup.config, setup.model_config().as_ref()) {
         let state = if env(&name).is_some() { "set" } else { "missing" };
         println!("  {name}: {state}");
     }
@@ -75,28 +75,6 @@ fn channel_names(setup: &Setup) -> Vec<&'static str> {
     let mut names = setup.config.channels.enabled_platforms();
     if setup.config.channels.console.enabled {
         names.push("console");
-    }
-    names
-}
-
-/// Every environment variable the config names for a secret.
-fn secret_env_names(setup: &Setup) -> Vec<String> {
-    let c = &setup.config.channels;
-    let mut names = Vec::new();
-    if let Some(model) = setup.model_config() {
-        names.extend(model.api_key_env().filter(|n| !n.is_empty()).map(str::to_string));
-    }
-    if c.telegram.enabled {
-        names.push(c.telegram.token_env.clone());
-    }
-    if c.slack.enabled {
-        names.extend([c.slack.bot_token_env.clone(), c.slack.app_token_env.clone()]);
-        if c.slack.mode == "events" {
-            names.push(c.slack.signing_secret_env.clone());
-        }
-    }
-    if c.discord.enabled {
-        names.push(c.discord.token_env.clone());
     }
     names
 }

@@ -30,6 +30,7 @@ pub fn enabled(setup: &Setup, env: &dyn Fn(&str) -> Option<String>) -> Result<Ve
 }
 
 /// The error for a platform this build was compiled without.
+#[cfg(not(all(feature = "telegram", feature = "slack", feature = "discord")))]
 fn not_built(name: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "channel `{name}` is enabled in the config, but this build of mnemo has no {name} adapter; \
