@@ -4,9 +4,8 @@
 
 mod support;
 
-use mnemo::app::{App, AppParts};
+use mnemo::app::App;
 use mnemo::config::LimitsConfig;
-use mnemo::model::{self, ModelSummarizer};
 use mnemo_channels::{Channel, OutboundBody};
 use mnemo_sessions::{Layout, Record, Role, SafeName};
 use serde_json::json;
@@ -16,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use support::{FakeChannel, FakeModel, dm, last_user_message, mnemo, request_text, write_config};
+use support::{FakeChannel, FakeModel, app_parts, dm, last_user_message, mnemo, request_text, write_config};
 
 /// Runs `mnemo chat` with `input` on a pipe; returns stdout (and asserts exit 0).
 fn chat(config: &Path, home: &Path, input: &str) -> String {
@@ -117,25 +116,6 @@ async fn console_chat_remembers_across_turns_and_restarts() {
     }
 }
 
-fn parts(state: &Path, url: &str, limits: LimitsConfig) -> AppParts {
-    let config: model::config::ModelConfig = serde_json::from_value(json!({
-        "provider": "openai", "baseUrl": url, "apiKeyEnv": "UNUSED_KEY", "model": "fake-1",
-        "timeoutSecs": 5, "maxRetries": 0
-    }))
-    .unwrap();
-    let env = |_: &str| Some("sk-test".to_string());
-    let chat = model::build(&config, &env).unwrap();
-    AppParts {
-        state_root: state.to_path_buf(),
-        system_prompt: "You are a test.".into(),
-        tz: chrono_tz::UTC,
-        limits,
-        model_timeout: Duration::from_secs(5),
-        summarizer: Arc::new(ModelSummarizer::new(chat.clone())),
-        model: chat,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_users_keep_their_order_and_their_own_memory_under_a_model_cap() {
     let (fake, url) = FakeModel::start().await;
@@ -151,7 +131,7 @@ async fn fifty_users_keep_their_order_and_their_own_memory_under_a_model_cap() {
     support::open_access(dir.path(), "fake", &[]);
     let (channel, inbox) = FakeChannel::new("fake");
     let app = App::new(
-        parts(dir.path(), &url, limits),
+        app_parts(dir.path(), &url, limits),
         vec![channel.clone() as Arc<dyn Channel>],
     )
     .unwrap();
@@ -216,7 +196,7 @@ async fn a_model_outage_is_explained_and_loses_nothing() {
     support::open_access(dir.path(), "fake", &[]);
     let (channel, inbox) = FakeChannel::new("fake");
     let app = App::new(
-        parts(dir.path(), &url, LimitsConfig::default()),
+        app_parts(dir.path(), &url, LimitsConfig::default()),
         vec![channel.clone() as Arc<dyn Channel>],
     )
     .unwrap();
@@ -267,12 +247,7 @@ async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"the code word is heron\n").unwrap();
     wait_for(|| !fake.chat_requests().is_empty()).await;
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    support::sigterm(child.id());
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .unwrap()

@@ -86,12 +86,7 @@ fn mnemo_run(config: &Path, dir: &Path, token: Option<&str>) -> Child {
 
 /// SIGTERM, then the exit must be clean; returns everything mnemo logged.
 fn stop(mut child: Child, dir: &Path) -> String {
-    let sent = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .expect("kill");
-    assert!(sent.success());
+    support::sigterm(child.id());
     let status = child.wait().expect("mnemo exits");
     let stderr = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
     assert!(status.success(), "exit 0 after SIGTERM; stderr:\n{stderr}");

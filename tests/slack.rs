@@ -66,12 +66,7 @@ impl Bot {
     /// SIGTERM, then the exit status and everything it logged (stderr and
     /// the log files).
     async fn stop(mut self) -> (bool, String) {
-        let pid = self.child.id().expect("still running").to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success());
+        support::sigterm(self.child.id().expect("still running"));
         let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
             .expect("mnemo stops after SIGTERM")

@@ -16,7 +16,7 @@ use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};
 use mnemo_sessions::{Layout, Record, Role, SafeName};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 use support::{FakeModel, request_text};
 
@@ -72,12 +72,7 @@ impl Mnemo {
     /// finest level) holds the token, the webhook secret or message text.
     async fn stop(mut self, api: &FakeBotApi) {
         let child = self.child.take().unwrap();
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        support::sigterm(child.id());
         let out = tokio::task::spawn_blocking(move || child.wait_with_output())
             .await
             .unwrap()

@@ -3,44 +3,22 @@
 //! batches), with the fake channel and fake model of `tests/support`, a
 //! capture of every log line, and the real `mnemo` binary for `access`.
 
-use crate::support::{FakeChannel, FakeModel};
-use mnemo::app::{AppParts, ChannelMemory};
+use crate::support::{FakeChannel, FakeModel, app_parts};
+use mnemo::app::ChannelMemory;
 use mnemo::config::LimitsConfig;
 use mnemo::dispatch::TurnHandler;
-use mnemo::model::{self, ModelSummarizer};
 use mnemo::pipeline::Pipeline;
 use mnemo_channels::{Channel, ChatKind, Inbound, Outbound, OutboundBody};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::{Layout, Record, SafeName};
-use serde_json::json;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 /// The channel every spec runs on: a platform channel, not the console.
 pub const CH: &str = "fake";
-
-pub fn parts(state: &Path, url: &str, limits: LimitsConfig) -> AppParts {
-    let config: model::config::ModelConfig = serde_json::from_value(json!({
-        "provider": "openai", "baseUrl": url, "apiKeyEnv": "UNUSED_KEY", "model": "fake-1",
-        "timeoutSecs": 5, "maxRetries": 0
-    }))
-    .unwrap();
-    let env = |_: &str| Some("sk-test".to_string());
-    let chat = model::build(&config, &env).unwrap();
-    AppParts {
-        state_root: state.to_path_buf(),
-        system_prompt: "You are a test.".into(),
-        tz: chrono_tz::UTC,
-        limits,
-        model_timeout: Duration::from_secs(5),
-        summarizer: Arc::new(ModelSummarizer::new(chat.clone())),
-        model: chat,
-    }
-}
 
 /// A broker with one fake platform channel, driven one message at a time.
 pub struct Broker {
@@ -54,7 +32,7 @@ impl Broker {
     pub async fn start(limits: LimitsConfig) -> Broker {
         let (model, url) = FakeModel::start().await;
         let state = tempfile::tempdir().unwrap();
-        let parts = Arc::new(parts(state.path(), &url, limits));
+        let parts = Arc::new(app_parts(state.path(), &url, limits));
         let (channel, _inbox) = FakeChannel::new(CH);
         let memory = ChannelMemory::open(
             state.path(),

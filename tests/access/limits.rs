@@ -2,7 +2,8 @@
 //! are answered once, stored nowhere and never sent to the model; one user
 //! never has more than one model call in flight.
 
-use crate::harness::{Broker, CH, dm, parts, stm, write_access};
+use crate::harness::{Broker, CH, dm, stm, write_access};
+use crate::support::app_parts;
 use crate::support::{FakeChannel, FakeModel, last_user_message};
 use mnemo::app::App;
 use mnemo::config::LimitsConfig;
@@ -84,7 +85,7 @@ async fn one_user_never_has_two_model_calls_in_flight() {
     };
     let (channel, inbox) = FakeChannel::new(CH);
     let app = App::new(
-        parts(dir.path(), &url, limits),
+        app_parts(dir.path(), &url, limits),
         vec![channel.clone() as Arc<dyn Channel>],
     )
     .unwrap();

@@ -3,7 +3,8 @@
 //! not, through the real `App`: the right decision, and nothing stored or
 //! sent to the model for what is refused.
 
-use crate::harness::{CH, group, parts, stm, texts, write_access};
+use crate::harness::{CH, group, stm, texts, write_access};
+use crate::support::app_parts;
 use crate::support::{FakeChannel, FakeModel, last_user_message};
 use mnemo::app::App;
 use mnemo::config::LimitsConfig;
@@ -107,7 +108,7 @@ async fn every_policy_chat_sender_and_mention_gets_the_right_decision() {
         );
         let (channel, inbox) = FakeChannel::new(CH);
         let app = App::new(
-            parts(dir.path(), &url, LimitsConfig::default()),
+            app_parts(dir.path(), &url, LimitsConfig::default()),
             vec![channel.clone() as Arc<dyn Channel>],
         )
         .unwrap();

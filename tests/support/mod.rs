@@ -219,3 +219,33 @@ pub fn open_access(state: &std::path::Path, channel: &str, groups: &[&str]) {
     let rules = json!({ "dmPolicy": "open", "groups": groups });
     std::fs::write(path, serde_json::to_vec_pretty(&rules).unwrap()).unwrap();
 }
+
+/// Sends SIGTERM to a running `mnemo` (as systemd or `kill` would).
+pub fn sigterm(pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill -TERM {pid} failed");
+}
+
+/// The parts of a real `App` whose model is the fake server at `url`.
+pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::LimitsConfig) -> mnemo::app::AppParts {
+    let config: mnemo::model::config::ModelConfig = serde_json::from_value(json!({
+        "provider": "openai", "baseUrl": url, "apiKeyEnv": "UNUSED_KEY", "model": "fake-1",
+        "timeoutSecs": 5, "maxRetries": 0
+    }))
+    .unwrap();
+    let env = |_: &str| Some("sk-test".to_string());
+    let chat = mnemo::model::build(&config, &env).unwrap();
+    mnemo::app::AppParts {
+        state_root: state.to_path_buf(),
+        system_prompt: "You are a test.".into(),
+        tz: chrono_tz::UTC,
+        limits,
+        model_timeout: Duration::from_secs(5),
+        summarizer: Arc::new(mnemo::model::ModelSummarizer::new(chat.clone())),
+        model: chat,
+    }
+}
