@@ -136,6 +136,9 @@ pub struct SchedulerConfig {
     pub max_summaries_per_run: usize,
     /// How many summaries are asked for at once.
     pub summary_concurrency: usize,
+    /// `/session export` bundles hold everything about a user; they are
+    /// deleted this many days after they were made.
+    pub export_keep_days: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -146,6 +149,7 @@ impl Default for SchedulerConfig {
             cleanup_interval_minutes: 60,
             max_summaries_per_run: 200,
             summary_concurrency: 2,
+            export_keep_days: 7,
         }
     }
 }

@@ -83,6 +83,7 @@ pub enum Progress {
     Pruned {
         dirs: usize,
         temp_files: usize,
+        exports: usize,
     },
 }
 
@@ -105,6 +106,8 @@ pub struct MaintenanceReport {
     pub rotated_logs: Vec<PathBuf>,
     pub pruned_dirs: Vec<PathBuf>,
     pub removed_temp_files: Vec<PathBuf>,
+    /// Export bundles past `scheduler.exportKeepDays`.
+    pub removed_exports: Vec<PathBuf>,
     pub dailies_written: Vec<PathBuf>,
     pub weeklies_written: Vec<PathBuf>,
     /// Summaries left for the next run by `scheduler.maxSummariesPerRun`.
@@ -191,10 +194,14 @@ impl fmt::Display for Progress {
                 )
             }
             Progress::LogRotated { path } => write!(f, "rotated log {}", path.display()),
-            Progress::Pruned { dirs, temp_files } => {
+            Progress::Pruned {
+                dirs,
+                temp_files,
+                exports,
+            } => {
                 write!(
                     f,
-                    "pruned {dirs} empty folder(s) and {temp_files} leftover temp file(s)"
+                    "pruned {dirs} empty folder(s), {temp_files} leftover temp file(s) and {exports} expired export(s)"
                 )
             }
         }
@@ -212,12 +219,14 @@ impl fmt::Display for MaintenanceReport {
         )?;
         writeln!(
             f,
-            "archived users: {} (deferred: {}), rotated logs: {}, pruned folders: {}, temp files removed: {}",
+            "archived users: {} (deferred: {}), rotated logs: {}, pruned folders: {}, temp files removed: {}, \
+             expired exports removed: {}",
             self.archived_users.len(),
             self.expiry_deferred.len(),
             self.rotated_logs.len(),
             self.pruned_dirs.len(),
-            self.removed_temp_files.len()
+            self.removed_temp_files.len(),
+            self.removed_exports.len()
         )?;
         writeln!(f, "failures: {}", self.failures.len())?;
         for failure in &self.failures {

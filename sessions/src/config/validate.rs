@@ -137,6 +137,11 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         scheduler.summary_concurrency as u64,
         "0 would never run a summary",
     )?;
+    at_least_one(
+        "scheduler.exportKeepDays",
+        u64::from(scheduler.export_keep_days),
+        "0 could delete an export before its owner fetched it",
+    )?;
     let tokens = config.context.max_tokens;
     if !(MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&tokens) {
         return Err(invalid(

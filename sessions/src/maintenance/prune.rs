@@ -1,11 +1,13 @@
 //! Pruning: removes a user's empty folders (STM, own topics, daily and
-//! weekly summaries, archive) and temp files older than an hour that a crash
-//! left behind (`fsutil::TEMP_PREFIX`).
+//! weekly summaries, archive), temp files older than an hour that a crash
+//! left behind (`fsutil::TEMP_PREFIX`), and `/session export` bundles older
+//! than `scheduler.exportKeepDays` (they hold everything about a user).
 //!
 //! It removes only folders that are empty at that moment (under the user's
 //! lock, so an append cannot be creating a file in one) and only temp files
 //! old enough that no live write can still own them (a write finishes in
-//! well under a second). It never removes a file with content.
+//! well under a second). The only files with content it removes are export
+//! bundles past their keep time: copies, whose originals stay.
 
 use crate::fsutil::TEMP_PREFIX;
 use crate::layout::Layout;
@@ -25,15 +27,18 @@ pub const TEMP_FILE_MAX_AGE: TimeDelta = TimeDelta::hours(1);
 pub struct Pruned {
     pub dirs: Vec<PathBuf>,
     pub temp_files: Vec<PathBuf>,
+    pub exports: Vec<PathBuf>,
     pub errors: Vec<(PathBuf, io::Error)>,
 }
 
 /// Removes crash leftovers under the sessions folder and under `logs_dir`,
-/// then every user's empty folders.
-pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>) -> Pruned {
+/// export bundles older than `export_max_age`, then every user's empty
+/// folders.
+pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, export_max_age: TimeDelta) -> Pruned {
     let mut out = Pruned::default();
     let layout = stm.layout();
     remove_old_temp_files(layout.root(), now, &mut out);
+    remove_old_exports(&layout.exports_dir(), now, export_max_age, &mut out);
     if let Some(logs) = logs_dir {
         remove_old_temp_files(logs, now, &mut out);
     }
@@ -91,6 +96,34 @@ fn remove_if_empty(dir: &Path) -> io::Result<bool> {
     }
 }
 
+/// Export bundles (regular files directly in `exports/`) whose last write is
+/// at least `max_age` before `now`.
+fn remove_old_exports(dir: &Path, now: DateTime<Utc>, max_age: TimeDelta, out: &mut Pruned) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            out.errors.push((dir.to_path_buf(), e));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| now - DateTime::<Utc>::from(modified) >= max_age);
+        if is_file && old {
+            match fs::remove_file(&path) {
+                Ok(()) => out.exports.push(path),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => out.errors.push((path, e)),
+            }
+        }
+    }
+}
+
 fn remove_old_temp_files(dir: &Path, now: DateTime<Utc>, out: &mut Pruned) {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -130,6 +163,26 @@ mod tests {
     use super::*;
     use crate::locks::LockRegistry;
 
+    const WEEK: TimeDelta = TimeDelta::days(7);
+
+    #[tokio::test]
+    async fn export_bundles_go_once_past_their_keep_time_and_not_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let stm = Stm::new(Layout::new(dir.path(), "slack"), LockRegistry::new(), false);
+        let exports = stm.layout().exports_dir();
+        fs::create_dir_all(&exports).unwrap();
+        let bundle = exports.join("alice.20261101T000000Z.tar.gz");
+        fs::write(&bundle, "everything about alice").unwrap();
+        let written = DateTime::<Utc>::from(fs::metadata(&bundle).unwrap().modified().unwrap());
+
+        let early = prune(&stm, None, written + WEEK - TimeDelta::seconds(1), WEEK).await;
+        assert!(early.exports.is_empty() && bundle.exists());
+        let due = prune(&stm, None, written + WEEK, WEEK).await;
+        assert!(due.errors.is_empty(), "{:?}", due.errors);
+        assert_eq!(due.exports, vec![bundle.clone()]);
+        assert!(!bundle.exists());
+    }
+
     #[tokio::test]
     async fn empty_user_folders_and_old_temp_files_go_and_nothing_else_does() {
         let dir = tempfile::tempdir().unwrap();
@@ -145,9 +198,9 @@ mod tests {
         fs::create_dir_all(layout.shared_topics_dir()).unwrap();
 
         let written = DateTime::<Utc>::from(fs::metadata(&temp).unwrap().modified().unwrap());
-        let early = prune(&stm, None, written + TEMP_FILE_MAX_AGE - TimeDelta::seconds(1)).await;
+        let early = prune(&stm, None, written + TEMP_FILE_MAX_AGE - TimeDelta::seconds(1), WEEK).await;
         assert!(early.temp_files.is_empty());
-        let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE).await;
+        let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE, WEEK).await;
         assert!(pruned.errors.is_empty(), "{:?}", pruned.errors);
         assert_eq!(pruned.temp_files, vec![temp]);
         assert!(!layout.summaries_dir(&a).exists() && !layout.stm_dir(&a).exists());

@@ -42,7 +42,7 @@ fn the_documented_defaults_file_parses_to_the_defaults_and_back() {
       "compacting": { "enabled": true, "threshold": 50, "dailySummaryHour": 3, "weeklySummaryDay": 0,
                       "maxFailures": 3, "summarizerTimeoutSecs": 120 },
       "scheduler":  { "logRotateDays": 7, "stmExpireDays": 3, "cleanupIntervalMinutes": 60,
-                      "maxSummariesPerRun": 200, "summaryConcurrency": 2 },
+                      "maxSummariesPerRun": 200, "summaryConcurrency": 2, "exportKeepDays": 7 },
       "context":    { "maxTokens": 6000 },
       "ltm":        { "maxProfileChars": 4000 }
     }"#;
