@@ -200,6 +200,40 @@ async fn mnemo_run_answers_dms_and_mentions_on_discord_and_ignores_the_rest() {
     assert!(!logs.contains("what did I say yesterday"), "message text is not logged");
 }
 
+/// Rewrites `access.json` so `chat` is opted in to every message, mention
+/// or not (`"requireMention": false`); direct messages stay open.
+fn opt_in_without_mention(dir: &Path, chat: &str) {
+    let path = Layout::new(dir.join("state"), "discord").access_path();
+    let rules = json!({ "dmPolicy": "open", "groups": { chat: { "requireMention": false } } });
+    std::fs::write(path, serde_json::to_vec_pretty(&rules).expect("json")).expect("write access.json");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_opted_in_without_mention_is_answered_without_one() {
+    let (model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), &model_url, &discord);
+    opt_in_without_mention(dir.path(), GUILD_CHANNEL);
+    let child = mnemo_run(&config, dir.path(), Some(TOKEN));
+    discord.identify().await;
+
+    discord.dispatch("MESSAGE_CREATE", fixture("guild_without_mention.json"));
+    let replies = discord.channel_messages(GUILD_CHANNEL, 1).await;
+    assert_eq!(replies[0].content(), "echo: just chatting with @Bob");
+    assert_eq!(
+        replies[0].json["message_reference"]["message_id"],
+        "1300000000000000013"
+    );
+    let asked: Vec<String> = model.chat_requests().iter().map(last_user_message).collect();
+    assert_eq!(asked, ["just chatting with @Bob"]);
+    let said: Vec<String> = stm(dir.path(), ALICE).into_iter().map(|r| r.text).collect();
+    assert_eq!(said, ["just chatting with @Bob", "echo: just chatting with @Bob"]);
+
+    let logs = stop(child, dir.path());
+    assert!(!logs.contains("just chatting"), "message text is not logged");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_slash_commands_are_answered_privately_without_the_model() {
     let (model, model_url) = FakeModel::start().await;

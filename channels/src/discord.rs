@@ -1,5 +1,6 @@
 //! The Discord channel (serenity 0.12): a gateway connection for direct
-//! messages, guild messages that mention or reply to the bot, and the
+//! messages, guild messages (marked addressed when they mention or reply to
+//! the bot; the broker's access gate decides on the rest), and the
 //! `/session` application command; REST for replies, typing and attachments.
 //! It owns the connection and the platform rules (who is addressed, how
 //! replies are formatted and split); it decides nothing about answers and
@@ -31,7 +32,9 @@ use tokio::sync::mpsc;
 pub const MAX_MESSAGE_CHARS: usize = 2000;
 
 /// What the gateway must send us: DMs, guild messages, and their text
-/// (`MESSAGE_CONTENT` is privileged: enable it in the developer portal).
+/// (`MESSAGE_CONTENT` is privileged: enable it in the developer portal;
+/// without it a guild message that does not mention the bot arrives empty,
+/// so `requireMention: false` would see nothing).
 pub fn intents() -> GatewayIntents {
     GatewayIntents::DIRECT_MESSAGES | GatewayIntents::GUILD_MESSAGES | GatewayIntents::MESSAGE_CONTENT
 }

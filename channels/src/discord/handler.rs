@@ -84,8 +84,8 @@ impl DiscordHandler {
         }
     }
 
-    /// MESSAGE_CREATE: queued for the inbox if it is for us (see
-    /// [`inbound::message`]).
+    /// MESSAGE_CREATE: queued for the inbox unless it is from a bot or
+    /// a system message (see [`inbound::message`]).
     pub async fn on_message(&self, msg: Message) {
         let id = msg.id.get();
         self.enqueue(id, Pending::Message(Box::new(msg)));

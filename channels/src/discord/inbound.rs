@@ -1,8 +1,13 @@
-//! Which Discord traffic becomes an [`Inbound`], and how: direct messages
-//! always, guild messages only when they mention or reply to the bot (the
-//! mention is stripped), never other bots or system messages; `/session`
-//! application commands become the plain-text form with an interaction handle.
-//! Pure conversion: no network, no logging of message text.
+//! Which Discord traffic becomes an [`Inbound`], and how: every message from
+//! a person, never other bots (ourselves included) or system messages;
+//! `/session` application commands become the plain-text form with an
+//! interaction handle. Direct messages are always addressed; a guild message
+//! is addressed when it mentions or replies to the bot (the mention is
+//! stripped). Unaddressed guild messages still go to the broker, with
+//! `addressed: false`: the access gate drops them unless `access.json` opts
+//! that channel in with `requireMention: false`, and it must be able to see
+//! them for that setting to mean anything. Pure conversion: no network, no
+//! logging of message text.
 
 use crate::{ChatKind, Inbound};
 use chrono::{DateTime, Utc};
@@ -26,7 +31,6 @@ pub struct Me {
 pub enum Skip {
     FromABot,
     SystemMessage,
-    NotAddressed,
     /// A guild message before READY told us who we are: no way to know
     /// whether it mentions us.
     IdentityUnknown,
@@ -50,9 +54,6 @@ pub fn message(msg: &Message, me: Option<&Me>) -> Result<Inbound, Skip> {
                 || msg.referenced_message.as_ref().is_some_and(|r| r.author.id == me.id)
         }
     };
-    if !addressed {
-        return Err(Skip::NotAddressed);
-    }
     let text = readable_mentions(&msg.content, msg, me.map(|m| m.id));
     if text.is_empty() {
         return Err(Skip::Empty);

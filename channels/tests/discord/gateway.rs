@@ -36,6 +36,11 @@ async fn receive_identifies_registers_in_the_guild_delivers_resumes_after_a_drop
     fake.dispatch("MESSAGE_CREATE", fixture("guild_mention.json"));
     assert_eq!(next(&mut rx).await.text, "what did I say yesterday?");
     assert_eq!(next(&mut rx).await.text, "can you summarise @Bob's point?");
+    // Released in id order: the unaddressed one (a later id) comes last,
+    // marked so the access gate can drop it unless the channel opted in.
+    let chatter = next(&mut rx).await;
+    assert_eq!(chatter.text, "just chatting with @Bob");
+    assert!(!chatter.addressed);
 
     // A network failure: serenity reconnects and resumes the session, and
     // traffic flows again.

@@ -37,16 +37,37 @@ async fn a_guild_mention_is_taken_with_our_mention_stripped_and_others_named() {
 }
 
 #[tokio::test]
-async fn guild_messages_without_a_mention_and_messages_from_bots_are_ignored() {
+async fn a_guild_message_without_a_mention_arrives_unaddressed_for_the_access_gate() {
     let fake = FakeDiscord::start().await;
     let (_channel, handler, mut rx) = ready_handler(&fake).await;
     handler.on_message(message("guild_without_mention.json")).await;
+    let got = next(&mut rx).await;
+    assert!(!got.addressed, "no mention, no reply to us");
+    assert_eq!(got.chat_kind, ChatKind::Group);
+    assert_eq!(got.chat_id, GUILD_CHANNEL);
+    assert_eq!(got.thread_id, None);
+    assert_eq!(got.msg_id, "1300000000000000013");
+    assert_eq!(got.text, "just chatting with @Bob", "others named as in a mention");
+}
+
+#[tokio::test]
+async fn messages_from_bots_and_our_own_are_ignored() {
+    let fake = FakeDiscord::start().await;
+    let (_channel, handler, mut rx) = ready_handler(&fake).await;
     handler.on_message(message("bot_author.json")).await;
     // Our own reply echoed back by the gateway is a bot message too.
     let mut own: Value = fixture("dm.json");
     own["id"] = json!("1300000000000000017");
     own["author"] = json!({ "id": BOT_ID, "username": "mnemo", "discriminator": "0", "bot": true, "avatar": null });
     handler.on_message(serde_json::from_value(own).expect("message")).await;
+    // ... also in a server channel, where nothing addresses us.
+    let mut own_in_guild: Value = fixture("guild_without_mention.json");
+    own_in_guild["id"] = json!("1300000000000000018");
+    own_in_guild["author"] =
+        json!({ "id": BOT_ID, "username": "mnemo", "discriminator": "0", "bot": true, "avatar": null });
+    handler
+        .on_message(serde_json::from_value(own_in_guild).expect("message"))
+        .await;
     let mut sentinel = fixture("dm.json");
     sentinel["id"] = json!("1300000000000000099");
     handler
@@ -67,6 +88,7 @@ async fn a_reply_to_the_bot_addresses_it_without_a_mention() {
     let got = next(&mut rx).await;
     assert_eq!(got.text, "tell me more");
     assert_eq!(got.chat_kind, ChatKind::Group);
+    assert!(got.addressed);
 }
 
 #[tokio::test]
@@ -78,6 +100,7 @@ async fn a_thread_message_keeps_the_thread_channel_so_the_reply_lands_there() {
     assert_eq!(got.chat_id, THREAD);
     assert_eq!(got.thread_id.as_deref(), Some(THREAD));
     assert_eq!(got.text, "and in this thread?");
+    assert!(got.addressed);
     channel.send(Outbound::reply(&got, "yes, here")).await.expect("sent");
     let sent = fake.channel_messages(THREAD, 1).await;
     assert_eq!(sent[0].content(), "yes, here");
