@@ -26,14 +26,23 @@ struct Bot {
 }
 
 impl Bot {
-    /// Starts `mnemo run` with `slack` as `channels.slack`.
+    /// Starts `mnemo run` with `slack` as `channels.slack`, direct messages
+    /// open and channel `C1` opted in (mention required).
     fn start(model_url: &str, slack: Value) -> Bot {
+        Bot::start_with_groups(model_url, slack, json!({"C1": {}}))
+    }
+
+    /// The same with `groups` as the `groups` of slack's `access.json`.
+    fn start_with_groups(model_url: &str, slack: Value, groups: Value) -> Bot {
         let dir = tempfile::tempdir().expect("temp dir");
         let config_path = support::write_config(dir.path(), model_url, json!({}));
         let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).expect("config")).expect("json");
         config["channels"] = json!({"console": {"enabled": false}, "slack": slack});
         std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
-        support::open_access(&dir.path().join("state"), "slack", &["C1"]);
+        let access = mnemo_sessions::Layout::new(dir.path().join("state"), "slack").access_path();
+        std::fs::create_dir_all(access.parent().expect("a state folder")).expect("state folder");
+        let rules = json!({"dmPolicy": "open", "groups": groups});
+        std::fs::write(access, serde_json::to_vec_pretty(&rules).expect("json")).expect("write access.json");
         let stderr = dir.path().join("stderr.log");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
             .arg("--config")
@@ -299,6 +308,52 @@ async fn a_dropped_websocket_mid_conversation_reconnects_and_nothing_is_lost_or_
         "the message sent as the socket dropped got one answer"
     );
     assert_eq!(count(&fake, "DU1", "echo: third"), 1);
+}
+
+#[tokio::test]
+async fn a_channel_opted_in_without_mention_answers_every_message_and_a_default_one_only_mentions() {
+    let (model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let groups = json!({"C1": {}, "C2": {"requireMention": false}});
+    let bot = Bot::start_with_groups(&model_url, socket_config(&fake), groups);
+    connected(&fake, 1).await;
+
+    let chatter = |channel: &str, ts: &str, text: &str| json!({"type": "message", "channel": channel, "channel_type": "channel", "user": "U1", "text": text, "ts": ts});
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        chatter("C1", "1700000001.000100", "nobody asked you"),
+    ));
+    fake.send(events_envelope(
+        "env-2",
+        "Ev2",
+        chatter("C2", "1700000002.000100", "anyone there?"),
+    ));
+    // One user's messages are handled in order, so once the second is
+    // answered, an answer to the first would already be there.
+    fake.wait_until("the answer in the opted-in channel", |f| {
+        answered(f, "C2", "echo: anyone there?")
+    })
+    .await;
+    let posts = fake.calls_to("chat.postMessage");
+    let mut in_c2 = posts.iter().filter(|c| c.body["channel"] == "C2");
+    assert!(
+        in_c2.all(|c| c.body["thread_ts"] == "1700000002.000100"),
+        "the answer went in the message's thread"
+    );
+    assert!(fake.acked("env-1"), "the unaddressed message was taken, then ignored");
+    assert!(
+        fake.texts_in("C1").is_empty(),
+        "nothing, not even a placeholder, in the channel that requires a mention"
+    );
+    let asked: Vec<String> = model.chat_requests().iter().map(last_user_message).collect();
+    assert_eq!(asked, ["anyone there?"], "the ignored message never reached the model");
+
+    let (ok, logs) = bot.stop().await;
+    assert!(ok, "clean exit; logs:\n{logs}");
+    for text in ["nobody asked you", "anyone there?"] {
+        assert!(!logs.contains(text), "the logs contain `{text}`");
+    }
 }
 
 mod events_api {

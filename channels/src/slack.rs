@@ -1,8 +1,9 @@
 //! The Slack channel (slack-morphism): Socket Mode by default, the Events
 //! API over HTTP (signed requests) as the alternative. Turns DMs, mentions,
-//! thread replies and the `/session` slash command into [`Inbound`] and posts
-//! replies as mrkdwn in the message's thread, through a "thinking…"
-//! placeholder that the answer replaces.
+//! thread replies and the `/session` slash command into [`Inbound`], and
+//! other channel messages into unaddressed ones for the access gate to judge
+//! (`requireMention`); posts replies as mrkdwn in the message's thread,
+//! through a "thinking…" placeholder that the answer replaces.
 //!
 //! Knows nothing of memory or of what to answer. Never logs message text,
 //! tokens, the signing secret or a `response_url`: ids, counts and reasons.

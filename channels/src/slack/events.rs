@@ -2,12 +2,16 @@
 //! Slack traffic is meant for the bot. Pure decisions over the typed
 //! slack-morphism payloads plus the adapter's bounded memory; no network.
 //!
-//! The bot answers: direct messages (`message.im`), mentions in channels
-//! (`app_mention`, or the `message` copy of it), and messages in a channel
-//! thread the bot is already in. It ignores bot messages, edits, deletes and
-//! other subtypes, and its own messages. Each Slack message reaches the
-//! broker once: a redelivered event (same `event_id`) and the second copy of
-//! a mention (same channel and `ts`) are dropped.
+//! Addressed to the bot are: direct messages (`message.im`), mentions in
+//! channels (`app_mention`, or the `message` copy of it), and messages in a
+//! channel thread the bot is already in. Other channel messages
+//! (`message.channels`, `message.groups`, `message.mpim`) reach the broker
+//! too, with `addressed: false`: whether the bot answers them is the access
+//! gate's call (`requireMention` in `access.json`), not the adapter's. It
+//! ignores bot messages, edits, deletes and other subtypes, and its own
+//! messages. Each Slack message reaches the broker once: a redelivered event
+//! (same `event_id`) and the second copy of a mention (same channel and
+//! `ts`) are dropped.
 
 use super::recent::Recent;
 use crate::{ChatKind, Inbound};
@@ -57,6 +61,8 @@ struct Candidate<'a> {
     thread_ts: Option<&'a str>,
     text: &'a str,
     kind: ChatKind,
+    /// Meant for the bot: a DM, a mention, or a reply in the bot's thread.
+    addressed: bool,
 }
 
 /// Decides on one Events API callback (Socket Mode or HTTP alike).
@@ -86,7 +92,10 @@ pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory)
         // not flooded; from now on the bot is "in" that thread.
         ChatKind::Group => Some(c.thread_ts.unwrap_or(c.ts).to_string()),
     };
-    if let (ChatKind::Group, Some(thread)) = (c.kind, &thread_id) {
+    // Only a message meant for the bot puts it "in" the thread: were
+    // unaddressed chatter to do so, replies to chatter the access gate
+    // ignores would count as addressed.
+    if let (ChatKind::Group, Some(thread), true) = (c.kind, &thread_id, c.addressed) {
         memory.threads.insert(&format!("{}:{thread}", c.channel));
     }
     Decision::Deliver(Box::new(Inbound {
@@ -99,7 +108,7 @@ pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory)
         msg_id: format!("{}:{}", c.channel, c.ts),
         text,
         ts: ts_to_time(c.ts),
-        addressed: true,
+        addressed: c.addressed,
         interaction: None,
     }))
 }
@@ -132,13 +141,13 @@ fn from_message<'a>(m: &'a SlackMessageEvent, me: &Identity, memory: &Memory) ->
         None => ChatKind::Group,
     };
     let thread_ts = m.origin.thread_ts.as_ref().map(|t| t.0.as_str());
-    if kind == ChatKind::Group {
-        let mentioned = text.contains(&format!("<@{}", me.user_id));
-        let in_our_thread = thread_ts.is_some_and(|t| memory.threads.contains(&format!("{}:{t}", channel.0)));
-        if !mentioned && !in_our_thread {
-            return Err("channel message not addressed to the bot");
+    let addressed = match kind {
+        ChatKind::Direct => true,
+        ChatKind::Group => {
+            let mentioned = text.contains(&format!("<@{}", me.user_id));
+            mentioned || thread_ts.is_some_and(|t| memory.threads.contains(&format!("{}:{t}", channel.0)))
         }
-    }
+    };
     Ok(Candidate {
         channel: &channel.0,
         user: &user.0,
@@ -146,6 +155,7 @@ fn from_message<'a>(m: &'a SlackMessageEvent, me: &Identity, memory: &Memory) ->
         thread_ts,
         text,
         kind,
+        addressed,
     })
 }
 
@@ -167,6 +177,7 @@ fn from_mention<'a>(m: &'a SlackAppMentionEvent, me: &Identity) -> Result<Candid
         } else {
             ChatKind::Group
         },
+        addressed: true,
     })
 }
 

@@ -73,6 +73,7 @@ fn a_channel_mention_is_delivered_once_though_slack_sends_it_twice() {
         json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> what is up?", "ts": "5.5"});
     let m = delivered(on_event(&callback("Ev1", mention), &me(), &mut memory));
     assert_eq!(m.text, "what is up?");
+    assert!(m.addressed);
     assert_eq!(m.chat_kind, ChatKind::Group);
     assert_eq!(
         m.thread_id.as_deref(),
@@ -87,19 +88,48 @@ fn a_channel_mention_is_delivered_once_though_slack_sends_it_twice() {
 }
 
 #[test]
-fn channel_chatter_is_ignored_but_replies_in_the_bots_thread_are_delivered() {
+fn channel_chatter_is_delivered_unaddressed_in_its_own_thread_for_the_access_gate_to_judge() {
     let mut memory = Memory::default();
-    let chatter = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U2", "text": "lunch?", "ts": "6.0"});
-    assert_eq!(
-        on_event(&callback("Ev1", chatter), &me(), &mut memory),
-        Decision::Ignore("channel message not addressed to the bot")
+    let chatter = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U2", "text": "lunch <@U3|bo>?", "ts": "6.0"});
+    let m = delivered(on_event(&callback("Ev1", chatter), &me(), &mut memory));
+    assert!(!m.addressed);
+    assert_eq!(m.chat_kind, ChatKind::Group);
+    assert_eq!(m.text, "lunch @bo?");
+    assert_eq!(m.thread_id.as_deref(), Some("6.0"), "an answer would go in its thread");
+    let private = json!({"type": "message", "channel": "G1", "channel_type": "group", "user": "U2", "text": "hi all", "ts": "6.1"});
+    assert!(!delivered(on_event(&callback("Ev2", private), &me(), &mut memory)).addressed);
+
+    let reply = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U1", "text": "tacos", "ts": "6.2", "thread_ts": "6.0"});
+    assert!(
+        !delivered(on_event(&callback("Ev3", reply), &me(), &mut memory)).addressed,
+        "delivering chatter does not put the bot in its thread"
     );
+}
+
+#[test]
+fn the_message_copy_of_a_mention_arriving_first_is_delivered_addressed_and_once() {
+    let mut memory = Memory::default();
+    let copy = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U1", "text": "<@UBOT> hi", "ts": "5.5"});
+    let m = delivered(on_event(&callback("Ev1", copy), &me(), &mut memory));
+    assert!(m.addressed);
+    assert_eq!(m.text, "hi");
+    let mention = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> hi", "ts": "5.5"});
+    assert!(matches!(
+        on_event(&callback("Ev2", mention), &me(), &mut memory),
+        Decision::Ignore(_)
+    ));
+}
+
+#[test]
+fn replies_in_the_bots_thread_are_delivered_addressed() {
+    let mut memory = Memory::default();
     let mention = json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> start", "ts": "7.0"});
     delivered(on_event(&callback("Ev2", mention), &me(), &mut memory));
     let reply = json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "U2", "text": "and then?", "ts": "8.0", "thread_ts": "7.0"});
     let m = delivered(on_event(&callback("Ev3", reply), &me(), &mut memory));
     assert_eq!(m.thread_id.as_deref(), Some("7.0"));
     assert_eq!(m.user_id, "U2");
+    assert!(m.addressed);
 }
 
 #[test]
@@ -113,6 +143,11 @@ fn bots_edits_deletes_and_the_bots_own_messages_are_ignored() {
         json!({"type": "message", "subtype": "message_deleted", "channel": "D1", "channel_type": "im", "ts": "1.3", "deleted_ts": "1.0"}),
         json!({"type": "message", "channel": "D1", "channel_type": "im", "user": "UBOT", "text": "my own answer", "ts": "1.4"}),
         json!({"type": "message", "subtype": "channel_join", "channel": "C1", "channel_type": "channel", "user": "U1", "text": "joined", "ts": "1.5"}),
+        json!({"type": "message", "channel": "C1", "channel_type": "channel", "bot_id": "B9", "text": "beep", "ts": "1.6"}),
+        json!({"type": "message", "subtype": "bot_message", "channel": "C1", "channel_type": "channel", "text": "beep", "ts": "1.7"}),
+        json!({"type": "message", "channel": "C1", "channel_type": "channel", "user": "UBOT", "text": "my own answer", "ts": "1.8"}),
+        json!({"type": "message", "subtype": "message_changed", "channel": "C1", "channel_type": "channel", "ts": "1.9",
+               "message": {"user": "U1", "text": "edited", "ts": "1.0"}}),
     ];
     for (i, event) in cases.into_iter().enumerate() {
         let decision = on_event(&callback(&format!("Ev{i}"), event), &me(), &mut memory);
