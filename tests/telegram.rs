@@ -3,8 +3,8 @@
 //! API (`channels/tests/telegram/fake_api.rs`) and the fake model server
 //! (`tests/support`) on 127.0.0.1 as the only fakes. Each test is a user's
 //! story: a private conversation that is remembered and stored, a group
-//! where only the mention is answered, a long reply, `/session` commands,
-//! flood control, and webhook mode.
+//! where only the mention is answered, a group opted in to every message,
+//! a long reply, `/session` commands, flood control, and webhook mode.
 
 #[path = "../channels/tests/telegram/fake_api.rs"]
 mod fake_api;
@@ -33,8 +33,15 @@ struct Mnemo {
 impl Mnemo {
     /// Starts `mnemo run` with the Telegram channel pointed at `api` and the
     /// model at `model_url`; `telegram` and `extra` are merged into the
-    /// Telegram section and the top level of the config.
+    /// Telegram section and the top level of the config. Direct messages are
+    /// open and [`GROUP`] is opted in, a mention required.
     fn start(api: &FakeBotApi, model_url: &str, telegram: Value, extra: Value) -> Mnemo {
+        Mnemo::start_with_group_rule(api, model_url, telegram, extra, json!({}))
+    }
+
+    /// [`Mnemo::start`] with `rule` as [`GROUP`]'s entry under `groups` in
+    /// `access.json` (as `support::open_access` writes it otherwise).
+    fn start_with_group_rule(api: &FakeBotApi, model_url: &str, telegram: Value, extra: Value, rule: Value) -> Mnemo {
         let dir = tempfile::tempdir().unwrap();
         let mut section = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 5 });
         merge(&mut section, telegram);
@@ -48,7 +55,10 @@ impl Mnemo {
         merge(&mut config, extra);
         let path = dir.path().join("config.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-        support::open_access(&dir.path().join("state"), "telegram", &[&GROUP.to_string()]);
+        let access = Layout::new(dir.path().join("state"), "telegram").access_path();
+        std::fs::create_dir_all(access.parent().unwrap()).unwrap();
+        let rules = json!({ "dmPolicy": "open", "groups": { GROUP.to_string(): rule } });
+        std::fs::write(access, serde_json::to_vec_pretty(&rules).unwrap()).unwrap();
         let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
         let child = support::mnemo(&path, dir.path())
             .arg("run")
@@ -212,6 +222,27 @@ async fn in_a_group_only_the_mention_is_answered_in_its_topic_quoting_it() {
     let stored: Vec<String> = stm_records(&mnemo.state(), ADA).into_iter().map(|r| r.text).collect();
     assert!(!stored.iter().any(|t| t.contains("just chatting")), "{stored:?}");
     assert_eq!(stored[0], "what is rust?");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_opted_in_without_require_mention_is_answered_without_a_mention() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let rule = json!({ "requireMention": false });
+    let mnemo = Mnemo::start_with_group_rule(&api, &model_url, json!({}), json!({}), rule);
+
+    let mut chatter = text_message(GROUP, user(ADA, "Ada"), "anyone know a good green tea?");
+    chatter["message_id"] = json!(21);
+    api.push_message(chatter);
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+
+    assert_eq!(reply.params["text"], "echo: anyone know a good green tea?");
+    assert_eq!(reply.params["chat_id"], GROUP);
+    assert_eq!(reply.params["reply_parameters"]["message_id"], 21);
+    assert_eq!(model.chat_requests().len(), 1);
+    let stored = stm_records(&mnemo.state(), ADA);
+    assert_eq!(stored[0].text, "anyone know a good green tea?", "stored unchanged");
     mnemo.stop(&api).await;
 }
 

@@ -104,11 +104,16 @@ async fn polling_delivers_private_messages_in_order_and_confirms_them_at_shutdow
 }
 
 #[tokio::test]
-async fn in_groups_only_mentions_replies_and_commands_reach_the_broker() {
+async fn in_groups_chatter_arrives_unaddressed_and_mentions_replies_and_commands_addressed() {
     let api = FakeBotApi::start().await;
     let ada = || fake_api::user(ADA, "Ada");
     api.push_message(fake_api::topic_message(GROUP, 7, ada(), "just chatting"));
     api.push_message(fake_api::topic_message(GROUP, 7, ada(), "/session@other_bot status"));
+    api.push_message(fake_api::text_message(
+        GROUP,
+        fake_api::bot_user(),
+        "@mnemo_test_bot from myself",
+    ));
     let mut reply = fake_api::text_message(GROUP, ada(), "and why?");
     reply["reply_to_message"] = json!({
         "message_id": 3, "date": 0, "chat": fake_api::chat(GROUP), "from": fake_api::bot_user(), "text": "because",
@@ -123,12 +128,29 @@ async fn in_groups_only_mentions_replies_and_commands_reach_the_broker() {
     api.push_message(fake_api::text_message(GROUP, ada(), "/session@mnemo_test_bot status"));
     let mut bot = Running::start(settings(&api));
 
+    let chatter = bot.next().await;
+    assert_eq!(
+        (chatter.text.as_str(), chatter.addressed),
+        ("just chatting", false),
+        "the broker's requireMention decides"
+    );
+    assert_eq!(chatter.chat_kind, ChatKind::Group);
+    assert_eq!(chatter.thread_id.as_deref(), Some("7"));
     let mention = bot.next().await;
-    assert_eq!(mention.text, "what is rust?");
+    assert_eq!(
+        mention.text, "what is rust?",
+        "a command for another bot and our own message never arrive"
+    );
+    assert!(mention.addressed);
     assert_eq!(mention.chat_kind, ChatKind::Group);
     assert_eq!(mention.thread_id.as_deref(), Some("7"));
-    assert_eq!(bot.next().await.text, "and why?");
-    assert_eq!(bot.next().await.text, "/session@mnemo_test_bot status");
+    let reply = bot.next().await;
+    assert_eq!((reply.text.as_str(), reply.addressed), ("and why?", true));
+    let command = bot.next().await;
+    assert_eq!(
+        (command.text.as_str(), command.addressed),
+        ("/session@mnemo_test_bot status", true)
+    );
     bot.stop().await.unwrap();
 }
 

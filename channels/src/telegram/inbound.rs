@@ -2,11 +2,15 @@
 //! answer (as an [`Inbound`]), a photo or sticker that only gets the "text
 //! only" note, or nothing at all. Pure: no network, no logging of text.
 //!
-//! Private chats: every message. Groups and supergroups: only when the bot
-//! is mentioned (`@botname`, removed from the text), replied to, or given a
-//! command (`/cmd`, or `/cmd@botname` — a command for another bot is not
-//! ours). Forum topics keep their `message_thread_id` so the reply lands in
-//! the same topic.
+//! Private chats: every message, addressed. Groups and supergroups: every
+//! message from a person, with [`Inbound::addressed`] set when the bot is
+//! mentioned (`@botname`, removed from the text), replied to, or given a
+//! command (`/cmd` or `/cmd@botname`); the rest arrives unaddressed with its
+//! text untouched, and the broker's access rules (`requireMention`) decide.
+//! A command for another bot (`/cmd@otherbot`) is not ours and is skipped,
+//! as is a group message without text that does not address the bot (the
+//! "text only" note is for people talking to us). Forum topics keep their
+//! `message_thread_id` so the reply lands in the same topic.
 
 use crate::{ChatKind, Inbound};
 use teloxide::types::{MediaKind, Message, MessageCommon, MessageKind, Update, UpdateKind};
@@ -61,9 +65,14 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
         || mentions(raw, &me.username)
         || commands_us(raw, &me.username)
         || replies_to(message, me.id);
-    if !addressed {
-        return Routed::Ignored("group message not addressed to the bot");
+    if !addressed && command_for(raw).is_some_and(|to| to.is_some()) {
+        return Routed::Ignored("a command for another bot");
     }
+    let text = if addressed {
+        strip_mention(raw, &me.username)
+    } else {
+        raw.to_string()
+    };
     let inbound = Inbound {
         channel: super::CHANNEL.to_string(),
         user_id: from.id.0.to_string(),
@@ -76,15 +85,20 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
             .flatten()
             .map(|t| t.0.0.to_string()),
         msg_id: msg_id(message.chat.id.0, message.id.0),
-        text: strip_mention(raw, &me.username),
+        text,
         ts: message.date,
-        addressed: true,
+        addressed,
         interaction: None,
     };
-    match (inbound.text.is_empty(), matches!(media_kind, MediaKind::Text(_))) {
-        (false, _) => Routed::Message(inbound),
-        (true, false) => Routed::TextOnly(inbound),
-        (true, true) => Routed::Ignored("nothing left but the mention"),
+    match (
+        inbound.text.trim().is_empty(),
+        addressed,
+        matches!(media_kind, MediaKind::Text(_)),
+    ) {
+        (false, _, _) => Routed::Message(inbound),
+        (true, false, _) => Routed::Ignored("group message without text, not addressed to the bot"),
+        (true, true, false) => Routed::TextOnly(inbound),
+        (true, true, true) => Routed::Ignored("nothing left but the mention"),
     }
 }
 
@@ -126,18 +140,22 @@ fn mentions(text: &str, username: &str) -> bool {
     !username.is_empty() && !mention_ranges(text, username).is_empty()
 }
 
-/// `/cmd` (for every bot in the group) or `/cmd@us`, where `cmd` is what
-/// Telegram itself takes for a command: 1–32 of `A-Za-z0-9_`.
+/// `/cmd` (for every bot in the group) or `/cmd@us`.
 fn commands_us(text: &str, username: &str) -> bool {
-    let Some(command) = text.split_whitespace().next().and_then(|w| w.strip_prefix('/')) else {
-        return false;
-    };
+    command_for(text).is_some_and(|to| to.is_none_or(|to| to.eq_ignore_ascii_case(username)))
+}
+
+/// Whom a leading command is for: `None` when `text` is not a command,
+/// `Some(None)` for `/cmd` (every bot in the group), `Some(Some(name))` for
+/// `/cmd@name`. `cmd` is what Telegram itself takes for a command: 1–32 of
+/// `A-Za-z0-9_`.
+fn command_for(text: &str) -> Option<Option<&str>> {
+    let command = text.split_whitespace().next()?.strip_prefix('/')?;
     let (word, to) = match command.split_once('@') {
         Some((word, to)) => (word, Some(to)),
         None => (command, None),
     };
-    let is_command = (1..=32).contains(&word.len()) && word.chars().all(is_name_char);
-    is_command && to.is_none_or(|to| to.eq_ignore_ascii_case(username))
+    ((1..=32).contains(&word.len()) && word.chars().all(is_name_char)).then_some(to)
 }
 
 /// A reply to one of our messages. In a forum topic every message "replies"
@@ -242,13 +260,24 @@ mod tests {
     }
 
     #[test]
-    fn group_chatter_is_ignored() {
+    fn group_chatter_arrives_unaddressed_with_its_text_unchanged() {
         for text in [
             "hello all",
             "mail me at x@mnemo_bot.org",
             "@mnemo_bottle hi",
-            "/start@other_bot",
+            " spaced out ",
         ] {
+            let inbound = message(route(&update(group(text)), &me()));
+            assert!(!inbound.addressed, "{text}");
+            assert_eq!(inbound.text, text);
+            assert_eq!(inbound.chat_kind, ChatKind::Group);
+            assert_eq!(inbound.msg_id, "-100500:8");
+        }
+    }
+
+    #[test]
+    fn a_command_for_another_bot_is_ignored() {
+        for text in ["/start@other_bot", "/session@other_bot status"] {
             assert!(
                 matches!(route(&update(group(text)), &me()), Routed::Ignored(_)),
                 "{text}"
@@ -301,9 +330,12 @@ mod tests {
             "from": { "id": 999, "is_bot": true, "first_name": "Mnemo", "username": "mnemo_bot" },
             "forum_topic_created": { "name": "Topic", "icon_color": 7_322_096 },
         });
-        assert!(matches!(route(&update(in_topic.clone()), &me()), Routed::Ignored(_)));
+        let chatter = message(route(&update(in_topic.clone()), &me()));
+        assert!(!chatter.addressed, "the topic root is not a reply to the bot");
+        assert_eq!(chatter.thread_id.as_deref(), Some("3"));
         in_topic["text"] = json!("@mnemo_bot hi");
         let inbound = message(route(&update(in_topic), &me()));
+        assert!(inbound.addressed);
         assert_eq!(inbound.thread_id.as_deref(), Some("3"));
     }
 
@@ -325,14 +357,29 @@ mod tests {
             "file_id": "s", "file_unique_id": "u", "type": "regular", "width": 1, "height": 1,
             "is_animated": false, "is_video": false,
         });
-        assert!(matches!(route(&update(sticker), &me()), Routed::Ignored(_)));
+        assert!(matches!(route(&update(sticker.clone()), &me()), Routed::Ignored(_)));
+        sticker["reply_to_message"] = json!({
+            "message_id": 5, "date": 1_774_236_000,
+            "chat": { "id": -100_500, "type": "supergroup", "title": "Team" },
+            "from": { "id": 999, "is_bot": true, "first_name": "Mnemo", "username": "mnemo_bot" },
+            "text": "an answer",
+        });
+        assert!(matches!(route(&update(sticker), &me()), Routed::TextOnly(i) if i.addressed));
     }
 
     #[test]
     fn messages_from_bots_and_service_messages_are_ignored() {
-        let mut from_bot = private("hi");
-        from_bot["from"]["is_bot"] = json!(true);
-        assert!(matches!(route(&update(from_bot), &me()), Routed::Ignored(_)));
+        for mut from_bot in [private("hi"), group("hi"), group("@mnemo_bot hi")] {
+            from_bot["from"]["is_bot"] = json!(true);
+            assert!(matches!(route(&update(from_bot), &me()), Routed::Ignored(_)));
+        }
+        let mut own = group("an answer");
+        own["from"] = json!({ "id": 999, "is_bot": true, "first_name": "Mnemo", "username": "mnemo_bot" });
+        assert!(matches!(route(&update(own), &me()), Routed::Ignored(_)));
+        let edited: Update =
+            serde_json::from_str(&json!({ "update_id": 2, "edited_message": group("hello all, edited") }).to_string())
+                .unwrap();
+        assert!(matches!(route(&edited, &me()), Routed::Ignored(_)));
         let mut joined = group("");
         joined.as_object_mut().unwrap().remove("text");
         joined["new_chat_members"] = json!([{ "id": 5, "is_bot": false, "first_name": "B" }]);
