@@ -99,61 +99,64 @@ fn remove_if_empty(dir: &Path) -> io::Result<bool> {
 /// Export bundles (regular files directly in `exports/`) whose last write is
 /// at least `max_age` before `now`.
 fn remove_old_exports(dir: &Path, now: DateTime<Utc>, max_age: TimeDelta, out: &mut Pruned) {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
-        Err(e) => {
-            out.errors.push((dir.to_path_buf(), e));
-            return;
-        }
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| now - DateTime::<Utc>::from(modified) >= max_age);
-        if is_file && old {
-            match fs::remove_file(&path) {
-                Ok(()) => out.exports.push(path),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => out.errors.push((path, e)),
-            }
+    for entry in entries(dir, out) {
+        if entry.file_type().is_ok_and(|t| t.is_file())
+            && let Some(path) = remove_if_older(&entry, now, max_age, out)
+        {
+            out.exports.push(path);
         }
     }
 }
 
+/// Crash-leftover temp files anywhere under `dir`, once no live write can
+/// still own them.
 fn remove_old_temp_files(dir: &Path, now: DateTime<Utc>, out: &mut Pruned) {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
-        Err(e) => {
-            out.errors.push((dir.to_path_buf(), e));
-            return;
-        }
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
+    for entry in entries(dir, out) {
         let Ok(kind) = entry.file_type() else { continue };
         if kind.is_dir() {
-            remove_old_temp_files(&path, now, out);
+            remove_old_temp_files(&entry.path(), now, out);
             continue;
         }
         let is_temp = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX));
-        if !kind.is_file() || !is_temp {
-            continue;
+        if kind.is_file()
+            && is_temp
+            && let Some(path) = remove_if_older(&entry, now, TEMP_FILE_MAX_AGE, out)
+        {
+            out.temp_files.push(path);
         }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| now - DateTime::<Utc>::from(modified) >= TEMP_FILE_MAX_AGE);
-        if old {
-            match fs::remove_file(&path) {
-                Ok(()) => out.temp_files.push(path),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => out.errors.push((path, e)),
-            }
+    }
+}
+
+/// The entries of `dir`: none for a missing folder; any other failure is
+/// reported in `out` and yields none.
+fn entries(dir: &Path, out: &mut Pruned) -> Vec<fs::DirEntry> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.flatten().collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            out.errors.push((dir.to_path_buf(), e));
+            Vec::new()
+        }
+    }
+}
+
+/// Removes `entry` if its last write is at least `max_age` before `now`;
+/// the path when it was removed (a file already gone is not an error).
+fn remove_if_older(entry: &fs::DirEntry, now: DateTime<Utc>, max_age: TimeDelta, out: &mut Pruned) -> Option<PathBuf> {
+    let old = entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .is_ok_and(|modified| now - DateTime::<Utc>::from(modified) >= max_age);
+    if !old {
+        return None;
+    }
+    let path = entry.path();
+    match fs::remove_file(&path) {
+        Ok(()) => Some(path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            out.errors.push((path, e));
+            None
         }
     }
 }
