@@ -30,8 +30,9 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
 
 /// The last paragraph break, else line break, else space in `window`, as a
 /// byte offset where the next chunk starts; `None` when the window has none
-/// (or only at its very start, which would make no progress).
-fn best_cut(window: &str) -> Option<usize> {
+/// (or only at its very start, which would make no progress). Shared by the
+/// adapters that split with extra rules of their own (Discord's fences).
+pub fn best_cut(window: &str) -> Option<usize> {
     ["\n\n", "\n", " "]
         .iter()
         .find_map(|sep| window.rfind(sep).filter(|&i| i > 0).map(|i| i + sep.len()))

@@ -36,7 +36,7 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
         // Always keep room to close a fence, even if the cut ends up outside one.
         let room = limit - prefix_chars - CLOSE.len();
         let hard = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
-        let mut cut = best_cut(&rest[..hard]).unwrap_or(hard);
+        let mut cut = crate::chunk::best_cut(&rest[..hard]).unwrap_or(hard);
         let mut head = rest[..cut].trim_end();
         let mut after = fence_after(open.clone(), head);
         // A chunk that would end on the very line opening a fence leaves that
@@ -74,15 +74,6 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
         }
     }
     chunks
-}
-
-/// The last paragraph break, else line break, else space in `window`, as a
-/// byte offset where the next chunk starts; `None` when there is none past
-/// the window's start (a cut there would make no progress).
-fn best_cut(window: &str) -> Option<usize> {
-    ["\n\n", "\n", " "]
-        .iter()
-        .find_map(|sep| window.rfind(sep).filter(|&i| i > 0).map(|i| i + sep.len()))
 }
 
 /// The fence still open after `text`, given the one open before it. Discord
