@@ -8,16 +8,14 @@
 //!
 //! Layout: [`inbound`] (what becomes an `Inbound`), [`handler`] (serenity's
 //! event handler), [`sequencer`] (keeps events in Discord's order),
-//! [`outbound`] (sending), [`format`] and [`split`] (reply text), [`commands`]
+//! [`outbound`] (sending; reply text is rendered by [`crate::format`]), [`commands`]
 //! (the `/session` definition).
 
 pub mod commands;
-pub mod format;
 mod handler;
 pub mod inbound;
 mod outbound;
 pub mod sequencer;
-pub mod split;
 
 pub use handler::DiscordHandler;
 
@@ -29,7 +27,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 
 /// Discord's limit on one message's text, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 2000;
+pub const MAX_MESSAGE_CHARS: usize = crate::format::DISCORD_MAX_CHARS;
 
 /// What the gateway must send us: DMs, guild messages, and their text
 /// (`MESSAGE_CONTENT` is privileged: enable it in the developer portal;

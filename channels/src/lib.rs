@@ -3,10 +3,10 @@
 //! memory: no file here reads or writes the sessions folder, and no adapter
 //! decides what to answer — the broker does.
 
-pub mod chunk;
 pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
+pub mod format;
 mod message;
 #[cfg(feature = "slack")]
 pub mod slack;
@@ -57,7 +57,7 @@ pub trait Channel: Send + Sync + 'static {
     /// Sends one whole reply. The adapter formats it for the platform (the
     /// text is the model's markdown) and splits it under the platform's
     /// limit *after* formatting, so escaping can never push a message over
-    /// it ([`chunk::split`] does the boundary work).
+    /// it ([`format`] does the rendering and the boundary work).
     async fn send(&self, out: Outbound) -> Result<(), ChannelError>;
 
     /// Shows that an answer is being prepared (typing indicator). The broker

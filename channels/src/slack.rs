@@ -10,7 +10,6 @@
 
 mod events;
 mod http;
-pub mod mrkdwn;
 mod recent;
 pub mod signature;
 mod socket;
@@ -27,7 +26,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use web::{Web, WebError};
 
-pub use mrkdwn::SLACK_MAX_CHARS;
+pub use crate::format::SLACK_MAX_CHARS;
+use crate::format::{self, SlackMrkdwn};
 
 /// What the placeholder says while the model works (mrkdwn italics).
 pub const THINKING: &str = "_thinking…_";
@@ -236,7 +236,10 @@ impl Shared {
     }
 
     async fn send_text(&self, out: &Outbound, text: &str) -> Result<(), WebError> {
-        let messages = mrkdwn::to_messages(text, SLACK_MAX_CHARS);
+        let messages: Vec<String> = format::to_chunks(&SlackMrkdwn, text)
+            .into_iter()
+            .map(|c| c.text)
+            .collect();
         let placeholder = self.take_placeholder(out.reply_to.as_deref()).await;
         let thread = out.thread_id.as_deref();
         if let Some(url) = &out.interaction {
@@ -280,7 +283,7 @@ impl Shared {
     async fn send_file(&self, out: &Outbound, path: &Path, caption: &str) -> Result<(), WebError> {
         let placeholder = self.take_placeholder(out.reply_to.as_deref()).await;
         self.remove(&out.chat_id, placeholder).await;
-        let caption = mrkdwn::to_mrkdwn(caption);
+        let caption = format::render(&SlackMrkdwn, caption);
         let in_bot_dm = out.chat_id.starts_with('D') && out.interaction.is_none();
         if in_bot_dm {
             return self

@@ -3,21 +3,20 @@
 //! option. Knows nothing of memory: `/session …` is passed through as text
 //! (the broker answers it) and only registered in the command menu here.
 //!
-//! Layout: [`inbound`] decides what an update means, [`markdown`] and
-//! [`html`] format and split replies, [`api`] calls the Bot API with the
+//! Layout: [`inbound`] decides what an update means, [`crate::format`]
+//! renders and splits replies as Telegram HTML, [`api`] calls the Bot API with the
 //! retry policy, [`polling`] and [`webhook`] bring updates in. The token
 //! never appears in a log line or an error (see [`api::redact`]); message
 //! text is never logged.
 
 mod api;
-pub mod html;
 mod inbound;
-mod markdown;
 mod polling;
 mod webhook;
 
 pub use webhook::{WebhookIntake, WebhookRejection};
 
+use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
 use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
 use api::{Api, Failure, Target};
 use async_trait::async_trait;
@@ -238,7 +237,7 @@ impl Channel for TelegramChannel {
     }
 
     fn max_message_chars(&self) -> usize {
-        html::TELEGRAM_MAX_CHARS
+        TELEGRAM_MAX_CHARS
     }
 
     async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
@@ -288,7 +287,7 @@ async fn send(api: &Api, out: Outbound) -> Result<(), ChannelError> {
     let mut target = target(&out)?;
     match &out.body {
         OutboundBody::Text(text) => {
-            let chunks = html::format(text, html::TELEGRAM_MAX_CHARS);
+            let chunks = format::to_chunks(&TelegramHtml, text);
             for (i, chunk) in chunks.iter().enumerate() {
                 let to = if i == 0 {
                     target

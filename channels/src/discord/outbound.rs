@@ -5,7 +5,8 @@
 //! server. Errors say what failed with secrets redacted; nothing here logs
 //! message text.
 
-use super::{MAX_MESSAGE_CHARS, Shared, format, inbound, split};
+use super::{Shared, inbound};
+use crate::format::{self, DiscordMarkdown};
 use crate::{ChannelError, Outbound, OutboundBody};
 use serenity::all::{
     Builder, ChannelId, CreateAllowedMentions, CreateAttachment, CreateInteractionResponseFollowup, CreateMessage,
@@ -116,9 +117,12 @@ async fn answer_interaction(
 /// telling the user to ask the operator for it (DESIGN §5).
 async fn parts(shared: &Shared, target: &str, body: OutboundBody) -> Result<Vec<Part>, ChannelError> {
     let text_parts = |text: &str| -> Vec<Part> {
-        split::split(&format::to_discord(text), MAX_MESSAGE_CHARS)
+        format::to_chunks(&DiscordMarkdown, text)
             .into_iter()
-            .map(|text| Part { text, file: None })
+            .map(|chunk| Part {
+                text: chunk.text,
+                file: None,
+            })
             .collect()
     };
     let (path, caption) = match body {

@@ -11,7 +11,7 @@ use teloxide::requests::{Output, Request, Requester};
 use teloxide::types::{ChatId, InputFile, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide::{ApiError, Bot, RequestError};
 
-use super::html::Chunk;
+use crate::format::Chunk;
 
 /// Rate-limit waits one send sits through before giving up.
 const MAX_RATE_LIMIT_RETRIES: u32 = 5;
@@ -152,7 +152,7 @@ impl Api {
     /// the same words without markup rather than nothing.
     pub async fn send_chunk(&self, to: Target, chunk: &Chunk) -> Result<(), Failure> {
         let html = with_target(
-            self.bot.send_message(to.chat, &chunk.html).parse_mode(ParseMode::Html),
+            self.bot.send_message(to.chat, &chunk.text).parse_mode(ParseMode::Html),
             to,
         );
         match self.call("sendMessage", &html).await {

@@ -4,10 +4,11 @@
 //! (included by `#[path]`), so all three judge replies the same way.
 
 /// The text `html` displays, or why Telegram would refuse it: a tag outside
-/// the set mnemo emits (`b`, `i`, `code`, `pre`, `pre>code class`, `a
-/// href`), a tag closed out of order or left open, a nesting Telegram
-/// forbids (anything inside `code`/`pre`, a link or code inside a link, a
-/// `pre` inside anything), or a bare `<`, `>` or `&`.
+/// the set mnemo emits (`b`, `i`, `s`, `code`, `pre`, `pre>code class`,
+/// `a href`, `blockquote`), a tag closed out of order or left open, a
+/// nesting Telegram forbids (anything inside `code`/`pre`, a link or code
+/// inside a link, a `pre` or `blockquote` inside anything), or a bare `<`,
+/// `>` or `&`.
 pub fn visible_text(html: &str) -> Result<String, String> {
     let mut shown = String::new();
     let mut open: Vec<&str> = Vec::new();
@@ -56,6 +57,8 @@ fn opened<'a>(tag: &str, open: &[&'a str]) -> Result<&'a str, String> {
     let name = match tag {
         "b" => "b",
         "i" => "i",
+        "s" => "s",
+        "blockquote" => "blockquote",
         "code" => "code",
         "pre" => "pre",
         _ if attribute("a href=\"") => "a",
@@ -69,8 +72,8 @@ fn opened<'a>(tag: &str, open: &[&'a str]) -> Result<&'a str, String> {
     if (name == "a" || name == "code") && open.contains(&"a") {
         return Err(format!("<{tag}> inside a link"));
     }
-    if name == "pre" && !open.is_empty() {
-        return Err(format!("<pre> inside {open:?}"));
+    if (name == "pre" || name == "blockquote") && !open.is_empty() {
+        return Err(format!("<{name}> inside {open:?}"));
     }
     Ok(name)
 }
