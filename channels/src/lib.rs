@@ -8,6 +8,7 @@ pub mod console;
 pub mod discord;
 pub mod format;
 mod message;
+pub mod retry;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

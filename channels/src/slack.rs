@@ -28,6 +28,7 @@ use web::{Web, WebError};
 
 pub use crate::format::SLACK_MAX_CHARS;
 use crate::format::{self, SlackMrkdwn};
+use crate::retry::{Gave, RetryPolicy, Verdict};
 
 /// What the placeholder says while the model works (mrkdwn italics).
 pub const THINKING: &str = "_thinking…_";
@@ -108,9 +109,14 @@ async fn stopped(shutdown: &mut Shutdown) {
     }
 }
 
-/// Attempts at a start-up call while Slack cannot be reached, waiting
-/// 0.5 s, 1 s, 2 s, … in between.
-const STARTUP_ATTEMPTS: u32 = 6;
+/// Retries of a start-up call while Slack cannot be reached: 5, after
+/// about 0.5 s, 1 s, 2 s, ….
+const STARTUP_RETRY: RetryPolicy = RetryPolicy {
+    max_retries: 5,
+    base_delay: std::time::Duration::from_millis(500),
+    max_delay: std::time::Duration::from_secs(16),
+    max_retry_after: std::time::Duration::from_secs(60),
+};
 
 /// Runs a start-up call (`auth.test`, the app token check). A refusal from
 /// Slack (bad token, missing scope) is final; network trouble or a 5xx is
@@ -121,25 +127,20 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, WebError>>,
 {
-    let mut wait = std::time::Duration::from_millis(500);
-    let mut attempt = 1;
-    loop {
-        match call().await {
-            Ok(value) => return Ok(Some(value)),
-            Err(e) if e.code.is_some() || attempt == STARTUP_ATTEMPTS => {
-                return Err(ChannelError::Receive {
-                    channel: "slack".into(),
-                    reason: e.to_string(),
-                });
-            }
-            Err(e) => tracing::warn!(error = %e, attempt, "slack: Slack not reachable yet; retrying"),
+    let judge = |e: &WebError| {
+        if e.code.is_some() {
+            Verdict::Fail
+        } else {
+            Verdict::Retry(None)
         }
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stopped(shutdown) => return Ok(None),
-        }
-        wait *= 2;
-        attempt += 1;
+    };
+    match STARTUP_RETRY.run("slack start-up", Some(shutdown), judge, call).await {
+        Ok(value) => Ok(Some(value)),
+        Err(Gave::Stopped(_)) => Ok(None),
+        Err(Gave::Up(e)) => Err(ChannelError::Receive {
+            channel: "slack".into(),
+            reason: e.to_string(),
+        }),
     }
 }
 

@@ -17,11 +17,12 @@ mod webhook;
 pub use webhook::{WebhookIntake, WebhookRejection};
 
 use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
+use crate::retry::{Backoff, pause};
 use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
 use api::{Api, Failure, Target};
 use async_trait::async_trait;
 use inbound::{Me, Routed};
-use polling::{Backoff, pause, receive_error};
+use polling::receive_error;
 use std::sync::OnceLock;
 use std::time::Duration;
 use teloxide::Bot;
@@ -170,9 +171,9 @@ impl TelegramChannel {
             };
             let wait = match result.map_err(|e| self.api.failure(e)) {
                 Ok(me) => break me,
-                Err(Failure::RetryAfter(wait)) => wait,
+                Err(Failure::RetryAfter(wait)) => backoff.next(Some(wait)),
                 Err(failure @ (Failure::Network(_) | Failure::Rejected(_))) => {
-                    let wait = backoff.next();
+                    let wait = backoff.next(None);
                     tracing::warn!(error = %failure, retry_in_secs = wait.as_secs(), "telegram: getMe failed");
                     wait
                 }

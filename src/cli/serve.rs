@@ -56,9 +56,9 @@ fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
 
 async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode> {
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
-    let parts = setup.parts()?;
-    let app = App::new(parts, channels.clone())?;
     let (trigger, stop) = shutdown::Trigger::new();
+    let parts = setup.parts(Some(stop.clone()))?;
+    let app = App::new(parts, channels.clone())?;
     shutdown::on_signals(trigger.clone())?;
     let scheduler = Scheduler::start(app.clone(), stop.clone());
     tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");

@@ -62,17 +62,22 @@ impl Setup {
     }
 
     /// Everything the app needs. With no model configured, the error says
-    /// exactly how to configure one.
-    pub fn parts(&self) -> Result<AppParts> {
+    /// exactly how to configure one. `shutdown`, when given, ends the
+    /// models' retry waits.
+    pub fn parts(&self, shutdown: Option<mnemo_channels::Shutdown>) -> Result<AppParts> {
         let Some(model_config) = self.model_config() else {
             bail!("no model is configured.\n\n{}", model::config::NO_MODEL_HELP);
         };
-        let chat = model::build(&model_config, &env)?;
+        let build = |cfg: &ModelConfig, section: &str| match &shutdown {
+            Some(stop) => model::build_serving(cfg, &env, section, stop.clone()),
+            None => model::build_section(cfg, &env, section),
+        };
+        let chat = build(&model_config, "model")?;
         let summarizer_config = match &self.config.summarizer {
             Some(over) => model_config.with_override(over),
             None => model_config.clone(),
         };
-        let summarizer = model::build_section(&summarizer_config, &env, "summarizer")?;
+        let summarizer = build(&summarizer_config, "summarizer")?;
         Ok(AppParts {
             state_root: self.state_root.clone(),
             system_prompt: self.config.system_prompt(&self.config_dir())?,

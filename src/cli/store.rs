@@ -117,7 +117,7 @@ async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<
 
 async fn maintain(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
-    let parts = setup.parts()?;
+    let parts = setup.parts(None)?;
     let names = channels(&setup.state_root, only)?;
     let mut failed = false;
     for (i, name) in names.iter().enumerate() {

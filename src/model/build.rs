@@ -12,7 +12,8 @@ use super::command::CommandBackend;
 use super::config::{ConfigError, ModelConfig, Provider};
 use super::openai::OpenAiBackend;
 use super::redact::Secret;
-use super::retry::{RetryPolicy, Retrying, WithFallback};
+use super::retry::{Retrying, WithFallback, policy_for};
+use mnemo_channels::Shutdown;
 use std::sync::Arc;
 
 /// Why no model could be built. Messages name the config section and what
@@ -50,13 +51,27 @@ pub fn build_section(
     section: &str,
 ) -> Result<Arc<dyn Model>, BuildError> {
     cfg.validate_at(section)?;
-    build_validated(cfg, env, section)
+    build_validated(cfg, env, section, None)
+}
+
+/// [`build_section`] for a serving broker: retry waits end when `shutdown`
+/// fires, so a turn waiting out a long `Retry-After` does not outlive the
+/// drain.
+pub fn build_serving(
+    cfg: &ModelConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    section: &str,
+    shutdown: Shutdown,
+) -> Result<Arc<dyn Model>, BuildError> {
+    cfg.validate_at(section)?;
+    build_validated(cfg, env, section, Some(shutdown))
 }
 
 fn build_validated(
     cfg: &ModelConfig,
     env: &dyn Fn(&str) -> Option<String>,
     section: &str,
+    shutdown: Option<Shutdown>,
 ) -> Result<Arc<dyn Model>, BuildError> {
     let backend: Arc<dyn Model> = match cfg.provider {
         Provider::Openai => {
@@ -77,10 +92,10 @@ fn build_validated(
         }
         Provider::Command => Arc::new(CommandBackend::new(cfg)),
     };
-    let retrying: Arc<dyn Model> = Arc::new(Retrying::new(backend, RetryPolicy::for_config(cfg)));
+    let retrying: Arc<dyn Model> = Arc::new(Retrying::new(backend, policy_for(cfg), shutdown.clone()));
     match &cfg.fallback {
         Some(fallback) => {
-            let fallback = build_validated(fallback, env, &format!("{section}.fallback"))?;
+            let fallback = build_validated(fallback, env, &format!("{section}.fallback"), shutdown)?;
             Ok(Arc::new(WithFallback::new(retrying, fallback)))
         }
         None => Ok(retrying),

@@ -26,10 +26,10 @@ use futures_util::stream::BoxStream;
 use mnemo_sessions::context::Context;
 use std::time::Duration;
 
-pub use build::{BuildError, build, build_section};
+pub use build::{BuildError, build, build_section, build_serving};
 pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
-pub use retry::{RetryPolicy, Retrying, WithFallback};
+pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
 pub use summarizer::ModelSummarizer;
 
 /// Text deltas of a streamed reply, in order. The stream ends with `None`

@@ -1,6 +1,8 @@
 //! Reliability around any [`Model`]: [`Retrying`] tries a call again on
-//! rate limits, server errors and connection failures, with exponential
-//! backoff and jitter, honouring the server's `Retry-After` up to a cap;
+//! rate limits, server errors and connection failures per the one
+//! [`RetryPolicy`] every network caller shares (`mnemo_channels::retry`:
+//! backoff with jitter, the server's `Retry-After` up to a cap, waits that
+//! end on shutdown);
 //! [`WithFallback`] asks a second model when the first stays unavailable.
 //!
 //! Neither knows any backend: they act only on [`ModelError`]'s own
@@ -11,56 +13,18 @@
 use super::config::ModelConfig;
 use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest};
 use async_trait::async_trait;
-use rand::Rng;
+use mnemo_channels::Shutdown;
+pub use mnemo_channels::retry::RetryPolicy;
+use mnemo_channels::retry::{Gave, Verdict};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// When to try again and how long to wait first.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Extra attempts after the first.
-    pub max_retries: u32,
-    /// The first backoff; it doubles with each retry.
-    pub base_delay: Duration,
-    /// Backoff never grows past this.
-    pub max_delay: Duration,
-    /// A server's `Retry-After` is honoured up to this, so a bogus
-    /// "come back tomorrow" cannot hang a reply.
-    pub max_retry_after: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_retries: 3,
-            base_delay: Duration::from_millis(300),
-            max_delay: Duration::from_secs(10),
-            max_retry_after: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RetryPolicy {
-    pub fn for_config(cfg: &ModelConfig) -> Self {
-        RetryPolicy {
-            max_retries: cfg.max_retries,
-            ..RetryPolicy::default()
-        }
-    }
-
-    /// The wait before retry number `retry` (0-based): the server's word if
-    /// it gave one (capped), else `base · 2^retry` (capped) scaled by a
-    /// random factor in [0.5, 1] so many callers do not retry in lockstep.
-    pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        if let Some(asked) = retry_after {
-            return asked.min(self.max_retry_after);
-        }
-        let exponential = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(retry))
-            .min(self.max_delay);
-        exponential.mul_f64(rand::rng().random_range(0.5..=1.0))
+/// The policy for a model config: its `maxRetries`, and the shared
+/// defaults (300 ms doubling to 10 s with jitter, `Retry-After` up to 60 s).
+pub fn policy_for(cfg: &ModelConfig) -> RetryPolicy {
+    RetryPolicy {
+        max_retries: cfg.max_retries,
+        ..RetryPolicy::default()
     }
 }
 
@@ -68,38 +32,38 @@ impl RetryPolicy {
 pub struct Retrying {
     inner: Arc<dyn Model>,
     policy: RetryPolicy,
+    /// Ends a wait between attempts when the broker shuts down (the turn
+    /// then fails with the last error instead of outliving the drain).
+    shutdown: Option<Shutdown>,
 }
 
 impl Retrying {
-    pub fn new(inner: Arc<dyn Model>, policy: RetryPolicy) -> Self {
-        Retrying { inner, policy }
+    pub fn new(inner: Arc<dyn Model>, policy: RetryPolicy, shutdown: Option<Shutdown>) -> Self {
+        Retrying {
+            inner,
+            policy,
+            shutdown,
+        }
     }
 
-    async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ModelError>
+    async fn run<T, F, Fut>(&self, attempt: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut + Send,
         Fut: Future<Output = Result<T, ModelError>> + Send,
         T: Send,
     {
-        let mut retry = 0;
-        loop {
-            match attempt().await {
-                Err(e) if e.is_retryable() && retry < self.policy.max_retries => {
-                    let wait = self.policy.delay(retry, e.retry_after());
-                    tracing::warn!(
-                        model = %self.inner.describe(),
-                        error = %e,
-                        retry = retry + 1,
-                        of = self.policy.max_retries,
-                        wait_ms = wait.as_millis() as u64,
-                        "model call failed; retrying"
-                    );
-                    tokio::time::sleep(wait).await;
-                    retry += 1;
-                }
-                outcome => return outcome,
+        let judge = |e: &ModelError| {
+            if e.is_retryable() {
+                Verdict::Retry(e.retry_after())
+            } else {
+                Verdict::Fail
             }
-        }
+        };
+        let what = self.inner.describe();
+        self.policy
+            .run(&what, self.shutdown.as_ref(), judge, attempt)
+            .await
+            .map_err(Gave::into_error)
     }
 }
 
@@ -168,28 +132,5 @@ impl Model for WithFallback {
 
     fn describe(&self) -> String {
         format!("{}; fallback: {}", self.primary.describe(), self.fallback.describe())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_after_is_honoured_up_to_the_cap() {
-        let policy = RetryPolicy::default();
-        assert_eq!(policy.delay(0, Some(Duration::from_secs(2))), Duration::from_secs(2));
-        assert_eq!(policy.delay(0, Some(Duration::from_secs(3600))), policy.max_retry_after);
-    }
-
-    #[test]
-    fn backoff_doubles_with_jitter_and_stays_under_the_cap() {
-        let policy = RetryPolicy::default();
-        for retry in 0..3 {
-            let full = policy.base_delay * 2u32.pow(retry);
-            let wait = policy.delay(retry, None);
-            assert!(wait >= full / 2 && wait <= full, "retry {retry}: {wait:?}");
-        }
-        assert!(policy.delay(30, None) <= policy.max_delay);
     }
 }

@@ -7,6 +7,7 @@
 
 use super::{Shared, inbound};
 use crate::format::{self, DiscordMarkdown};
+use crate::retry::{Gave, RetryPolicy, Verdict};
 use crate::{ChannelError, Outbound, OutboundBody};
 use serenity::all::{
     Builder, ChannelId, CreateAllowedMentions, CreateAttachment, CreateInteractionResponseFollowup, CreateMessage,
@@ -19,13 +20,15 @@ use std::time::Duration;
 /// The largest upload a bot may make without a boosted server.
 pub const UPLOAD_LIMIT_BYTES: u64 = 10 * 1024 * 1024;
 
-/// Waits before retrying a request that got 429. Only reached through a REST
-/// proxy (serenity's own ratelimiter waits and retries by itself otherwise).
-const RETRY_WAITS: [Duration; 3] = [
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_secs(2),
-];
+/// Retries of a request that got 429: 3, after about 0.5 s, 1 s, 2 s. Only
+/// reached through a REST proxy (serenity's own ratelimiter waits and
+/// retries by itself otherwise).
+const RETRY: RetryPolicy = RetryPolicy {
+    max_retries: 3,
+    base_delay: Duration::from_millis(500),
+    max_delay: Duration::from_secs(2),
+    max_retry_after: Duration::from_secs(60),
+};
 
 /// The text of a deferred interaction that got an empty reply, so it does
 /// not stay on "thinking…" until Discord gives up.
@@ -168,28 +171,24 @@ fn only_the_asker() -> CreateAllowedMentions {
 }
 
 /// Runs `call`, again after a wait when Discord (or the proxy) answers 429.
-async fn retry<T, F, Fut>(mut call: F) -> serenity::Result<T>
+/// No shutdown cuts these waits: replies are still sent while the broker
+/// drains, and the waits are bounded.
+async fn retry<T, F, Fut>(call: F) -> serenity::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = serenity::Result<T>>,
 {
-    let mut waits = RETRY_WAITS.iter();
-    loop {
-        match call().await {
-            Err(e) if status(&e) == Some(429) => match waits.next() {
-                Some(wait) => {
-                    tracing::info!(
-                        channel = inbound::CHANNEL,
-                        wait_ms = wait.as_millis() as u64,
-                        "rate limited; retrying"
-                    );
-                    tokio::time::sleep(*wait).await;
-                }
-                None => return Err(e),
-            },
-            other => return other,
+    let judge = |e: &serenity::Error| {
+        if status(e) == Some(429) {
+            Verdict::Retry(None)
+        } else {
+            Verdict::Fail
         }
-    }
+    };
+    RETRY
+        .run(inbound::CHANNEL, None, judge, call)
+        .await
+        .map_err(Gave::into_error)
 }
 
 fn status(e: &serenity::Error) -> Option<u16> {

@@ -6,6 +6,7 @@
 //! a token, a response body (it may echo message text) or a `response_url`.
 
 use super::events::Identity;
+use crate::retry::{RetryPolicy, Verdict};
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use std::future::Future;
@@ -13,10 +14,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How many times one call is retried on 429 before giving up.
-const RATE_LIMIT_RETRIES: u32 = 3;
-/// The longest single wait a `Retry-After` may impose on one reply.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Retries of one call on 429: 3, each as long as `Retry-After` asks, up
+/// to a minute. No shutdown cuts these waits: replies are still sent while
+/// the broker drains, and the waits are bounded.
+const RETRY: RetryPolicy = RetryPolicy {
+    max_retries: 3,
+    base_delay: DEFAULT_RETRY_AFTER,
+    max_delay: Duration::from_secs(10),
+    max_retry_after: Duration::from_secs(60),
+};
 /// Wait when Slack answers 429 without saying how long.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -218,7 +224,7 @@ impl Web {
             return Err(fail("the response_url is not http(s)".into()));
         }
         let body = serde_json::json!({ "response_type": "ephemeral", "replace_original": false, "text": text });
-        for attempt in 0..=RATE_LIMIT_RETRIES {
+        let attempt = || async {
             // `without_url`: reqwest errors would otherwise quote the URL.
             let res = self
                 .http
@@ -226,25 +232,53 @@ impl Web {
                 .json(&body)
                 .send()
                 .await
-                .map_err(|e| fail(e.without_url().to_string()))?;
+                .map_err(|e| Refused::final_(e.without_url().to_string()))?;
             let status = res.status();
-            if status == reqwest::StatusCode::TOO_MANY_REQUESTS && attempt < RATE_LIMIT_RETRIES {
+            if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
                 let wait = res
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok()?.trim().parse().ok())
                     .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs);
-                wait_for_rate_limit(METHOD, wait).await;
-                continue;
+                return Err(Refused {
+                    retry_after: Some(wait),
+                    reason: "still rate limited after retries".into(),
+                });
             }
             if !status.is_success() {
-                return Err(fail(format!(
+                return Err(Refused::final_(format!(
                     "HTTP {status} (response URLs expire after 30 minutes and 5 uses)"
                 )));
             }
-            return Ok(());
+            Ok(())
+        };
+        let judge = |r: &Refused| r.retry_after.map_or(Verdict::Fail, |w| Verdict::Retry(Some(w)));
+        RETRY
+            .run(METHOD, None, judge, attempt)
+            .await
+            .map_err(|gave| fail(gave.into_error().reason))
+    }
+}
+
+/// A `response_url` answer that did not land: 429 (with Slack's wait) or
+/// final.
+struct Refused {
+    retry_after: Option<Duration>,
+    reason: String,
+}
+
+impl Refused {
+    fn final_(reason: String) -> Self {
+        Refused {
+            retry_after: None,
+            reason,
         }
-        Err(fail("still rate limited after retries".into()))
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
     }
 }
 
@@ -262,27 +296,14 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = ClientResult<T>>,
 {
-    let mut attempt = 0;
-    loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(SlackClientError::RateLimitError(e)) if attempt < RATE_LIMIT_RETRIES => {
-                wait_for_rate_limit(method, e.retry_after.unwrap_or(DEFAULT_RETRY_AFTER)).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(describe(method, &e)),
-        }
-    }
-}
-
-async fn wait_for_rate_limit(method: &'static str, asked: Duration) {
-    let wait = asked.min(MAX_RETRY_AFTER);
-    tracing::info!(
-        method,
-        wait_secs = wait.as_secs(),
-        "Slack rate limit: waiting as Retry-After asks"
-    );
-    tokio::time::sleep(wait).await;
+    let judge = |e: &SlackClientError| match e {
+        SlackClientError::RateLimitError(e) => Verdict::Retry(Some(e.retry_after.unwrap_or(DEFAULT_RETRY_AFTER))),
+        _ => Verdict::Fail,
+    };
+    RETRY
+        .run(method, None, judge, f)
+        .await
+        .map_err(|gave| describe(method, &gave.into_error()))
 }
 
 /// A reason that names no secret and quotes no response body.

@@ -12,15 +12,20 @@ use teloxide::types::{ChatId, InputFile, MessageId, ParseMode, ReplyParameters, 
 use teloxide::{ApiError, Bot, RequestError};
 
 use crate::format::Chunk;
+use crate::retry::{RetryPolicy, Verdict};
 
-/// Rate-limit waits one send sits through before giving up.
-const MAX_RATE_LIMIT_RETRIES: u32 = 5;
 /// A longer `retry_after` than this is not waited for: the reply is
 /// reported as undelivered rather than holding the user's queue for ages.
 const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(120);
-/// Retries of a request whose connection failed (it never reached
-/// Telegram, so repeating it cannot duplicate a message).
-const MAX_CONNECT_RETRIES: u32 = 3;
+/// Retries of one request: flood control waited out as Telegram asks, and a
+/// connection that failed (it never reached Telegram, so repeating it
+/// cannot duplicate a message) after 1 s, 2 s, 4 s, ….
+const RETRY: RetryPolicy = RetryPolicy {
+    max_retries: 5,
+    base_delay: Duration::from_secs(1),
+    max_delay: Duration::from_secs(10),
+    max_retry_after: MAX_RATE_LIMIT_WAIT,
+};
 /// Telegram's limit for a document caption.
 const MAX_CAPTION_CHARS: usize = 1024;
 
@@ -109,43 +114,23 @@ impl Api {
     }
 
     /// Sends `request`, waiting out flood control and retrying connections
-    /// that failed, within the limits above.
+    /// that failed, per [`RETRY`]. No shutdown cuts these waits: replies
+    /// are still sent while the broker drains, and the waits are bounded.
     pub async fn call<R>(&self, method: &'static str, request: &R) -> Result<Output<R>, Failure>
     where
         R: Request<Err = RequestError>,
     {
-        let (mut rate_limited, mut connect_failures) = (0, 0);
-        loop {
-            let error = match request.send_ref().await {
-                Ok(output) => return Ok(output),
-                Err(error) => error,
-            };
-            let wait = match &error {
-                RequestError::RetryAfter(wait)
-                    if rate_limited < MAX_RATE_LIMIT_RETRIES && wait.duration() <= MAX_RATE_LIMIT_WAIT =>
-                {
-                    rate_limited += 1;
-                    tracing::warn!(
-                        method,
-                        wait_secs = wait.seconds(),
-                        "telegram: rate limited; waiting as asked"
-                    );
-                    wait.duration()
-                }
-                RequestError::Network(e) if e.is_connect() && connect_failures < MAX_CONNECT_RETRIES => {
-                    connect_failures += 1;
-                    let wait = Duration::from_secs(1 << connect_failures);
-                    tracing::warn!(
-                        method,
-                        wait_secs = wait.as_secs(),
-                        "telegram: could not connect; retrying"
-                    );
-                    wait
-                }
-                _ => return Err(self.failure(error)),
-            };
-            tokio::time::sleep(wait).await;
-        }
+        let judge = |error: &RequestError| match error {
+            RequestError::RetryAfter(wait) if wait.duration() <= MAX_RATE_LIMIT_WAIT => {
+                Verdict::Retry(Some(wait.duration()))
+            }
+            RequestError::Network(e) if e.is_connect() => Verdict::Retry(None),
+            _ => Verdict::Fail,
+        };
+        RETRY
+            .run(method, None, judge, || request.send_ref())
+            .await
+            .map_err(|gave| self.failure(gave.into_error()))
     }
 
     /// Sends one chunk as HTML; if Telegram cannot parse it after all, sends

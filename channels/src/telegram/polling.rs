@@ -7,6 +7,7 @@
 
 use super::api::Failure;
 use super::{CHANNEL, TelegramChannel, stopped};
+use crate::retry::{Backoff, pause};
 use crate::{ChannelError, Inbound, Shutdown};
 use std::time::Duration;
 use teloxide::payloads::GetUpdatesSetters;
@@ -16,37 +17,8 @@ use tokio::sync::mpsc;
 
 use super::inbound::Me;
 
-/// Longest pause between attempts after repeated network errors.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long the final offset confirmation may take at shutdown.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Doubling pauses (1 s, 2 s, … up to [`MAX_BACKOFF`]) between failed
-/// attempts; reset by a success.
-#[derive(Debug, Default)]
-pub(crate) struct Backoff {
-    failures: u32,
-}
-
-impl Backoff {
-    pub fn next(&mut self) -> Duration {
-        let wait = Duration::from_secs(1u64 << self.failures.min(6)).min(MAX_BACKOFF);
-        self.failures += 1;
-        wait
-    }
-
-    pub fn reset(&mut self) {
-        self.failures = 0;
-    }
-}
-
-/// Sleeps `wait` unless `shutdown` fires first; false when it did.
-pub(crate) async fn pause(wait: Duration, shutdown: &mut Shutdown) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
-        _ = stopped(shutdown) => false,
-    }
-}
 
 /// Polls until `shutdown` fires (Ok) or polling cannot work at all: the
 /// token is refused or the broker stopped taking messages (Err).
@@ -80,16 +52,16 @@ pub(crate) async fn run(
             Err(error) => {
                 let wait = match channel.api.failure(error) {
                     Failure::Unauthorized => return Err(receive_error(Failure::Unauthorized)),
-                    Failure::RetryAfter(wait) => wait,
+                    Failure::RetryAfter(wait) => backoff.next(Some(wait)),
                     Failure::WebhookActive => {
                         tracing::warn!("telegram: a webhook is set but mode is polling; removing the webhook");
                         if let Err(e) = bot.delete_webhook().send().await {
                             tracing::warn!(error = %channel.api.failure(e), "telegram: could not remove the webhook");
                         }
-                        backoff.next()
+                        backoff.next(None)
                     }
                     failure => {
-                        let wait = backoff.next();
+                        let wait = backoff.next(None);
                         tracing::warn!(error = %failure, retry_in_secs = wait.as_secs(), "telegram: getUpdates failed");
                         wait
                     }
@@ -136,19 +108,5 @@ pub(crate) fn receive_error(failure: Failure) -> ChannelError {
     ChannelError::Receive {
         channel: CHANNEL.into(),
         reason: failure.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_a_minute_and_resets() {
-        let mut backoff = Backoff::default();
-        let waits: Vec<u64> = (0..8).map(|_| backoff.next().as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
-        backoff.reset();
-        assert_eq!(backoff.next(), Duration::from_secs(1));
     }
 }

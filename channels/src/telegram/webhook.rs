@@ -9,8 +9,9 @@
 //! crate needs no web server.
 
 use super::inbound::Me;
-use super::polling::{Backoff, pause, receive_error};
+use super::polling::receive_error;
 use super::{TelegramChannel, stopped};
+use crate::retry::{Backoff, pause};
 use crate::{ChannelError, Inbound, Shutdown};
 use std::sync::Arc;
 use teloxide::payloads::SetWebhookSetters;
@@ -163,9 +164,9 @@ async fn register(
                 tracing::info!("telegram: webhook registered");
                 return Ok(true);
             }
-            Err(Failure::RetryAfter(wait)) => wait,
+            Err(Failure::RetryAfter(wait)) => backoff.next(Some(wait)),
             Err(Failure::Network(reason)) => {
-                let wait = backoff.next();
+                let wait = backoff.next(None);
                 tracing::warn!(%reason, retry_in_secs = wait.as_secs(), "telegram: setWebhook failed");
                 wait
             }
