@@ -442,4 +442,34 @@ mod events_api {
         assert_eq!(m.interaction.as_deref(), Some("https://hooks.slack.com/commands/1"));
         assert_eq!(m.chat_kind, ChatKind::Direct);
     }
+
+    #[tokio::test]
+    async fn other_paths_methods_and_oversized_bodies_are_refused_before_any_parsing() {
+        let fake = FakeSlack::start().await;
+        let (mut slack, base) = events_mode(&fake).await;
+        let event = event_callback("Ev1", dm_event("U1", "1.000001", "misrouted")).to_string();
+        let elsewhere = post(
+            &format!("{base}/slack/other"),
+            &event,
+            now(),
+            SECRET,
+            "application/json",
+        )
+        .await;
+        assert_eq!(elsewhere.status(), 404);
+        let get = reqwest::get(format!("{base}{EVENTS_PATH}")).await.expect("answers");
+        assert_eq!(get.status(), 405);
+        let huge = "x".repeat(1024 * 1024 + 1);
+        let oversized = post(
+            &format!("{base}{EVENTS_PATH}"),
+            &huge,
+            now(),
+            SECRET,
+            "application/json",
+        )
+        .await;
+        assert_eq!(oversized.status(), 413);
+        assert!(slack.inbox.try_recv().is_err(), "nothing delivered");
+        slack.stop().await.expect("stops cleanly");
+    }
 }

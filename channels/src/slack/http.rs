@@ -1,32 +1,48 @@
-//! The Events API over HTTP: a small HTTP/1.1 listener for Slack's signed
-//! POSTs to [`EVENTS_PATH`] (JSON event callbacks, the `url_verification`
-//! challenge) and [`COMMANDS_PATH`] (form-encoded slash commands).
+//! The Events API over HTTP, served by axum (as the Telegram webhook is):
+//! Slack's signed POSTs to [`EVENTS_PATH`] (JSON event callbacks, the
+//! `url_verification` challenge) and [`COMMANDS_PATH`] (form-encoded slash
+//! commands). Other paths get 404, other methods 405.
 //!
 //! Every request is verified ([`super::signature`]) before its body is
-//! parsed; a bad or stale signature gets 401 and nothing else happens. It is
-//! deliberately minimal — one request per connection, `Content-Length`
-//! bodies up to 1 MiB, a read deadline — because the only client is Slack
-//! (normally behind the operator's TLS proxy). Never logs bodies.
+//! parsed; a bad or stale signature gets 401 and nothing else happens.
+//! Bodies are capped at 1 MiB (413) and must arrive within a deadline
+//! (408), since the only client is Slack (normally behind the operator's
+//! TLS proxy). A message the broker cannot take gets 503, so Slack retries
+//! it later. Never logs bodies.
 
 use super::Shared;
 use super::signature;
 use crate::{ChannelError, Inbound, Shutdown};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use slack_morphism::prelude::*;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub const EVENTS_PATH: &str = "/slack/events";
 pub const COMMANDS_PATH: &str = "/slack/commands";
 
-const MAX_HEAD: usize = 16 * 1024;
 const MAX_BODY: usize = 1024 * 1024;
 /// Slack gives up after 3 s; a client slower than this is not Slack.
 const READ_DEADLINE: Duration = Duration::from_secs(10);
 
+/// What every request handler reaches.
+#[derive(Clone)]
+struct Intake {
+    shared: Arc<Shared>,
+    secret: Arc<String>,
+    inbox: mpsc::Sender<Inbound>,
+}
+
+/// Serves the Events API on `listen` until `shutdown` fires or the broker
+/// stops taking messages.
 pub(super) async fn run(
     shared: Arc<Shared>,
     secret: String,
@@ -46,272 +62,104 @@ pub(super) async fn run(
         .map_err(|e| fail(format!("listener has no address: {e}")))?;
     shared.listening.send_replace(Some(addr));
     tracing::info!(%addr, "slack: Events API listening");
-    let secret = Arc::new(secret);
-    loop {
+    let intake = Intake {
+        shared,
+        secret: Arc::new(secret),
+        inbox: inbox.clone(),
+    };
+    let app = Router::new()
+        .route(EVENTS_PATH, post(event))
+        .route(COMMANDS_PATH, post(command))
+        .with_state(intake);
+    let stop = async move {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let (shared, secret, inbox) = (shared.clone(), secret.clone(), inbox.clone());
-                    tokio::spawn(async move { serve(stream, &shared, &secret, &inbox).await });
-                }
-                Err(e) => {
-                    // Usually out of file descriptors: pause rather than spin.
-                    tracing::warn!(error = %e, "slack: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-            _ = super::stopped(&mut shutdown) => break,
-            _ = inbox.closed() => break,
+            _ = super::stopped(&mut shutdown) => {}
+            _ = inbox.closed() => {}
         }
-    }
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|e| fail(format!("the Events API server failed: {e}")))?;
     tracing::info!("slack: Events API stopped");
     Ok(())
 }
 
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-struct Response {
-    status: u16,
-    body: String,
-}
-
-impl Response {
-    fn status(status: u16) -> Self {
-        Response {
-            status,
-            body: String::new(),
-        }
-    }
-}
-
-async fn serve(mut stream: TcpStream, shared: &Shared, secret: &str, inbox: &mpsc::Sender<Inbound>) {
-    let response = match tokio::time::timeout(READ_DEADLINE, read_request(&mut stream)).await {
-        Ok(Ok(request)) => handle(request, shared, secret, inbox, chrono::Utc::now().timestamp()).await,
-        Ok(Err(refusal)) => refusal,
-        Err(_) => Response::status(408),
+/// The body of `request` once its signature is verified; otherwise the
+/// response that refuses it.
+async fn verified(intake: &Intake, path: &str, request: Request) -> Result<Bytes, Response> {
+    let headers: HeaderMap = request.headers().clone();
+    let body = match tokio::time::timeout(READ_DEADLINE, axum::body::to_bytes(request.into_body(), MAX_BODY)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => return Err(StatusCode::PAYLOAD_TOO_LARGE.into_response()),
+        Err(_) => return Err(StatusCode::REQUEST_TIMEOUT.into_response()),
     };
-    let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        response.status,
-        reason(response.status),
-        response.body.len()
-    );
-    // The peer may already be gone; nothing useful to do about it.
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(response.body.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Payload Too Large",
-        431 => "Request Header Fields Too Large",
-        _ => "Service Unavailable",
-    }
-}
-
-async fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
-    let mut buf = Vec::with_capacity(4096);
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(Response::status(431));
-        }
-        let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).await.map_err(|_| Response::status(400))?;
-        if n == 0 {
-            return Err(Response::status(400));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| Response::status(400))?;
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next().unwrap_or("").split(' ');
-    let (method, target) = (request_line.next().unwrap_or(""), request_line.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("").to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut request = Request {
-        method: method.to_string(),
-        path,
-        headers,
-        body: Vec::new(),
-    };
-    if request.header("transfer-encoding").is_some() {
-        return Err(Response::status(411));
-    }
-    let length: usize = match request.header("content-length") {
-        Some(v) => v.parse().map_err(|_| Response::status(400))?,
-        None => 0,
-    };
-    if length > MAX_BODY {
-        return Err(Response::status(413));
-    }
-    if request
-        .header("expect")
-        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
-    {
-        stream
-            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .await
-            .map_err(|_| Response::status(400))?;
-    }
-    let mut body = buf.split_off(head_end + 4);
-    body.truncate(length);
-    while body.len() < length {
-        let mut chunk = vec![0u8; (length - body.len()).min(64 * 1024)];
-        let n = stream.read(&mut chunk).await.map_err(|_| Response::status(400))?;
-        if n == 0 {
-            return Err(Response::status(400));
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    request.body = body;
-    Ok(request)
-}
-
-/// Verifies, then routes. `now` is unix seconds (a parameter so the rule is
-/// exact in tests).
-async fn handle(request: Request, shared: &Shared, secret: &str, inbox: &mpsc::Sender<Inbound>, now: i64) -> Response {
-    if request.path != EVENTS_PATH && request.path != COMMANDS_PATH {
-        return Response::status(404);
-    }
-    if request.method != "POST" {
-        return Response::status(405);
-    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let verdict = signature::verify(
-        secret,
-        request.header("x-slack-request-timestamp"),
-        request.header("x-slack-signature"),
-        &request.body,
-        now,
+        &intake.secret,
+        header("x-slack-request-timestamp"),
+        header("x-slack-signature"),
+        &body,
+        chrono::Utc::now().timestamp(),
     );
     if let Err(refused) = verdict {
-        tracing::warn!(path = %request.path, reason = %refused, "slack: request refused");
-        return Response::status(401);
+        tracing::warn!(path, reason = %refused, "slack: request refused");
+        return Err(StatusCode::UNAUTHORIZED.into_response());
     }
-    let handed = if request.path == EVENTS_PATH {
-        match serde_json::from_slice::<SlackPushEvent>(&request.body) {
-            Ok(SlackPushEvent::UrlVerification(v)) => {
-                return Response {
-                    status: 200,
-                    body: v.challenge,
-                };
-            }
-            Ok(SlackPushEvent::EventCallback(cb)) => shared.on_event(&cb, inbox).await,
-            Ok(SlackPushEvent::AppRateLimited(_)) => {
-                tracing::warn!("slack: Slack is dropping events for this app (app_rate_limited)");
-                Ok(())
-            }
-            Err(_) => {
-                tracing::warn!("slack: unreadable event body");
-                return Response::status(400);
-            }
+    Ok(body)
+}
+
+/// One POST to [`EVENTS_PATH`].
+async fn event(State(intake): State<Intake>, request: Request) -> Response {
+    let body = match verified(&intake, EVENTS_PATH, request).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
+    let handed = match serde_json::from_slice::<SlackPushEvent>(&body) {
+        Ok(SlackPushEvent::UrlVerification(v)) => return (StatusCode::OK, Body::from(v.challenge)).into_response(),
+        Ok(SlackPushEvent::EventCallback(cb)) => intake.shared.on_event(&cb, &intake.inbox).await,
+        Ok(SlackPushEvent::AppRateLimited(_)) => {
+            tracing::warn!("slack: Slack is dropping events for this app (app_rate_limited)");
+            Ok(())
         }
-    } else {
-        let fields = form_decode(&request.body);
-        if fields.iter().any(|(k, _)| k == "ssl_check") {
-            return Response::status(200);
-        }
-        let object: serde_json::Map<String, serde_json::Value> = fields
-            .into_iter()
-            .map(|(k, v)| (k, serde_json::Value::String(v)))
-            .collect();
-        match serde_json::from_value::<SlackCommandEvent>(serde_json::Value::Object(object)) {
-            Ok(command) => shared.on_command(&command, inbox).await,
-            Err(_) => {
-                tracing::warn!("slack: unreadable slash command");
-                return Response::status(400);
-            }
+        Err(_) => {
+            tracing::warn!("slack: unreadable event body");
+            return StatusCode::BAD_REQUEST.into_response();
         }
     };
-    match handed {
-        Ok(()) => Response::status(200),
-        // Not 200, so Slack retries once the broker takes messages again.
-        Err(_) => Response::status(503),
+    answer(handed)
+}
+
+/// One POST to [`COMMANDS_PATH`].
+async fn command(State(intake): State<Intake>, request: Request) -> Response {
+    let body = match verified(&intake, COMMANDS_PATH, request).await {
+        Ok(body) => body,
+        Err(refusal) => return refusal,
+    };
+    let Ok(fields) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) else {
+        tracing::warn!("slack: unreadable slash command");
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    if fields.iter().any(|(k, _)| k == "ssl_check") {
+        return StatusCode::OK.into_response();
     }
-}
-
-/// `application/x-www-form-urlencoded` → pairs (`+` is a space, `%XX` a byte).
-fn form_decode(body: &[u8]) -> Vec<(String, String)> {
-    body.split(|&b| b == b'&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let mut parts = pair.splitn(2, |&b| b == b'=');
-            let key = parts.next().unwrap_or(b"");
-            let value = parts.next().unwrap_or(b"");
-            (percent_decode(key), percent_decode(value))
-        })
-        .collect()
-}
-
-fn percent_decode(raw: &[u8]) -> String {
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        match raw[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < raw.len() => {
-                match std::str::from_utf8(&raw[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
+    let object: serde_json::Map<String, serde_json::Value> = fields
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    match serde_json::from_value::<SlackCommandEvent>(serde_json::Value::Object(object)) {
+        Ok(command) => answer(intake.shared.on_command(&command, &intake.inbox).await),
+        Err(_) => {
+            tracing::warn!("slack: unreadable slash command");
+            StatusCode::BAD_REQUEST.into_response()
         }
-        i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn form_bodies_decode_plus_and_percent_escapes() {
-        let fields =
-            form_decode(b"command=%2Fsession&text=forget+my+topic&response_url=https%3A%2F%2Fh.io%2Fx&bad=%zz&end=%4");
-        assert_eq!(fields[0], ("command".into(), "/session".into()));
-        assert_eq!(fields[1], ("text".into(), "forget my topic".into()));
-        assert_eq!(fields[2], ("response_url".into(), "https://h.io/x".into()));
-        assert_eq!(fields[3], ("bad".into(), "%zz".into()));
-        assert_eq!(fields[4], ("end".into(), "%4".into()));
-    }
-
-    #[test]
-    fn utf8_survives_percent_decoding() {
-        assert_eq!(percent_decode(b"caf%C3%A9"), "café");
+fn answer(handed: Result<(), ChannelError>) -> Response {
+    match handed {
+        Ok(()) => StatusCode::OK.into_response(),
+        // Not 200, so Slack retries once the broker takes messages again.
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }
