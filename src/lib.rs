@@ -7,6 +7,8 @@
 //! background; `config` is the app config; `shutdown` and `logging` are
 //! process concerns.
 
+#![forbid(unsafe_code)]
+
 pub mod access;
 pub mod app;
 pub mod cli;

@@ -22,14 +22,16 @@ pub struct LogGuard {
 /// level for stderr (the console chat keeps stderr quiet); `RUST_LOG`
 /// overrides both. Files, when `logs_dir` is given, always get `info`+.
 /// `scrubber` knows the configured secrets (see `access::secrets`).
+/// `rust_log` is the value of `RUST_LOG` (read by `cli::setup`, the one
+/// reader of the environment).
 pub fn init(
     config: &LoggingConfig,
     stderr_level: Option<&str>,
     logs_dir: Option<&Path>,
     scrubber: Scrubber,
+    rust_log: Option<String>,
 ) -> LogGuard {
-    let stderr_filter = std::env::var("RUST_LOG")
-        .ok()
+    let stderr_filter = rust_log
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(stderr_level.unwrap_or(&config.level)));
     let stderr = match config.format {

@@ -1,6 +1,8 @@
 //! The `mnemo` binary: parse the command line, run the verb, map the result
 //! to an exit code. Everything else lives in the library.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use mnemo::cli::Cli;
 use std::process::ExitCode;

@@ -63,6 +63,10 @@ fn config(dir: &Path, model_url: &str, fake: &FakeDiscord) -> PathBuf {
 }
 
 /// `mnemo run`, its stderr kept in `<dir>/stderr.log`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the child process gets the real PATH to find its tools"
+)]
 fn mnemo_run(config: &Path, dir: &Path, token: Option<&str>) -> Child {
     let stderr = std::fs::File::create(dir.join("stderr.log")).expect("stderr file");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnemo"));

@@ -33,6 +33,10 @@ impl Bot {
     }
 
     /// The same with `groups` as the `groups` of slack's `access.json`.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the child process gets the real PATH to find its tools"
+    )]
     fn start_with_groups(model_url: &str, slack: Value, groups: Value) -> Bot {
         let dir = tempfile::tempdir().expect("temp dir");
         let config_path = support::write_config(dir.path(), model_url, json!({}));

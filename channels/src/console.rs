@@ -37,11 +37,12 @@ impl ConsoleChannel {
         }
     }
 
-    /// The console user: `$USER`, else `$LOGNAME`, else `local`.
-    pub fn local_user() -> String {
+    /// The console user: `$USER`, else `$LOGNAME`, else `local`, looked up
+    /// in `env` (the broker's one reader of the environment).
+    pub fn local_user(env: &dyn Fn(&str) -> Option<String>) -> String {
         ["USER", "LOGNAME"]
             .iter()
-            .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+            .find_map(|v| env(v).filter(|s| !s.trim().is_empty()))
             .unwrap_or_else(|| "local".to_string())
     }
 

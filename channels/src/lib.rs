@@ -3,6 +3,8 @@
 //! memory: no file here reads or writes the sessions folder, and no adapter
 //! decides what to answer — the broker does.
 
+#![forbid(unsafe_code)]
+
 pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;

@@ -7,6 +7,8 @@
 //! only through the [`summarizer::Summarizer`] trait, and time only through
 //! explicit `now` parameters, so every rule is testable at any date.
 
+#![forbid(unsafe_code)]
+
 // Foundation: names, paths, records, crash-safe writes.
 pub mod fsutil;
 pub mod layout;

@@ -21,8 +21,9 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
         Some("warn"),
         Some(&setup.state_root.join("logs")),
         secrets(&setup),
+        super::setup::env("RUST_LOG"),
     );
-    let console: Arc<dyn Channel> = Arc::new(ConsoleChannel::new(ConsoleChannel::local_user()));
+    let console: Arc<dyn Channel> = Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(&super::setup::env)));
     serve(setup, vec![console]).await
 }
 
@@ -34,11 +35,14 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
         None,
         Some(&setup.state_root.join("logs")),
         secrets(&setup),
+        super::setup::env("RUST_LOG"),
     );
     let mut channels = crate::platforms::enabled(&setup, &super::setup::env)?;
     if setup.config.channels.console.enabled {
         if std::io::stdin().is_terminal() {
-            channels.push(Arc::new(ConsoleChannel::new(ConsoleChannel::local_user())));
+            channels.push(Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(
+                &super::setup::env,
+            ))));
         } else {
             tracing::info!("console channel enabled but stdin is not a terminal; not serving it under `run`");
         }

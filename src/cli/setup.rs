@@ -18,6 +18,10 @@ pub struct Setup {
 }
 
 /// The process environment, as the lookup function the model code takes.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the one reader of the environment (clippy.toml)"
+)]
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }

@@ -94,6 +94,10 @@ pub fn stm(root: &Path, user: &str) -> Vec<Record> {
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the child process gets the real PATH to find its tools"
+)]
 pub fn mnemo_access(state: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
         .arg("--state-dir")

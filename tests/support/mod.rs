@@ -196,6 +196,10 @@ pub fn write_config(dir: &std::path::Path, model_url: &str, extra_model: Value) 
 /// The real `mnemo` binary with a clean environment: `HOME` and `USER`
 /// pinned, the test key set (under the name `write_config` uses), stdin
 /// closed unless the test pipes it.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the child process gets the real PATH to find its tools"
+)]
 pub fn mnemo(config: &std::path::Path, home: &std::path::Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"));
     cmd.arg("--config")

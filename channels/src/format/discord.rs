@@ -31,7 +31,8 @@ impl Markup for DiscordMarkdown {
     /// Code shows nothing inside; a link holds no link or heading.
     fn can_nest(&self, outer: &[Style], inner: &Style) -> bool {
         let in_link = outer.iter().any(|s| matches!(s, Style::Link { .. }));
-        !outer.contains(&Style::Code) && !(in_link && matches!(inner, Style::Link { .. } | Style::Heading(_)))
+        let link_in_link = in_link && matches!(inner, Style::Link { .. } | Style::Heading(_));
+        !(outer.contains(&Style::Code) || link_in_link)
     }
 
     fn spans_lines(&self, style: &Style) -> bool {
