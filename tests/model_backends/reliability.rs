@@ -5,7 +5,7 @@
 
 use crate::fake::{FakeServer, Reply, closed_port_url, env};
 use futures_util::StreamExt;
-use mnemo::model::{ModelConfig, ModelError, ModelRequest, build};
+use mnemo::model::{ModelConfig, ModelError, ModelRequest, build, build_serving};
 use mnemo_sessions::context::Context;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -44,6 +44,34 @@ async fn a_429_with_retry_after_is_retried_once_after_the_asked_wait() {
         "retried after {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_retry_wait_and_the_call_fails_with_the_last_error() {
+    let server = FakeServer::start(vec![Reply::JsonWithHeaders(
+        429,
+        vec![("retry-after", "60")],
+        json!({"error": {"message": "slow down"}}),
+    )])
+    .await;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let model = build_serving(&server.openai(json!({"maxRetries": 3})), &env(&[]), "model", shutdown).unwrap();
+    let call = tokio::spawn(async move { model.complete(&hello()).await });
+    // The bound only keeps a broken build from hanging the suite: the wait
+    // shutdown must cut short is 60 s per retry.
+    let err = tokio::time::timeout(Duration::from_secs(30), async {
+        while server.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stop.send_replace(true);
+        call.await
+    })
+    .await
+    .expect("the wait ended on shutdown")
+    .unwrap()
+    .unwrap_err();
+    assert!(matches!(err, ModelError::RateLimited { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1, "no retry after shutdown");
 }
 
 #[tokio::test]

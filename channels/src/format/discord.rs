@@ -169,6 +169,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_prefix_of_a_streaming_reply_renders_with_balanced_fences_and_markers() {
+        let reply = "**Bold** and `code` and [link](https://e.com)\n\n```rust\nlet a = 1;\n```\n> quote ~~s~~";
+        for (end, _) in reply.char_indices() {
+            for chunk in split(&reply[..end], DISCORD_MAX_CHARS) {
+                assert!(fences_balanced(&chunk), "prefix {end}: {chunk}");
+                assert!(
+                    chunk.replace("\\*", "").matches("**").count() % 2 == 0,
+                    "prefix {end}: {chunk}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_growing_message_closes_at_a_clean_boundary_and_continues_in_a_new_one() {
+        let paragraph = "word ".repeat(30);
+        let text = format!("{p}\n\n**{p}**", p = paragraph.trim());
+        let doc = Doc::parse(&text);
+        let layout = Layout::new(&DiscordMarkdown, &doc);
+        let (first, next) = layout.next_chunk(0, 200).expect("a message");
+        assert_eq!(first.text, paragraph.trim(), "closed at the paragraph break");
+        let (second, end) = layout.next_chunk(next, 200).expect("the rest");
+        assert_eq!(second.text, format!("**{}**", paragraph.trim()));
+        assert_eq!(end, layout.len());
+        assert!(layout.next_chunk(end, 200).is_none());
+    }
+
     /// Prose paragraphs and ```py blocks, in any order.
     fn markdown() -> impl Strategy<Value = String> {
         let prose = "[a-eé*~ ]{1,80}(\n[a-eé ]{1,40}){0,3}";

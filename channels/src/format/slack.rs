@@ -177,6 +177,17 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_prefix_of_a_streaming_reply_renders_with_balanced_fences() {
+        let reply = "**Bold** and `code` <x>\n\n```\nlet a = 1;\n```\n> quote ~~s~~";
+        for (end, _) in reply.char_indices() {
+            for m in messages(&reply[..end], SLACK_MAX_CHARS) {
+                assert!(m.matches("```").count() % 2 == 0, "prefix {end}: {m}");
+                assert!(!m.contains('<'), "prefix {end}: {m}");
+            }
+        }
+    }
+
     /// Prose with Slack's markup characters, and fenced blocks.
     fn markdown() -> impl Strategy<Value = String> {
         let prose = "[a-z<>&*_~ \n]{1,200}";
