@@ -59,7 +59,8 @@ impl Markup for DiscordMarkdown {
             Style::Strike => "~~".into(),
             Style::Code => "`".into(),
             Style::Pre { .. } => "\n```".into(),
-            Style::Link { href } => format!("]({href})").into(),
+            // A bracket in the address would end Discord's link early.
+            Style::Link { href } => format!("]({})", href.replace('(', "%28").replace(')', "%29")).into(),
             Style::Quote | Style::Heading(_) => "".into(),
         }
     }
@@ -118,6 +119,14 @@ mod tests {
         assert_eq!(discord("#### Notes\ntext"), "**Notes**\n\ntext");
         assert_eq!(discord("#hashtag"), "\\#hashtag");
         assert_eq!(discord("2 * 3 * 4 and snake_case"), "2 \\* 3 \\* 4 and snake_case");
+    }
+
+    #[test]
+    fn a_link_address_with_brackets_stays_one_link() {
+        assert_eq!(
+            discord("[Rust](https://en.wikipedia.org/wiki/Rust_(language))"),
+            "[Rust](https://en.wikipedia.org/wiki/Rust_%28language%29)"
+        );
     }
 
     #[test]
