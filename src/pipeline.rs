@@ -136,10 +136,13 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
-            match reply.export {
-                Some(path) => self.send(Outbound::file(&message, path, reply.text)).await,
-                None => self.reply(&message, &reply.text).await,
-            }
+            let out = match reply.export {
+                Some(path) => Outbound::file(&message, path, reply.text),
+                None => Outbound::reply(&message, reply.text),
+            };
+            // DESIGN §5: memory asked for in a group reaches only the asker.
+            let out = if command.reveals_memory() { out.privately(&message) } else { out };
+            self.send(out).await;
             return Ok(());
         }
 

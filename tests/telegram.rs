@@ -335,13 +335,56 @@ async fn a_group_command_addressed_to_the_bot_by_name_is_answered() {
     let api = FakeBotApi::start().await;
     let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
 
-    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@other_bot status"));
-    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@other_bot help"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot help"));
     let reply = &api.wait_for_calls("sendMessage", 1).await[0];
 
-    assert!(reply.params["text"].as_str().unwrap().contains("short-term memory"));
+    assert!(reply.params["text"].as_str().unwrap().contains("/session export"));
     assert_eq!(reply.params["chat_id"], GROUP);
     assert!(model.chat_requests().is_empty());
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_asked_for_in_a_group_goes_to_the_private_chat_or_nowhere() {
+    const BOB: i64 = 43;
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "remember the heron"));
+    api.wait_for_calls("sendMessage", 1).await;
+
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
+    let sent = api.wait_for_calls("sendMessage", 3).await;
+    assert_eq!(sent[1].params["chat_id"], ADA, "the status goes to Ada's private chat");
+    assert!(sent[1].params["text"].as_str().unwrap().contains("2 messages in short-term memory"));
+    assert_eq!(sent[2].params["chat_id"], GROUP);
+    assert_eq!(sent[2].params["text"], mnemo_channels::SENT_PRIVATELY);
+
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session profile"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session export"));
+    let upload = api.wait_for_calls("sendDocument", 1).await.remove(0);
+    assert_eq!(upload.params["chat_id"], ADA.to_string(), "the export goes to Ada alone");
+    api.wait_for_calls("sendMessage", 6).await;
+
+    // Bob never started the bot: Telegram refuses the private message, so
+    // the group is told to ask privately, and hears nothing of his memory.
+    let refused = json!({ "ok": false, "error_code": 403,
+        "description": "Forbidden: bot can't initiate conversation with a user" });
+    api.fail_next("sendMessage", 403, &refused.to_string());
+    api.push_message(text_message(GROUP, user(BOB, "Bob"), "/session status"));
+    let sent = api.wait_for_calls("sendMessage", 8).await;
+    assert_eq!((sent[6].params["chat_id"].clone(), sent[6].status), (json!(BOB), 403));
+    assert_eq!(sent[7].params["chat_id"], GROUP);
+    assert_eq!(sent[7].params["text"], mnemo_channels::ASK_PRIVATELY);
+    for call in sent.iter().chain(&api.calls("sendDocument")) {
+        if call.params["chat_id"] == GROUP || call.params["chat_id"] == GROUP.to_string() {
+            let text = call.params["text"].as_str().unwrap_or_default();
+            let notes = [mnemo_channels::SENT_PRIVATELY, mnemo_channels::ASK_PRIVATELY];
+            assert!(notes.contains(&text), "posted in the group: {text}");
+            assert!(call.file.is_none(), "a file was posted in the group");
+        }
+    }
     mnemo.stop(&api).await;
 }
 

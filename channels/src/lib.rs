@@ -13,7 +13,7 @@ pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
-pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
+pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};

@@ -31,6 +31,22 @@ pub enum SessionCommand {
     Unknown { action: String },
 }
 
+impl SessionCommand {
+    /// Whether the answer shows the caller's memory (DESIGN §5): such an
+    /// answer asked in a group goes to the caller alone, never to the group.
+    /// Exhaustive on purpose, so a new command must decide.
+    pub fn reveals_memory(&self) -> bool {
+        match self {
+            SessionCommand::Status | SessionCommand::Profile | SessionCommand::Export => true,
+            SessionCommand::Clear
+            | SessionCommand::ClearAll
+            | SessionCommand::Forget { .. }
+            | SessionCommand::Help
+            | SessionCommand::Unknown { .. } => false,
+        }
+    }
+}
+
 /// The command word, compared case-insensitively.
 const COMMAND: &str = "/session";
 
