@@ -66,7 +66,7 @@ pub fn init(
 fn open_daily_file(
     dir: &Path,
 ) -> Result<(tracing_appender::non_blocking::NonBlocking, WorkerGuard), Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir)?;
+    mnemo_sessions::fsutil::create_private_dir_all(dir, dir)?;
     let appender = tracing_appender::rolling::Builder::new()
         .rotation(tracing_appender::rolling::Rotation::DAILY)
         .filename_prefix("mnemo.log")

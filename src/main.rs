@@ -6,6 +6,15 @@ use mnemo::cli::Cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Everything mnemo creates (memory, logs, exports) is its user's alone,
+    // whatever the umask it was started with: files 0600, folders 0700.
+    // The memory library sets these modes itself; the mask also covers what
+    // other libraries create (the daily log files).
+    // SAFETY: umask only replaces this process's creation mask; it has no
+    // failure mode and touches no memory. Called before any thread starts.
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -141,7 +141,11 @@ impl Pipeline {
                 None => Outbound::reply(&message, reply.text),
             };
             // DESIGN §5: memory asked for in a group reaches only the asker.
-            let out = if command.reveals_memory() { out.privately(&message) } else { out };
+            let out = if command.reveals_memory() {
+                out.privately(&message)
+            } else {
+                out
+            };
             self.send(out).await;
             return Ok(());
         }

@@ -315,13 +315,23 @@ async fn memory_asked_for_in_a_server_channel_goes_to_a_dm_never_to_the_channel(
     discord.channel_messages(DM_CHANNEL, 1).await;
     let private = dm_channel_of(ALICE);
 
-    discord.dispatch("MESSAGE_CREATE", guild_mention("1300000000000000051", "/session status"));
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000051", "/session status"),
+    );
     let status = discord.channel_messages(&private, 1).await;
-    assert!(status[0].content().contains("2 messages in short-term memory"), "{}", status[0].content());
+    assert!(
+        status[0].content().contains("2 messages in short-term memory"),
+        "{}",
+        status[0].content()
+    );
     let notes = discord.channel_messages(GUILD_CHANNEL, 1).await;
     assert_eq!(notes[0].content(), mnemo_channels::SENT_PRIVATELY);
 
-    discord.dispatch("MESSAGE_CREATE", guild_mention("1300000000000000052", "/session export"));
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000052", "/session export"),
+    );
     let sent = discord.channel_messages(&private, 2).await;
     assert!(!sent[1].files.is_empty(), "the export is attached in the DM");
 
@@ -329,7 +339,10 @@ async fn memory_asked_for_in_a_server_channel_goes_to_a_dm_never_to_the_channel(
     discord.channel_messages(GUILD_CHANNEL, 2).await;
     let closed = json!({ "code": 50007, "message": "Cannot send messages to this user" });
     discord.fail("/users/@me/channels", 403, closed, 1);
-    discord.dispatch("MESSAGE_CREATE", guild_mention("1300000000000000053", "/session profile"));
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000053", "/session profile"),
+    );
     let notes = discord.channel_messages(GUILD_CHANNEL, 3).await;
     assert_eq!(notes[2].content(), mnemo_channels::ASK_PRIVATELY);
     for note in &notes {

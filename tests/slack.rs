@@ -279,31 +279,59 @@ async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
     let fake = FakeSlack::start().await;
     let _bot = Bot::start(&model_url, socket_config(&fake));
     connected(&fake, 1).await;
-    fake.send(events_envelope("env-1", "Ev1", dm_event("U1", "1700000001.000100", "remember me")));
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        dm_event("U1", "1700000001.000100", "remember me"),
+    ));
     fake.wait_until("the answer", |f| answered(f, "DU1", "echo: remember me"))
         .await;
 
     let mention = |ts: &str, text: &str| json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": format!("<@UBOT> {text}"), "ts": ts});
-    fake.send(events_envelope("env-2", "Ev2", mention("1700000002.000100", "/session status")));
+    fake.send(events_envelope(
+        "env-2",
+        "Ev2",
+        mention("1700000002.000100", "/session status"),
+    ));
     fake.wait_until("the private status", |f| !f.calls_to("chat.postEphemeral").is_empty())
         .await;
     let status = &fake.calls_to("chat.postEphemeral")[0];
-    assert_eq!((&status.body["channel"], &status.body["user"]), (&json!("C1"), &json!("U1")));
+    assert_eq!(
+        (&status.body["channel"], &status.body["user"]),
+        (&json!("C1"), &json!("U1"))
+    );
     assert!(
-        status.body["text"].as_str().unwrap_or_default().contains("in short-term memory"),
+        status.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("in short-term memory"),
         "{}",
         status.body
     );
-    fake.send(events_envelope("env-3", "Ev3", mention("1700000003.000100", "/session profile")));
+    fake.send(events_envelope(
+        "env-3",
+        "Ev3",
+        mention("1700000003.000100", "/session profile"),
+    ));
     fake.wait_until("the private profile", |f| f.calls_to("chat.postEphemeral").len() == 2)
         .await;
-    fake.send(events_envelope("env-4", "Ev4", mention("1700000004.000100", "/session export")));
+    fake.send(events_envelope(
+        "env-4",
+        "Ev4",
+        mention("1700000004.000100", "/session export"),
+    ));
     fake.wait_until("the export upload", |f| {
         !f.calls_to("files.completeUploadExternal").is_empty()
     })
     .await;
-    assert_eq!(fake.calls_to("files.completeUploadExternal")[0].body["channel_id"], "DU1");
-    assert!(answers(&fake, "C1").is_empty(), "nothing of U1's memory was posted in the channel");
+    assert_eq!(
+        fake.calls_to("files.completeUploadExternal")[0].body["channel_id"],
+        "DU1"
+    );
+    assert!(
+        answers(&fake, "C1").is_empty(),
+        "nothing of U1's memory was posted in the channel"
+    );
 }
 
 #[tokio::test]

@@ -357,14 +357,23 @@ async fn memory_asked_for_in_a_group_goes_to_the_private_chat_or_nowhere() {
     api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
     let sent = api.wait_for_calls("sendMessage", 3).await;
     assert_eq!(sent[1].params["chat_id"], ADA, "the status goes to Ada's private chat");
-    assert!(sent[1].params["text"].as_str().unwrap().contains("2 messages in short-term memory"));
+    assert!(
+        sent[1].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("2 messages in short-term memory")
+    );
     assert_eq!(sent[2].params["chat_id"], GROUP);
     assert_eq!(sent[2].params["text"], mnemo_channels::SENT_PRIVATELY);
 
     api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session profile"));
     api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session export"));
     let upload = api.wait_for_calls("sendDocument", 1).await.remove(0);
-    assert_eq!(upload.params["chat_id"], ADA.to_string(), "the export goes to Ada alone");
+    assert_eq!(
+        upload.params["chat_id"],
+        ADA.to_string(),
+        "the export goes to Ada alone"
+    );
     api.wait_for_calls("sendMessage", 6).await;
 
     // Bob never started the bot: Telegram refuses the private message, so

@@ -1,0 +1,171 @@
+//! End to end, the real `mnemo` binary against the fake model server: what
+//! hostile input and bad luck must not break (issue 15). Each test is one
+//! rule of README's "Hardening" section: links inside the state folder are
+//! refused, never followed; everything mnemo creates is private to its user.
+
+mod support;
+
+use serde_json::json;
+use std::io::Write;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use support::{FakeModel, request_text, write_config};
+
+/// The console user `support::mnemo` runs as.
+const USER: &str = "ada";
+
+/// `mnemo chat` (through `sh`, so the test can set the umask) with `input`
+/// on a pipe; returns (stdout, stderr + log files).
+fn chat_with_umask(config: &Path, home: &Path, umask: &str, input: &str) -> (String, String) {
+    let base = support::mnemo(config, home);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(base.get_program())
+        .args(base.get_args())
+        .arg("chat")
+        .env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut logs = String::from_utf8_lossy(&out.stderr).into_owned();
+    for file in walk(&home.join("state/logs")) {
+        logs.push_str(&String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()));
+    }
+    assert!(out.status.success(), "mnemo chat failed: {logs}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), logs)
+}
+
+fn chat(config: &Path, home: &Path, input: &str) -> (String, String) {
+    chat_with_umask(config, home, "022", input)
+}
+
+/// Every path under `dir` (folders included), not following links.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        out.push(path.clone());
+        if entry.file_type().unwrap().is_dir() {
+            out.extend(walk(&path));
+        }
+    }
+    out
+}
+
+fn sessions(home: &Path) -> PathBuf {
+    home.join("state/channels/console/sessions")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_at_a_users_log_folder_is_refused_and_nothing_outside_is_written_or_deleted() {
+    let (model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("messages.jsonl");
+    std::fs::write(&victim, "precious\n").unwrap();
+    std::fs::create_dir_all(sessions(dir.path()).join("stm")).unwrap();
+    let link = sessions(dir.path()).join("stm").join(USER);
+    symlink(outside.path(), &link).unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    let (out, logs) = tokio::task::spawn_blocking(move || chat(&c, &h, "hello\n/session clear\n/session clear all\n"))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "written or deleted through the link"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+    assert!(out.contains("couldn't save your message"), "{out}");
+    assert!(model.chat_requests().is_empty(), "an unsaved message is not answered");
+    assert!(
+        logs.contains("symbolic link") && logs.contains(&link.display().to_string()),
+        "the refusal is logged naming the path:\n{logs}"
+    );
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        "the link itself is left for the operator"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linked_profile_is_never_shown_prompted_or_exported_and_a_linked_topic_folder_is_not_emptied() {
+    let (model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.md");
+    std::fs::write(&secret, "---\nuser_id: ada\n---\n\n- OUTSIDE-SECRET\n").unwrap();
+    let note = outside.path().join("plans.md");
+    std::fs::write(&note, "---\ntitle: plans\n---\n\nkeep me\n").unwrap();
+    let ltm = sessions(dir.path()).join("ltm");
+    std::fs::create_dir_all(ltm.join("users")).unwrap();
+    std::fs::create_dir_all(ltm.join("topics")).unwrap();
+    symlink(&secret, ltm.join("users").join(format!("{USER}.md"))).unwrap();
+    symlink(outside.path(), ltm.join("topics").join(USER)).unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    let (out, logs) = tokio::task::spawn_blocking(move || {
+        chat(
+            &c,
+            &h,
+            "/session profile\nwhat do you know about me?\n/session forget plans\n/session export\n",
+        )
+    })
+    .await
+    .unwrap();
+
+    assert!(!out.contains("OUTSIDE-SECRET"), "printed: {out}");
+    let prompts: Vec<String> = model.chat_requests().iter().map(request_text).collect();
+    assert_eq!(prompts.len(), 1);
+    assert!(!prompts[0].contains("OUTSIDE-SECRET"), "prompted: {}", prompts[0]);
+    assert!(note.exists(), "forget deleted through a linked topic folder");
+    for bundle in walk(&sessions(dir.path()).join("exports")) {
+        let bytes = std::fs::read(&bundle).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).ok();
+        assert!(!text.contains("OUTSIDE-SECRET"), "exported");
+    }
+    assert!(logs.contains("symbolic link"), "{logs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_mnemo_creates_under_the_state_folder_is_private_whatever_the_umask() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    tokio::task::spawn_blocking(move || chat_with_umask(&c, &h, "000", "hello\n/session export\nbye\n"))
+        .await
+        .unwrap();
+
+    let state = dir.path().join("state");
+    let created = walk(&state);
+    assert!(created.iter().any(|p| p.ends_with("messages.jsonl")), "{created:?}");
+    assert!(
+        created.iter().any(|p| p.starts_with(state.join("logs")) && p.is_file()),
+        "{created:?}"
+    );
+    for path in std::iter::once(state.clone()).chain(created) {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        let want = if meta.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode, want, "{} is {mode:o}", path.display());
+    }
+}
