@@ -398,6 +398,34 @@ async fn memory_asked_for_in_a_group_goes_to_the_private_chat_or_nowhere() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_that_cannot_be_decoded_is_skipped_and_everyone_else_is_answered() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    let broken = r#"{"message_id":5,"date":0,"chat":{"id":43,"type":"private","first_name":"B"},
+        "from":{"id":43,"is_bot":false,"first_name":"\ud83d"},"text":"broken-secret-words"}"#;
+    let bad = api.push_raw_message(broken);
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "still there?"));
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+
+    assert_eq!(reply.params["text"], "echo: still there?");
+    api.wait_until("the broken update confirmed", || {
+        (api.confirmed_offset() > bad).then_some(())
+    })
+    .await;
+    assert_eq!(model.chat_requests().len(), 1);
+    let logs = std::fs::read_to_string(mnemo.dir.path().join("stderr.log")).unwrap();
+    let skipped = logs
+        .lines()
+        .find(|l| l.contains("could not be decoded"))
+        .unwrap_or_default();
+    assert!(skipped.contains(&bad.to_string()), "logged by id: {logs}");
+    assert!(!logs.contains("broken-secret-words"), "the update's text was logged");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flood_control_on_send_message_is_waited_out() {
     let (_model, model_url) = FakeModel::start().await;
     let api = FakeBotApi::start().await;

@@ -14,6 +14,7 @@ pub mod html;
 mod inbound;
 mod markdown;
 mod polling;
+mod updates;
 mod webhook;
 
 pub use webhook::{WebhookIntake, WebhookRejection};
