@@ -11,7 +11,7 @@
 use super::{GlobalArgs, Setup};
 use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
 use crate::access::pairing;
-use crate::access::store::quarantined;
+use crate::access::store::{quarantine_notice, quarantined};
 use anyhow::{Context as _, Result};
 use chrono::Utc;
 use clap::{Subcommand, ValueEnum};
@@ -193,6 +193,10 @@ fn list(root: &Path, channel: &str) -> Result<ExitCode> {
     let path = access_path(root, channel);
     for q in quarantined(&path) {
         eprintln!("warning: a corrupt access.json was moved aside to {}", q.display());
+    }
+    if let Some(notice) = quarantine_notice(&path) {
+        println!("restrictive: {notice}");
+        return Ok(ExitCode::SUCCESS);
     }
     let rules = match file::read(&path) {
         Ok(Some(rules)) => rules,
