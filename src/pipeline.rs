@@ -175,10 +175,11 @@ impl Pipeline {
         };
         match answer {
             Ok(completion) => {
+                let text = crate::reply_limit::cut(&completion.text, self.parts.limits.max_reply_chars);
                 let reply = Record {
                     ts: Utc::now(),
                     role: Role::Assistant,
-                    text: completion.text.clone(),
+                    text: text.to_string(),
                     msg_id: format!("re-{}", message.msg_id),
                     channel: message.channel.clone(),
                     thread_id: message.thread_id.clone(),
@@ -186,7 +187,7 @@ impl Pipeline {
                     user_name: None,
                 };
                 memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
-                self.reply(&message, &completion.text).await;
+                self.reply(&message, &reply.text).await;
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");

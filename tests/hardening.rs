@@ -169,3 +169,36 @@ async fn everything_mnemo_creates_under_the_state_folder_is_private_whatever_the
         assert_eq!(mode, want, "{} is {mode:o}", path.display());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_longer_than_max_reply_chars_is_cut_visibly_stored_cut_and_sent_cut() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    value["limits"] = json!({ "maxReplyChars": 1000, "maxMessageChars": 8000 });
+    std::fs::write(&config, value.to_string()).unwrap();
+    let long = "tell me more ".repeat(500);
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, &format!("{long}\n")))
+        .await
+        .unwrap();
+
+    let marker = "[answer cut here: it was longer than 1000 characters]";
+    let shown = out.trim_end();
+    assert!(shown.ends_with(marker), "{shown}");
+    assert!(
+        shown.chars().count() <= 1000,
+        "{} characters sent",
+        shown.chars().count()
+    );
+    let log = std::fs::read_to_string(sessions(dir.path()).join("stm").join(USER).join("messages.jsonl")).unwrap();
+    let stored: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    let text = stored["text"].as_str().unwrap();
+    assert!(
+        text.ends_with(marker) && text.chars().count() <= 1000,
+        "stored whole: {} chars",
+        text.chars().count()
+    );
+}
