@@ -30,7 +30,7 @@ pub use build::{BuildError, build, build_section};
 pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback};
-pub use summarizer::ModelSummarizer;
+pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
 
 /// Text deltas of a streamed reply, in order. The stream ends with `None`
 /// only after the backend's end marker (`[DONE]`, `message_stop`); a reply
