@@ -202,3 +202,34 @@ async fn an_answer_longer_than_max_reply_chars_is_cut_visibly_stored_cut_and_sen
         text.chars().count()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_line_that_is_not_utf8_is_answered_and_the_lines_after_it_still_run() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let mut child = support::mnemo(&config, dir.path())
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"first\ncaf\xe9 \xff\xfe\nafter\n")
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["echo: first", "echo: caf\u{fffd} \u{fffd}\u{fffd}", "echo: after"]
+    );
+}
