@@ -8,6 +8,7 @@ pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
 mod message;
+pub mod printable;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]

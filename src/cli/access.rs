@@ -15,6 +15,7 @@ use crate::access::store::{quarantine_notice, quarantined};
 use anyhow::{Context as _, Result};
 use chrono::Utc;
 use clap::{Subcommand, ValueEnum};
+use mnemo_channels::printable::printable;
 use mnemo_sessions::Layout;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -114,10 +115,13 @@ fn edit<T>(root: &Path, channel: &str, change: impl FnOnce(&mut AccessFile) -> T
 
 fn pair(root: &Path, channel: &str, code: &str) -> Result<ExitCode> {
     let approved = edit(root, channel, |rules| pairing::approve(rules, code, Utc::now()))??;
-    let who = approved.user_name.map(|n| format!(" ({n})")).unwrap_or_default();
+    let who = approved
+        .user_name
+        .map(|n| format!(" ({})", printable(&n)))
+        .unwrap_or_default();
     println!(
         "paired: `{}`{who} may now talk to the bot on `{channel}`; they'll be told with the answer to their next message",
-        approved.user_id
+        printable(&approved.user_id)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -239,17 +243,21 @@ fn describe(channel: &str, rules: &AccessFile, now: chrono::DateTime<Utc>) -> St
         out += &format!("group {id}: {mention}; who: {who}\n");
     }
     for p in &rules.pending {
-        let name = p.user_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        let name = p
+            .user_name
+            .as_deref()
+            .map(|n| format!(" ({})", printable(n)))
+            .unwrap_or_default();
         let left = (p.expires_at - now).num_minutes();
         let state = if left >= 0 {
             format!("expires in {left} min")
         } else {
             "expired".to_string()
         };
-        out += &format!("pending {}: user `{}`{name}, {state}\n", p.code, p.user_id);
+        out += &format!("pending {}: user `{}`{name}, {state}\n", p.code, printable(&p.user_id));
     }
     for n in &rules.approved {
-        out += &format!("approved, not told yet: `{}`\n", n.user_id);
+        out += &format!("approved, not told yet: `{}`\n", printable(&n.user_id));
     }
     out
 }
