@@ -78,6 +78,7 @@ pub enum SessionsCommand {
 
 mod access;
 mod check;
+mod ids;
 mod serve;
 mod setup;
 mod store;
