@@ -81,9 +81,10 @@ async fn a_link_at_a_users_log_folder_is_refused_and_nothing_outside_is_written_
     let config = write_config(dir.path(), &url, json!({}));
     let (c, h) = (config.clone(), dir.path().to_path_buf());
 
-    let (out, logs) = tokio::task::spawn_blocking(move || chat(&c, &h, "hello\n/session clear\n/session clear all\n"))
-        .await
-        .unwrap();
+    let (out, logs) =
+        tokio::task::spawn_blocking(move || chat(&c, &h, "hello\n/session clear\n/session clear all confirm\n"))
+            .await
+            .unwrap();
 
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -232,4 +233,29 @@ async fn a_console_line_that_is_not_utf8_is_answered_and_the_lines_after_it_stil
         stdout.lines().collect::<Vec<_>>(),
         ["echo: first", "echo: caf\u{fffd} \u{fffd}\u{fffd}", "echo: after"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_all_says_what_would_go_and_deletes_only_when_confirmed() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let log = sessions(dir.path()).join("stm").join(USER).join("messages.jsonl");
+
+    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, "remember the heron\n/session clear all\n"))
+        .await
+        .unwrap();
+    assert!(
+        out.contains("This would delete") && out.contains("/session clear all confirm"),
+        "{out}"
+    );
+    assert!(log.exists(), "asking deleted something");
+
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, "/session clear all confirm\n"))
+        .await
+        .unwrap();
+    assert!(out.contains("Deleted everything"), "{out}");
+    assert!(!log.exists());
 }

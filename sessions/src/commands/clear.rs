@@ -30,16 +30,38 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
     })
 }
 
+/// What `clear all` would delete, and how to go ahead. Deletes nothing, so
+/// a stray `/session clear all` costs nobody their memory.
+pub(super) fn clear_all_preview(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
+    let mut files = 0usize;
+    for root in report::user_roots(stm.layout(), user)? {
+        files += report::files_under(&root)?.len();
+    }
+    Ok(if files == 0 {
+        "I have nothing stored about you, so there is nothing to clear.".to_string()
+    } else {
+        format!(
+            "This would delete everything I store about you here: short-term memory, profile, topic notes, \
+             summaries and archive ({files} file{}). It cannot be undone. To go ahead, send \
+             `/session clear all confirm`.",
+            if files == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// Removes everything stored about the caller (see
 /// [`report::user_roots`]) and their entries of the shared index.
 pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
     let layout = stm.layout();
     let guard = stm.lock(user).await;
+    let roots = report::user_roots(layout, user)?;
     let mut files = 0u64;
+    for root in &roots {
+        files += report::files_under(root)?.len() as u64;
+    }
     stm.remove_locked(&guard, user)?;
-    for root in report::user_roots(layout, user)? {
-        files += report::files_under(&root)?.len() as u64;
-        remove(layout.state_root(), &root)?;
+    for root in &roots {
+        remove(layout.state_root(), root)?;
     }
     // After the files: entries of files still on disk would come back. No
     // index yet means no entries to remove (and none to build for it).
