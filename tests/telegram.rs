@@ -426,6 +426,28 @@ async fn an_update_that_cannot_be_decoded_is_skipped_and_everyone_else_is_answer
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_and_help_are_answered_by_mnemo_not_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/start"));
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/help"));
+    let replies = api.wait_for_calls("sendMessage", 2).await;
+
+    for reply in &replies {
+        assert!(
+            reply.params["text"].as_str().unwrap().contains("/session export"),
+            "{:?}",
+            reply.params
+        );
+    }
+    assert!(model.chat_requests().is_empty(), "the model was asked");
+    assert!(stm_records(&mnemo.state(), ADA).is_empty(), "a command is not stored");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flood_control_on_send_message_is_waited_out() {
     let (_model, model_url) = FakeModel::start().await;
     let api = FakeBotApi::start().await;
