@@ -448,6 +448,24 @@ async fn start_and_help_are_answered_by_mnemo_not_the_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_telegram_refuses_to_take_is_followed_by_a_message_saying_so() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let refused = json!({ "ok": false, "error_code": 413, "description": "Request Entity Too Large" });
+    api.fail_next("sendDocument", 413, &refused.to_string());
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/session export"));
+    let note = api.wait_for_calls("sendMessage", 1).await.remove(0);
+
+    assert_eq!(api.calls("sendDocument")[0].status, 413);
+    let text = note.params["text"].as_str().unwrap();
+    assert!(text.contains("could not upload it here") && text.contains(".tar.gz"), "{text}");
+    assert_eq!(note.params["chat_id"], ADA);
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flood_control_on_send_message_is_waited_out() {
     let (_model, model_url) = FakeModel::start().await;
     let api = FakeBotApi::start().await;
