@@ -39,7 +39,8 @@ pub struct Pipeline {
 
 pub const SAVED_WHILE_STOPPING: &str =
     "I'm restarting right now; your message is saved and I'll have it in mind next time.";
-pub const NOT_UPLOADED: &str = "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
+pub const NOT_UPLOADED: &str =
+    "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
 pub const QUEUE_FULL: &str =
     "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
 
@@ -106,11 +107,18 @@ impl Pipeline {
     /// followed by a text saying so, so the user is never left without an
     /// answer.
     async fn send(&self, out: Outbound) {
-        let Some(channel) = self.channels.get(&out.channel) else { return };
-        let Err(e) = channel.send(out.clone()).await else { return };
+        let Some(channel) = self.channels.get(&out.channel) else {
+            return;
+        };
+        let Err(e) = channel.send(out.clone()).await else {
+            return;
+        };
         tracing::warn!(error = %e, "reply not delivered");
         if let OutboundBody::File { path, .. } = &out.body {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let note = Outbound {
                 body: OutboundBody::Text(format!("{NOT_UPLOADED} (`{name}` in this channel's exports folder).")),
                 ..out

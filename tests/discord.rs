@@ -356,6 +356,32 @@ async fn memory_asked_for_in_a_server_channel_goes_to_a_dm_never_to_the_channel(
     stop(child, dir.path());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_event_that_cannot_be_decoded_is_skipped_and_its_text_never_logged() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), &model_url, &discord);
+    let mut traced: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
+    traced["logging"] = json!({ "level": "trace" });
+    std::fs::write(&config, traced.to_string()).expect("write config");
+    let child = mnemo_run(&config, dir.path(), Some(TOKEN));
+    discord.identify().await;
+
+    let mut broken = dm("1300000000000000060", "leaky secret words");
+    broken["author"]["id"] = json!("not-a-snowflake");
+    discord.dispatch("MESSAGE_CREATE", broken);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000061", "next one"));
+    let replies = discord.channel_messages(DM_CHANNEL, 1).await;
+    assert_eq!(replies[0].content(), "echo: next one");
+
+    let logs = stop(child, dir.path());
+    assert!(
+        !logs.contains("leaky secret words"),
+        "a library logged message text:\n{logs}"
+    );
+}
+
 #[test]
 fn mnemo_run_without_the_discord_token_says_which_variable_to_set() {
     let dir = tempfile::tempdir().expect("tempdir");

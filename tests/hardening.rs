@@ -259,3 +259,60 @@ async fn clear_all_says_what_would_go_and_deletes_only_when_confirmed() {
     assert!(out.contains("Deleted everything"), "{out}");
     assert!(!log.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_logs_no_warning() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+
+    let (_, logs) = tokio::task::spawn_blocking(move || {
+        chat(
+            &c,
+            &h,
+            "/session status\nhello\n/session profile\n/session forget tea\n/session export\n",
+        )
+    })
+    .await
+    .unwrap();
+
+    let warnings: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_on_a_stderr_that_is_not_a_terminal_are_plain_and_one_line_per_event() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let mut child = support::mnemo(&config, dir.path())
+        .arg("chat")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("maintenance run"),
+        "the multi-line report was logged: {stderr}"
+    );
+    assert!(!stderr.contains('\x1b'), "colour codes on a pipe: {stderr:?}");
+    for line in stderr.lines() {
+        assert!(
+            line.starts_with("20"),
+            "a line that is not an event of its own: {line:?}"
+        );
+    }
+}

@@ -460,7 +460,10 @@ async fn an_export_telegram_refuses_to_take_is_followed_by_a_message_saying_so()
 
     assert_eq!(api.calls("sendDocument")[0].status, 413);
     let text = note.params["text"].as_str().unwrap();
-    assert!(text.contains("could not upload it here") && text.contains(".tar.gz"), "{text}");
+    assert!(
+        text.contains("could not upload it here") && text.contains(".tar.gz"),
+        "{text}"
+    );
     assert_eq!(note.params["chat_id"], ADA);
     mnemo.stop(&api).await;
 }

@@ -174,7 +174,8 @@ fn load_locked(layout: &Layout) -> Result<IndexFile, IndexError> {
     let bytes = match crate::fsutil::read_nofollow(layout.state_root(), &path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            tracing::warn!(index = %path.display(), "index missing; rebuilding it from the markdown files");
+            // Normal on a fresh install: nothing to warn the operator about.
+            tracing::debug!(index = %path.display(), "no index yet; building it from the markdown files");
             return rebuild_locked(layout);
         }
         Err(source) => return Err(IndexError::Read { path, source }),
