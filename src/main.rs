@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             // Platform and HTTP errors may quote a URL holding a token.
             eprintln!(
                 "mnemo: {}",
-                mnemo::access::secrets::scrub_token_shapes(&format!("{e:#}"))
+                mnemo::access::secrets::scrub_token_shapes(&mnemo::cli::error_text(&e))
             );
             ExitCode::FAILURE
         }

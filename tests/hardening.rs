@@ -316,3 +316,15 @@ async fn logs_on_a_stderr_that_is_not_a_terminal_are_plain_and_one_line_per_even
         );
     }
 }
+
+#[test]
+fn an_error_prints_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere/config.json");
+    let out = support::mnemo(&missing, dir.path()).arg("chat").output().unwrap();
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nowhere/config.json"), "{stderr}");
+    assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
+}

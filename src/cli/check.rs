@@ -48,7 +48,8 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         )),
         Some(model) => {
             if let Err(e) = crate::model::build(&model, &env) {
-                problems.push(format!("model: {e}"));
+                // The error names its own section (`model…:`).
+                problems.push(e.to_string());
             }
         }
     }

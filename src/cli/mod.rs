@@ -86,6 +86,45 @@ mod store;
 pub use access::AccessCommand;
 pub use setup::Setup;
 
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write x: {source}")]
+    struct Write {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let e = anyhow::Error::new(Write {
+            source: std::io::Error::other("disk full"),
+        })
+        .context("saving the profile");
+        assert_eq!(
+            format!("{e:#}"),
+            "saving the profile: cannot write x: disk full: disk full"
+        );
+        assert_eq!(super::error_text(&e), "saving the profile: cannot write x: disk full");
+    }
+}
+
+/// An error and its causes on one line, each cause once: errors that
+/// already quote their source in their message (`cannot read X: {source}`)
+/// would otherwise print it twice ("model: model: …").
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain().map(ToString::to_string) {
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
 /// Runs the verb; `Ok(code)` for outcomes that are not errors of mnemo
 /// itself (a failed config check exits 1 with its own message).
 pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
