@@ -328,3 +328,30 @@ fn an_error_prints_each_cause_once() {
     assert!(stderr.contains("nowhere/config.json"), "{stderr}");
     assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
 }
+
+#[test]
+fn mnemo_run_names_every_missing_platform_token_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1", json!({}));
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    value["channels"] = json!({
+        "console": { "enabled": false },
+        "telegram": { "enabled": true, "tokenEnv": "MISSING_TG" },
+        "slack": { "enabled": true, "botTokenEnv": "MISSING_SLACK_BOT", "appTokenEnv": "MISSING_SLACK_APP" },
+        "discord": { "enabled": true, "tokenEnv": "MISSING_DISCORD" }
+    });
+    std::fs::write(&config, value.to_string()).unwrap();
+
+    let out = support::mnemo(&config, dir.path()).arg("run").output().unwrap();
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for var in [
+        "MISSING_TG",
+        "MISSING_SLACK_BOT",
+        "MISSING_SLACK_APP",
+        "MISSING_DISCORD",
+    ] {
+        assert!(stderr.contains(var), "{var} not named: {stderr}");
+    }
+}
