@@ -355,3 +355,48 @@ fn mnemo_run_names_every_missing_platform_token_at_once() {
         assert!(stderr.contains(var), "{var} not named: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_chat_greets_with_a_banner_and_shows_it_is_thinking() {
+    use std::io::Read;
+    let (model, url) = FakeModel::start().await;
+    model.set_delay(std::time::Duration::from_millis(300));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let base = support::mnemo(&config, dir.path());
+    let command = format!("{} --config {} chat", base.get_program().to_string_lossy(), config.display());
+    // `script` gives mnemo a terminal, as a person at a keyboard has.
+    let mut cmd = Command::new("script");
+    cmd.args(["-qfec", &command, "/dev/null"]).env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+
+    let screen = tokio::task::spawn_blocking(move || {
+        stdin.write_all(b"hello\n").unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("echo: hello") {
+            let n = stdout.read(&mut buf).unwrap();
+            assert!(n > 0, "the chat ended early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        drop(stdin);
+        let _ = child.wait();
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let screen = tokio::time::timeout(std::time::Duration::from_secs(60), screen)
+        .await
+        .expect("the answer came")
+        .unwrap();
+
+    assert!(screen.contains("chatting with fake-1"), "{screen}");
+    assert!(screen.contains(&dir.path().join("state").display().to_string()), "{screen}");
+    assert!(screen.contains("/session help"), "{screen}");
+    assert!(screen.contains("thinking…\r\x1b[Kecho: hello"), "indicator, erased by the answer: {screen:?}");
+}

@@ -172,9 +172,12 @@ impl Channel for ConsoleChannel {
     async fn typing(&self, _to: &Inbound) {
         if self.interactive && !self.thinking.load(Ordering::SeqCst) {
             let mut out = self.out.lock().await;
-            if out.write_all(THINKING.as_bytes()).await.is_ok() && out.flush().await.is_ok() {
-                self.thinking.store(true, Ordering::SeqCst);
-            }
+            // Marked before writing: the broker may cancel this call at any
+            // await once the answer is ready, and the next write must still
+            // erase whatever part of the indicator got out.
+            self.thinking.store(true, Ordering::SeqCst);
+            let _ = out.write_all(THINKING.as_bytes()).await;
+            let _ = out.flush().await;
         }
     }
 }
