@@ -356,16 +356,18 @@ fn mnemo_run_names_every_missing_platform_token_at_once() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interactive_chat_greets_with_a_banner_and_shows_it_is_thinking() {
+/// `mnemo chat` on a terminal (through `script`), as a person at a keyboard
+/// has it: types `hello`, then `after_thinking` once "thinking…" shows
+/// (nothing if empty), closes the keyboard once `until` is on screen, and
+/// returns everything shown.
+async fn on_a_terminal(config: &Path, home: &Path, after_thinking: &[u8], until: &'static str) -> String {
     use std::io::Read;
-    let (model, url) = FakeModel::start().await;
-    model.set_delay(std::time::Duration::from_millis(300));
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &url, json!({}));
-    let base = support::mnemo(&config, dir.path());
-    let command = format!("{} --config {} chat", base.get_program().to_string_lossy(), config.display());
-    // `script` gives mnemo a terminal, as a person at a keyboard has.
+    let base = support::mnemo(config, home);
+    let command = format!(
+        "{} --config {} chat",
+        base.get_program().to_string_lossy(),
+        config.display()
+    );
     let mut cmd = Command::new("script");
     cmd.args(["-qfec", &command, "/dev/null"]).env_clear();
     for (k, v) in base.get_envs() {
@@ -376,27 +378,70 @@ async fn an_interactive_chat_greets_with_a_banner_and_shows_it_is_thinking() {
     let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
-
+    let after_thinking = after_thinking.to_vec();
     let screen = tokio::task::spawn_blocking(move || {
         stdin.write_all(b"hello\n").unwrap();
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !String::from_utf8_lossy(&seen).contains("echo: hello") {
-            let n = stdout.read(&mut buf).unwrap();
-            assert!(n > 0, "the chat ended early: {}", String::from_utf8_lossy(&seen));
+        let (mut seen, mut buf, mut interrupted) = (Vec::new(), [0u8; 4096], after_thinking.is_empty());
+        loop {
+            let shown = String::from_utf8_lossy(&seen).into_owned();
+            if !interrupted && shown.contains("thinking…") {
+                stdin.write_all(&after_thinking).unwrap();
+                interrupted = true;
+            }
+            if shown.contains(until) {
+                break;
+            }
+            let n = stdout.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
             seen.extend_from_slice(&buf[..n]);
         }
         drop(stdin);
+        let _ = stdout.read_to_end(&mut seen);
         let _ = child.wait();
         String::from_utf8_lossy(&seen).into_owned()
     });
-    let screen = tokio::time::timeout(std::time::Duration::from_secs(60), screen)
+    tokio::time::timeout(std::time::Duration::from_secs(60), screen)
         .await
-        .expect("the answer came")
-        .unwrap();
+        .expect("the chat ended")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_chat_greets_with_a_banner_and_shows_it_is_thinking() {
+    let (model, url) = FakeModel::start().await;
+    model.set_delay(std::time::Duration::from_millis(300));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+
+    let screen = on_a_terminal(&config, dir.path(), b"", "echo: hello").await;
 
     assert!(screen.contains("chatting with fake-1"), "{screen}");
-    assert!(screen.contains(&dir.path().join("state").display().to_string()), "{screen}");
+    assert!(
+        screen.contains(&dir.path().join("state").display().to_string()),
+        "{screen}"
+    );
     assert!(screen.contains("/session help"), "{screen}");
-    assert!(screen.contains("thinking…\r\x1b[Kecho: hello"), "indicator, erased by the answer: {screen:?}");
+    assert!(
+        screen.contains("thinking…\r\x1b[Kecho: hello"),
+        "indicator, erased by the answer: {screen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_an_answer_finishes_it_and_exits_without_a_fresh_prompt() {
+    let (model, url) = FakeModel::start().await;
+    model.set_delay(std::time::Duration::from_millis(500));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+
+    let screen = on_a_terminal(&config, dir.path(), b"\x03", "\u{0}never").await;
+
+    let after = screen.rsplit("echo: hello").next().unwrap_or_default();
+    assert!(
+        screen.contains("echo: hello"),
+        "the answer in flight was given: {screen:?}"
+    );
+    assert!(!after.contains('>'), "a fresh prompt after Ctrl-C: {after:?}");
 }
