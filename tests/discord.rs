@@ -382,6 +382,28 @@ async fn a_gateway_event_that_cannot_be_decoded_is_skipped_and_its_text_never_lo
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_discord_will_not_take_is_followed_by_a_message_saying_so() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+    discord.identify().await;
+    let refusal = json!({ "code": 40005, "message": "Request entity too large" });
+    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 413, refusal, 1);
+
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000070", "/session export"));
+    let sent = discord.channel_messages(DM_CHANNEL, 2).await;
+
+    assert!(!sent[0].files.is_empty(), "the upload was tried");
+    assert!(
+        sent[1].content().contains("could not upload it here"),
+        "{}",
+        sent[1].content()
+    );
+    stop(child, dir.path());
+}
+
 #[test]
 fn mnemo_run_without_the_discord_token_says_which_variable_to_set() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -335,6 +335,26 @@ async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
 }
 
 #[tokio::test]
+async fn an_export_slack_will_not_take_is_followed_by_a_message_saying_so() {
+    let (_model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let _bot = Bot::start(&model_url, socket_config(&fake));
+    connected(&fake, 1).await;
+    fake.fail("files.getUploadURLExternal", 1);
+
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        dm_event("U1", "1700000001.000100", "/session export"),
+    ));
+    fake.wait_until("the note about the failed upload", |f| {
+        answers(f, "DU1").iter().any(|a| a.contains("could not upload it here"))
+    })
+    .await;
+    assert!(fake.uploads().is_empty());
+}
+
+#[tokio::test]
 async fn a_dropped_websocket_mid_conversation_reconnects_and_nothing_is_lost_or_repeated() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
