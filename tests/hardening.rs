@@ -47,8 +47,19 @@ fn chat_with_umask(config: &Path, home: &Path, umask: &str, input: &str) -> (Str
     (String::from_utf8_lossy(&out.stdout).into_owned(), logs)
 }
 
-fn chat(config: &Path, home: &Path, input: &str) -> (String, String) {
-    chat_with_umask(config, home, "022", input)
+/// `mnemo chat` with the usual umask, off the async workers.
+async fn chat(config: &Path, home: &Path, input: &str) -> (String, String) {
+    let (config, home, input) = (config.to_path_buf(), home.to_path_buf(), input.to_string());
+    tokio::task::spawn_blocking(move || chat_with_umask(&config, &home, "022", &input))
+        .await
+        .unwrap()
+}
+
+/// Rewrites the config at `path` with `change` applied.
+fn edit_config(path: &Path, change: impl FnOnce(&mut serde_json::Value)) {
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    change(&mut value);
+    std::fs::write(path, value.to_string()).unwrap();
 }
 
 /// Every path under `dir` (folders included), not following links.
@@ -79,12 +90,13 @@ async fn a_link_at_a_users_log_folder_is_refused_and_nothing_outside_is_written_
     let link = sessions(dir.path()).join("stm").join(USER);
     symlink(outside.path(), &link).unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
 
-    let (out, logs) =
-        tokio::task::spawn_blocking(move || chat(&c, &h, "hello\n/session clear\n/session clear all confirm\n"))
-            .await
-            .unwrap();
+    let (out, logs) = chat(
+        &config,
+        dir.path(),
+        "hello\n/session clear\n/session clear all confirm\n",
+    )
+    .await;
 
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -119,17 +131,12 @@ async fn a_linked_profile_is_never_shown_prompted_or_exported_and_a_linked_topic
     symlink(&secret, ltm.join("users").join(format!("{USER}.md"))).unwrap();
     symlink(outside.path(), ltm.join("topics").join(USER)).unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
-
-    let (out, logs) = tokio::task::spawn_blocking(move || {
-        chat(
-            &c,
-            &h,
-            "/session profile\nwhat do you know about me?\n/session forget plans\n/session export\n",
-        )
-    })
-    .await
-    .unwrap();
+    let (out, logs) = chat(
+        &config,
+        dir.path(),
+        "/session profile\nwhat do you know about me?\n/session forget plans\n/session export\n",
+    )
+    .await;
 
     assert!(!out.contains("OUTSIDE-SECRET"), "printed: {out}");
     let prompts: Vec<String> = model.chat_requests().iter().map(request_text).collect();
@@ -176,15 +183,11 @@ async fn an_answer_longer_than_max_reply_chars_is_cut_visibly_stored_cut_and_sen
     let (_model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    value["limits"] = json!({ "maxReplyChars": 1000, "maxMessageChars": 8000 });
-    std::fs::write(&config, value.to_string()).unwrap();
+    edit_config(&config, |c| {
+        c["limits"] = json!({ "maxReplyChars": 1000, "maxMessageChars": 8000 })
+    });
     let long = "tell me more ".repeat(500);
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
-
-    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, &format!("{long}\n")))
-        .await
-        .unwrap();
+    let (out, _) = chat(&config, dir.path(), &format!("{long}\n")).await;
 
     let marker = "[answer cut here: it was longer than 1000 characters]";
     let shown = out.trim_end();
@@ -240,22 +243,16 @@ async fn clear_all_says_what_would_go_and_deletes_only_when_confirmed() {
     let (_model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
     let log = sessions(dir.path()).join("stm").join(USER).join("messages.jsonl");
 
-    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, "remember the heron\n/session clear all\n"))
-        .await
-        .unwrap();
+    let (out, _) = chat(&config, dir.path(), "remember the heron\n/session clear all\n").await;
     assert!(
         out.contains("This would delete") && out.contains("/session clear all confirm"),
         "{out}"
     );
     assert!(log.exists(), "asking deleted something");
 
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
-    let (out, _) = tokio::task::spawn_blocking(move || chat(&c, &h, "/session clear all confirm\n"))
-        .await
-        .unwrap();
+    let (out, _) = chat(&config, dir.path(), "/session clear all confirm\n").await;
     assert!(out.contains("Deleted everything"), "{out}");
     assert!(!log.exists());
 }
@@ -265,17 +262,12 @@ async fn a_fresh_install_logs_no_warning() {
     let (_model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let (c, h) = (config.clone(), dir.path().to_path_buf());
-
-    let (_, logs) = tokio::task::spawn_blocking(move || {
-        chat(
-            &c,
-            &h,
-            "/session status\nhello\n/session profile\n/session forget tea\n/session export\n",
-        )
-    })
-    .await
-    .unwrap();
+    let (_, logs) = chat(
+        &config,
+        dir.path(),
+        "/session status\nhello\n/session profile\n/session forget tea\n/session export\n",
+    )
+    .await;
 
     let warnings: Vec<&str> = logs
         .lines()
@@ -333,14 +325,14 @@ fn an_error_prints_each_cause_once() {
 fn mnemo_run_names_every_missing_platform_token_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "http://127.0.0.1:9/v1", json!({}));
-    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    value["channels"] = json!({
-        "console": { "enabled": false },
-        "telegram": { "enabled": true, "tokenEnv": "MISSING_TG" },
-        "slack": { "enabled": true, "botTokenEnv": "MISSING_SLACK_BOT", "appTokenEnv": "MISSING_SLACK_APP" },
-        "discord": { "enabled": true, "tokenEnv": "MISSING_DISCORD" }
+    edit_config(&config, |c| {
+        c["channels"] = json!({
+            "console": { "enabled": false },
+            "telegram": { "enabled": true, "tokenEnv": "MISSING_TG" },
+            "slack": { "enabled": true, "botTokenEnv": "MISSING_SLACK_BOT", "appTokenEnv": "MISSING_SLACK_APP" },
+            "discord": { "enabled": true, "tokenEnv": "MISSING_DISCORD" }
+        })
     });
-    std::fs::write(&config, value.to_string()).unwrap();
 
     let out = support::mnemo(&config, dir.path()).arg("run").output().unwrap();
 

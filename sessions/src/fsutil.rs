@@ -67,6 +67,22 @@ fn refused(path: &Path) -> io::Error {
 /// link (components that do not exist yet are fine). A path outside `root`
 /// is refused: every path mnemo touches is built under it.
 pub fn refuse_links(root: &Path, path: &Path) -> io::Result<()> {
+    walk_below(root, path, |_| Ok(false))
+}
+
+/// Creates `dir` and its missing parents below `root`, each 0700; an
+/// existing link on the way is refused.
+pub fn create_private_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
+    if !root.exists() {
+        make_private_dir(root)?;
+    }
+    walk_below(root, dir, |missing| make_private_dir(missing).map(|()| true))
+}
+
+/// Visits each component of `path` below `root` in order, refusing a link;
+/// at a component that does not exist, `missing` decides whether to go on
+/// (after creating it) or stop.
+fn walk_below(root: &Path, path: &Path, mut missing: impl FnMut(&Path) -> io::Result<bool>) -> io::Result<()> {
     let below = path.strip_prefix(root).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -79,30 +95,11 @@ pub fn refuse_links(root: &Path, path: &Path) -> io::Result<()> {
         match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(refused(&current)),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Creates `dir` and its missing parents below `root`, each 0700; an
-/// existing link on the way is refused.
-pub fn create_private_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
-    refuse_links(root, dir)?;
-    let below = dir
-        .strip_prefix(root)
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    if !root.exists() {
-        make_private_dir(root)?;
-    }
-    let mut current = root.to_path_buf();
-    for component in below.components() {
-        current.push(component);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => return Err(refused(&current)),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => make_private_dir(&current)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !missing(&current)? {
+                    return Ok(());
+                }
+            }
             Err(e) => return Err(e),
         }
     }
@@ -122,10 +119,10 @@ fn make_private_dir(dir: &Path) -> io::Result<()> {
 /// Opens `path` for appending (and reading), creating it 0600 and its
 /// folders 0700; a link anywhere below `root` is refused.
 pub fn open_append_nofollow(root: &Path, path: &Path) -> io::Result<File> {
+    // The folders are walked once; the file itself is guarded by O_NOFOLLOW.
     if let Some(parent) = path.parent() {
         create_private_dir_all(root, parent)?;
     }
-    refuse_links(root, path)?;
     let file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -218,7 +215,9 @@ pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> 
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no parent folder"))?;
     create_private_dir_all(root, parent)?;
-    refuse_links(root, target)?;
+    if fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refused(target));
+    }
     let tmp = unique_temp_path(target);
     let result = (|| {
         let mut file = OpenOptions::new()
