@@ -86,28 +86,6 @@ mod store;
 pub use access::AccessCommand;
 pub use setup::Setup;
 
-#[cfg(test)]
-mod tests {
-    #[derive(Debug, thiserror::Error)]
-    #[error("cannot write x: {source}")]
-    struct Write {
-        source: std::io::Error,
-    }
-
-    #[test]
-    fn each_cause_is_printed_once() {
-        let e = anyhow::Error::new(Write {
-            source: std::io::Error::other("disk full"),
-        })
-        .context("saving the profile");
-        assert_eq!(
-            format!("{e:#}"),
-            "saving the profile: cannot write x: disk full: disk full"
-        );
-        assert_eq!(super::error_text(&e), "saving the profile: cannot write x: disk full");
-    }
-}
-
 /// An error and its causes on one line, each cause once: errors that
 /// already quote their source in their message (`cannot read X: {source}`)
 /// would otherwise print it twice ("model: model: …").
@@ -134,5 +112,27 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
         Command::Access(cmd) => access::run(&cli.global, cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write x: {source}")]
+    struct Write {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let e = anyhow::Error::new(Write {
+            source: std::io::Error::other("disk full"),
+        })
+        .context("saving the profile");
+        assert_eq!(
+            format!("{e:#}"),
+            "saving the profile: cannot write x: disk full: disk full"
+        );
+        assert_eq!(super::error_text(&e), "saving the profile: cannot write x: disk full");
     }
 }
