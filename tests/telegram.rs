@@ -512,6 +512,21 @@ async fn webhook_mode_takes_only_posts_with_the_secret_and_answers_them() {
 
     let reply = &api.wait_for_calls("sendMessage", 1).await[0];
     assert_eq!(reply.params["text"], "echo: via webhook");
+
+    // An update that cannot be decoded is taken (200) and skipped, so
+    // Telegram does not hold back the updates behind it.
+    let broken = r#"{"update_id": 501, "message": {"message_id": 4, "date": 0,
+        "chat": {"id": 42, "type": "private", "first_name": "\ud83d"},
+        "from": {"id": 42, "is_bot": false, "first_name": "Ada"}, "text": "lost"}}"#;
+    let response = reqwest::Client::new()
+        .post(format!("http://{listen}/telegram"))
+        .header("X-Telegram-Bot-Api-Secret-Token", WEBHOOK_SECRET)
+        .header("content-type", "application/json")
+        .body(broken)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
     assert!(api.calls("getUpdates").is_empty(), "no polling in webhook mode");
     mnemo.stop(&api).await;
 }
