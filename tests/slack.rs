@@ -126,6 +126,21 @@ async fn connected(fake: &FakeSlack, n: usize) {
         .await;
 }
 
+/// `mnemo run` in Socket Mode that has answered U1's first direct message,
+/// `text`.
+async fn running_after_a_dm(model_url: &str, fake: &FakeSlack, text: &str) -> Bot {
+    let bot = Bot::start(model_url, socket_config(fake));
+    connected(fake, 1).await;
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        dm_event("U1", "1700000001.000100", text),
+    ));
+    let echo = format!("echo: {text}");
+    fake.wait_until("the first answer", |f| answered(f, "DU1", &echo)).await;
+    bot
+}
+
 #[tokio::test]
 async fn a_dm_conversation_carries_context_across_turns_and_answers_in_threads() {
     let (model, model_url) = FakeModel::start().await;
@@ -224,15 +239,7 @@ async fn the_same_event_delivered_twice_is_answered_once() {
 async fn session_slash_commands_answer_privately_and_export_uploads_the_archive() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
-    let _bot = Bot::start(&model_url, socket_config(&fake));
-    connected(&fake, 1).await;
-    fake.send(events_envelope(
-        "env-1",
-        "Ev1",
-        dm_event("U1", "1700000001.000100", "remember me"),
-    ));
-    fake.wait_until("the answer", |f| answered(f, "DU1", "echo: remember me"))
-        .await;
+    let _bot = running_after_a_dm(&model_url, &fake, "remember me").await;
 
     let status_url = fake.response_url("status");
     fake.send(command_envelope(
@@ -277,15 +284,7 @@ async fn session_slash_commands_answer_privately_and_export_uploads_the_archive(
 async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
-    let _bot = Bot::start(&model_url, socket_config(&fake));
-    connected(&fake, 1).await;
-    fake.send(events_envelope(
-        "env-1",
-        "Ev1",
-        dm_event("U1", "1700000001.000100", "remember me"),
-    ));
-    fake.wait_until("the answer", |f| answered(f, "DU1", "echo: remember me"))
-        .await;
+    let _bot = running_after_a_dm(&model_url, &fake, "remember me").await;
 
     let mention = |ts: &str, text: &str| json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": format!("<@UBOT> {text}"), "ts": ts});
     fake.send(events_envelope(
@@ -358,15 +357,7 @@ async fn an_export_slack_will_not_take_is_followed_by_a_message_saying_so() {
 async fn a_dropped_websocket_mid_conversation_reconnects_and_nothing_is_lost_or_repeated() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
-    let _bot = Bot::start(&model_url, socket_config(&fake));
-    connected(&fake, 1).await;
-    fake.send(events_envelope(
-        "env-1",
-        "Ev1",
-        dm_event("U1", "1700000001.000100", "first"),
-    ));
-    fake.wait_until("the first answer", |f| answered(f, "DU1", "echo: first"))
-        .await;
+    let _bot = running_after_a_dm(&model_url, &fake, "first").await;
 
     // A message goes out and the connection dies at once: whether or not the
     // bot saw it, Slack redelivers it on the next connection.
