@@ -31,14 +31,7 @@ fn chat_with_umask(config: &Path, home: &Path, umask: &str, input: &str) -> (Str
             cmd.env(k, v);
         }
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::with_input(cmd, input.as_bytes());
     let mut logs = String::from_utf8_lossy(&out.stderr).into_owned();
     for file in walk(&home.join("state/logs")) {
         logs.push_str(&String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()));
@@ -212,22 +205,10 @@ async fn a_console_line_that_is_not_utf8_is_answered_and_the_lines_after_it_stil
     let (_model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let mut child = support::mnemo(&config, dir.path())
-        .arg("chat")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"first\ncaf\xe9 \xff\xfe\nafter\n")
-        .unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+    let mut cmd = support::mnemo(&config, dir.path());
+    cmd.arg("chat");
+    let out = tokio::task::spawn_blocking(move || support::with_input(cmd, b"first\ncaf\xe9 \xff\xfe\nafter\n"))
         .await
-        .unwrap()
         .unwrap();
 
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -281,18 +262,10 @@ async fn logs_on_a_stderr_that_is_not_a_terminal_are_plain_and_one_line_per_even
     let (_model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({}));
-    let mut child = support::mnemo(&config, dir.path())
-        .arg("chat")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+    let mut cmd = support::mnemo(&config, dir.path());
+    cmd.arg("chat").env("RUST_LOG", "info");
+    let out = tokio::task::spawn_blocking(move || support::with_input(cmd, b"hello\n"))
         .await
-        .unwrap()
         .unwrap();
 
     let stderr = String::from_utf8(out.stderr).unwrap();
