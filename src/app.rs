@@ -46,6 +46,10 @@ impl ChannelMemory {
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Self> {
         let layout = Layout::new(state_root, channel);
+        // A served channel has its folder from the start (private), so
+        // `mnemo access` knows it even before anything is stored.
+        mnemo_sessions::fsutil::create_private_dir_all(state_root, layout.root())
+            .with_context(|| format!("cannot create {}", layout.root().display()))?;
         let config = SessionConfig::load(&layout.config_path())?;
         let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
         let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());

@@ -36,7 +36,7 @@ impl InstanceLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(state_root).map_err(io)?;
+        mnemo_sessions::fsutil::create_private_dir_all(state_root, state_root).map_err(io)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

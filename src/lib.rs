@@ -19,5 +19,6 @@ pub mod logging;
 pub mod model;
 pub mod pipeline;
 pub mod platforms;
+pub mod reply_limit;
 pub mod scheduler;
 pub mod shutdown;

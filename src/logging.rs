@@ -3,14 +3,20 @@
 //! maintenance gzips into `logs/archive/` after `scheduler.logRotateDays`.
 //!
 //! Message text never goes to the logs from the broker's own code: log
-//! lines carry ids, counts and reasons only. Every line, from any crate,
-//! passes [`Scrubbed`], so platform tokens and API keys never reach stderr
-//! or the files.
+//! lines carry ids, counts and reasons only, and the platform libraries are
+//! capped below the levels where they print payloads ([`LIBRARY_CAPS`]).
+//! Every line, from any crate, passes [`Scrubbed`], so platform tokens and
+//! API keys never reach stderr or the files. Each event is one line
+//! ([`OneLine`]: a multi-line field such as the maintenance report is
+//! escaped), and stderr gets colour only when it is a terminal, so files,
+//! journald and docker logs stay plain.
 
 use crate::access::secrets::{Scrubbed, Scrubber};
 use crate::config::{LogFormat, LoggingConfig};
+use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
 /// Keeps the file writer flushing; drop it last, at exit.
@@ -31,17 +37,20 @@ pub fn init(
     scrubber: Scrubber,
     rust_log: Option<String>,
 ) -> LogGuard {
-    let stderr_filter = rust_log
-        .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new(stderr_level.unwrap_or(&config.level)));
+    let stderr_filter = capped(
+        rust_log
+            .and_then(|f| EnvFilter::try_new(f).ok())
+            .unwrap_or_else(|| EnvFilter::new(stderr_level.unwrap_or(&config.level))),
+    );
     let stderr = match config.format {
         LogFormat::Human => fmt::layer()
-            .with_writer(Scrubbed::new(std::io::stderr, scrubber.clone()))
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(Scrubbed::new(OneLine(std::io::stderr), scrubber.clone()))
             .with_filter(stderr_filter)
             .boxed(),
         LogFormat::Json => fmt::layer()
             .json()
-            .with_writer(Scrubbed::new(std::io::stderr, scrubber.clone()))
+            .with_writer(Scrubbed::new(OneLine(std::io::stderr), scrubber.clone()))
             .with_filter(stderr_filter)
             .boxed(),
     };
@@ -50,7 +59,7 @@ pub fn init(
             let layer = fmt::layer()
                 .json()
                 .with_writer(Scrubbed::new(writer, scrubber))
-                .with_filter(EnvFilter::new("info"))
+                .with_filter(capped(EnvFilter::new("info")))
                 .boxed();
             (Some(layer), Some(guard))
         }
@@ -65,10 +74,66 @@ pub fn init(
     LogGuard { _file: guard }
 }
 
+/// Levels the platform libraries are held to whatever the filter says:
+/// below them they log whole payloads, message text included (serenity: a
+/// gateway message it cannot decode at WARN, unknown events at DEBUG;
+/// tungstenite: every websocket frame at TRACE).
+const LIBRARY_CAPS: [&str; 7] = [
+    "serenity=warn",
+    "serenity::gateway::ws=error",
+    "tungstenite=info",
+    "tokio_tungstenite=info",
+    "slack_morphism=info",
+    "teloxide=warn",
+    "teloxide_core=warn",
+];
+
+fn capped(filter: EnvFilter) -> EnvFilter {
+    LIBRARY_CAPS
+        .iter()
+        .filter_map(|cap| cap.parse().ok())
+        .fold(filter, EnvFilter::add_directive)
+}
+
+/// Writes each formatted event as exactly one line: newlines inside it
+/// (a multi-line field) become `\n`.
+struct OneLine<M>(M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for OneLine<M> {
+    type Writer = OneLineWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        OneLineWriter(self.0.make_writer())
+    }
+}
+
+struct OneLineWriter<W>(W);
+
+impl<W: Write> Write for OneLineWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+        let mut line = Vec::with_capacity(buf.len() + 8);
+        for &b in body {
+            match b {
+                b'\n' => line.extend_from_slice(b"\\n"),
+                b'\r' => line.extend_from_slice(b"\\r"),
+                _ => line.push(b),
+            }
+        }
+        line.push(b'\n');
+        self.0.write_all(&line)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
 fn open_daily_file(
     dir: &Path,
 ) -> Result<(tracing_appender::non_blocking::NonBlocking, WorkerGuard), Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir)?;
+    mnemo_sessions::fsutil::create_private_dir_all(dir, dir)?;
     let appender = tracing_appender::rolling::Builder::new()
         .rotation(tracing_appender::rolling::Rotation::DAILY)
         .filename_prefix("mnemo.log")

@@ -8,6 +8,11 @@ use mnemo::cli::Cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Everything mnemo creates (memory, logs, exports) is its user's alone,
+    // whatever the umask it was started with: files 0600, folders 0700.
+    // The memory library sets these modes itself; the mask also covers what
+    // other libraries create (the daily log files).
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -27,7 +32,7 @@ fn main() -> ExitCode {
             // Platform and HTTP errors may quote a URL holding a token.
             eprintln!(
                 "mnemo: {}",
-                mnemo::access::secrets::scrub_token_shapes(&format!("{e:#}"))
+                mnemo::access::secrets::scrub_token_shapes(&mnemo::cli::error_text(&e))
             );
             ExitCode::FAILURE
         }

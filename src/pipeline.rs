@@ -14,7 +14,7 @@ use crate::dispatch::TurnHandler;
 use crate::model::ModelRequest;
 use async_trait::async_trait;
 use chrono::Utc;
-use mnemo_channels::{Channel, Inbound, Outbound};
+use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::{Record, Role, SafeName, commands, compaction, profile};
 use std::collections::HashMap;
@@ -39,6 +39,8 @@ pub struct Pipeline {
 
 pub const SAVED_WHILE_STOPPING: &str =
     "I'm restarting right now; your message is saved and I'll have it in mind next time.";
+pub const NOT_UPLOADED: &str =
+    "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
 pub const QUEUE_FULL: &str =
     "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
 
@@ -101,11 +103,29 @@ impl Pipeline {
         })))
     }
 
+    /// Sends `out`; a file the platform would not take (an export) is
+    /// followed by a text saying so, so the user is never left without an
+    /// answer.
     async fn send(&self, out: Outbound) {
-        if let Some(channel) = self.channels.get(&out.channel)
-            && let Err(e) = channel.send(out).await
-        {
-            tracing::warn!(error = %e, "reply not delivered");
+        let Some(channel) = self.channels.get(&out.channel) else {
+            return;
+        };
+        let Err(e) = channel.send(out.clone()).await else {
+            return;
+        };
+        tracing::warn!(error = %e, "reply not delivered");
+        if let OutboundBody::File { path, .. } = &out.body {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let note = Outbound {
+                body: OutboundBody::Text(format!("{NOT_UPLOADED} (`{name}` in this channel's exports folder).")),
+                ..out
+            };
+            if let Err(e) = channel.send(note).await {
+                tracing::warn!(error = %e, "note about the failed upload not delivered");
+            }
         }
     }
 
@@ -136,10 +156,17 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
-            match reply.export {
-                Some(path) => self.send(Outbound::file(&message, path, reply.text)).await,
-                None => self.reply(&message, &reply.text).await,
-            }
+            let out = match reply.export {
+                Some(path) => Outbound::file(&message, path, reply.text),
+                None => Outbound::reply(&message, reply.text),
+            };
+            // DESIGN §5: memory asked for in a group reaches only the asker.
+            let out = if command.reveals_memory() {
+                out.privately(&message)
+            } else {
+                out
+            };
+            self.send(out).await;
             return Ok(());
         }
 
@@ -168,10 +195,11 @@ impl Pipeline {
         };
         match answer {
             Ok(completion) => {
+                let text = crate::reply_limit::cut(&completion.text, self.parts.limits.max_reply_chars);
                 let reply = Record {
                     ts: Utc::now(),
                     role: Role::Assistant,
-                    text: completion.text.clone(),
+                    text: text.to_string(),
                     msg_id: format!("re-{}", message.msg_id),
                     channel: message.channel.clone(),
                     thread_id: message.thread_id.clone(),
@@ -179,7 +207,7 @@ impl Pipeline {
                     user_name: None,
                 };
                 memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
-                self.reply(&message, &completion.text).await;
+                self.reply(&message, &reply.text).await;
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");

@@ -19,15 +19,9 @@ use support::{FakeChannel, FakeModel, app_parts, dm, last_user_message, mnemo, r
 
 /// Runs `mnemo chat` with `input` on a pipe; returns stdout (and asserts exit 0).
 fn chat(config: &Path, home: &Path, input: &str) -> String {
-    let mut child = mnemo(config, home)
-        .arg("chat")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = mnemo(config, home);
+    cmd.arg("chat");
+    let out = support::with_input(cmd, input.as_bytes());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mnemo chat failed: {stderr}");
     String::from_utf8(out.stdout).unwrap()

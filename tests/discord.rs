@@ -7,7 +7,7 @@
 mod fake;
 mod support;
 
-use fake::{APP_ID, FakeDiscord};
+use fake::{APP_ID, FakeDiscord, dm_channel_of};
 use mnemo_sessions::{Layout, Record, Role, SafeName};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -298,6 +298,114 @@ async fn session_slash_commands_are_answered_privately_without_the_model() {
         failure.contains("403") && failure.contains("Missing Permissions"),
         "logged with the reason:\n{logs}"
     );
+}
+
+/// `text` from Alice in the server channel, mentioning the bot.
+fn guild_mention(id: &str, text: &str) -> Value {
+    let mut m = fixture("guild_mention.json");
+    m["id"] = json!(id);
+    m["content"] = json!(format!("<@{}> {text}", fake::BOT_ID));
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_asked_for_in_a_server_channel_goes_to_a_dm_never_to_the_channel() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+    discord.identify().await;
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000050", "my cat is called Miso"));
+    discord.channel_messages(DM_CHANNEL, 1).await;
+    let private = dm_channel_of(ALICE);
+
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000051", "/session status"),
+    );
+    let status = discord.channel_messages(&private, 1).await;
+    assert!(
+        status[0].content().contains("2 messages in short-term memory"),
+        "{}",
+        status[0].content()
+    );
+    let notes = discord.channel_messages(GUILD_CHANNEL, 1).await;
+    assert_eq!(notes[0].content(), mnemo_channels::SENT_PRIVATELY);
+
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000052", "/session export"),
+    );
+    let sent = discord.channel_messages(&private, 2).await;
+    assert!(!sent[1].files.is_empty(), "the export is attached in the DM");
+
+    // Alice does not take DMs from server members: the channel is told to ask in one.
+    discord.channel_messages(GUILD_CHANNEL, 2).await;
+    let closed = json!({ "code": 50007, "message": "Cannot send messages to this user" });
+    discord.fail("/users/@me/channels", 403, closed, 1);
+    discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_mention("1300000000000000053", "/session profile"),
+    );
+    let notes = discord.channel_messages(GUILD_CHANNEL, 3).await;
+    assert_eq!(notes[2].content(), mnemo_channels::ASK_PRIVATELY);
+    for note in &notes {
+        assert!(note.files.is_empty(), "a file was posted in the channel");
+        assert!(
+            [mnemo_channels::SENT_PRIVATELY, mnemo_channels::ASK_PRIVATELY].contains(&note.content()),
+            "posted in the channel: {}",
+            note.content()
+        );
+    }
+    stop(child, dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_event_that_cannot_be_decoded_is_skipped_and_its_text_never_logged() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), &model_url, &discord);
+    let mut traced: Value = serde_json::from_slice(&std::fs::read(&config).expect("config")).expect("json");
+    traced["logging"] = json!({ "level": "trace" });
+    std::fs::write(&config, traced.to_string()).expect("write config");
+    let child = mnemo_run(&config, dir.path(), Some(TOKEN));
+    discord.identify().await;
+
+    let mut broken = dm("1300000000000000060", "leaky secret words");
+    broken["author"]["id"] = json!("not-a-snowflake");
+    discord.dispatch("MESSAGE_CREATE", broken);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000061", "next one"));
+    let replies = discord.channel_messages(DM_CHANNEL, 1).await;
+    assert_eq!(replies[0].content(), "echo: next one");
+
+    let logs = stop(child, dir.path());
+    assert!(
+        !logs.contains("leaky secret words"),
+        "a library logged message text:\n{logs}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_discord_will_not_take_is_followed_by_a_message_saying_so() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+    discord.identify().await;
+    let refusal = json!({ "code": 40005, "message": "Request entity too large" });
+    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 413, refusal, 1);
+
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000070", "/session export"));
+    let sent = discord.channel_messages(DM_CHANNEL, 2).await;
+
+    assert!(!sent[0].files.is_empty(), "the upload was tried");
+    assert!(
+        sent[1].content().contains("could not upload it here"),
+        "{}",
+        sent[1].content()
+    );
+    stop(child, dir.path());
 }
 
 #[test]

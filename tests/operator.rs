@@ -205,3 +205,26 @@ async fn config_check_prints_the_effective_config_with_secrets_only_as_set_or_mi
     );
     assert!(!stdout.contains("sk-test-not-a-secret") && !stderr.contains("sk-test-not-a-secret"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_says_a_channel_runs_restrictive_on_a_quarantined_access_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1", json!({}));
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    value["channels"] = json!({ "telegram": { "enabled": true, "tokenEnv": "MNEMO_TEST_TG" } });
+    std::fs::write(&config, value.to_string()).unwrap();
+    let sessions = dir.path().join("state/channels/telegram/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(sessions.join("access.json.corrupt-20261201T070000Z"), "{ broken").unwrap();
+
+    let mut cmd = mnemo(&config, dir.path());
+    cmd.env("MNEMO_TEST_TG", "1:token").args(["config", "check"]);
+    let out = run(cmd).await;
+
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("access.json is missing and its last version was corrupt") && stderr.contains("corrupt-2026"),
+        "{stderr}"
+    );
+}

@@ -130,6 +130,21 @@ async fn connected(fake: &FakeSlack, n: usize) {
         .await;
 }
 
+/// `mnemo run` in Socket Mode that has answered U1's first direct message,
+/// `text`.
+async fn running_after_a_dm(model_url: &str, fake: &FakeSlack, text: &str) -> Bot {
+    let bot = Bot::start(model_url, socket_config(fake));
+    connected(fake, 1).await;
+    fake.send(events_envelope(
+        "env-1",
+        "Ev1",
+        dm_event("U1", "1700000001.000100", text),
+    ));
+    let echo = format!("echo: {text}");
+    fake.wait_until("the first answer", |f| answered(f, "DU1", &echo)).await;
+    bot
+}
+
 #[tokio::test]
 async fn a_dm_conversation_carries_context_across_turns_and_answers_in_threads() {
     let (model, model_url) = FakeModel::start().await;
@@ -228,15 +243,7 @@ async fn the_same_event_delivered_twice_is_answered_once() {
 async fn session_slash_commands_answer_privately_and_export_uploads_the_archive() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
-    let _bot = Bot::start(&model_url, socket_config(&fake));
-    connected(&fake, 1).await;
-    fake.send(events_envelope(
-        "env-1",
-        "Ev1",
-        dm_event("U1", "1700000001.000100", "remember me"),
-    ));
-    fake.wait_until("the answer", |f| answered(f, "DU1", "echo: remember me"))
-        .await;
+    let _bot = running_after_a_dm(&model_url, &fake, "remember me").await;
 
     let status_url = fake.response_url("status");
     fake.send(command_envelope(
@@ -278,18 +285,83 @@ async fn session_slash_commands_answer_privately_and_export_uploads_the_archive(
 }
 
 #[tokio::test]
-async fn a_dropped_websocket_mid_conversation_reconnects_and_nothing_is_lost_or_repeated() {
+async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
+    let (_model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let _bot = running_after_a_dm(&model_url, &fake, "remember me").await;
+
+    let mention = |ts: &str, text: &str| json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": format!("<@UBOT> {text}"), "ts": ts});
+    fake.send(events_envelope(
+        "env-2",
+        "Ev2",
+        mention("1700000002.000100", "/session status"),
+    ));
+    fake.wait_until("the private status", |f| !f.calls_to("chat.postEphemeral").is_empty())
+        .await;
+    let status = &fake.calls_to("chat.postEphemeral")[0];
+    assert_eq!(
+        (&status.body["channel"], &status.body["user"]),
+        (&json!("C1"), &json!("U1"))
+    );
+    assert!(
+        status.body["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("in short-term memory"),
+        "{}",
+        status.body
+    );
+    fake.send(events_envelope(
+        "env-3",
+        "Ev3",
+        mention("1700000003.000100", "/session profile"),
+    ));
+    fake.wait_until("the private profile", |f| f.calls_to("chat.postEphemeral").len() == 2)
+        .await;
+    fake.send(events_envelope(
+        "env-4",
+        "Ev4",
+        mention("1700000004.000100", "/session export"),
+    ));
+    fake.wait_until("the export upload", |f| {
+        !f.calls_to("files.completeUploadExternal").is_empty()
+    })
+    .await;
+    assert_eq!(
+        fake.calls_to("files.completeUploadExternal")[0].body["channel_id"],
+        "DU1"
+    );
+    assert!(
+        answers(&fake, "C1").is_empty(),
+        "nothing of U1's memory was posted in the channel"
+    );
+}
+
+#[tokio::test]
+async fn an_export_slack_will_not_take_is_followed_by_a_message_saying_so() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
     let _bot = Bot::start(&model_url, socket_config(&fake));
     connected(&fake, 1).await;
+    fake.fail("files.getUploadURLExternal", 1);
+
     fake.send(events_envelope(
         "env-1",
         "Ev1",
-        dm_event("U1", "1700000001.000100", "first"),
+        dm_event("U1", "1700000001.000100", "/session export"),
     ));
-    fake.wait_until("the first answer", |f| answered(f, "DU1", "echo: first"))
-        .await;
+    fake.wait_until("the note about the failed upload", |f| {
+        answers(f, "DU1").iter().any(|a| a.contains("could not upload it here"))
+    })
+    .await;
+    assert!(fake.uploads().is_empty());
+}
+
+#[tokio::test]
+async fn a_dropped_websocket_mid_conversation_reconnects_and_nothing_is_lost_or_repeated() {
+    let (_model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let _bot = running_after_a_dm(&model_url, &fake, "first").await;
 
     // A message goes out and the connection dies at once: whether or not the
     // bot saw it, Slack redelivers it on the next connection.

@@ -335,13 +335,137 @@ async fn a_group_command_addressed_to_the_bot_by_name_is_answered() {
     let api = FakeBotApi::start().await;
     let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
 
-    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@other_bot status"));
-    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@other_bot help"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot help"));
     let reply = &api.wait_for_calls("sendMessage", 1).await[0];
 
-    assert!(reply.params["text"].as_str().unwrap().contains("short-term memory"));
+    assert!(reply.params["text"].as_str().unwrap().contains("/session export"));
     assert_eq!(reply.params["chat_id"], GROUP);
     assert!(model.chat_requests().is_empty());
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_asked_for_in_a_group_goes_to_the_private_chat_or_nowhere() {
+    const BOB: i64 = 43;
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "remember the heron"));
+    api.wait_for_calls("sendMessage", 1).await;
+
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session@mnemo_test_bot status"));
+    let sent = api.wait_for_calls("sendMessage", 3).await;
+    assert_eq!(sent[1].params["chat_id"], ADA, "the status goes to Ada's private chat");
+    assert!(
+        sent[1].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("2 messages in short-term memory")
+    );
+    assert_eq!(sent[2].params["chat_id"], GROUP);
+    assert_eq!(sent[2].params["text"], mnemo_channels::SENT_PRIVATELY);
+
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session profile"));
+    api.push_message(text_message(GROUP, user(ADA, "Ada"), "/session export"));
+    let upload = api.wait_for_calls("sendDocument", 1).await.remove(0);
+    assert_eq!(
+        upload.params["chat_id"],
+        ADA.to_string(),
+        "the export goes to Ada alone"
+    );
+    api.wait_for_calls("sendMessage", 6).await;
+
+    // Bob never started the bot: Telegram refuses the private message, so
+    // the group is told to ask privately, and hears nothing of his memory.
+    let refused = json!({ "ok": false, "error_code": 403,
+        "description": "Forbidden: bot can't initiate conversation with a user" });
+    api.fail_next("sendMessage", 403, &refused.to_string());
+    api.push_message(text_message(GROUP, user(BOB, "Bob"), "/session status"));
+    let sent = api.wait_for_calls("sendMessage", 8).await;
+    assert_eq!((sent[6].params["chat_id"].clone(), sent[6].status), (json!(BOB), 403));
+    assert_eq!(sent[7].params["chat_id"], GROUP);
+    assert_eq!(sent[7].params["text"], mnemo_channels::ASK_PRIVATELY);
+    for call in sent.iter().chain(&api.calls("sendDocument")) {
+        let chat = &call.params["chat_id"];
+        if chat == GROUP || chat.as_str().and_then(|c| c.parse::<i64>().ok()) == Some(GROUP) {
+            let text = call.params["text"].as_str().unwrap_or_default();
+            let notes = [mnemo_channels::SENT_PRIVATELY, mnemo_channels::ASK_PRIVATELY];
+            assert!(notes.contains(&text), "posted in the group: {text}");
+            assert!(call.file.is_none(), "a file was posted in the group");
+        }
+    }
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_that_cannot_be_decoded_is_skipped_and_everyone_else_is_answered() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    let broken = r#"{"message_id":5,"date":0,"chat":{"id":43,"type":"private","first_name":"B"},
+        "from":{"id":43,"is_bot":false,"first_name":"\ud83d"},"text":"broken-secret-words"}"#;
+    let bad = api.push_raw_message(broken);
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "still there?"));
+    let reply = &api.wait_for_calls("sendMessage", 1).await[0];
+
+    assert_eq!(reply.params["text"], "echo: still there?");
+    api.wait_until("the broken update confirmed", || {
+        (api.confirmed_offset() > bad).then_some(())
+    })
+    .await;
+    assert_eq!(model.chat_requests().len(), 1);
+    let logs = std::fs::read_to_string(mnemo.dir.path().join("stderr.log")).unwrap();
+    let skipped = logs
+        .lines()
+        .find(|l| l.contains("could not be decoded"))
+        .unwrap_or_default();
+    assert!(skipped.contains(&bad.to_string()), "logged by id: {logs}");
+    assert!(!logs.contains("broken-secret-words"), "the update's text was logged");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_and_help_are_answered_by_mnemo_not_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/start"));
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/help"));
+    let replies = api.wait_for_calls("sendMessage", 2).await;
+
+    for reply in &replies {
+        assert!(
+            reply.params["text"].as_str().unwrap().contains("/session export"),
+            "{:?}",
+            reply.params
+        );
+    }
+    assert!(model.chat_requests().is_empty(), "the model was asked");
+    assert!(stm_records(&mnemo.state(), ADA).is_empty(), "a command is not stored");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_telegram_refuses_to_take_is_followed_by_a_message_saying_so() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let refused = json!({ "ok": false, "error_code": 413, "description": "Request Entity Too Large" });
+    api.fail_next("sendDocument", 413, &refused.to_string());
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "/session export"));
+    let note = api.wait_for_calls("sendMessage", 1).await.remove(0);
+
+    assert_eq!(api.calls("sendDocument")[0].status, 413);
+    let text = note.params["text"].as_str().unwrap();
+    assert!(
+        text.contains("could not upload it here") && text.contains(".tar.gz"),
+        "{text}"
+    );
+    assert_eq!(note.params["chat_id"], ADA);
     mnemo.stop(&api).await;
 }
 
@@ -388,6 +512,21 @@ async fn webhook_mode_takes_only_posts_with_the_secret_and_answers_them() {
 
     let reply = &api.wait_for_calls("sendMessage", 1).await[0];
     assert_eq!(reply.params["text"], "echo: via webhook");
+
+    // An update that cannot be decoded is taken (200) and skipped, so
+    // Telegram does not hold back the updates behind it.
+    let broken = r#"{"update_id": 501, "message": {"message_id": 4, "date": 0,
+        "chat": {"id": 42, "type": "private", "first_name": "\ud83d"},
+        "from": {"id": 42, "is_bot": false, "first_name": "Ada"}, "text": "lost"}}"#;
+    let response = reqwest::Client::new()
+        .post(format!("http://{listen}/telegram"))
+        .header("X-Telegram-Bot-Api-Secret-Token", WEBHOOK_SECRET)
+        .header("content-type", "application/json")
+        .body(broken)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
     assert!(api.calls("getUpdates").is_empty(), "no polling in webhook mode");
     mnemo.stop(&api).await;
 }

@@ -1,18 +1,27 @@
 //! The console channel: `mnemo chat` on stdin/stdout, as the local OS user.
-//! One line in is one message; each reply is printed as it comes. Works the
-//! same when stdin is a pipe (for scripts and tests): no prompt is printed
-//! then, and end of input ends the channel cleanly.
+//! One line in is one message; each reply is printed as it comes. Input is
+//! read as bytes and decoded lossily, so a line that is not UTF-8 is still
+//! answered (its bad bytes shown as `�`) and the lines after it still run.
+//! On a terminal it greets with a banner (what it talks to, where memory
+//! lives, `/session help`), shows "thinking…" while the model works, and
+//! prints no new prompt once it is stopping. Works the same when stdin is a
+//! pipe (for scripts and tests): no banner, prompt or indicator then, and
+//! end of input ends the channel cleanly.
 
 use crate::{Channel, ChannelError, ChatKind, Inbound, Outbound, OutboundBody, Shutdown};
 use async_trait::async_trait;
 use chrono::Utc;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
 
 /// The console has no real limit; long replies still come in readable pieces.
 const CONSOLE_MAX_CHARS: usize = 100_000;
+
+/// Shown while the model works; erased (`\r` + clear line) by the answer.
+const THINKING: &str = "thinking…";
+const ERASE_LINE: &str = "\r\x1b[K";
 
 pub struct ConsoleChannel {
     user_id: String,
@@ -23,6 +32,12 @@ pub struct ConsoleChannel {
     /// unique across runs.
     seq: AtomicU64,
     started_ms: i64,
+    /// Printed once when receiving starts, on a terminal only.
+    banner: Option<String>,
+    /// Set when the broker shuts down: no fresh prompt after the last answer.
+    closing: AtomicBool,
+    /// "thinking…" is on screen and must be erased before the next write.
+    thinking: AtomicBool,
 }
 
 impl ConsoleChannel {
@@ -34,7 +49,16 @@ impl ConsoleChannel {
             out: Mutex::new(tokio::io::stdout()),
             seq: AtomicU64::new(0),
             started_ms: Utc::now().timestamp_millis(),
+            banner: None,
+            closing: AtomicBool::new(false),
+            thinking: AtomicBool::new(false),
         }
+    }
+
+    /// Greets an interactive user with `banner` (ignored on a pipe).
+    pub fn with_banner(mut self, banner: impl Into<String>) -> Self {
+        self.banner = Some(banner.into());
+        self
     }
 
     /// The console user: `$USER`, else `$LOGNAME`, else `local`, looked up
@@ -48,12 +72,15 @@ impl ConsoleChannel {
 
     async fn write(&self, text: &str) -> std::io::Result<()> {
         let mut out = self.out.lock().await;
+        if self.thinking.swap(false, Ordering::SeqCst) {
+            out.write_all(ERASE_LINE.as_bytes()).await?;
+        }
         out.write_all(text.as_bytes()).await?;
         out.flush().await
     }
 
     async fn prompt(&self) {
-        if self.interactive {
+        if self.interactive && !self.closing.load(Ordering::SeqCst) {
             // A failed prompt write is not worth stopping the chat for.
             let _ = self.write("> ").await;
         }
@@ -88,18 +115,30 @@ impl Channel for ConsoleChannel {
     }
 
     async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let mut input = BufReader::new(tokio::io::stdin());
+        if let Some(banner) = self.banner.as_deref().filter(|_| self.interactive) {
+            // A failed banner write is not worth stopping the chat for.
+            let _ = self.write(&format!("{banner}\n\n")).await;
+        }
         self.prompt().await;
+        let mut bytes = Vec::new();
         loop {
-            let line = tokio::select! {
-                line = lines.next_line() => line,
-                _ = shutdown.changed() => return Ok(()),
+            bytes.clear();
+            let read = tokio::select! {
+                read = input.read_until(b'\n', &mut bytes) => read,
+                _ = shutdown.changed() => {
+                    self.closing.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
             };
-            let line = line.map_err(|e| ChannelError::Receive {
+            let read = read.map_err(|e| ChannelError::Receive {
                 channel: "console".into(),
                 reason: format!("could not read stdin: {e}"),
             })?;
-            let Some(line) = line else { return Ok(()) };
+            if read == 0 {
+                return Ok(());
+            }
+            let line = decode_line(&bytes);
             if line.trim().is_empty() {
                 self.prompt().await;
                 continue;
@@ -118,7 +157,7 @@ impl Channel for ConsoleChannel {
             OutboundBody::Text(text) => text,
             OutboundBody::File { path, caption } => format!("{caption}\n{}", path.display()),
         };
-        let framed = if self.interactive {
+        let framed = if self.interactive && !self.closing.load(Ordering::SeqCst) {
             format!("{text}\n\n> ")
         } else {
             format!("{text}\n")
@@ -128,5 +167,36 @@ impl Channel for ConsoleChannel {
             target: "stdout".into(),
             reason: e.to_string(),
         })
+    }
+
+    /// "thinking…" on a terminal, erased by whatever is written next.
+    async fn typing(&self, _to: &Inbound) {
+        if self.interactive && !self.thinking.load(Ordering::SeqCst) {
+            let mut out = self.out.lock().await;
+            // Marked before writing: the broker may cancel this call at any
+            // await once the answer is ready, and the next write must still
+            // erase whatever part of the indicator got out.
+            self.thinking.store(true, Ordering::SeqCst);
+            let _ = out.write_all(THINKING.as_bytes()).await;
+            let _ = out.flush().await;
+        }
+    }
+}
+
+/// One line of input without its line ending, invalid UTF-8 replaced by `�`.
+fn decode_line(bytes: &[u8]) -> String {
+    let line = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    String::from_utf8_lossy(line).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_decoded_lossily_without_its_line_ending() {
+        assert_eq!(decode_line(b"caf\xe9 ok\r\n"), "caf\u{fffd} ok");
+        assert_eq!(decode_line(b"last"), "last");
     }
 }

@@ -10,13 +10,14 @@ pub mod console;
 pub mod discord;
 pub mod format;
 mod message;
+pub mod printable;
 pub mod retry;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
-pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
+pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};

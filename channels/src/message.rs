@@ -62,8 +62,22 @@ pub struct Outbound {
     pub ephemeral: bool,
     /// The [`Inbound::interaction`] this answers, if any.
     pub interaction: Option<String>,
+    /// Set when the reply reveals the asker's memory and was asked where
+    /// others read along: the platform user id it must reach alone. The
+    /// adapter delivers it privately (ephemeral message or direct message)
+    /// and never to `chat_id`; where it cannot, it sends [`ASK_PRIVATELY`]
+    /// to the chat instead.
+    pub private_to: Option<String>,
     pub body: OutboundBody,
 }
+
+/// Said in a group when a private answer could not be delivered privately
+/// (the user never opened a direct chat with the bot, or blocks it).
+pub const ASK_PRIVATELY: &str = "That answer would show your memory to everyone here, so I only give it privately. \
+Please open a direct chat with me and ask there.";
+
+/// Said in a group after a private answer went to the asker's direct messages.
+pub const SENT_PRIVATELY: &str = "I've sent you the answer in a direct message.";
 
 impl Outbound {
     /// A text reply to `to`, in the same chat and thread.
@@ -75,8 +89,19 @@ impl Outbound {
             reply_to: Some(to.msg_id.clone()),
             ephemeral: to.interaction.is_some(),
             interaction: to.interaction.clone(),
+            private_to: None,
             body: OutboundBody::Text(text.into()),
         }
+    }
+
+    /// This reply, to reach only the asker of `to` if `to` came from a
+    /// group (see [`Outbound::private_to`]); unchanged in a direct chat.
+    pub fn privately(mut self, to: &Inbound) -> Self {
+        if to.chat_kind == ChatKind::Group {
+            self.private_to = Some(to.user_id.clone());
+            self.ephemeral = true;
+        }
+        self
     }
 
     /// A file reply to `to`.

@@ -232,8 +232,12 @@ impl Shared {
         task.await.ok().flatten()
     }
 
-    fn asker(&self, reply_to: Option<&str>) -> Option<String> {
-        lock(&self.askers).get(reply_to?).cloned()
+    /// Who a private answer is for: the user it names, else the asker of
+    /// the message it answers.
+    fn recipient(&self, out: &Outbound) -> Option<String> {
+        out.private_to
+            .clone()
+            .or_else(|| lock(&self.askers).get(out.reply_to.as_deref()?).cloned())
     }
 
     async fn send_text(&self, out: &Outbound, text: &str) -> Result<(), WebError> {
@@ -252,7 +256,7 @@ impl Shared {
         }
         if out.ephemeral {
             self.remove(&out.chat_id, placeholder).await;
-            let user = self.asker(out.reply_to.as_deref()).ok_or_else(unknown_asker)?;
+            let user = self.recipient(out).ok_or_else(unknown_asker)?;
             for m in &messages {
                 self.web.post_ephemeral(&out.chat_id, &user, thread, m).await?;
             }
@@ -292,7 +296,7 @@ impl Shared {
                 .upload(&out.chat_id, out.thread_id.as_deref(), path, &caption)
                 .await;
         }
-        let user = self.asker(out.reply_to.as_deref()).ok_or_else(unknown_asker)?;
+        let user = self.recipient(out).ok_or_else(unknown_asker)?;
         let dm = self.web.open_dm(&user).await?;
         self.web.upload(&dm, None, path, &caption).await?;
         let note = "I've sent the file to our direct messages.";

@@ -12,13 +12,14 @@
 mod api;
 mod inbound;
 mod polling;
+mod updates;
 mod webhook;
 
 pub use webhook::{WebhookIntake, WebhookRejection};
 
 use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
 use crate::retry::{Backoff, pause};
-use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
+use crate::{ASK_PRIVATELY, Channel, ChannelError, Inbound, Outbound, OutboundBody, SENT_PRIVATELY, Shutdown};
 use api::{Api, Failure, Target};
 use async_trait::async_trait;
 use inbound::{Me, Routed};
@@ -276,16 +277,53 @@ impl Channel for TelegramChannel {
     }
 }
 
-/// Sends one reply: text as HTML chunks (the first quoting the user's
-/// message in groups), a file as a document. A group that became a
-/// supergroup is followed once.
+/// Sends one reply; one marked private goes to the asker's private chat
+/// (see [`send_privately`]).
 async fn send(api: &Api, out: Outbound) -> Result<(), ChannelError> {
+    match out.private_to.clone() {
+        Some(user) => send_privately(api, out, &user).await,
+        None => send_to_chat(api, &out).await,
+    }
+}
+
+/// A memory-revealing answer asked in a group goes to the asker's private
+/// chat with the bot (its id is the user's id); the group hears only that
+/// it did. Telegram lets a bot write only to users who started it, so when
+/// it refuses, the group is told to ask in a private chat instead.
+async fn send_privately(api: &Api, out: Outbound, user: &str) -> Result<(), ChannelError> {
+    let private = Outbound {
+        chat_id: user.to_string(),
+        thread_id: None,
+        reply_to: None,
+        private_to: None,
+        ..out.clone()
+    };
+    let note = match send_to_chat(api, &private).await {
+        Ok(()) => SENT_PRIVATELY,
+        Err(e) => {
+            tracing::info!(error = %e, "telegram: private answer not delivered; asking to ask in a private chat");
+            ASK_PRIVATELY
+        }
+    };
+    let note = Outbound {
+        private_to: None,
+        ephemeral: false,
+        body: OutboundBody::Text(note.into()),
+        ..out
+    };
+    send_to_chat(api, &note).await
+}
+
+/// Sends one reply to its chat: text as HTML chunks (the first quoting the
+/// user's message in groups), a file as a document. A group that became a
+/// supergroup is followed once.
+async fn send_to_chat(api: &Api, out: &Outbound) -> Result<(), ChannelError> {
     let error = |failure: Failure| ChannelError::Send {
         channel: CHANNEL.into(),
         target: out.chat_id.clone(),
         reason: failure.to_string(),
     };
-    let mut target = target(&out)?;
+    let mut target = target(out)?;
     match &out.body {
         OutboundBody::Text(text) => {
             let chunks = format::to_chunks(&TelegramHtml, text);
@@ -408,6 +446,7 @@ mod tests {
             thread_id: Some("3".into()),
             reply_to: Some(format!("{chat}:12")),
             ephemeral: false,
+            private_to: None,
             interaction: None,
             body: OutboundBody::Text("hi".into()),
         };

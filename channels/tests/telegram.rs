@@ -430,6 +430,7 @@ fn outbound(chat: i64, body: &str) -> Outbound {
         thread_id: None,
         reply_to: None,
         ephemeral: false,
+        private_to: None,
         interaction: None,
         body: OutboundBody::Text(body.into()),
     }

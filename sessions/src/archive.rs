@@ -19,7 +19,6 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
-use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
@@ -85,7 +84,7 @@ pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Resu
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     gz.write_all(&jsonl)
         .and_then(|()| gz.finish())
-        .and_then(|bytes| atomic_write(&path, &bytes, None))
+        .and_then(|bytes| atomic_write(layout.state_root(), &path, &bytes))
         .map_err(io_err("write", &path))?;
     Ok(path)
 }
@@ -94,7 +93,7 @@ pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Resu
 /// timestamp). Temp leftovers and foreign files are not listed.
 pub fn files(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ArchiveError> {
     let dir = layout.archive_dir(user);
-    let entries = match fs::read_dir(&dir) {
+    let entries = match crate::fsutil::read_dir_nofollow(layout.state_root(), &dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err("list", &dir)(e)),
@@ -150,7 +149,7 @@ fn read_filtered(
             continue;
         }
         let mut this_file = Vec::new();
-        for (digest, record) in read_file(&path)? {
+        for (digest, record) in read_file(layout, &path)? {
             if seen.contains(&digest) {
                 duplicates += 1;
             } else {
@@ -173,8 +172,8 @@ fn read_filtered(
 /// The valid records of one archive file, each with the SHA-256 of its
 /// line. Malformed lines and a corrupt gzip stream are logged and skipped:
 /// one damaged file must not hide the rest of the user's history.
-fn read_file(path: &Path) -> Result<Vec<([u8; 32], Record)>, ArchiveError> {
-    let file = fs::File::open(path).map_err(io_err("open", path))?;
+fn read_file(layout: &Layout, path: &Path) -> Result<Vec<([u8; 32], Record)>, ArchiveError> {
+    let file = crate::fsutil::open_nofollow(layout.state_root(), path).map_err(io_err("open", path))?;
     let reader = BufReader::new(GzDecoder::new(file));
     let mut out = Vec::new();
     for (number, line) in reader.split(b'\n').enumerate() {

@@ -87,7 +87,7 @@ impl CommandError {
 pub const HELP: &str = "Memory commands — they only ever touch your own data:\n\
 /session status — your message count, summary age, long-term entries and storage\n\
 /session clear — forget our recent conversation and its summary (long-term notes stay)\n\
-/session clear all — delete everything I store about you\n\
+/session clear all — say what would go, then `/session clear all confirm` deletes everything I store about you\n\
 /session profile — show what I remember about you long-term\n\
 /session forget <topic> — delete one of your topic notes\n\
 /session export — everything I store about you, as one archive file\n\
@@ -118,7 +118,8 @@ pub async fn try_execute(
         SessionCommand::Status => Reply::text(status::status(stm, caller, now)?),
         SessionCommand::Profile => Reply::text(status::profile(stm.layout(), user)?),
         SessionCommand::Clear => Reply::text(clear::clear(stm, user).await?),
-        SessionCommand::ClearAll => Reply::text(clear::clear_all(stm, user).await?),
+        SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(stm, user)?),
+        SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
         SessionCommand::Forget { topic } => Reply::text(clear::forget(stm, user, topic).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
         SessionCommand::Help => Reply::text(HELP),

@@ -129,7 +129,7 @@ pub fn export_user(
     };
     append(&mut tar, Path::new(README), readme.as_bytes(), mtime).map_err(write_err)?;
     for (path, relative) in &files {
-        let bytes = fs::read(path).map_err(|source| ExportError::Read {
+        let bytes = fsutil::read_nofollow(layout.state_root(), path).map_err(|source| ExportError::Read {
             path: path.clone(),
             source,
         })?;
@@ -139,7 +139,7 @@ pub fn export_user(
         append(&mut tar, relative, bytes, mtime).map_err(write_err)?;
     }
     let bundle = tar.into_inner().and_then(GzEncoder::finish).map_err(write_err)?;
-    fsutil::atomic_write(&target, &bundle, Some(0o600)).map_err(write_err)?;
+    fsutil::atomic_write(layout.state_root(), &target, &bundle).map_err(write_err)?;
     Ok(Export {
         path: target,
         files: files

@@ -1,12 +1,29 @@
-//! Crash-safe file replacement, shared by every module that rewrites a file.
+//! The one place that touches files under the state folder on behalf of
+//! every module: crash-safe replacement, appends, reads and deletes that
+//! never follow a symbolic link, and creation that is private to the
+//! running user whatever the umask. It decides nothing about content.
 //!
-//! A replaced file is written to a temp name unique to this write (process
-//! id, a process-wide counter and the nanosecond clock), fsynced, renamed
-//! over the target, and the folder is fsynced, so a reader sees the old file
-//! or the new one, never half of either, and two writers never share a temp.
+//! **No links.** `root` is the folder mnemo owns (the state root): every
+//! component of a path below it must be a real file or folder. A link
+//! where mnemo expects its own file or folder is refused with
+//! [`LinkRefused`] (as an `io::Error`, naming the path), never read,
+//! written or deleted through; the final open also carries `O_NOFOLLOW`.
+//! A link placed between the check and the open of a *parent* folder is
+//! not caught (the threat is a stray or planted link, not a racing local
+//! attacker who can already write the state folder).
+//!
+//! **Private.** Folders are created 0700 and files 0600, set explicitly
+//! after creation so a permissive umask cannot widen them.
+//!
+//! **Atomic.** A replaced file is written to a temp name unique to this
+//! write (process id, a process-wide counter and the nanosecond clock),
+//! fsynced, renamed over the target, and the folder is fsynced, so a reader
+//! sees the old file or the new one, never half of either, and two writers
+//! never share a temp.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,6 +32,167 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Prefix of every temp file, so maintenance can recognise and clean leftovers
 /// of a crash.
 pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Mode of every folder mnemo creates.
+pub const PRIVATE_DIR: u32 = 0o700;
+/// Mode of every file mnemo creates.
+pub const PRIVATE_FILE: u32 = 0o600;
+
+/// A symbolic link found where mnemo expects its own file or folder.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{} is a symbolic link; mnemo never follows links inside its state folder (remove the link, or move the real folder there)",
+    path.display()
+)]
+pub struct LinkRefused {
+    pub path: PathBuf,
+}
+
+impl LinkRefused {
+    /// Whether `e` is a refused link (for callers that skip rather than fail).
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|inner| inner.is::<LinkRefused>())
+    }
+}
+
+fn refused(path: &Path) -> io::Error {
+    let error = LinkRefused {
+        path: path.to_path_buf(),
+    };
+    tracing::error!(path = %path.display(), "symbolic link inside the state folder refused");
+    io::Error::other(error)
+}
+
+/// Checks that no existing component of `path` below `root` is a symbolic
+/// link (components that do not exist yet are fine). A path outside `root`
+/// is refused: every path mnemo touches is built under it.
+pub fn refuse_links(root: &Path, path: &Path) -> io::Result<()> {
+    walk_below(root, path, |_| Ok(false))
+}
+
+/// Creates `dir` and its missing parents below `root`, each 0700; an
+/// existing link on the way is refused.
+pub fn create_private_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
+    if !root.exists() {
+        make_private_dir(root)?;
+    }
+    walk_below(root, dir, |missing| make_private_dir(missing).map(|()| true))
+}
+
+/// Visits each component of `path` below `root` in order, refusing a link;
+/// at a component that does not exist, `missing` decides whether to go on
+/// (after creating it) or stop.
+fn walk_below(root: &Path, path: &Path, mut missing: impl FnMut(&Path) -> io::Result<bool>) -> io::Result<()> {
+    let below = path.strip_prefix(root).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not inside the state folder {}", path.display(), root.display()),
+        )
+    })?;
+    let mut current = root.to_path_buf();
+    for component in below.components() {
+        current.push(component);
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(refused(&current)),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !missing(&current)? {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// One folder (and, for the state root itself, its parents), 0700. A folder
+/// another process made meanwhile is fine.
+fn make_private_dir(dir: &Path) -> io::Result<()> {
+    match DirBuilder::new().recursive(true).mode(PRIVATE_DIR).create(dir) {
+        Ok(()) => fs::set_permissions(dir, Permissions::from_mode(PRIVATE_DIR)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens `path` for appending (and reading), creating it 0600 and its
+/// folders 0700; a link anywhere below `root` is refused.
+pub fn open_append_nofollow(root: &Path, path: &Path) -> io::Result<File> {
+    // The folders are walked once; the file itself is guarded by O_NOFOLLOW.
+    if let Some(parent) = path.parent() {
+        create_private_dir_all(root, parent)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(PRIVATE_FILE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| link_or(e, path))?;
+    private_file(&file)?;
+    Ok(file)
+}
+
+/// Narrows a file mnemo opened for writing to 0600 if it is wider (a file
+/// from an older version, or a umask that let bits through).
+fn private_file(file: &File) -> io::Result<()> {
+    let mode = file.metadata()?.permissions().mode() & 0o777;
+    if mode != PRIVATE_FILE {
+        file.set_permissions(Permissions::from_mode(PRIVATE_FILE))?;
+    }
+    Ok(())
+}
+
+/// `O_NOFOLLOW` on a link fails with `ELOOP`: say what it was.
+fn link_or(e: io::Error, path: &Path) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        refused(path)
+    } else {
+        e
+    }
+}
+
+/// Opens `path` for reading; a link anywhere below `root` is refused.
+pub fn open_nofollow(root: &Path, path: &Path) -> io::Result<File> {
+    refuse_links(root, path)?;
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| link_or(e, path))
+}
+
+/// The whole file; a link anywhere below `root` is refused.
+pub fn read_nofollow(root: &Path, path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut open_nofollow(root, path)?, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// The whole file as UTF-8; a link anywhere below `root` is refused.
+pub fn read_to_string_nofollow(root: &Path, path: &Path) -> io::Result<String> {
+    String::from_utf8(read_nofollow(root, path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Deletes one file, or a whole folder (not following links inside it);
+/// a link at `path` or above it (below `root`) is refused, not deleted.
+pub fn remove_nofollow(root: &Path, path: &Path) -> io::Result<()> {
+    refuse_links(root, path)?;
+    let meta = fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
+}
+
+/// The entries of a folder; a link at it or above it is refused.
+pub fn read_dir_nofollow(root: &Path, dir: &Path) -> io::Result<fs::ReadDir> {
+    refuse_links(root, dir)?;
+    fs::read_dir(dir)
+}
 
 /// A temp path next to `target`, unique to this call.
 pub fn unique_temp_path(target: &Path) -> PathBuf {
@@ -28,23 +206,27 @@ pub fn unique_temp_path(target: &Path) -> PathBuf {
     target.with_file_name(name)
 }
 
-/// Writes `bytes` to `target` atomically (see the module doc), creating the
-/// parent folder if needed. `mode` sets Unix permissions on the new file
-/// (e.g. `0o600` for access.json); `None` keeps the umask default.
-pub fn atomic_write(target: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+/// Writes `bytes` to `target` atomically (see the module doc) as a 0600
+/// file, creating its folders 0700 below `root`; a link on the way is
+/// refused (a link at `target` itself would only be replaced, but it is
+/// refused too, so the operator hears of it).
+pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> {
     let parent = target
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no parent folder"))?;
-    fs::create_dir_all(parent)?;
+    create_private_dir_all(root, parent)?;
+    if fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refused(target));
+    }
     let tmp = unique_temp_path(target);
     let result = (|| {
-        let mut opts = OpenOptions::new();
-        opts.write(true).create_new(true);
-        if let Some(mode) = mode {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(mode);
-        }
-        let mut file = opts.open(&tmp)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(PRIVATE_FILE)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        private_file(&file)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, target)?;
@@ -64,23 +246,66 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn mode(path: &Path) -> u32 {
+        fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+    }
 
     #[test]
-    fn atomic_write_replaces_and_leaves_no_temp() {
+    fn atomic_write_replaces_privately_and_leaves_no_temp() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("a/b.md");
-        atomic_write(&target, b"one", None).unwrap();
-        atomic_write(&target, b"two", Some(0o600)).unwrap();
+        atomic_write(dir.path(), &target, b"one").unwrap();
+        atomic_write(dir.path(), &target, b"two").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"two");
         let names: Vec<_> = fs::read_dir(target.parent().unwrap()).unwrap().collect();
         assert_eq!(names.len(), 1);
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(mode(&target), PRIVATE_FILE);
+        assert_eq!(mode(target.parent().unwrap()), PRIVATE_DIR);
     }
 
     #[test]
     fn temp_names_are_unique_per_call() {
         let t = Path::new("/x/summary.md");
         assert_ne!(unique_temp_path(t), unique_temp_path(t));
+    }
+
+    #[test]
+    fn a_link_below_the_root_is_never_read_written_or_deleted_through() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.md");
+        fs::write(&secret, "outside").unwrap();
+        fs::create_dir_all(root.path().join("stm")).unwrap();
+        symlink(outside.path(), root.path().join("stm/u")).unwrap();
+        symlink(&secret, root.path().join("u.md")).unwrap();
+
+        let through_dir = root.path().join("stm/u/secret.md");
+        for e in [
+            read_nofollow(root.path(), &through_dir).unwrap_err(),
+            read_nofollow(root.path(), &root.path().join("u.md")).unwrap_err(),
+            open_append_nofollow(root.path(), &through_dir).unwrap_err(),
+            atomic_write(root.path(), &through_dir, b"x").unwrap_err(),
+            remove_nofollow(root.path(), &through_dir).unwrap_err(),
+            remove_nofollow(root.path(), &root.path().join("u.md")).unwrap_err(),
+        ] {
+            assert!(LinkRefused::is(&e), "{e}");
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "outside");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn appends_create_private_folders_and_files_and_narrow_wide_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("stm/u/messages.jsonl");
+        drop(open_append_nofollow(root.path(), &path).unwrap());
+        assert_eq!(mode(&path), PRIVATE_FILE);
+        assert_eq!(mode(&root.path().join("stm")), PRIVATE_DIR);
+        fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        drop(open_append_nofollow(root.path(), &path).unwrap());
+        assert_eq!(mode(&path), PRIVATE_FILE);
     }
 }

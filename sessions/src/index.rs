@@ -171,10 +171,11 @@ pub fn load(layout: &Layout) -> Result<IndexFile, IndexError> {
 
 fn load_locked(layout: &Layout) -> Result<IndexFile, IndexError> {
     let path = layout.index_path();
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::fsutil::read_nofollow(layout.state_root(), &path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            tracing::warn!(index = %path.display(), "index missing; rebuilding it from the markdown files");
+            // Normal on a fresh install: nothing to warn the operator about.
+            tracing::debug!(index = %path.display(), "no index yet; building it from the markdown files");
             return rebuild_locked(layout);
         }
         Err(source) => return Err(IndexError::Read { path, source }),
@@ -238,7 +239,7 @@ fn save(layout: &Layout, index: &IndexFile) -> Result<(), IndexError> {
     let path = layout.index_path();
     // Plain data with string keys: serialising cannot fail.
     let json = serde_json::to_vec_pretty(index).unwrap_or_default();
-    atomic_write(&path, &json, None).map_err(|source| IndexError::Write { path, source })
+    atomic_write(layout.state_root(), &path, &json).map_err(|source| IndexError::Write { path, source })
 }
 
 /// Whose files an entry describes.
@@ -353,7 +354,7 @@ fn read_entries(layout: &Layout, owner: &Owner) -> Result<Vec<IndexEntry>, Index
     }
     let mut out = Vec::new();
     for file in scan(layout, owner)? {
-        let text = match std::fs::read_to_string(&file.path) {
+        let text = match crate::fsutil::read_to_string_nofollow(layout.state_root(), &file.path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(source) => {

@@ -83,7 +83,7 @@ pub struct MergeReport {
 /// Reads the profile; `Ok(None)` when the user has none.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<Profile>, ProfileError> {
     let path = layout.profile_path(user);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::fsutil::read_to_string_nofollow(layout.state_root(), &path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(ProfileError::Read { path, source }),
@@ -159,7 +159,7 @@ pub fn merge_facts(
 pub fn write(layout: &Layout, user: &SafeName, profile: &Profile) -> Result<(), ProfileError> {
     let path = layout.profile_path(user);
     let text = frontmatter::render(&path, &profile.meta, &profile.body)?;
-    atomic_write(&path, text.as_bytes(), None).map_err(|source| ProfileError::Write { path, source })?;
+    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| ProfileError::Write { path, source })?;
     if let Err(e) = crate::index::refresh_owner(layout, user) {
         tracing::warn!(user = %user, error = %e, "index not updated after a profile write; it is rebuilt on next search");
     }

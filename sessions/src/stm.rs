@@ -12,13 +12,13 @@
 mod read;
 mod tail;
 
-use crate::fsutil::{atomic_write, sync_dir};
+use crate::fsutil::{atomic_write, open_append_nofollow, read_dir_nofollow, read_nofollow, remove_nofollow, sync_dir};
 use crate::layout::Layout;
 use crate::locks::{LockRegistry, UserGuard};
 use crate::names::SafeName;
 use crate::record::Record;
 use chrono::{DateTime, Utc};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -138,13 +138,7 @@ impl Stm {
         line.push(b'\n');
 
         let dir = self.layout().stm_dir(user);
-        fs::create_dir_all(&dir).map_err(StmError::io("create the folder of", &path))?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(StmError::io("open", &path))?;
+        let mut file = open_append_nofollow(self.layout().state_root(), &path).map_err(StmError::io("open", &path))?;
         let len = file.metadata().map_err(StmError::io("inspect", &path))?.len();
         if len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))? {
             tracing::warn!(file = %path.display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
@@ -168,13 +162,13 @@ impl Stm {
     /// skipped with a warning. A missing log is empty.
     pub fn tail(&self, user: &SafeName, n: usize) -> Result<Vec<Record>, StmError> {
         let path = self.layout().messages_path(user);
-        tail::tail(&path, n).map_err(StmError::io("read", &path))
+        tail::tail(self.layout().state_root(), &path, n).map_err(StmError::io("read", &path))
     }
 
     /// Every valid record, oldest first, and how many lines were skipped.
     pub fn read_all(&self, user: &SafeName) -> Result<LogSnapshot, StmError> {
         let path = self.layout().messages_path(user);
-        read::read_all(&path).map_err(StmError::io("read", &path))
+        read::read_all(self.layout().state_root(), &path).map_err(StmError::io("read", &path))
     }
 
     /// How many valid records the log holds.
@@ -192,7 +186,7 @@ impl Stm {
     /// valid encodings (stray files, temp leftovers) are skipped.
     pub fn users(&self) -> Result<Vec<SafeName>, StmError> {
         let root = self.layout().stm_root();
-        let entries = match fs::read_dir(&root) {
+        let entries = match read_dir_nofollow(self.layout().state_root(), &root) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(StmError::io("list", &root)(e)),
@@ -223,7 +217,7 @@ impl Stm {
             return Ok(());
         }
         let path = self.layout().messages_path(user);
-        let bytes = match fs::read(&path) {
+        let bytes = match read_nofollow(self.layout().state_root(), &path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(StmError::io("read", &path)(e)),
@@ -243,14 +237,15 @@ impl Stm {
             );
             self.keep_malformed(&quarantine, &split.malformed)?;
         }
-        atomic_write(&path, &bytes[split.rest_start..], None).map_err(StmError::io("rewrite", &path))
+        atomic_write(self.layout().state_root(), &path, &bytes[split.rest_start..])
+            .map_err(StmError::io("rewrite", &path))
     }
 
     /// Under the lock: deletes the user's log. A missing log is fine.
     pub fn remove_locked(&self, guard: &UserGuard, user: &SafeName) -> Result<(), StmError> {
         self.check_guard(guard, user)?;
         let path = self.layout().messages_path(user);
-        match fs::remove_file(&path) {
+        match remove_nofollow(self.layout().state_root(), &path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(StmError::io("delete", &path)(e)),
@@ -282,11 +277,8 @@ impl Stm {
             out.extend_from_slice(line);
             out.push(b'\n');
         }
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(quarantine)
-            .map_err(StmError::io("open", quarantine))?;
+        let mut file =
+            open_append_nofollow(self.layout().state_root(), quarantine).map_err(StmError::io("open", quarantine))?;
         file.write_all(&out).map_err(StmError::io("append to", quarantine))?;
         // Always synced: the rewrite that follows deletes the originals.
         file.sync_data().map_err(StmError::io("fsync", quarantine))

@@ -78,7 +78,7 @@ pub enum SummaryError {
 /// Reads `summary.md`; `Ok(None)` when the user has none yet.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<SummaryFile>, SummaryError> {
     let path = layout.summary_path(user);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::fsutil::read_to_string_nofollow(layout.state_root(), &path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(SummaryError::Read { path, source }),
@@ -97,7 +97,8 @@ pub fn read_or_salvage(layout: &Layout, user: &SafeName) -> Result<Option<Summar
         Err(SummaryError::Frontmatter(e)) => {
             tracing::warn!(error = %e, "summary.md unreadable; its text is kept as the summary body");
             let path = layout.summary_path(user);
-            let text = std::fs::read_to_string(&path).map_err(|source| SummaryError::Read { path, source })?;
+            let text = crate::fsutil::read_to_string_nofollow(layout.state_root(), &path)
+                .map_err(|source| SummaryError::Read { path, source })?;
             let mut salvaged = empty(user);
             salvaged.body = text;
             Ok(Some(salvaged))
@@ -119,7 +120,7 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Sum
 pub fn write(layout: &Layout, user: &SafeName, file: &SummaryFile) -> Result<(), SummaryError> {
     let path = layout.summary_path(user);
     let text = frontmatter::render(&path, &file.meta, &file.body)?;
-    atomic_write(&path, text.as_bytes(), None).map_err(|source| SummaryError::Write { path, source })
+    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| SummaryError::Write { path, source })
 }
 
 /// A fresh, empty summary for `user`.

@@ -129,27 +129,27 @@ pub fn slug_for_key(key: &str) -> SafeName {
 /// A user's topic notes, sorted by slug; empty when there are none.
 pub fn list(layout: &Layout, user: &SafeName) -> Result<Vec<TopicListing>, TopicError> {
     match layout.user_topics_dir(user) {
-        Some(dir) => list_dir(&dir),
+        Some(dir) => list_dir(layout, &dir),
         None => Ok(Vec::new()),
     }
 }
 
 /// The operator's shared notes, readable by every user.
 pub fn list_shared(layout: &Layout) -> Result<Vec<TopicListing>, TopicError> {
-    list_dir(&layout.shared_topics_dir())
+    list_dir(layout, &layout.shared_topics_dir())
 }
 
 /// One of the user's own notes; `Ok(None)` when there is none.
 pub fn read(layout: &Layout, user: &SafeName, slug: &str) -> Result<Option<Topic>, TopicError> {
     let slug = parse_slug(slug)?;
     let path = layout.topic_path(user, &slug).ok_or(TopicError::ReservedOwner)?;
-    read_file(&path)
+    read_file(layout, &path)
 }
 
 /// One shared note; `Ok(None)` when there is none.
 pub fn read_shared(layout: &Layout, slug: &str) -> Result<Option<Topic>, TopicError> {
     let slug = parse_slug(slug)?;
-    read_file(&layout.shared_topics_dir().join(format!("{slug}.md")))
+    read_file(layout, &layout.shared_topics_dir().join(format!("{slug}.md")))
 }
 
 /// What [`write`] puts in a note.
@@ -177,7 +177,7 @@ pub fn write(
             len: note.body.len(),
         });
     }
-    let mut topic = read_file(&path)?.unwrap_or_else(|| new_topic(user, &slug, note.title, now));
+    let mut topic = read_file(layout, &path)?.unwrap_or_else(|| new_topic(user, &slug, note.title, now));
     topic.meta.title = one_line(note.title);
     topic.meta.tags = note
         .tags
@@ -196,7 +196,7 @@ pub fn write(
 pub fn delete(layout: &Layout, user: &SafeName, slug: &str) -> Result<(), TopicError> {
     let slug = parse_slug(slug)?;
     let path = layout.topic_path(user, &slug).ok_or(TopicError::ReservedOwner)?;
-    match std::fs::remove_file(&path) {
+    match crate::fsutil::remove_nofollow(layout.state_root(), &path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(TopicError::NotFound { slug: slug.to_string() }),
         Err(source) => return Err(TopicError::Write { path, source }),
@@ -220,7 +220,7 @@ pub fn merge_fact(
 ) -> Result<(SafeName, bool), TopicError> {
     let slug = slug_for_key(key);
     let path = layout.topic_path(user, &slug).ok_or(TopicError::ReservedOwner)?;
-    let existing = read_file(&path)?;
+    let existing = read_file(layout, &path)?;
     let created = existing.is_none();
     let mut topic = existing.unwrap_or_else(|| new_topic(user, &slug, key, now));
     let value = one_line(value);
@@ -269,8 +269,8 @@ fn new_topic(user: &SafeName, slug: &SafeName, title: &str, now: DateTime<Utc>) 
     }
 }
 
-fn read_file(path: &Path) -> Result<Option<Topic>, TopicError> {
-    match std::fs::read_to_string(path) {
+fn read_file(layout: &Layout, path: &Path) -> Result<Option<Topic>, TopicError> {
+    match crate::fsutil::read_to_string_nofollow(layout.state_root(), path) {
         Ok(text) => Ok(Some(frontmatter::parse(path, &text)?)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(TopicError::Read {
@@ -282,7 +282,7 @@ fn read_file(path: &Path) -> Result<Option<Topic>, TopicError> {
 
 fn write_file(layout: &Layout, user: &SafeName, path: &Path, topic: &Topic) -> Result<(), TopicError> {
     let text = frontmatter::render(path, &topic.meta, &topic.body)?;
-    atomic_write(path, text.as_bytes(), None).map_err(|source| TopicError::Write {
+    atomic_write(layout.state_root(), path, text.as_bytes()).map_err(|source| TopicError::Write {
         path: path.to_path_buf(),
         source,
     })?;
@@ -299,8 +299,8 @@ fn refresh_index(layout: &Layout, user: &SafeName) {
 
 /// Notes in one folder. A note whose frontmatter is broken is still listed
 /// (under its slug, with a warning) so the user can see and forget it.
-fn list_dir(dir: &Path) -> Result<Vec<TopicListing>, TopicError> {
-    let entries = match std::fs::read_dir(dir) {
+fn list_dir(layout: &Layout, dir: &Path) -> Result<Vec<TopicListing>, TopicError> {
+    let entries = match crate::fsutil::read_dir_nofollow(layout.state_root(), dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
@@ -324,7 +324,7 @@ fn list_dir(dir: &Path) -> Result<Vec<TopicListing>, TopicError> {
         else {
             continue; // temp files, strays an operator left
         };
-        let listing = match read_file(&entry.path()) {
+        let listing = match read_file(layout, &entry.path()) {
             Ok(Some(topic)) => TopicListing {
                 slug: slug.to_string(),
                 title: if topic.meta.title.is_empty() {

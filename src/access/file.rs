@@ -10,7 +10,7 @@
 //! type is an error naming the file and the field path.
 
 use chrono::{DateTime, Utc};
-use mnemo_sessions::fsutil::atomic_write;
+use mnemo_sessions::fsutil::{atomic_write, create_private_dir_all};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -171,16 +171,14 @@ pub fn write(path: &Path, file: &AccessFile) -> Result<(), AccessFileError> {
     };
     let mut bytes = serde_json::to_vec_pretty(file).map_err(|e| werr(io::Error::other(e)))?;
     bytes.push(b'\n');
-    if let Some(dir) = path.parent() {
-        private_dir(dir).map_err(werr)?;
-    }
-    atomic_write(path, &bytes, Some(0o600)).map_err(werr)
+    let dir = folder_of(path);
+    create_private_dir_all(dir, dir).map_err(werr)?;
+    atomic_write(dir, path, &bytes).map_err(werr)
 }
 
-fn private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::create_dir_all(dir)?;
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+/// The folder of `path` (the channel's sessions folder, mnemo's own).
+fn folder_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
 }
 
 /// An exclusive lock on `<access.json>.lock`, released when dropped (the
@@ -198,9 +196,8 @@ pub fn lock(path: &Path) -> Result<FileLock, AccessFileError> {
         path: lock_path.clone(),
         source,
     };
-    if let Some(dir) = path.parent() {
-        private_dir(dir).map_err(lerr)?;
-    }
+    let dir = folder_of(path);
+    create_private_dir_all(dir, dir).map_err(lerr)?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)

@@ -100,7 +100,8 @@ pub fn step(access: &mut AccessFile, message: &Inbound, now: DateTime<Utc>, code
     access.pending.push(PendingPairing {
         code: code.clone(),
         user_id: message.user_id.clone(),
-        user_name: message.user_name.clone(),
+        // Printed by `mnemo access list`: stored escaped and bounded.
+        user_name: message.user_name.as_deref().map(mnemo_channels::printable::printable),
         chat_id: message.chat_id.clone(),
         created_at: now,
         expires_at,

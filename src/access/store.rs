@@ -6,8 +6,10 @@
 //! A corrupt file is moved aside as `access.json.corrupt-<ts>`, logged at
 //! error level, and the channel runs on [`restrictive_fallback`] (strangers
 //! get nothing, the last good `allowFrom` keeps talking) until a valid file
-//! appears — never on the default, never `open`. It must not decide about
-//! messages (that is `decide`).
+//! appears — never on the default, never `open`. A missing file with a
+//! quarantined copy beside it counts as still corrupt, so a restart does
+//! not loosen access either. It must not decide about messages (that is
+//! `decide`).
 
 use super::decide::restrictive_fallback;
 use super::file::{self, AccessFile, AccessFileError};
@@ -127,6 +129,18 @@ impl AccessStore {
             return;
         }
         let Some(before) = current else {
+            // Quarantined and not replaced: still broken, also after a
+            // restart (the last good allowFrom is then unknown: nobody).
+            if let Some(copy) = quarantined(&self.path).pop() {
+                if !cached.degraded {
+                    tracing::error!(
+                        file = %self.path.display(), quarantined = %copy.display(),
+                        "access.json is missing and its last version was corrupt: strangers are refused until a valid access.json is written (`mnemo access list` says how)"
+                    );
+                }
+                self.degrade(cached, None);
+                return;
+            }
             cached.seen = Some(None);
             if !cached.degraded {
                 cached.rules = AccessFile::default();
@@ -198,6 +212,23 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "access.json".into())
+}
+
+/// What `mnemo access list` and `config check` say when the channel runs on
+/// the restrictive fallback because of a quarantined file; `None` when it
+/// does not (a present file is judged by reading it).
+pub fn quarantine_notice(path: &Path) -> Option<String> {
+    if path.exists() {
+        return None;
+    }
+    let copy = quarantined(path).pop()?;
+    Some(format!(
+        "{} is missing and its last version was corrupt (moved to {}): the bot refuses everyone but the \
+         allowFrom it last read, and after a restart everyone, until a valid access.json is written — fix the \
+         copy and move it back, or start a new file with `mnemo access allow|policy|groups …`",
+        path.display(),
+        copy.display()
+    ))
 }
 
 /// The quarantined copies next to `path`, oldest first, for `mnemo access list`.

@@ -8,13 +8,15 @@
 //! broker with the answer to their next message (an `approved` notice in
 //! the file). It never edits a corrupt file: that is the operator's to fix.
 
+use super::ids::{self, IdKind};
 use super::{GlobalArgs, Setup};
 use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
 use crate::access::pairing;
-use crate::access::store::quarantined;
+use crate::access::store::{quarantine_notice, quarantined};
 use anyhow::{Context as _, Result};
 use chrono::Utc;
 use clap::{Subcommand, ValueEnum};
+use mnemo_channels::printable::printable;
 use mnemo_sessions::Layout;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,10 +27,18 @@ pub enum AccessCommand {
     /// "paired" with the answer to their next message.
     Pair { channel: String, code: String },
     /// Let a user id talk to the bot in direct messages.
-    Allow { channel: String, user_id: String },
+    Allow {
+        channel: String,
+        #[arg(allow_negative_numbers = true)]
+        user_id: String,
+    },
     /// Take a user id off allowFrom and every group's allowFrom, and drop
     /// their pending code.
-    Revoke { channel: String, user_id: String },
+    Revoke {
+        channel: String,
+        #[arg(allow_negative_numbers = true)]
+        user_id: String,
+    },
     /// Show the channel's rules, pending codes and quarantined files.
     List { channel: String },
     /// Set who may send direct messages.
@@ -43,13 +53,19 @@ pub enum GroupsCommand {
     /// Answer in this group (by default only when mentioned).
     Add {
         channel: String,
+        /// Telegram group ids are negative: `-100…` is taken as the id.
+        #[arg(allow_negative_numbers = true)]
         group_id: String,
         /// Answer every message in the group, mentioned or not.
         #[arg(long)]
         no_require_mention: bool,
     },
     /// Stop answering in this group.
-    Remove { channel: String, group_id: String },
+    Remove {
+        channel: String,
+        #[arg(allow_negative_numbers = true)]
+        group_id: String,
+    },
 }
 
 /// `dmPolicy` values on the command line.
@@ -75,6 +91,7 @@ impl From<PolicyArg> for DmPolicy {
 pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
     let root = setup.state_root.as_path();
+    check(root, &command)?;
     match command {
         AccessCommand::Pair { channel, code } => pair(root, &channel, &code),
         AccessCommand::Allow { channel, user_id } => allow(root, &channel, &user_id),
@@ -87,6 +104,29 @@ pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
             no_require_mention,
         }) => add_group(root, &channel, &group_id, !no_require_mention),
         AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => remove_group(root, &channel, &group_id),
+    }
+}
+
+/// Refuses an unknown channel or an id its platform cannot have, before
+/// anything is written.
+fn check(root: &Path, command: &AccessCommand) -> Result<()> {
+    let (channel, id) = match command {
+        AccessCommand::Pair { channel, .. }
+        | AccessCommand::List { channel }
+        | AccessCommand::Policy { channel, .. } => (channel, None),
+        AccessCommand::Allow { channel, user_id } => (channel, Some((IdKind::User, user_id))),
+        // Taking away is never refused: an id allowed before these checks
+        // existed must still be removable.
+        AccessCommand::Revoke { channel, .. } => (channel, None),
+        AccessCommand::Groups(GroupsCommand::Add { channel, group_id, .. })
+        | AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => {
+            (channel, Some((IdKind::Group, group_id)))
+        }
+    };
+    ids::check_channel(root, channel)?;
+    match id {
+        Some((kind, id)) => ids::check_id(channel, kind, id),
+        None => Ok(()),
     }
 }
 
@@ -114,10 +154,13 @@ fn edit<T>(root: &Path, channel: &str, change: impl FnOnce(&mut AccessFile) -> T
 
 fn pair(root: &Path, channel: &str, code: &str) -> Result<ExitCode> {
     let approved = edit(root, channel, |rules| pairing::approve(rules, code, Utc::now()))??;
-    let who = approved.user_name.map(|n| format!(" ({n})")).unwrap_or_default();
+    let who = approved
+        .user_name
+        .map(|n| format!(" ({})", printable(&n)))
+        .unwrap_or_default();
     println!(
         "paired: `{}`{who} may now talk to the bot on `{channel}`; they'll be told with the answer to their next message",
-        approved.user_id
+        printable(&approved.user_id)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -194,6 +237,10 @@ fn list(root: &Path, channel: &str) -> Result<ExitCode> {
     for q in quarantined(&path) {
         eprintln!("warning: a corrupt access.json was moved aside to {}", q.display());
     }
+    if let Some(notice) = quarantine_notice(&path) {
+        println!("restrictive: {notice}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let rules = match file::read(&path) {
         Ok(Some(rules)) => rules,
         Ok(None) => {
@@ -235,17 +282,21 @@ fn describe(channel: &str, rules: &AccessFile, now: chrono::DateTime<Utc>) -> St
         out += &format!("group {id}: {mention}; who: {who}\n");
     }
     for p in &rules.pending {
-        let name = p.user_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        let name = p
+            .user_name
+            .as_deref()
+            .map(|n| format!(" ({})", printable(n)))
+            .unwrap_or_default();
         let left = (p.expires_at - now).num_minutes();
         let state = if left >= 0 {
             format!("expires in {left} min")
         } else {
             "expired".to_string()
         };
-        out += &format!("pending {}: user `{}`{name}, {state}\n", p.code, p.user_id);
+        out += &format!("pending {}: user `{}`{name}, {state}\n", p.code, printable(&p.user_id));
     }
     for n in &rules.approved {
-        out += &format!("approved, not told yet: `{}`\n", n.user_id);
+        out += &format!("approved, not told yet: `{}`\n", printable(&n.user_id));
     }
     out
 }

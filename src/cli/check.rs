@@ -48,7 +48,8 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         )),
         Some(model) => {
             if let Err(e) = crate::model::build(&model, &env) {
-                problems.push(format!("model: {e}"));
+                // The error names its own section (`model…:`).
+                problems.push(e.to_string());
             }
         }
     }
@@ -56,6 +57,9 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         let layout = Layout::new(&setup.state_root, channel);
         if let Err(e) = SessionConfig::load(&layout.config_path()) {
             problems.push(e.to_string());
+        }
+        if channel != "console" {
+            problems.extend(access_problem(&layout.access_path()));
         }
     }
 
@@ -68,6 +72,16 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
         }
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// Why a channel's `access.json` keeps it on the restrictive fallback.
+fn access_problem(path: &std::path::Path) -> Option<String> {
+    if let Some(notice) = crate::access::store::quarantine_notice(path) {
+        return Some(notice);
+    }
+    crate::access::file::read(path)
+        .err()
+        .map(|e| format!("{e}; the bot refuses strangers until it is fixed"))
 }
 
 /// Channels whose `sessions/config.json` a start would read.

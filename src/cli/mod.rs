@@ -78,12 +78,30 @@ pub enum SessionsCommand {
 
 mod access;
 mod check;
+mod ids;
 mod serve;
 mod setup;
 mod store;
 
 pub use access::AccessCommand;
 pub use setup::Setup;
+
+/// An error and its causes on one line, each cause once: errors that
+/// already quote their source in their message (`cannot read X: {source}`)
+/// would otherwise print it twice ("model: model: …").
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain().map(ToString::to_string) {
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
 
 /// Runs the verb; `Ok(code)` for outcomes that are not errors of mnemo
 /// itself (a failed config check exits 1 with its own message).
@@ -94,5 +112,27 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
         Command::Access(cmd) => access::run(&cli.global, cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write x: {source}")]
+    struct Write {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let e = anyhow::Error::new(Write {
+            source: std::io::Error::other("disk full"),
+        })
+        .context("saving the profile");
+        assert_eq!(
+            format!("{e:#}"),
+            "saving the profile: cannot write x: disk full: disk full"
+        );
+        assert_eq!(super::error_text(&e), "saving the profile: cannot write x: disk full");
     }
 }

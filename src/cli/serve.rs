@@ -23,8 +23,22 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
         secrets(&setup),
         super::setup::env("RUST_LOG"),
     );
-    let console: Arc<dyn Channel> = Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(&super::setup::env)));
+    let console: Arc<dyn Channel> =
+        Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(&super::setup::env)).with_banner(banner(&setup)));
     serve(setup, vec![console]).await
+}
+
+/// What an interactive `mnemo chat` says first: who answers, where memory
+/// lives, and how to see the memory commands.
+fn banner(setup: &Setup) -> String {
+    let model = setup.model_config().map_or_else(
+        || "no model configured".to_string(),
+        |m| format!("{} ({})", m.model, m.provider),
+    );
+    format!(
+        "mnemo — chatting with {model}\nmemory: {}\n/session help lists the memory commands; Ctrl-D or Ctrl-C quits",
+        setup.state_root.display()
+    )
 }
 
 /// Every configured channel, until SIGINT/SIGTERM.
@@ -40,9 +54,9 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
     let mut channels = crate::platforms::enabled(&setup, &super::setup::env)?;
     if setup.config.channels.console.enabled {
         if std::io::stdin().is_terminal() {
-            channels.push(Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(
-                &super::setup::env,
-            ))));
+            channels.push(Arc::new(
+                ConsoleChannel::new(ConsoleChannel::local_user(&super::setup::env)).with_banner(banner(&setup)),
+            ));
         } else {
             tracing::info!("console channel enabled but stdin is not a terminal; not serving it under `run`");
         }

@@ -10,6 +10,9 @@ pub struct LimitsConfig {
     pub max_concurrent_model_calls: usize,
     /// Longest message accepted; longer ones are refused with a short reply.
     pub max_message_chars: usize,
+    /// Longest answer stored and sent; a longer model answer is cut
+    /// visibly (see `crate::reply_limit`).
+    pub max_reply_chars: usize,
     /// Sustained messages per minute per user (token bucket refill); `0`
     /// turns the per-user rate limit off. The console is never limited.
     pub user_messages_per_minute: u32,
@@ -27,6 +30,7 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_concurrent_model_calls: 8,
             max_message_chars: 8000,
+            max_reply_chars: 20_000,
             user_messages_per_minute: 10,
             user_burst: None,
             user_queue_depth: 20,
@@ -42,6 +46,12 @@ impl LimitsConfig {
         }
         if self.max_message_chars == 0 {
             return Err(("maxMessageChars", "must be at least 1".into()));
+        }
+        if self.max_reply_chars < 100 {
+            return Err((
+                "maxReplyChars",
+                "must be at least 100 (room for the note that an answer was cut)".into(),
+            ));
         }
         if self.user_burst == Some(0) {
             return Err((

@@ -30,7 +30,7 @@ pub use build::{BuildError, build, build_section, build_serving};
 pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
-pub use summarizer::ModelSummarizer;
+pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
 
 /// Text deltas of a streamed reply, in order. The stream ends with `None`
 /// only after the backend's end marker (`[DONE]`, `message_stop`); a reply

@@ -2,7 +2,10 @@
 //! over a [`Model`] (DESIGN §4). It owns the summary prompts — one per
 //! [`SummaryKind`] — and the lenient reading of the reply: JSON with a
 //! summary and durable facts, the same inside a ```json fence, or plain
-//! prose (then all of it is the summary and there are no facts).
+//! prose (then all of it is the summary and there are no facts). A reply
+//! that looks like JSON but does not parse (cut off mid-object) is a
+//! failure, never prose: the caller retries and in the end falls back. A
+//! summary longer than [`MAX_SUMMARY_CHARS`] is cut visibly.
 //!
 //! It never writes memory files (the caller does, and changes nothing when
 //! this fails) and sees only the one user's data it is handed.
@@ -87,8 +90,31 @@ fn material(request: &SummaryRequest<'_>) -> String {
     out.join("\n")
 }
 
-/// Reads a summarizer reply; `None` when there is nothing usable in it.
+/// The longest summary kept: ten times what the prompts ask for, so only a
+/// runaway reply is cut.
+pub const MAX_SUMMARY_CHARS: usize = 20_000;
+
+/// Reads a summarizer reply and caps its summary; `None` when there is
+/// nothing usable in it.
 fn parse_reply(reply: &str) -> Option<SummaryOutput> {
+    let mut out = read_reply(reply)?;
+    if let std::borrow::Cow::Owned(cut) = crate::reply_limit::cut(&out.summary, MAX_SUMMARY_CHARS) {
+        tracing::warn!(
+            chars = out.summary.chars().count(),
+            "summary longer than {MAX_SUMMARY_CHARS} characters; cut"
+        );
+        out.summary = cut;
+    }
+    Some(out)
+}
+
+/// Whether a reply meant to be JSON: an object or array, a fence, or the
+/// `"summary"` key. Such a reply that does not parse is broken, not prose.
+fn looks_like_json(reply: &str, unfenced: &str) -> bool {
+    reply.starts_with("```") || unfenced.starts_with(['{', '[']) || unfenced.contains("\"summary\"")
+}
+
+fn read_reply(reply: &str) -> Option<SummaryOutput> {
     let reply = reply.trim();
     let unfenced = strip_fence(reply);
     let json = serde_json::from_str::<Value>(unfenced).ok().or_else(|| {
@@ -106,6 +132,7 @@ fn parse_reply(reply: &str) -> Option<SummaryOutput> {
                 .unwrap_or_default();
             (!summary.is_empty()).then_some(SummaryOutput { summary, facts })
         }
+        None if looks_like_json(reply, unfenced) => None,
         None => (!reply.is_empty()).then(|| SummaryOutput {
             summary: reply.to_string(),
             facts: Vec::new(),
@@ -177,6 +204,25 @@ mod tests {
                 value: "cat".into()
             }]
         );
+    }
+
+    #[test]
+    fn json_cut_off_midway_is_a_failure_not_a_summary() {
+        assert_eq!(parse_reply(r#"{"summary": "The user moved to Lis"#), None);
+        assert_eq!(parse_reply("```json\n{\"summary\": \"S\", \"facts\": [\n```"), None);
+        assert_eq!(parse_reply(r#"Sure! {"summary": "half"#), None);
+        assert_eq!(
+            parse_reply("Plain prose about {braces}.").unwrap().summary,
+            "Plain prose about {braces}."
+        );
+    }
+
+    #[test]
+    fn a_runaway_summary_is_capped() {
+        let reply = serde_json::json!({ "summary": "word ".repeat(10_000), "facts": [] }).to_string();
+        let out = parse_reply(&reply).unwrap();
+        assert!(out.summary.chars().count() <= MAX_SUMMARY_CHARS);
+        assert!(out.summary.ends_with("characters]"));
     }
 
     #[test]

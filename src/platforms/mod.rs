@@ -13,20 +13,32 @@ use anyhow::Result;
 use mnemo_channels::Channel;
 use std::sync::Arc;
 
-/// Every enabled platform channel, or the first one that cannot start.
+/// Every enabled platform channel; when some cannot start (a missing token,
+/// a bad setting), every one of their problems at once, so a first run is
+/// fixed in one go rather than one variable per attempt.
 pub fn enabled(setup: &Setup, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Arc<dyn Channel>>> {
     let c = &setup.config.channels;
-    let mut channels = Vec::new();
+    let mut built = Vec::new();
     if c.telegram.enabled {
-        channels.push(telegram::build(&c.telegram, env)?);
+        built.push(telegram::build(&c.telegram, env));
     }
     if c.slack.enabled {
-        channels.push(slack::build(&c.slack, env)?);
+        built.push(slack::build(&c.slack, env));
     }
     if c.discord.enabled {
-        channels.push(discord::build(&c.discord, env)?);
+        built.push(discord::build(&c.discord, env));
     }
-    Ok(channels)
+    let (channels, problems): (Vec<_>, Vec<_>) = built.into_iter().partition(Result::is_ok);
+    let problems: Vec<String> = problems
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| crate::cli::error_text(&e))
+        .collect();
+    match problems.as_slice() {
+        [] => Ok(channels.into_iter().filter_map(Result::ok).collect()),
+        [one] => anyhow::bail!("{one}"),
+        many => anyhow::bail!("{} channels cannot start:\n  - {}", many.len(), many.join("\n  - ")),
+    }
 }
 
 /// The error for a platform this build was compiled without.

@@ -27,30 +27,39 @@ mod with_adapter {
     use mnemo_channels::slack::{SlackChannel, SlackMode, SlackSettings};
 
     pub fn build(config: &SlackConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc<dyn Channel>> {
-        let bot_token = secret(env, "botTokenEnv", &config.bot_token_env, "xoxb-", "the bot token")?;
+        // Both secrets are looked up before either is reported, so a first
+        // run names every missing variable at once.
+        let bot_token = secret(env, "botTokenEnv", &config.bot_token_env, "xoxb-", "the bot token");
         let mode = match config.mode.as_str() {
-            "events" => SlackMode::Events {
-                signing_secret: secret(
-                    env,
-                    "signingSecretEnv",
-                    &config.signing_secret_env,
-                    "",
-                    "the signing secret",
-                )?,
-                listen: config
-                    .listen
-                    .parse()
-                    .with_context(|| format!("channels.slack.listen: `{}` is not an address", config.listen))?,
-            },
-            _ => SlackMode::Socket {
-                app_token: secret(
-                    env,
-                    "appTokenEnv",
-                    &config.app_token_env,
-                    "xapp-",
-                    "the app-level token",
-                )?,
-            },
+            "events" => secret(
+                env,
+                "signingSecretEnv",
+                &config.signing_secret_env,
+                "",
+                "the signing secret",
+            )
+            .and_then(|signing_secret| {
+                Ok(SlackMode::Events {
+                    signing_secret,
+                    listen: config
+                        .listen
+                        .parse()
+                        .with_context(|| format!("channels.slack.listen: `{}` is not an address", config.listen))?,
+                })
+            }),
+            _ => secret(
+                env,
+                "appTokenEnv",
+                &config.app_token_env,
+                "xapp-",
+                "the app-level token",
+            )
+            .map(|app_token| SlackMode::Socket { app_token }),
+        };
+        let (bot_token, mode) = match (bot_token, mode) {
+            (Ok(bot_token), Ok(mode)) => (bot_token, mode),
+            (Err(a), Err(b)) => return Err(anyhow!("{a}; and {b}")),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
         };
         let channel = SlackChannel::new(SlackSettings {
             bot_token,

@@ -89,6 +89,43 @@ async fn a_corrupt_file_is_quarantined_and_only_the_last_good_allow_from_may_tal
 }
 
 #[tokio::test]
+async fn a_quarantined_file_stays_restrictive_after_a_restart_until_the_operator_fixes_it() {
+    let mut b = Broker::start(LimitsConfig::default()).await;
+    b.write_access(json!({ "dmPolicy": "allowlist", "allowFrom": ["kim"] }));
+    std::fs::write(b.access_path(), BROKEN).unwrap();
+    assert!(b.say(dm("max", "1", "hi")).await.is_empty());
+    assert_eq!(quarantined(&b).len(), 1);
+
+    b.restart();
+    assert!(
+        b.say(dm("max", "2", "hi again")).await.is_empty(),
+        "no pairing code after a restart"
+    );
+    assert!(
+        b.say(dm("kim", "1", "hi")).await.is_empty(),
+        "nobody's allowFrom is known any more"
+    );
+    assert!(
+        !b.access_path().exists(),
+        "no fresh pairing-mode access.json over the operator's rules"
+    );
+    assert!(b.model.chat_requests().is_empty());
+    let (ok, listing) = b.cli(&["list", "fake"]);
+    assert!(
+        ok && listing.contains("restrictive") && listing.contains("corrupt"),
+        "{listing}"
+    );
+
+    let (ok, _) = b.cli(&["allow", "fake", "kim"]);
+    assert!(ok);
+    assert_eq!(
+        b.say(dm("kim", "2", "back?")).await,
+        ["echo: back?"],
+        "a valid file ends it"
+    );
+}
+
+#[tokio::test]
 async fn a_file_corrupt_at_start_admits_only_the_console() {
     let b = Broker::start(LimitsConfig::default()).await;
     std::fs::create_dir_all(b.access_path().parent().unwrap()).unwrap();

@@ -26,31 +26,39 @@ pub struct Broker {
     pub model: FakeModel,
     pub channel: Arc<FakeChannel>,
     pipeline: Pipeline,
+    url: String,
+    limits: LimitsConfig,
+}
+
+/// A real pipeline over the state folder `root`, the model at `url`.
+fn pipeline(root: &Path, url: &str, limits: LimitsConfig, channel: &Arc<FakeChannel>) -> Pipeline {
+    let parts = Arc::new(app_parts(root, url, limits));
+    let memory = ChannelMemory::open(root, CH, &LockRegistry::new(), chrono_tz::UTC, parts.summarizer.clone()).unwrap();
+    let memories = Arc::new(HashMap::from([(CH.to_string(), memory)]));
+    let senders = HashMap::from([(CH.to_string(), channel.clone() as Arc<dyn Channel>)]);
+    Pipeline::new(parts, memories, senders)
 }
 
 impl Broker {
     pub async fn start(limits: LimitsConfig) -> Broker {
         let (model, url) = FakeModel::start().await;
         let state = tempfile::tempdir().unwrap();
-        let parts = Arc::new(app_parts(state.path(), &url, limits));
         let (channel, _inbox) = FakeChannel::new(CH);
-        let memory = ChannelMemory::open(
-            state.path(),
-            CH,
-            &LockRegistry::new(),
-            chrono_tz::UTC,
-            parts.summarizer.clone(),
-        )
-        .unwrap();
-        let memories = Arc::new(HashMap::from([(CH.to_string(), memory)]));
-        let senders = HashMap::from([(CH.to_string(), channel.clone() as Arc<dyn Channel>)]);
-        let pipeline = Pipeline::new(parts, memories, senders);
+        let pipeline = pipeline(state.path(), &url, limits.clone(), &channel);
         Broker {
             state,
             model,
             channel,
             pipeline,
+            url,
+            limits,
         }
+    }
+
+    /// The broker after a restart: the same state folder, a new process's
+    /// view of it (nothing carried over but the files).
+    pub fn restart(&mut self) {
+        self.pipeline = pipeline(self.state.path(), &self.url, self.limits.clone(), &self.channel);
     }
 
     /// Runs one whole turn and returns what the sender was sent.

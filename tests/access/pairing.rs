@@ -164,3 +164,28 @@ async fn nothing_written_in_chat_approves_anyone() {
     assert!(b.say(dm("eve", "9", "let me in")).await.is_empty());
     assert!(b.model.chat_requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_strangers_name_cannot_forge_lines_or_drive_the_terminal_in_the_listing() {
+    let b = Broker::start(LimitsConfig::default()).await;
+    let mut stranger = dm("eve", "1", "hi");
+    let forged = format!(
+        "Eve\npending ZZZZZZZZ: user `boss`, expires in 60 min\r\x1b[2J{}",
+        "x".repeat(500)
+    );
+    stranger.user_name = Some(forged);
+    b.say(stranger).await;
+
+    let (ok, listing) = b.cli(&["list", "fake"]);
+
+    assert!(ok, "{listing}");
+    let pending: Vec<&str> = listing.lines().filter(|l| l.starts_with("pending")).collect();
+    assert_eq!(pending.len(), 1, "one stranger, one line: {listing}");
+    assert!(!listing.contains('\x1b') && !listing.contains('\r'), "{listing:?}");
+    assert!(
+        pending[0].contains("Eve\\npending ZZZZZZZZ"),
+        "escaped, still readable: {}",
+        pending[0]
+    );
+    assert!(pending[0].chars().count() < 200, "bounded: {}", pending[0]);
+}

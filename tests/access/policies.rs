@@ -161,3 +161,23 @@ async fn every_policy_chat_sender_and_mention_gets_the_right_decision() {
         }
     }
 }
+
+#[test]
+fn the_cli_takes_negative_group_ids_and_refuses_unknown_channels_and_impossible_ids() {
+    let state = tempfile::tempdir().unwrap();
+    let root = state.path();
+
+    let (ok, out) = crate::harness::mnemo_access(root, &["groups", "add", "telegram", "-1001234567890"]);
+    assert!(ok, "the README's own example works without `--`: {out}");
+    let rules = std::fs::read_to_string(mnemo_sessions::Layout::new(root, "telegram").access_path()).unwrap();
+    assert!(rules.contains("-1001234567890"), "{rules}");
+
+    let (ok, out) = crate::harness::mnemo_access(root, &["allow", "telgram", "42"]);
+    assert!(!ok && out.contains("did you mean `telegram`"), "{out}");
+    assert!(!root.join("channels/telgram").exists(), "no folder for a typo");
+
+    let (ok, out) = crate::harness::mnemo_access(root, &["allow", "telegram", "@alice"]);
+    assert!(!ok && out.contains("not a telegram user id"), "{out}");
+    let (ok, out) = crate::harness::mnemo_access(root, &["allow", "slack", "U0123ABCD"]);
+    assert!(ok, "{out}");
+}

@@ -159,3 +159,23 @@ async fn a_model_timeout_is_a_summarizer_timeout_and_other_failures_are_failed()
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_reply_cut_off_mid_json_is_a_failure_and_never_becomes_the_summary() {
+    let server = FakeServer::start(vec![answering(r#"{"summary": "The user moved to Lis"#)]).await;
+
+    let out = summarize(&server, SummaryKind::Rolling).await;
+
+    assert!(matches!(out, Err(SummarizeError::Failed(_))), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_runaway_summary_is_capped() {
+    let reply = json!({ "summary": "Lisbon. ".repeat(100_000), "facts": [] });
+    let server = FakeServer::start(vec![answering(&reply.to_string())]).await;
+
+    let out = summarize(&server, SummaryKind::Rolling).await.unwrap();
+
+    assert!(out.summary.chars().count() <= mnemo::model::MAX_SUMMARY_CHARS);
+    assert!(out.summary.ends_with("characters]"), "cut visibly");
+}

@@ -213,6 +213,21 @@ pub fn mnemo(config: &std::path::Path, home: &std::path::Path) -> std::process::
     cmd
 }
 
+/// Runs `cmd` with `input` on its stdin (closed after it) and collects
+/// stdout and stderr.
+pub fn with_input(mut cmd: std::process::Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Opens `channel` to everyone in direct messages and opts `groups` in
 /// (mention required): for specs about something other than access control,
 /// which tests/access.rs specifies.

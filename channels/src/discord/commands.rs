@@ -34,6 +34,16 @@ pub fn session() -> CreateCommand {
         CreateCommand::new(NAME).description("Manage what the bot remembers about you"),
         |cmd, (name, description)| {
             let mut sub = CreateCommandOption::new(CommandOptionType::SubCommand, *name, *description);
+            if *name == "clear-all" {
+                sub = sub.add_sub_option(
+                    CreateCommandOption::new(
+                        CommandOptionType::String,
+                        "confirm",
+                        "Type confirm to delete; without it you are told what would go",
+                    )
+                    .add_string_choice("confirm", "confirm"),
+                );
+            }
             if *name == "forget" {
                 sub = sub.add_sub_option(
                     CreateCommandOption::new(CommandOptionType::String, "topic", "The topic note to delete")

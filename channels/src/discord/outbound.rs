@@ -1,6 +1,7 @@
 //! Sending replies to Discord: text as Discord markdown split under the
 //! limit, files as attachments, and answers to `/session` interactions
-//! (editing the deferred "thinking…" response, then follow-ups). A reply
+//! (editing the deferred "thinking…" response, then follow-ups); answers
+//! marked private go to the asker's DM, never to a server channel. A reply
 //! never pings anyone but the asker, so model output cannot `@everyone` a
 //! server. Errors say what failed with secrets redacted; nothing here logs
 //! message text.
@@ -8,10 +9,10 @@
 use super::{Shared, inbound};
 use crate::format::{self, DiscordMarkdown};
 use crate::retry::{Gave, RetryPolicy, Verdict};
-use crate::{ChannelError, Outbound, OutboundBody};
+use crate::{ASK_PRIVATELY, ChannelError, Outbound, OutboundBody, SENT_PRIVATELY};
 use serenity::all::{
     Builder, ChannelId, CreateAllowedMentions, CreateAttachment, CreateInteractionResponseFollowup, CreateMessage,
-    EditInteractionResponse, HttpError, MessageId, MessageReference,
+    EditInteractionResponse, HttpError, MessageId, MessageReference, UserId,
 };
 use std::num::NonZeroU64;
 use std::path::Path;
@@ -50,6 +51,55 @@ pub(crate) async fn send(shared: &Shared, out: Outbound) -> Result<(), ChannelEr
     if let Some(handle) = out.interaction.as_deref() {
         return answer_interaction(shared, handle, out.ephemeral, out.body).await;
     }
+    match out.private_to.clone() {
+        Some(user) => send_privately(shared, out, &user).await,
+        None => send_to_channel(shared, out).await,
+    }
+}
+
+/// A memory-revealing answer asked in a server channel: it goes to the
+/// asker's DM, and the channel hears only that it did (or, when Discord
+/// refuses the DM, that the asker should ask in one).
+async fn send_privately(shared: &Shared, out: Outbound, user: &str) -> Result<(), ChannelError> {
+    let dm = match snowflake::<UserId>(user) {
+        Some(id) => retry(|| id.create_dm_channel(&*shared.http))
+            .await
+            .map_err(|e| shared.send_error(user, &describe(&e), None)),
+        None => Err(shared.send_error(user, "not a Discord user id (a decimal snowflake)", None)),
+    };
+    let delivered = match dm {
+        Ok(dm) => {
+            let private = Outbound {
+                chat_id: dm.id.to_string(),
+                thread_id: None,
+                reply_to: None,
+                private_to: None,
+                ..out.clone()
+            };
+            send_to_channel(shared, private).await
+        }
+        Err(e) => Err(e),
+    };
+    let note = match delivered {
+        Ok(()) => SENT_PRIVATELY,
+        Err(e) => {
+            tracing::info!(channel = inbound::CHANNEL, error = %e, "private answer not delivered by DM; asking for a DM");
+            ASK_PRIVATELY
+        }
+    };
+    send_to_channel(
+        shared,
+        Outbound {
+            private_to: None,
+            ephemeral: false,
+            body: OutboundBody::Text(note.into()),
+            ..out
+        },
+    )
+    .await
+}
+
+async fn send_to_channel(shared: &Shared, out: Outbound) -> Result<(), ChannelError> {
     let target = out.thread_id.as_deref().unwrap_or(&out.chat_id);
     let channel = snowflake::<ChannelId>(target)
         .ok_or_else(|| shared.send_error(target, "not a Discord channel id (a decimal snowflake)", None))?;

@@ -69,7 +69,7 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
         return Routed::Ignored("a command for another bot");
     }
     let text = if addressed {
-        strip_mention(raw, &me.username)
+        greeting_as_help(strip_mention(raw, &me.username))
     } else {
         raw.to_string()
     };
@@ -99,6 +99,18 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
         (true, false, _) => Routed::Ignored("group message without text, not addressed to the bot"),
         (true, true, false) => Routed::TextOnly(inbound),
         (true, true, true) => Routed::Ignored("nothing left but the mention"),
+    }
+}
+
+/// Telegram's conventional `/start` (sent when someone opens the bot, maybe
+/// with a payload) and `/help` (in every bot's menu) become the broker's
+/// `/session help`, so they are answered by mnemo and never reach the model.
+fn greeting_as_help(text: String) -> String {
+    let word = text.split_whitespace().next().unwrap_or("");
+    let command = word.strip_prefix('/').map(|c| c.split_once('@').map_or(c, |(c, _)| c));
+    match command {
+        Some(c) if c.eq_ignore_ascii_case("start") || c.eq_ignore_ascii_case("help") => "/session help".to_string(),
+        _ => text,
     }
 }
 
@@ -302,8 +314,19 @@ mod tests {
 
     #[test]
     fn commands_for_us_or_for_everyone_are_addressed_and_kept_whole() {
-        for text in ["/session status", "/session@mnemo_bot status", "/help"] {
+        for text in ["/session status", "/session@mnemo_bot status", "/weather"] {
             assert_eq!(message(route(&update(group(text)), &me())).text, text);
+        }
+    }
+
+    #[test]
+    fn start_and_help_become_the_brokers_help() {
+        for text in ["/start", "/start ref-42", "/help", "/help@mnemo_bot"] {
+            assert_eq!(
+                message(route(&update(group(text)), &me())).text,
+                "/session help",
+                "{text}"
+            );
         }
     }
 

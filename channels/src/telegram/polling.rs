@@ -6,13 +6,13 @@
 //! does).
 
 use super::api::Failure;
+use super::updates;
 use super::{CHANNEL, TelegramChannel, stopped};
 use crate::retry::{Backoff, pause};
 use crate::{ChannelError, Inbound, Shutdown};
 use std::time::Duration;
 use teloxide::payloads::GetUpdatesSetters;
 use teloxide::requests::{Request, Requester};
-use teloxide::types::AllowedUpdate;
 use tokio::sync::mpsc;
 
 use super::inbound::Me;
@@ -33,24 +33,17 @@ pub(crate) async fn run(
     let mut offset: Option<i32> = None;
     let mut backoff = Backoff::default();
     loop {
-        let mut request = bot
-            .get_updates()
-            .timeout(timeout)
-            .allowed_updates([AllowedUpdate::Message]);
-        if let Some(offset) = offset {
-            request = request.offset(offset);
-        }
         let result = tokio::select! {
-            result = request.send() => result,
+            result = updates::fetch(&channel.api, offset, timeout) => result,
             _ = stopped(shutdown) => break,
         };
-        let updates = match result {
-            Ok(updates) => {
+        let batch = match result {
+            Ok(batch) => {
                 backoff.reset();
-                updates
+                batch
             }
-            Err(error) => {
-                let wait = match channel.api.failure(error) {
+            Err(failure) => {
+                let wait = match failure {
                     Failure::Unauthorized => return Err(receive_error(Failure::Unauthorized)),
                     Failure::RetryAfter(wait) => backoff.next(Some(wait)),
                     Failure::WebhookActive => {
@@ -72,13 +65,18 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        for update in &updates {
+        for update in &batch.updates {
             let delivered = tokio::select! {
                 delivered = channel.deliver(update, me, inbox) => delivered,
                 _ = stopped(shutdown) => break,
             };
             delivered?;
             offset = Some(update.id.as_offset());
+        }
+        // Updates that could not be decoded are confirmed too (once every
+        // decoded one before them is with the broker).
+        if !stopped_now(shutdown) && batch.next_offset > offset {
+            offset = batch.next_offset;
         }
         if stopped_now(shutdown) {
             break;

@@ -31,7 +31,9 @@ pub enum WebhookRejection {
     /// 401: the secret header is missing or wrong (not from Telegram).
     #[error("the X-Telegram-Bot-Api-Secret-Token header is missing or wrong")]
     Unauthorized,
-    /// 400: the body is not a Telegram update.
+    /// 400: the body is not a Telegram update (not even its `update_id`
+    /// is readable; one that has an id but cannot be decoded is skipped
+    /// with 200, so it cannot hold back the updates behind it).
     #[error("the body is not a Telegram update")]
     Malformed,
     /// 503: the queue is full or the adapter stopped; Telegram retries.
@@ -74,8 +76,15 @@ impl WebhookIntake {
         if !secret.is_some_and(|given| same_secret(given, self.secret.as_bytes())) {
             return Err(WebhookRejection::Unauthorized);
         }
-        let update: Update = serde_json::from_slice(body).map_err(|_| WebhookRejection::Malformed)?;
-        self.queue.try_send(update).map_err(|_| WebhookRejection::Unavailable)
+        let body = std::str::from_utf8(body).map_err(|_| WebhookRejection::Malformed)?;
+        match super::updates::decode(body) {
+            Ok(update) => self.queue.try_send(update).map_err(|_| WebhookRejection::Unavailable),
+            // An update from Telegram that we cannot read is skipped (and
+            // logged by id): refusing it would make Telegram retry it and
+            // hold back every update behind it.
+            Err(Some(_)) => Ok(()),
+            Err(None) => Err(WebhookRejection::Malformed),
+        }
     }
 }
 

@@ -22,6 +22,11 @@ use tokio::sync::{mpsc, watch};
 pub const BOT_ID: &str = "1000000000000000001";
 pub const BOT_NAME: &str = "mnemo";
 pub const APP_ID: &str = "1000000000000000002";
+/// The DM channel Discord keeps for the bot and `user` (stable per user,
+/// as on Discord): `125…` followed by the user id's last 15 digits.
+pub fn dm_channel_of(user: &str) -> String {
+    format!("1250{}", &user[user.len().saturating_sub(15)..])
+}
 /// How long a test waits for traffic before failing instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -255,6 +260,17 @@ async fn rest(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         }
         ("POST", ["channels", channel, "messages"]) => axum::Json(sent_message(seq, channel, "")).into_response(),
         ("PUT", ["applications", .., "commands"]) => axum::Json(json!([])).into_response(),
+        ("POST", ["users", "@me", "channels"]) => {
+            let user = inner.requests.lock().expect("lock")[count - 1].json["recipient_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            axum::Json(json!({
+                "id": dm_channel_of(&user), "type": 1, "last_message_id": null,
+                "recipients": [{ "id": user, "username": "someone", "discriminator": "0", "avatar": null }]
+            }))
+            .into_response()
+        }
         ("PATCH", ["webhooks", _, _, "messages", _]) | ("POST", ["webhooks", _, _]) => {
             axum::Json(sent_message(seq, "1200000000000000009", "")).into_response()
         }

@@ -44,8 +44,10 @@ pub struct Call {
 
 #[derive(Default)]
 struct Inner {
-    /// Updates not yet confirmed by an offset.
-    updates: VecDeque<Value>,
+    /// Updates not yet confirmed by an offset: (update_id, raw JSON), raw so
+    /// a test can send what `serde_json::Value` cannot hold (a lone
+    /// surrogate escape).
+    updates: VecDeque<(i64, String)>,
     next_update_id: i64,
     next_message_id: i64,
     /// The highest offset the bot sent (every update below it is confirmed).
@@ -108,7 +110,25 @@ impl FakeBotApi {
             }
             inner.next_update_id += 1;
             let id = inner.next_update_id;
-            inner.updates.push_back(json!({ "update_id": id, "message": message }));
+            inner
+                .updates
+                .push_back((id, json!({ "update_id": id, "message": message }).to_string()));
+            id
+        };
+        self.changed();
+        id
+    }
+
+    /// Queues a raw update: `raw_message` is the JSON text of its `message`,
+    /// sent as is (e.g. with `"\ud83d"` in a name). Returns its update id.
+    pub fn push_raw_message(&self, raw_message: &str) -> i64 {
+        let id = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.next_update_id += 1;
+            let id = inner.next_update_id;
+            inner
+                .updates
+                .push_back((id, format!(r#"{{"update_id":{id},"message":{raw_message}}}"#)));
             id
         };
         self.changed();
@@ -191,19 +211,19 @@ impl FakeBotApi {
 
     /// `getUpdates`: drops what the offset confirms, then answers with what
     /// is queued, waiting up to `timeout` seconds for something to arrive.
-    async fn updates(&self, params: &Value) -> Value {
+    async fn updates(&self, params: &Value) -> String {
         let offset = params["offset"].as_i64();
         let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0));
         let limit = params["limit"].as_u64().unwrap_or(100) as usize;
         let mut version = self.version.subscribe();
         if let Some(offset) = offset {
             let mut inner = self.inner.lock().unwrap();
-            inner.updates.retain(|u| u["update_id"].as_i64() >= Some(offset));
+            inner.updates.retain(|(id, _)| *id >= offset);
             inner.confirmed = inner.confirmed.max(offset);
         }
         let ready = || {
             let inner = self.inner.lock().unwrap();
-            let ready: Vec<Value> = inner.updates.iter().take(limit).cloned().collect();
+            let ready: Vec<String> = inner.updates.iter().take(limit).map(|(_, raw)| raw.clone()).collect();
             (!ready.is_empty()).then_some(ready)
         };
         let wait = async {
@@ -216,7 +236,8 @@ impl FakeBotApi {
                 }
             }
         };
-        json!(tokio::time::timeout(timeout, wait).await.unwrap_or_default())
+        let ready = tokio::time::timeout(timeout, wait).await.unwrap_or_default();
+        format!("[{}]", ready.join(","))
     }
 
     fn sent_message(&self, params: &Value, extra: (&str, Value)) -> Value {
@@ -291,7 +312,7 @@ async fn handle(
             "can_join_groups": true, "can_read_all_group_messages": false,
             "supports_inline_queries": false, "has_main_web_app": false,
         }),
-        "getUpdates" => api.updates(&params).await,
+        "getUpdates" => return reply(200, format!(r#"{{"ok":true,"result":{}}}"#, api.updates(&params).await)),
         "sendMessage" => api.sent_message(&params, ("text", params["text"].clone())),
         "sendDocument" => api.sent_message(&params, ("document", json!({"file_id": "doc", "file_unique_id": "d"}))),
         _ => json!(true),

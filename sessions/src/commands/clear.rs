@@ -9,7 +9,6 @@ use crate::names::SafeName;
 use crate::report;
 use crate::stm::Stm;
 use crate::topics::{self, TopicError};
-use std::fs;
 use std::io;
 use std::path::Path;
 
@@ -20,7 +19,7 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
     let count = stm.count(user)?;
     let had_summary = stm.layout().summary_path(user).exists();
     stm.remove_locked(&guard, user)?;
-    remove(&stm.layout().stm_dir(user))?;
+    remove(stm.layout().state_root(), &stm.layout().stm_dir(user))?;
     drop(guard);
     Ok(match (count, had_summary) {
         (0, false) => "There was nothing in your short-term memory. Your long-term notes are kept.".to_string(),
@@ -31,16 +30,38 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
     })
 }
 
+/// What `clear all` would delete, and how to go ahead. Deletes nothing, so
+/// a stray `/session clear all` costs nobody their memory.
+pub(super) fn clear_all_preview(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
+    let mut files = 0usize;
+    for root in report::user_roots(stm.layout(), user)? {
+        files += report::files_under(&root)?.len();
+    }
+    Ok(if files == 0 {
+        "I have nothing stored about you, so there is nothing to clear.".to_string()
+    } else {
+        format!(
+            "This would delete everything I store about you here: short-term memory, profile, topic notes, \
+             summaries and archive ({files} file{}). It cannot be undone. To go ahead, send \
+             `/session clear all confirm`.",
+            if files == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// Removes everything stored about the caller (see
 /// [`report::user_roots`]) and their entries of the shared index.
 pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
     let layout = stm.layout();
     let guard = stm.lock(user).await;
+    let roots = report::user_roots(layout, user)?;
     let mut files = 0u64;
+    for root in &roots {
+        files += report::files_under(root)?.len() as u64;
+    }
     stm.remove_locked(&guard, user)?;
-    for root in report::user_roots(layout, user)? {
-        files += report::files_under(&root)?.len() as u64;
-        remove(&root)?;
+    for root in &roots {
+        remove(layout.state_root(), root)?;
     }
     // After the files: entries of files still on disk would come back. No
     // index yet means no entries to remove (and none to build for it).
@@ -79,15 +100,10 @@ pub(super) async fn forget(stm: &Stm, user: &SafeName, topic: &str) -> Result<St
     })
 }
 
-/// Removes a file or a whole folder; a missing one is fine. Symbolic links
-/// are removed as links, never followed.
-fn remove(path: &Path) -> Result<(), CommandError> {
-    let result = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match result {
+/// Removes a file or a whole folder; a missing one is fine. A symbolic
+/// link on the way is refused, never followed (see [`crate::fsutil`]).
+fn remove(root: &Path, path: &Path) -> Result<(), CommandError> {
+    match crate::fsutil::remove_nofollow(root, path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(CommandError::Io {

@@ -13,8 +13,10 @@ pub enum SessionCommand {
     Status,
     /// Clear your STM and rolling summary; LTM is kept.
     Clear,
-    /// Clear everything stored about you.
+    /// Say what `clear all` would delete and how to confirm; deletes nothing.
     ClearAll,
+    /// `clear all confirm`: delete everything stored about you.
+    ClearAllConfirmed,
     /// Show your long-term profile.
     Profile,
     /// Delete one of your topic notes. `topic` is what the user typed,
@@ -29,6 +31,23 @@ pub enum SessionCommand {
     /// a topic). Answered with the help text, never guessed at: a typo must
     /// not clear anything.
     Unknown { action: String },
+}
+
+impl SessionCommand {
+    /// Whether the answer shows the caller's memory (DESIGN §5): such an
+    /// answer asked in a group goes to the caller alone, never to the group.
+    /// Exhaustive on purpose, so a new command must decide.
+    pub fn reveals_memory(&self) -> bool {
+        match self {
+            SessionCommand::Status | SessionCommand::Profile | SessionCommand::Export => true,
+            SessionCommand::Clear
+            | SessionCommand::ClearAll
+            | SessionCommand::ClearAllConfirmed
+            | SessionCommand::Forget { .. }
+            | SessionCommand::Help
+            | SessionCommand::Unknown { .. } => false,
+        }
+    }
 }
 
 /// The command word, compared case-insensitively.
@@ -76,6 +95,11 @@ fn is_bot_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The words of `args`, lower-cased, for multi-word actions.
+fn words(args: &str) -> impl Iterator<Item = String> + '_ {
+    args.split_whitespace().map(str::to_ascii_lowercase)
+}
+
 fn parse_action(rest: &str) -> SessionCommand {
     if rest.is_empty() {
         return SessionCommand::Help;
@@ -91,6 +115,7 @@ fn parse_action(rest: &str) -> SessionCommand {
         "status" if args.is_empty() => SessionCommand::Status,
         "clear" if args.is_empty() => SessionCommand::Clear,
         "clear" if args.eq_ignore_ascii_case("all") => SessionCommand::ClearAll,
+        "clear" if words(args).eq(["all", "confirm"]) => SessionCommand::ClearAllConfirmed,
         "profile" if args.is_empty() => SessionCommand::Profile,
         "export" if args.is_empty() => SessionCommand::Export,
         "help" => SessionCommand::Help,
@@ -115,6 +140,8 @@ mod tests {
         assert_eq!(p("/session status"), Some(Status));
         assert_eq!(p("/session clear"), Some(Clear));
         assert_eq!(p("/session clear all"), Some(ClearAll));
+        assert_eq!(p("/session clear  ALL confirm"), Some(ClearAllConfirmed));
+        assert!(matches!(p("/session clear all now"), Some(Unknown { .. })));
         assert_eq!(p("/session profile"), Some(Profile));
         assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
         assert_eq!(p("/session export"), Some(Export));

@@ -200,7 +200,7 @@ pub fn weekly_job(layout: &Layout, user: &SafeName, week: WeekId) -> Result<Opti
     }
     let (mut notes, mut message_count) = (Vec::new(), 0);
     for day in week.days() {
-        if let Some((meta, body)) = read_digest(&layout.daily_path(user, day))? {
+        if let Some((meta, body)) = read_digest(layout.state_root(), &layout.daily_path(user, day))? {
             message_count += meta.map_or(0, |m| m.messages);
             notes.push(format!("## {}\n\n{}", day.format("%A %Y-%m-%d"), body.trim()));
         }
@@ -218,8 +218,8 @@ pub fn weekly_job(layout: &Layout, user: &SafeName, week: WeekId) -> Result<Opti
 /// A digest file's frontmatter and body; `None` if it does not exist. A file
 /// whose frontmatter does not parse (edited by hand) still yields its whole
 /// text as the body, so a weekly never silently loses a day.
-pub fn read_digest(path: &Path) -> Result<Option<(Option<DigestMeta>, String)>, DigestError> {
-    let text = match std::fs::read_to_string(path) {
+pub fn read_digest(root: &Path, path: &Path) -> Result<Option<(Option<DigestMeta>, String)>, DigestError> {
+    let text = match crate::fsutil::read_to_string_nofollow(root, path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -276,7 +276,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("d.md");
         std::fs::write(&file, &text).unwrap();
-        let (meta, body) = read_digest(&file).unwrap().unwrap();
+        let (meta, body) = read_digest(dir.path(), &file).unwrap().unwrap();
         let meta = meta.unwrap();
         assert_eq!(meta.user, "evil\n---\nuser: \"root\"");
         assert_eq!(
@@ -291,9 +291,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("d.md");
         std::fs::write(&file, "just notes, no frontmatter\n").unwrap();
-        let (meta, body) = read_digest(&file).unwrap().unwrap();
+        let (meta, body) = read_digest(dir.path(), &file).unwrap().unwrap();
         assert!(meta.is_none());
         assert_eq!(body, "just notes, no frontmatter\n");
-        assert!(read_digest(&dir.path().join("missing.md")).unwrap().is_none());
+        assert!(
+            read_digest(dir.path(), &dir.path().join("missing.md"))
+                .unwrap()
+                .is_none()
+        );
     }
 }

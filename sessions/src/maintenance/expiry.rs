@@ -113,7 +113,7 @@ pub async fn expire_user(
 
     stm.drop_prefix_locked(&guard, user, &snapshot.records)?;
     let log = layout.messages_path(user);
-    let rest = match std::fs::read(&log) {
+    let rest = match fsutil::read_nofollow(layout.state_root(), &log) {
         Ok(rest) => rest,
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(source) => {
@@ -131,7 +131,7 @@ pub async fn expire_user(
         tracing::warn!(file = %log.display(), "expired log keeps an unreadable tail; left in place");
     }
     let summary_path = layout.summary_path(user);
-    match std::fs::remove_file(&summary_path) {
+    match fsutil::remove_nofollow(layout.state_root(), &summary_path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(source) => {
@@ -165,7 +165,7 @@ fn keep_rolling_summary(
     let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     let marker = format!("<!-- mnemo:kept-summary {hash} -->");
     let section = format!("{KEPT_SUMMARY_HEADING}\n\n{marker}\n\n{body}\n");
-    let text = match std::fs::read_to_string(&path) {
+    let text = match fsutil::read_to_string_nofollow(stm.layout().state_root(), &path) {
         Ok(existing) if existing.contains(&marker) => return Ok(path),
         Ok(existing) => format!("{}\n\n{section}", existing.trim_end()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -181,7 +181,7 @@ fn keep_rolling_summary(
             });
         }
     };
-    fsutil::atomic_write(&path, text.as_bytes(), None).map_err(|source| ExpiryError::Io {
+    fsutil::atomic_write(stm.layout().state_root(), &path, text.as_bytes()).map_err(|source| ExpiryError::Io {
         op: "write",
         path: path.clone(),
         source,

@@ -16,6 +16,7 @@ use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The folder rotated logs go to. The one place this path is built
@@ -118,8 +119,8 @@ fn date_in_name(name: &str) -> Option<NaiveDate> {
 /// already exists (a crash after the rename), only the original is removed.
 fn rotate_one(path: &Path, name: &str, logs_dir: &Path) -> io::Result<()> {
     let archive = logs_archive_dir(logs_dir);
-    fs::create_dir_all(&archive)?;
-    let digest = sha256_of(File::open(path)?)?;
+    fsutil::create_private_dir_all(logs_dir, &archive)?;
+    let digest = sha256_of(fsutil::open_nofollow(logs_dir, path)?)?;
     let mut n = 0u32;
     let target = loop {
         let candidate = archive.join(if n == 0 {
@@ -149,7 +150,11 @@ fn rotate_one(path: &Path, name: &str, logs_dir: &Path) -> io::Result<()> {
 fn write_gzip(source: &Path, target: &Path) -> io::Result<()> {
     let tmp = fsutil::unique_temp_path(target);
     let result = (|| {
-        let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(fsutil::PRIVATE_FILE)
+            .open(&tmp)?;
         let mut gz = GzEncoder::new(BufWriter::new(file), Compression::default());
         io::copy(&mut BufReader::new(File::open(source)?), &mut gz)?;
         let file = gz.finish()?.into_inner().map_err(|e| e.into_error())?;

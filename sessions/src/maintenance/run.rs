@@ -366,9 +366,11 @@ async fn write_digest(
     }
     let meta = digests::DigestMeta::new(&job.user, job.period, m.tz, now, job.message_count);
     let text = digests::render(&job.path, &meta, &output.summary)?;
-    fsutil::atomic_write(&job.path, text.as_bytes(), None).map_err(|source| digests::DigestError::Write {
-        path: job.path.clone(),
-        source,
+    fsutil::atomic_write(layout.state_root(), &job.path, text.as_bytes()).map_err(|source| {
+        digests::DigestError::Write {
+            path: job.path.clone(),
+            source,
+        }
     })?;
     Ok(Some(job.path.clone()))
 }

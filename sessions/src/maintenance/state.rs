@@ -92,7 +92,8 @@ impl MaintenanceState {
             source: io::Error::other(e),
         })?;
         bytes.push(b'\n');
-        fsutil::atomic_write(path, &bytes, None).map_err(|source| StateError::Write {
+        let folder = path.parent().unwrap_or(Path::new("."));
+        fsutil::atomic_write(folder, path, &bytes).map_err(|source| StateError::Write {
             path: path.to_path_buf(),
             source,
         })

@@ -43,9 +43,10 @@ fn lines_with_offsets(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
     })
 }
 
-/// Reads the whole log at `path`. A missing file is an empty log.
-pub(super) fn read_all(path: &Path) -> io::Result<LogSnapshot> {
-    let bytes = match std::fs::read(path) {
+/// Reads the whole log at `path` (no link below `root` followed). A
+/// missing file is an empty log.
+pub(super) fn read_all(root: &Path, path: &Path) -> io::Result<LogSnapshot> {
+    let bytes = match crate::fsutil::read_nofollow(root, path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LogSnapshot::default()),
         Err(e) => return Err(e),

@@ -4,7 +4,7 @@
 
 use super::read::{Line, parse_line};
 use crate::record::Record;
-use std::fs::File;
+
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -14,12 +14,12 @@ use std::path::Path;
 const BLOCK: u64 = 64 * 1024;
 
 /// The last `n` valid records of the log at `path`, oldest first. A missing
-/// file is an empty log.
-pub(super) fn tail(path: &Path, n: usize) -> io::Result<Vec<Record>> {
+/// file is an empty log; a link below `root` is refused.
+pub(super) fn tail(root: &Path, path: &Path, n: usize) -> io::Result<Vec<Record>> {
     if n == 0 {
         return Ok(Vec::new());
     }
-    let file = match File::open(path) {
+    let file = match crate::fsutil::open_nofollow(root, path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),

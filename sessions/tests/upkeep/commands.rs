@@ -229,7 +229,14 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
     let bob_entries = bob_index_entries(&stm);
     assert_eq!(bob_entries.len(), 3, "profile and two topics");
 
-    let reply = as_user(&stm, "alice", "/session clear all").await;
+    let asked = as_user(&stm, "alice", "/session clear all").await;
+    assert!(
+        asked.text.contains("This would delete") && asked.text.contains("/session clear all confirm"),
+        "{}",
+        asked.text
+    );
+    assert!(!files_of(&stm, "alice").is_empty(), "asking deletes nothing");
+    let reply = as_user(&stm, "alice", "/session clear all confirm").await;
     assert!(reply.text.contains("Deleted everything"), "{}", reply.text);
     assert!(files_of(&stm, "alice").is_empty());
     assert!(
@@ -245,7 +252,7 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
     assert_eq!(everything_but_alices(&stm), bob_before);
     assert_eq!(bob_index_entries(&stm), bob_entries);
     assert_eq!(
-        as_user(&stm, "alice", "/session clear all").await.text,
+        as_user(&stm, "alice", "/session clear all confirm").await.text,
         "I had nothing stored about you."
     );
 }
@@ -317,6 +324,6 @@ async fn a_user_named_shared_cannot_reach_the_operators_notes() {
     std::fs::write(&note, "---\ntitle: rules\n---\n\nbe kind\n").unwrap();
     let before = tree(layout.root());
     as_user(&stm, "_shared", "/session forget rules").await;
-    as_user(&stm, "_shared", "/session clear all").await;
+    as_user(&stm, "_shared", "/session clear all confirm").await;
     assert_eq!(tree(layout.root()), before);
 }

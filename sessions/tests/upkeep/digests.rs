@@ -89,9 +89,12 @@ async fn a_daily_summary_holds_that_days_messages_and_its_count() {
     let fake = FakeSummarizer::new();
     let m = maintenance(&stm, SessionConfig::default(), UTC, &fake);
     run_at(&m, "2026-03-11T03:00:00Z").await;
-    let (meta, body) = read_digest(&daily(stm.layout(), "alice", day(2026, 3, 10)))
-        .unwrap()
-        .unwrap();
+    let (meta, body) = read_digest(
+        stm.layout().state_root(),
+        &daily(stm.layout(), "alice", day(2026, 3, 10)),
+    )
+    .unwrap()
+    .unwrap();
     let meta = meta.unwrap();
     assert_eq!(
         (meta.user.as_str(), meta.period.as_str(), meta.messages),
@@ -212,9 +215,12 @@ async fn weekly_summary_of_iso_week_53_is_made_from_its_dailies_after_the_year_e
     );
     assert_eq!(seen.notes.len(), 3);
     assert!(seen.notes[0].contains("Thursday 2026-12-31"), "{:?}", seen.notes);
-    let (meta, _) = read_digest(&layout.weekly_path(&SafeName::of("alice"), 2026, 53))
-        .unwrap()
-        .unwrap();
+    let (meta, _) = read_digest(
+        layout.state_root(),
+        &layout.weekly_path(&SafeName::of("alice"), 2026, 53),
+    )
+    .unwrap()
+    .unwrap();
     let meta = meta.unwrap();
     assert_eq!((meta.period.as_str(), meta.messages), ("2026-W53", 4));
     assert!(

@@ -89,7 +89,7 @@ async fn without_a_daily_the_kept_rolling_summary_becomes_that_days_file() {
     let report = run_at(&m, "2026-03-20T04:00:00Z").await;
     assert_eq!(report.archived_users, vec![alice.clone()]);
     let daily = layout.daily_path(&alice, chrono::NaiveDate::from_ymd_opt(2026, 3, 10).unwrap());
-    let (meta, body) = read_digest(&daily).unwrap().unwrap();
+    let (meta, body) = read_digest(layout.state_root(), &daily).unwrap().unwrap();
     let meta = meta.unwrap();
     assert_eq!(
         (meta.source.as_deref(), meta.messages),
