@@ -87,6 +87,9 @@ pub(crate) struct Shared {
     pub(crate) guild_id: Option<GuildId>,
     /// Who the bot is, from READY; `None` until then.
     me: RwLock<Option<Me>>,
+    /// Up on READY / RESUMED and a connected shard, down when the shard
+    /// drops: the broker's readiness reads it.
+    pub(crate) link: crate::Link,
 }
 
 impl Shared {
@@ -156,6 +159,7 @@ impl DiscordChannel {
                 http,
                 guild_id,
                 me: RwLock::new(None),
+                link: crate::Link::default(),
             }),
         })
     }
@@ -193,14 +197,20 @@ impl Channel for DiscordChannel {
             .map_err(|e| fail("could not set up the gateway client", e))?;
         let shards = client.shard_manager.clone();
         tracing::info!(channel = CHANNEL, "connecting to the gateway");
-        tokio::select! {
+        let served = tokio::select! {
             ended = client.start() => ended.map_err(|e| fail("the gateway connection ended (check the token and the MESSAGE_CONTENT intent)", e)),
             _ = shutdown.changed() => {
                 shards.shutdown_all().await;
                 tracing::info!(channel = CHANNEL, "gateway closed for shutdown");
                 Ok(())
             }
-        }
+        };
+        self.shared.link.down();
+        served
+    }
+
+    fn link(&self) -> crate::LinkStatus {
+        self.shared.link.status()
     }
 
     /// A failure comes back with its reason (status, Discord's message, a

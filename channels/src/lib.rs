@@ -7,12 +7,14 @@ pub mod chunk;
 pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
+mod link;
 mod message;
 #[cfg(feature = "slack")]
 pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
+pub use link::{Link, LinkState, LinkStatus};
 pub use message::{ChatKind, Inbound, Outbound, OutboundBody};
 
 use async_trait::async_trait;
@@ -70,5 +72,12 @@ pub trait Channel: Send + Sync + 'static {
     /// `/session@otherbot` in a group is not taken as ours.
     fn bot_name(&self) -> Option<String> {
         None
+    }
+
+    /// Whether the platform is reachable right now, for the broker's
+    /// readiness check. Channels with nothing remote report
+    /// [`LinkStatus::LOCAL`].
+    fn link(&self) -> LinkStatus {
+        LinkStatus::LOCAL
     }
 }

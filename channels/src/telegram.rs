@@ -18,7 +18,7 @@ mod webhook;
 
 pub use webhook::{WebhookIntake, WebhookRejection};
 
-use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
+use crate::{Channel, ChannelError, Inbound, Link, LinkStatus, Outbound, OutboundBody, Shutdown};
 use api::{Api, Failure, Target};
 use async_trait::async_trait;
 use inbound::{Me, Routed};
@@ -113,6 +113,9 @@ pub struct TelegramChannel {
     /// the group addressing rules need it.
     me: OnceLock<Me>,
     webhook: Option<Webhook>,
+    /// Up after each answered `getMe`/`getUpdates`/webhook registration,
+    /// down after a failed one: the broker's readiness reads it.
+    link: Link,
 }
 
 impl TelegramChannel {
@@ -152,6 +155,7 @@ impl TelegramChannel {
             poll_timeout: settings.poll_timeout,
             me: OnceLock::new(),
             webhook,
+            link: Link::default(),
         })
     }
 
@@ -169,7 +173,11 @@ impl TelegramChannel {
                 result = self.api.bot().get_me().send() => result,
                 _ = stopped(shutdown) => return Ok(None),
             };
-            let wait = match result.map_err(|e| self.api.failure(e)) {
+            let result = result.map_err(|e| self.api.failure(e));
+            if result.is_err() {
+                self.link.down();
+            }
+            let wait = match result {
                 Ok(me) => break me,
                 Err(Failure::RetryAfter(wait)) => wait,
                 Err(failure @ (Failure::Network(_) | Failure::Rejected(_))) => {
@@ -245,11 +253,17 @@ impl Channel for TelegramChannel {
         let Some(me) = self.start(&mut shutdown).await? else {
             return Ok(());
         };
-        if self.webhook.is_some() {
+        let served = if self.webhook.is_some() {
             webhook::run(self, &me, &inbox, &mut shutdown).await
         } else {
             polling::run(self, &me, &inbox, &mut shutdown).await
-        }
+        };
+        self.link.down();
+        served
+    }
+
+    fn link(&self) -> LinkStatus {
+        self.link.status()
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

@@ -60,11 +60,28 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     let app = App::new(parts, channels.clone())?;
     let (trigger, stop) = shutdown::Trigger::new();
     shutdown::on_signals(trigger.clone())?;
+    let ops = match setup.config.ops.addr() {
+        Ok(Some(addr)) => Some(
+            crate::ops::server::start(
+                addr,
+                app.clone(),
+                channels.clone(),
+                setup.state_root.clone(),
+                stop.clone(),
+            )
+            .await?,
+        ),
+        Ok(None) => None,
+        Err((field, reason)) => bail!("ops.{field}: {reason}"),
+    };
     let scheduler = Scheduler::start(app.clone(), stop.clone());
     tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");
     let finished = app.serve(channels, stop).await;
     trigger.fire();
     scheduler.stop().await;
+    if let Some(ops) = ops {
+        let _ = ops.await;
+    }
     tracing::info!(finished, "mnemo stopped");
     Ok(ExitCode::SUCCESS)
 }

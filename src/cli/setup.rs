@@ -6,6 +6,7 @@ use super::GlobalArgs;
 use crate::app::AppParts;
 use crate::config::{AppConfig, ConfigSource};
 use crate::model::{self, ModelSummarizer, config::ModelConfig};
+use crate::ops::metered::{Purpose, metered};
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,6 +62,15 @@ impl Setup {
         self.config.model.clone().or_else(|| model::config::from_env(&env))
     }
 
+    /// The summarizer's settings: the chat model's, with the config's
+    /// `summarizer` overrides applied.
+    pub fn summarizer_config(&self, model_config: &ModelConfig) -> ModelConfig {
+        match &self.config.summarizer {
+            Some(over) => model_config.with_override(over),
+            None => model_config.clone(),
+        }
+    }
+
     /// Everything the app needs. With no model configured, the error says
     /// exactly how to configure one.
     pub fn parts(&self) -> Result<AppParts> {
@@ -68,11 +78,10 @@ impl Setup {
             bail!("no model is configured.\n\n{}", model::config::NO_MODEL_HELP);
         };
         let chat = model::build(&model_config, &env)?;
-        let summarizer_config = match &self.config.summarizer {
-            Some(over) => model_config.with_override(over),
-            None => model_config.clone(),
-        };
+        let chat = metered(chat, Purpose::Answer, &model_config.model);
+        let summarizer_config = self.summarizer_config(&model_config);
         let summarizer = model::build_section(&summarizer_config, &env, "summarizer")?;
+        let summarizer = metered(summarizer, Purpose::Summary, &summarizer_config.model);
         Ok(AppParts {
             state_root: self.state_root.clone(),
             system_prompt: self.config.system_prompt(&self.config_dir())?,

@@ -180,7 +180,17 @@ fn convert(shared: &Shared, event: Pending) -> Option<Inbound> {
 #[async_trait]
 impl EventHandler for DiscordHandler {
     async fn ready(&self, _ctx: Context, ready: Ready) {
+        self.shared.link.up();
         self.on_ready(&ready).await;
+    }
+
+    /// Connection changes of the (single) shard, for readiness.
+    async fn shard_stage_update(&self, _ctx: Context, event: serenity::gateway::ShardStageUpdateEvent) {
+        match event.new {
+            serenity::gateway::ConnectionStage::Connected => self.shared.link.up(),
+            serenity::gateway::ConnectionStage::Disconnected => self.shared.link.down(),
+            _ => {}
+        }
     }
 
     async fn message(&self, _ctx: Context, msg: Message) {

@@ -74,10 +74,12 @@ pub(crate) async fn run(
         };
         let updates = match result {
             Ok(updates) => {
+                channel.link.up();
                 backoff.reset();
                 updates
             }
             Err(error) => {
+                channel.link.down();
                 let wait = match channel.api.failure(error) {
                     Failure::Unauthorized => return Err(receive_error(Failure::Unauthorized)),
                     Failure::RetryAfter(wait) => wait,

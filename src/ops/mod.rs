@@ -1,0 +1,16 @@
+//! Operations: what an operator watches a running mnemo with. The ops HTTP
+//! endpoint (`ops.listen`: `/healthz`, `/readyz`, `/metrics`), the
+//! Prometheus metrics every part of the broker records into, the one
+//! structured log line per turn, and the model wrapper that counts tokens
+//! and latency.
+//!
+//! What it must not do: put a user id or any message text into a metric
+//! label, or message text into a log field (the turn log names a user only
+//! by a short hash of channel + id), or change what a turn does — it only
+//! observes.
+
+pub mod metered;
+pub mod metrics;
+pub mod ready;
+pub mod server;
+pub mod turn_log;
