@@ -213,6 +213,19 @@ impl Channel for DiscordChannel {
         self.shared.link.status()
     }
 
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let gateway = self
+            .shared
+            .http
+            .get_bot_gateway()
+            .await
+            .map_err(|e| ChannelError::Receive {
+                channel: CHANNEL.into(),
+                reason: self.shared.redact(&format!("gateway/bot: {e}"), None),
+            })?;
+        Ok(format!("gateway/bot: {} ({} shard(s))", gateway.url, gateway.shards))
+    }
+
     /// A failure comes back with its reason (status, Discord's message, a
     /// hint; secrets redacted) for the broker to log.
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

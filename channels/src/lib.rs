@@ -80,4 +80,11 @@ pub trait Channel: Send + Sync + 'static {
     fn link(&self) -> LinkStatus {
         LinkStatus::LOCAL
     }
+
+    /// One cheap authenticated call that sends nothing to anyone (Telegram
+    /// `getMe`, Slack `auth.test`, Discord `gateway/bot`), for `mnemo config
+    /// check --online`: who the platform says we are, or why it refused.
+    async fn probe(&self) -> Result<String, ChannelError> {
+        Ok("nothing remote to check".into())
+    }
 }

@@ -356,6 +356,25 @@ impl Channel for SlackChannel {
         self.shared.link.status()
     }
 
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| ChannelError::Receive {
+            channel: "slack".into(),
+            reason: format!("{what}: {e}"),
+        };
+        let me = self.shared.web.auth_test().await.map_err(|e| fail("auth.test", &e))?;
+        if let SlackMode::Socket { app_token } = &self.mode {
+            let token = slack_morphism::prelude::SlackApiToken::new(slack_morphism::prelude::SlackApiTokenValue(
+                app_token.clone(),
+            ));
+            self.shared
+                .web
+                .check_app_token(&token)
+                .await
+                .map_err(|e| fail("apps.connections.open (app token)", &e))?;
+        }
+        Ok(format!("auth.test: bot user {}", me.user_id))
+    }
+
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
         let result = match &out.body {
             OutboundBody::Text(text) => self.shared.send_text(&out, text).await,

@@ -266,6 +266,20 @@ impl Channel for TelegramChannel {
         self.link.status()
     }
 
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let me = self
+            .api
+            .bot()
+            .get_me()
+            .send()
+            .await
+            .map_err(|e| ChannelError::Receive {
+                channel: CHANNEL.into(),
+                reason: format!("getMe: {}", self.api.failure(e)),
+            })?;
+        Ok(format!("getMe: @{}", me.user.username.clone().unwrap_or_default()))
+    }
+
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
         send(&self.api, out).await
     }

@@ -47,8 +47,14 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Print the effective config (secrets redacted); exit non-zero on an error.
-    Check,
+    /// Print the effective config (secrets redacted); exit non-zero on
+    /// anything `run` would refuse.
+    Check {
+        /// Also ask the model (a tiny request) and each enabled platform
+        /// (an authenticated call that sends nothing) whether they work.
+        #[arg(long)]
+        online: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,7 +95,7 @@ pub use setup::Setup;
 /// itself (a failed config check exits 1 with its own message).
 pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
-        Command::Config(ConfigCommand::Check) => check::run(&cli.global),
+        Command::Config(ConfigCommand::Check { online }) => check::run(&cli.global, online).await,
         Command::Chat => serve::chat(&cli.global).await,
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,

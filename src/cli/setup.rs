@@ -59,14 +59,18 @@ impl Setup {
     /// The chat model's settings: the config's `model`, else the environment.
     /// `None` means no model is configured at all.
     pub fn model_config(&self) -> Option<ModelConfig> {
-        self.config.model.clone().or_else(|| model::config::from_env(&env))
+        self.config
+            .model
+            .clone()
+            .or_else(|| model::config::from_env(&env))
+            .map(|m| m.with_env_base_url(&env))
     }
 
     /// The summarizer's settings: the chat model's, with the config's
     /// `summarizer` overrides applied.
     pub fn summarizer_config(&self, model_config: &ModelConfig) -> ModelConfig {
         match &self.config.summarizer {
-            Some(over) => model_config.with_override(over),
+            Some(over) => model_config.with_override(over).with_env_base_url(&env),
             None => model_config.clone(),
         }
     }

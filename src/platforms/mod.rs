@@ -15,18 +15,27 @@ use std::sync::Arc;
 
 /// Every enabled platform channel, or the first one that cannot start.
 pub fn enabled(setup: &Setup, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Arc<dyn Channel>>> {
+    each_enabled(setup, env).into_iter().map(|(_, built)| built).collect()
+}
+
+/// Every enabled platform by name, each built or with the reason it cannot
+/// start (what `mnemo config check` reports one by one).
+pub fn each_enabled(
+    setup: &Setup,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'static str, Result<Arc<dyn Channel>>)> {
     let c = &setup.config.channels;
     let mut channels = Vec::new();
     if c.telegram.enabled {
-        channels.push(telegram::build(&c.telegram, env)?);
+        channels.push(("telegram", telegram::build(&c.telegram, env)));
     }
     if c.slack.enabled {
-        channels.push(slack::build(&c.slack, env)?);
+        channels.push(("slack", slack::build(&c.slack, env)));
     }
     if c.discord.enabled {
-        channels.push(discord::build(&c.discord, env)?);
+        channels.push(("discord", discord::build(&c.discord, env)));
     }
-    Ok(channels)
+    channels
 }
 
 /// The error for a platform this build was compiled without.
