@@ -43,6 +43,20 @@ pub enum Command {
     /// Look after stored memory.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Write the whole state folder to one .tar.gz (safe while the bot runs).
+    Backup {
+        /// Where to write the backup.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Unpack a backup into the state folder (empty, unless --force).
+    Restore {
+        /// A file written by `mnemo backup`.
+        file: PathBuf,
+        /// Delete what is in the state folder first.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,10 +94,22 @@ pub enum SessionsCommand {
         #[arg(long)]
         channel: Option<String>,
     },
+    /// Delete everything stored about one user (a deletion request); works
+    /// while the bot runs.
+    Forget {
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        user: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 mod access;
 mod check;
+mod keep;
 mod serve;
 mod setup;
 mod store;
@@ -99,6 +125,8 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Chat => serve::chat(&cli.global).await,
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
+        Command::Backup { out } => keep::backup(&cli.global, &out).await,
+        Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
         Command::Access(cmd) => access::run(&cli.global, cmd),
     }
 }

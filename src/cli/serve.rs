@@ -74,13 +74,20 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
         Ok(None) => None,
         Err((field, reason)) => bail!("ops.{field}: {reason}"),
     };
+    let control = match crate::ops::control::start(app.clone(), setup.state_root.clone(), stop.clone()) {
+        Ok(task) => Some(task),
+        Err(e) => {
+            tracing::warn!(error = %e, "control socket not available; `mnemo sessions forget` and `mnemo backup` cannot reach this bot");
+            None
+        }
+    };
     let scheduler = Scheduler::start(app.clone(), stop.clone());
     tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");
     let finished = app.serve(channels, stop).await;
     trigger.fire();
     scheduler.stop().await;
-    if let Some(ops) = ops {
-        let _ = ops.await;
+    for task in [ops, control].into_iter().flatten() {
+        let _ = task.await;
     }
     tracing::info!(finished, "mnemo stopped");
     Ok(ExitCode::SUCCESS)

@@ -23,6 +23,7 @@ pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCo
         SessionsCommand::Report { channel } => report(&setup, channel.as_deref()),
         SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
         SessionsCommand::Maintain { channel } => maintain(&setup, channel.as_deref()).await,
+        SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
     }
 }
 
