@@ -5,10 +5,13 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// `mnemo --version`: the package version and the git revision built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_GIT_REV"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mnemo",
-    version,
+    version = VERSION,
     about = "A chat broker bot that gives stateless model calls a memory"
 )]
 pub struct Cli {
@@ -49,6 +52,8 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Print a shell completion script (bash, zsh, fish) to stdout.
+    Completions { shell: clap_complete::Shell },
     /// Unpack a backup into the state folder (empty, unless --force).
     Restore {
         /// A file written by `mnemo backup`.
@@ -78,6 +83,9 @@ pub enum SessionsCommand {
         /// Only this channel.
         #[arg(long)]
         channel: Option<String>,
+        /// One JSON document on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Everything stored about one user, as one .tar.gz.
     Export {
@@ -93,6 +101,9 @@ pub enum SessionsCommand {
         /// Only this channel.
         #[arg(long)]
         channel: Option<String>,
+        /// The reports as one JSON document on stdout (progress goes to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Delete everything stored about one user (a deletion request); works
     /// while the bot runs.
@@ -127,6 +138,15 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
         Command::Backup { out } => keep::backup(&cli.global, &out).await,
         Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "mnemo",
+                &mut std::io::stdout(),
+            );
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Access(cmd) => access::run(&cli.global, cmd),
     }
 }
