@@ -86,64 +86,58 @@ async fn refused_by_check_and_run(config: &Path, home: &Path, env: &[(&str, &str
     assert!(!run.status.success(), "run accepted what check refused: {}", both(&run));
 }
 
+/// [`refused_by_check_and_run`] for a config with `channels` and `extra`
+/// merged in and nothing else planted.
+async fn config_refused(channels: Value, extra: Value, env: &[(&str, &str)], needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "http://127.0.0.1:9/v1", channels, extra);
+    refused_by_check_and_run(&config, dir.path(), env, needle).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_telegram_token_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "http://127.0.0.1:9/v1",
+    config_refused(
         json!({"telegram": {"enabled": true}}),
         json!({}),
-    );
-    refused_by_check_and_run(&config, dir.path(), &[], "TELEGRAM_BOT_TOKEN").await;
+        &[],
+        "TELEGRAM_BOT_TOKEN",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_slack_app_token_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "http://127.0.0.1:9/v1",
-        json!({"slack": {"enabled": true}}),
-        json!({}),
-    );
-    refused_by_check_and_run(&config, dir.path(), &[("SLACK_BOT_TOKEN", "xoxb-1")], "SLACK_APP_TOKEN").await;
+    let env = [("SLACK_BOT_TOKEN", "xoxb-1")];
+    config_refused(json!({"slack": {"enabled": true}}), json!({}), &env, "SLACK_APP_TOKEN").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_discord_token_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "http://127.0.0.1:9/v1",
+    config_refused(
         json!({"discord": {"enabled": true}}),
         json!({}),
-    );
-    refused_by_check_and_run(&config, dir.path(), &[], "DISCORD_BOT_TOKEN").await;
+        &[],
+        "DISCORD_BOT_TOKEN",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summarizer_without_its_key_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "http://127.0.0.1:9/v1",
+    let summarizer = json!({"summarizer": {"provider": "anthropic", "model": "claude-haiku-4-5"}});
+    config_refused(
         json!({"console": {"enabled": true}}),
-        json!({"summarizer": {"provider": "anthropic", "model": "claude-haiku-4-5"}}),
-    );
-    refused_by_check_and_run(&config, dir.path(), &[], "ANTHROPIC_API_KEY").await;
+        summarizer,
+        &[],
+        "ANTHROPIC_API_KEY",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_prompt_file_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(
-        dir.path(),
-        "http://127.0.0.1:9/v1",
-        json!({"console": {"enabled": true}}),
-        json!({"systemPromptFile": "prompts/missing.md"}),
-    );
-    refused_by_check_and_run(&config, dir.path(), &[], "missing.md").await;
+    let prompt = json!({"systemPromptFile": "prompts/missing.md"});
+    config_refused(json!({"console": {"enabled": true}}), prompt, &[], "missing.md").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,9 +157,7 @@ async fn a_bad_sessions_config_of_a_platform_channel_fails_the_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_with_no_channel_enabled_fails_the_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "http://127.0.0.1:9/v1", json!({}), json!({}));
-    refused_by_check_and_run(&config, dir.path(), &[], "no channel").await;
+    config_refused(json!({}), json!({}), &[], "no channel").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

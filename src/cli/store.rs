@@ -131,17 +131,7 @@ fn storage_json(name: &str, s: &report::ChannelStorage) -> serde_json::Value {
 /// The same bundle `/session export` gives the user, written to `out`.
 async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<ExitCode> {
     let (stm, _) = open_stm(&setup.state_root, channel)?;
-    let user_name = SafeName::of(user);
-    if !report::known_users(stm.layout())?.contains(&user_name) {
-        bail!("nothing is stored about user `{user}` in channel `{channel}`");
-    }
-    let caller = commands::Caller {
-        user: &user_name,
-        display_name: None,
-    };
-    let reply = commands::try_execute(&stm, caller, &commands::SessionCommand::Export, Utc::now())
-        .await
-        .with_context(|| format!("exporting user `{user}` of channel `{channel}`"))?;
+    let reply = crate::ops::keep::as_user(&stm, channel, user, &commands::SessionCommand::Export, "exporting").await?;
     let Some(bundle) = reply.export else {
         bail!("the export produced no bundle: {}", reply.text)
     };

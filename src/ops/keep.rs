@@ -46,9 +46,15 @@ fn stm_for(state_root: &Path, channel: &str, memories: Option<&Memories>) -> Res
     Ok(Stm::new(layout, LockRegistry::new(), config.stm.fsync))
 }
 
-/// Deletes everything stored about `user` in `channel`; the line to show.
-pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Option<&Memories>) -> Result<String> {
-    let stm = stm_for(state_root, channel, memories)?;
+/// Runs `command` as `user` of `channel` (who must have something stored),
+/// exactly as if they had typed it; `doing` names it in errors.
+pub async fn as_user(
+    stm: &Stm,
+    channel: &str,
+    user: &str,
+    command: &commands::SessionCommand,
+    doing: &str,
+) -> Result<commands::Reply> {
     let name = SafeName::of(user);
     if !report::known_users(stm.layout())?.contains(&name) {
         bail!("nothing is stored about user `{user}` in channel `{channel}`");
@@ -57,9 +63,16 @@ pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Opti
         user: &name,
         display_name: None,
     };
-    let reply = commands::try_execute(&stm, caller, &commands::SessionCommand::ClearAll, Utc::now())
+    commands::try_execute(stm, caller, command, Utc::now())
         .await
-        .with_context(|| format!("deleting user `{user}` of channel `{channel}`"))?;
+        .with_context(|| format!("{doing} user `{user}` of channel `{channel}`"))
+}
+
+/// Deletes everything stored about `user` in `channel` (what `/session
+/// clear all confirm` does); the line to show.
+pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Option<&Memories>) -> Result<String> {
+    let stm = stm_for(state_root, channel, memories)?;
+    let reply = as_user(&stm, channel, user, &commands::SessionCommand::ClearAll, "deleting").await?;
     tracing::info!(
         channel,
         user = %super::turn_log::user_hash(channel, user),

@@ -35,7 +35,8 @@ pub(super) async fn probe(built: &Built) -> usize {
 async fn ask(model: &dyn Model) -> Result<String, String> {
     let request = ModelRequest::new(Context::default(), "Reply with the single word: ok");
     let reply = model.complete(&request).await.map_err(|e| e.to_string())?;
-    Ok(format!("{} answered", model.describe()) + &reply.usage.map(|_| " (usage reported)").unwrap_or_default())
+    let usage = if reply.usage.is_some() { " (usage reported)" } else { "" };
+    Ok(format!("{} answered{usage}", model.describe()))
 }
 
 async fn report(name: &str, check: impl Future<Output = Result<String, String>>) -> bool {
