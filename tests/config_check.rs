@@ -156,6 +156,15 @@ async fn a_bad_sessions_config_of_a_platform_channel_fails_the_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ops_port_that_is_taken_fails_the_check() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let ops = json!({"ops": {"listen": port}});
+    let telegram = json!({"telegram": {"enabled": true, "apiUrl": "http://127.0.0.1:9"}});
+    config_refused(telegram, ops, &[("TELEGRAM_BOT_TOKEN", "1:abc")], "ops.listen").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_with_no_channel_enabled_fails_the_check() {
     config_refused(json!({}), json!({}), &[], "no channel").await;
 }

@@ -8,6 +8,7 @@ mod support;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -250,7 +251,12 @@ async fn backups_taken_while_the_bot_writes_restore_with_nothing_lost() {
             })
             .await;
             assert!(done.status.success(), "{}", both(&done));
-            assert!(both(&done).contains("done by the running bot"), "{}", both(&done));
+            assert!(both(&done).contains("by the running bot"), "{}", both(&done));
+            assert_eq!(
+                std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+                0o600,
+                "a backup holds everyone's data: owner only"
+            );
             backups.push((out, answered));
         }
     }

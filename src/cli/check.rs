@@ -103,6 +103,11 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
             Err(e) => problems.push(format!("channel {name}: {e:#}")),
         }
     }
+    if let Ok(Some(addr)) = setup.config.ops.addr()
+        && let Err(e) = std::net::TcpListener::bind(addr)
+    {
+        problems.push(format!("ops.listen: cannot listen on {addr}: {e}"));
+    }
     let names = channel_names(setup);
     if names.is_empty() {
         problems.push("no channel is enabled: `run` would have nothing to serve".into());

@@ -8,27 +8,27 @@ use super::{GlobalArgs, Setup};
 use crate::instance::{InstanceError, InstanceLock};
 use crate::ops::control::{self, Request};
 use crate::ops::keep;
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Runs `request` here if no bot holds the folder, else in the bot.
-async fn here_or_in_the_bot(state_root: &Path, request: Request) -> Result<String> {
-    match InstanceLock::acquire(state_root) {
-        Ok(_lock) => match &request {
-            Request::Forget { channel, user } => keep::forget(state_root, channel, user, None).await,
-            Request::Backup { out } => keep::backup(state_root, out, None).await,
-        },
-        Err(InstanceError::Busy { .. }) => {
-            let response = control::send(state_root, &request).await?;
-            if !response.ok {
-                bail!("the running bot refused: {}", response.message);
-            }
-            Ok(format!("{} (done by the running bot)", response.message))
-        }
-        Err(e) => Err(e.into()),
+/// Sends `request` to the bot running on the folder; its message.
+async fn in_the_bot(state_root: &Path, request: &Request) -> Result<String> {
+    let response = control::send(state_root, request).await?;
+    if !response.ok {
+        bail!("the running bot refused: {}", response.message);
     }
+    Ok(response.message)
+}
+
+/// Renames `from` to `to`, or copies across file systems (private mode kept).
+fn move_file(from: &Path, to: &Path) -> Result<()> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to).with_context(|| format!("cannot write {}", to.display()))?;
+    Ok(())
 }
 
 pub async fn forget(setup: &Setup, channel: &str, user: &str, yes: bool) -> Result<ExitCode> {
@@ -49,11 +49,21 @@ pub async fn forget(setup: &Setup, channel: &str, user: &str, yes: bool) -> Resu
             return Ok(ExitCode::FAILURE);
         }
     }
-    let request = Request::Forget {
-        channel: channel.to_string(),
-        user: user.to_string(),
+    let said = match InstanceLock::acquire(&setup.state_root) {
+        Ok(_lock) => keep::forget(&setup.state_root, channel, user, None).await?,
+        Err(InstanceError::Busy { .. }) => {
+            let request = Request::Forget {
+                channel: channel.to_string(),
+                user: user.to_string(),
+            };
+            format!(
+                "{} (done by the running bot)",
+                in_the_bot(&setup.state_root, &request).await?
+            )
+        }
+        Err(e) => return Err(e.into()),
     };
-    println!("{}", here_or_in_the_bot(&setup.state_root, request).await?);
+    println!("{said}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -63,8 +73,25 @@ pub async fn backup(global: &GlobalArgs, out: &Path) -> Result<ExitCode> {
         bail!("there is no state folder at {} to back up", setup.state_root.display());
     }
     let out = std::path::absolute(out)?;
-    let request = Request::Backup { out };
-    println!("{}", here_or_in_the_bot(&setup.state_root, request).await?);
+    match InstanceLock::acquire(&setup.state_root) {
+        Ok(_lock) => println!("{}", keep::backup(&setup.state_root, &out, None).await?),
+        Err(InstanceError::Busy { .. }) => {
+            // The bot may only write in its state folder (systemd's
+            // ProtectSystem=strict): it writes there, we move it into place.
+            let handover = keep::handover_path(&setup.state_root);
+            let request = Request::Backup { out: handover.clone() };
+            let done = in_the_bot(&setup.state_root, &request).await;
+            let moved = done.and_then(|_| move_file(&handover, &out));
+            let _ = std::fs::remove_file(&handover);
+            moved?;
+            println!(
+                "backup of {} written to {} (by the running bot)",
+                setup.state_root.display(),
+                out.display()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -25,7 +25,8 @@ pub const SOCKET: &str = "mnemo.sock";
 pub enum Request {
     /// Delete everything stored about `user` in `channel`.
     Forget { channel: String, user: String },
-    /// Write a backup of the whole state folder to `out`.
+    /// Write a backup of the whole state folder to `out`, a file directly
+    /// in the state folder (the CLI moves it where the operator asked).
     Backup { out: PathBuf },
 }
 
@@ -95,6 +96,11 @@ async fn serve_one(stream: UnixStream, app: &App, state_root: &Path) {
 async fn answer(request: Request, app: &App, state_root: &Path) -> Response {
     let result = match request {
         Request::Forget { channel, user } => keep::forget(state_root, &channel, &user, Some(app.memories())).await,
+        // The bot writes only inside its own folder; the CLI moves the file.
+        Request::Backup { out } if out.parent() != Some(state_root) => Err(anyhow::anyhow!(
+            "a backup is written into the state folder and moved by the CLI, not to {}",
+            out.display()
+        )),
         Request::Backup { out } => keep::backup(state_root, &out, Some(app.memories())).await,
     };
     match result {

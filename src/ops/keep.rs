@@ -100,7 +100,8 @@ pub async fn backup(state_root: &Path, out: &Path, memories: Option<&Memories>) 
     let out = std::path::absolute(out).with_context(|| format!("bad output path {}", out.display()))?;
     let name = out.file_name().and_then(|n| n.to_str()).unwrap_or("backup");
     let partial = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let file = File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+    // Everything about every user is in there: owner-only, like the folder.
+    let file = private_file(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
     let mut writer = Writer {
         tar: tar::Builder::new(GzEncoder::new(file, Compression::default())),
         root: state_root.to_path_buf(),
@@ -194,6 +195,7 @@ impl Writer {
         self.skip.contains(path)
             || name.starts_with(TEMP_PREFIX)
             || name.starts_with(".readyz-")
+            || (top && name.starts_with(HANDOVER_PREFIX))
             || (top && (name == "mnemo.lock" || name == super::control::SOCKET))
     }
 
@@ -217,6 +219,22 @@ impl Writer {
         Ok((files, self.bytes))
     }
 }
+
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// Where a running bot writes a backup for the CLI to move into place: in
+/// the state folder, the one place a hardened service may write.
+pub fn handover_path(state_root: &Path) -> PathBuf {
+    state_root.join(format!("{HANDOVER_PREFIX}{}.tar.gz", std::process::id()))
+}
+
+const HANDOVER_PREFIX: &str = ".backup-";
 
 /// Files that are only appended to: a read may end inside a write.
 fn append_only(path: &Path) -> bool {
