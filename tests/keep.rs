@@ -308,6 +308,7 @@ async fn restore_refuses_a_non_empty_folder_without_force_and_a_file_that_is_not
     let config = write_config(dir.path(), &url, json!({}));
     let state = dir.path().join("state");
     plant(&state, "bob");
+    std::fs::set_permissions(sessions(&state).join("stm/bob"), std::fs::Permissions::from_mode(0o700)).unwrap();
     let backup = dir.path().join("b.tar.gz");
     let out = run({
         let mut c = mnemo(&config, dir.path());

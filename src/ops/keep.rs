@@ -107,6 +107,7 @@ pub async fn backup(state_root: &Path, out: &Path, memories: Option<&Memories>) 
         root: state_root.to_path_buf(),
         skip: [out.clone(), partial.clone()].into_iter().collect(),
         added: HashSet::new(),
+        files: 0,
         bytes: 0,
     };
     let written = async {
@@ -139,7 +140,9 @@ struct Writer {
     root: PathBuf,
     /// The backup itself, when it is written inside the state folder.
     skip: HashSet<PathBuf>,
+    /// Files and folders already in the archive.
     added: HashSet<PathBuf>,
+    files: usize,
     bytes: u64,
 }
 
@@ -152,6 +155,17 @@ impl Writer {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
         };
         if meta.is_dir() {
+            // The folder itself first, so its mode (0700 for private ones)
+            // comes back on restore; the root is the restore target itself.
+            let relative = path.strip_prefix(&self.root).unwrap_or(path).to_path_buf();
+            if !relative.as_os_str().is_empty() && self.added.insert(path.to_path_buf()) {
+                let mut header = tar::Header::new_gnu();
+                header.set_metadata(&meta);
+                header.set_size(0);
+                self.tar
+                    .append_data(&mut header, &relative, std::io::empty())
+                    .with_context(|| format!("cannot add {} to the backup", path.display()))?;
+            }
             let mut children: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("cannot list {}", path.display()))?
                 .flatten()
@@ -166,6 +180,7 @@ impl Writer {
         if !meta.is_file() || self.skipped(path) || !self.added.insert(path.to_path_buf()) {
             return Ok(());
         }
+        self.files += 1;
         let mut data = Vec::new();
         match File::open(path).and_then(|mut f| f.read_to_end(&mut data)) {
             Ok(_) => {}
@@ -200,7 +215,7 @@ impl Writer {
     }
 
     fn finish(mut self, partial: &Path, out: &Path) -> Result<(usize, u64)> {
-        let files = self.added.len();
+        let files = self.files;
         let manifest = serde_json::json!({
             "format": 1,
             "createdAt": Utc::now().to_rfc3339(),
@@ -263,7 +278,7 @@ pub fn restore(state_root: &Path, file: &Path, force: bool) -> Result<String> {
             let mut text = String::new();
             entry.read_to_string(&mut text)?;
             manifest = Some(text);
-        } else {
+        } else if entry.header().entry_type().is_file() {
             files += 1;
         }
     }
