@@ -1,15 +1,19 @@
-#![cfg(feature = "telegram")]
+#![cfg(all(feature = "telegram", feature = "discord"))]
 //! End to end: the ops endpoint of the real `mnemo run` binary, with the
-//! fake Telegram Bot API and the fake model server as the only fakes.
-//! Metrics move with real turns, readiness follows the platform connection,
-//! and every turn leaves one log line without its text.
+//! fake Telegram Bot API or the fake Discord gateway, and the fake model
+//! server, as the only fakes. Metrics move with real turns, readiness
+//! follows the platform connection, and every turn leaves one log line
+//! without its text.
 
+#[path = "../channels/tests/discord/fake.rs"]
+mod discord_fake;
 #[path = "../channels/tests/telegram/fake_api.rs"]
 mod fake_api;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, user};
 use mnemo_sessions::Layout;
+use serde_json::Value;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -40,26 +44,33 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Serves Telegram from `api` (polling every second).
 fn start(api: &FakeBotApi, model_url: &str) -> Running {
+    let telegram = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 });
+    start_serving("telegram", telegram, ("TELEGRAM_BOT_TOKEN", TOKEN), model_url)
+}
+
+/// `mnemo run` serving only `channel` (its config `section`, its token in
+/// `token`), direct messages open.
+fn start_serving(channel: &str, section: Value, token: (&str, &str), model_url: &str) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = json!({
         "stateDir": dir.path().join("state"),
         "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
                    "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
-        "channels": { "console": { "enabled": false },
-                      "telegram": { "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 } },
+        "channels": { "console": { "enabled": false }, channel: section },
         "ops": { "listen": port.to_string() },
     });
     let path = dir.path().join("config.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-    let access = Layout::new(dir.path().join("state"), "telegram").access_path();
+    let access = Layout::new(dir.path().join("state"), channel).access_path();
     std::fs::create_dir_all(access.parent().unwrap()).unwrap();
     std::fs::write(access, r#"{"dmPolicy": "open"}"#).unwrap();
     let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
     let child = support::mnemo(&path, dir.path())
         .arg("run")
-        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env(token.0, token.1)
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -224,4 +235,29 @@ async fn readiness_turns_false_while_the_platform_drops_and_back_when_it_returns
         1.0,
         "{scrape}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_discord_gateway_counts_as_a_reconnect_and_readiness_comes_back() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = discord_fake::FakeDiscord::start().await;
+    let section = json!({ "enabled": true, "apiUrl": discord.url() });
+    let run = start_serving(
+        "discord",
+        section,
+        ("DISCORD_BOT_TOKEN", "discord-test-token"),
+        &model_url,
+    );
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok platform discord"), "{ready}");
+    let reconnects = r#"mnemo_platform_reconnects_total{channel="discord"}"#;
+    assert_eq!(sample(&get(&run.ops, "/metrics").await.1, reconnects), 0.0);
+
+    discord.drop_connection();
+    discord.resumed().await;
+    until(&run.ops, "/metrics", "a counted reconnect", |_, b| {
+        sample(b, reconnects) == 1.0
+    })
+    .await;
+    until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
 }

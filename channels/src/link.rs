@@ -52,6 +52,14 @@ impl Link {
         }
     }
 
+    /// A new session began (a gateway READY or RESUMED): connected, and
+    /// counted even if the drop before it was never seen (a resume can
+    /// happen between two looks at the state).
+    pub fn session(&self) {
+        self.state.store(CONNECTED, Ordering::SeqCst);
+        self.connects.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// The platform could not be reached or refused us.
     pub fn down(&self) {
         self.state.store(DOWN, Ordering::SeqCst);
