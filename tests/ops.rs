@@ -1,6 +1,6 @@
-#![cfg(all(feature = "telegram", feature = "discord"))]
+#![cfg(all(feature = "telegram", feature = "discord", feature = "slack"))]
 //! End to end: the ops endpoint of the real `mnemo run` binary, with the
-//! fake Telegram Bot API or the fake Discord gateway, and the fake model
+//! fake Telegram Bot API, Slack or Discord gateway, and the fake model
 //! server, as the only fakes. Metrics move with real turns, readiness
 //! follows the platform connection, and every turn leaves one log line
 //! without its text.
@@ -9,6 +9,8 @@
 mod discord_fake;
 #[path = "../channels/tests/telegram/fake_api.rs"]
 mod fake_api;
+#[path = "../channels/tests/slack/fake.rs"]
+mod slack_fake;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, user};
@@ -47,12 +49,12 @@ fn free_port() -> u16 {
 /// Serves Telegram from `api` (polling every second).
 fn start(api: &FakeBotApi, model_url: &str) -> Running {
     let telegram = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 });
-    start_serving("telegram", telegram, ("TELEGRAM_BOT_TOKEN", TOKEN), model_url)
+    start_serving("telegram", telegram, &[("TELEGRAM_BOT_TOKEN", TOKEN)], model_url)
 }
 
-/// `mnemo run` serving only `channel` (its config `section`, its token in
-/// `token`), direct messages open.
-fn start_serving(channel: &str, section: Value, token: (&str, &str), model_url: &str) -> Running {
+/// `mnemo run` serving only `channel` (its config `section`, its tokens in
+/// `tokens`), direct messages open.
+fn start_serving(channel: &str, section: Value, tokens: &[(&str, &str)], model_url: &str) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = json!({
@@ -70,7 +72,7 @@ fn start_serving(channel: &str, section: Value, token: (&str, &str), model_url: 
     let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
     let child = support::mnemo(&path, dir.path())
         .arg("run")
-        .env(token.0, token.1)
+        .envs(tokens.iter().copied())
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -245,7 +247,7 @@ async fn a_dropped_discord_gateway_counts_as_a_reconnect_and_readiness_comes_bac
     let run = start_serving(
         "discord",
         section,
-        ("DISCORD_BOT_TOKEN", "discord-test-token"),
+        &[("DISCORD_BOT_TOKEN", "discord-test-token")],
         &model_url,
     );
     let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
@@ -255,6 +257,29 @@ async fn a_dropped_discord_gateway_counts_as_a_reconnect_and_readiness_comes_bac
 
     discord.drop_connection();
     discord.resumed().await;
+    until(&run.ops, "/metrics", "a counted reconnect", |_, b| {
+        sample(b, reconnects) == 1.0
+    })
+    .await;
+    until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_slack_socket_counts_as_a_reconnect_and_readiness_comes_back() {
+    let (_model, model_url) = FakeModel::start().await;
+    let slack = slack_fake::FakeSlack::start().await;
+    let section = json!({ "enabled": true, "mode": "socket", "apiUrl": slack.api_url });
+    let tokens = [
+        ("SLACK_BOT_TOKEN", slack_fake::BOT_TOKEN),
+        ("SLACK_APP_TOKEN", slack_fake::APP_TOKEN),
+    ];
+    let run = start_serving("slack", section, &tokens, &model_url);
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok platform slack"), "{ready}");
+
+    slack.drop_socket();
+    slack.wait_until("a second connection", |f| f.connections() >= 2).await;
+    let reconnects = r#"mnemo_platform_reconnects_total{channel="slack"}"#;
     until(&run.ops, "/metrics", "a counted reconnect", |_, b| {
         sample(b, reconnects) == 1.0
     })

@@ -92,8 +92,10 @@ async fn route(state: &SlackClientEventsUserState) -> Option<Arc<Route>> {
 
 /// Generic over the hello event: slack-morphism does not export its type.
 async fn on_hello<Hello: Send>(_: Hello, _: Arc<Client>, state: SlackClientEventsUserState) {
+    // Every hello is a new connection: counted even if the drop before it
+    // raised no error we saw.
     if let Some(route) = route(&state).await {
-        route.shared.link.up();
+        route.shared.link.session();
     }
     tracing::info!("slack: Socket Mode connected");
 }
