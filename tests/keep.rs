@@ -45,6 +45,14 @@ fn plant(state: &Path, user: &str) {
     .unwrap();
 }
 
+/// Everything in `<state>/logs/`.
+fn logs(state: &Path) -> String {
+    let files = std::fs::read_dir(state.join("logs")).into_iter().flatten().flatten();
+    files.fold(String::new(), |acc, e| {
+        acc + &String::from_utf8_lossy(&std::fs::read(e.path()).unwrap_or_default())
+    })
+}
+
 fn stored(state: &Path, user: &str) -> bool {
     sessions(state).join("stm").join(user).exists() || sessions(state).join(format!("ltm/users/{user}.md")).exists()
 }
@@ -148,12 +156,7 @@ async fn forget_deletes_one_user_through_the_running_bot_and_leaves_the_others()
     chat.wait_for(2).await;
     chat.end().await;
 
-    let logs = std::fs::read_dir(state.join("logs"))
-        .unwrap()
-        .flatten()
-        .fold(String::new(), |acc, e| {
-            acc + &String::from_utf8_lossy(&std::fs::read(e.path()).unwrap_or_default())
-        });
+    let logs = logs(&state);
     assert!(logs.contains("sessions forget"), "the deletion is logged: {logs}");
     assert!(
         !logs.contains("likes tea") && !logs.contains("planted"),
@@ -177,6 +180,11 @@ async fn forget_without_a_running_bot_works_under_the_instance_lock() {
     .await;
     assert!(out.status.success(), "{}", both(&out));
     assert!(!stored(&state, "bob") && stored(&state, "carol"));
+    let logs = logs(&state);
+    assert!(
+        logs.contains("sessions forget") && !logs.contains("likes tea"),
+        "{logs}"
+    );
 
     let again = run({
         let mut c = mnemo(&config, dir.path());

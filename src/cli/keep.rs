@@ -50,7 +50,16 @@ pub async fn forget(setup: &Setup, channel: &str, user: &str, yes: bool) -> Resu
         }
     }
     let said = match InstanceLock::acquire(&setup.state_root) {
-        Ok(_lock) => keep::forget(&setup.state_root, channel, user, None).await?,
+        Ok(_lock) => {
+            // Into the same log files a bot writes, so the deletion is on record.
+            let _log = crate::logging::init(
+                &setup.config.logging,
+                Some("warn"),
+                Some(&setup.state_root.join("logs")),
+                super::serve::secrets(setup),
+            );
+            keep::forget(&setup.state_root, channel, user, None).await?
+        }
         Err(InstanceError::Busy { .. }) => {
             let request = Request::Forget {
                 channel: channel.to_string(),

@@ -50,7 +50,7 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
 }
 
 /// The secret values the config names, so every log line can be scrubbed.
-fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
+pub(super) fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
     crate::access::secrets::configured(&setup.config, setup.model_config().as_ref(), &super::setup::env)
 }
 
