@@ -126,6 +126,11 @@ impl App {
         &self.memories
     }
 
+    /// Users with a live queue, and messages waiting in them (for metrics).
+    pub fn queue_depths(&self) -> (usize, usize) {
+        (self.dispatcher.live_queues(), self.dispatcher.queued_messages())
+    }
+
     /// Hands one message to its user's queue.
     pub async fn submit(&self, message: Inbound) {
         // A refusal has already been answered (queue full) or logged (closed).

@@ -105,6 +105,14 @@ impl Dispatcher {
         lock(&self.shared.queues).len()
     }
 
+    /// Messages waiting in all queues (not counting the ones being handled).
+    pub fn queued_messages(&self) -> usize {
+        lock(&self.shared.queues)
+            .values()
+            .map(|q| q.max_capacity() - q.capacity())
+            .sum()
+    }
+
     /// Stops taking messages, lets every queue run dry, and waits up to
     /// `grace` for the workers to finish. Returns whether they all did.
     pub async fn drain(&self, grace: Duration) -> bool {

@@ -4,7 +4,7 @@
 //! Code map: `cli` (verbs) → `app` (wiring) → `dispatch` (per-user queues)
 //! → `pipeline` (one message's path) → `model` (backends) and
 //! `mnemo-sessions` (memory); `scheduler` runs maintenance in the
-//! background; `config` is the app config; `shutdown` and `logging` are
+//! background; `ops` is the health/metrics endpoint and turn log; `config` is the app config; `shutdown` and `logging` are
 //! process concerns.
 
 #![forbid(unsafe_code)]
@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod instance;
 pub mod logging;
 pub mod model;
+pub mod ops;
 pub mod pipeline;
 pub mod platforms;
 pub mod reply_limit;

@@ -12,6 +12,7 @@ use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
 use crate::model::ModelRequest;
+use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
@@ -129,7 +130,12 @@ impl Pipeline {
         }
     }
 
-    async fn turn(&self, memory: &ChannelMemory, message: Inbound) -> Result<(), TurnError> {
+    async fn turn(
+        &self,
+        memory: &ChannelMemory,
+        message: Inbound,
+        trace: &mut TurnTrace,
+    ) -> Result<Outcome, TurnError> {
         let user = SafeName::of(&message.user_id);
         // Access check and abuse limits first (DESIGN §2): a refused message
         // is not stored, not sent to the model, and not logged with its text.
@@ -138,7 +144,7 @@ impl Pipeline {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
                 }
-                return Ok(());
+                return Ok(Outcome::Refused);
             }
             Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
             Admission::Proceed { greeting: None } => {}
@@ -167,7 +173,7 @@ impl Pipeline {
                 out
             };
             self.send(out).await;
-            return Ok(());
+            return Ok(Outcome::Command);
         }
 
         let record = Record {
@@ -184,17 +190,20 @@ impl Pipeline {
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
-            return Ok(());
+            return Ok(Outcome::Saved);
         }
 
         let request = self.request_for(memory, &user, &message).map_err(TurnError::Read)?;
+        trace.lap(Phase::Memory);
         let answer = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
             let _typing = self.keep_typing(&message);
             self.parts.model.complete(&request).await
         };
-        match answer {
+        trace.lap(Phase::Model);
+        let outcome = match answer {
             Ok(completion) => {
+                trace.tokens(completion.usage);
                 let text = crate::reply_limit::cut(&completion.text, self.parts.limits.max_reply_chars);
                 let reply = Record {
                     ts: Utc::now(),
@@ -207,15 +216,19 @@ impl Pipeline {
                     user_name: None,
                 };
                 memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
+                trace.lap(Phase::Memory);
                 self.reply(&message, &reply.text).await;
+                Outcome::Answered
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
                 self.reply(&message, e.user_message()).await;
+                Outcome::ModelFailed
             }
-        }
+        };
+        trace.lap(Phase::Send);
         self.compact_later(memory, user).await;
-        Ok(())
+        Ok(outcome)
     }
 
     /// The context for this user only: profile, rolling summary and the
@@ -248,15 +261,38 @@ impl Pipeline {
 
     async fn compact_later(&self, memory: &ChannelMemory, user: SafeName) {
         let compactor = memory.compactor.clone();
+        let channel = memory.layout.channel().to_string();
         let mut set = self.background.lock().await;
         // Reap finished ones so the set stays small on a long-running bot.
         while set.try_join_next().is_some() {}
         set.spawn(async move {
-            if let Err(e) = compactor.maybe_compact(&user, Utc::now()).await {
+            let result = compactor.maybe_compact(&user, Utc::now()).await;
+            if let Some(outcome) = compaction_label(&result) {
+                crate::ops::metrics::metrics().compaction(&channel, outcome);
+            }
+            if let Err(e) = result {
                 tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
             }
         });
     }
+}
+
+/// The `outcome` label of a compaction run; `None` when there was nothing
+/// to do (not counted).
+fn compaction_label(
+    result: &Result<compaction::CompactionOutcome, compaction::CompactionError>,
+) -> Option<&'static str> {
+    use compaction::CompactionOutcome as C;
+    Some(match result {
+        Ok(C::NotNeeded | C::AlreadyRunning) => return None,
+        Ok(C::Resumed { .. }) => "resumed",
+        Ok(C::Compacted { .. }) => "compacted",
+        Ok(C::Fallback { .. }) => "fallback",
+        Ok(C::SlidingWindow { .. }) => "sliding_window",
+        Ok(C::SummarizerFailed { .. }) => "summarizer_failed",
+        Ok(C::Superseded) => "superseded",
+        Err(_) => "failed",
+    })
 }
 
 /// Stops a background task when dropped.
@@ -287,7 +323,10 @@ impl TurnHandler for Pipeline {
         };
         let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
         let echo = message.clone();
-        if let Err(e) = self.turn(memory, message).await {
+        let mut trace = TurnTrace::start(&echo);
+        let outcome = self.turn(memory, message, &mut trace).await;
+        trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
+        if let Err(e) = outcome {
             tracing::error!(%channel, %msg_id, error = %e, "turn failed");
             let text = match e {
                 TurnError::Store(_) => {
@@ -304,6 +343,7 @@ impl TurnHandler for Pipeline {
 
     async fn overflow(&self, message: Inbound) {
         tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
+        crate::ops::metrics::metrics().refused(&message.channel, "queue_full");
         if self.access.tell_queue_full(&message) {
             self.reply(&message, QUEUE_FULL).await;
         }

@@ -28,6 +28,8 @@ impl Scheduler {
                 let now = Utc::now();
                 for (name, memory) in app.memories() {
                     let report = memory.maintenance.run(now, &mut |_| {}).await;
+                    let outcome = if report.failures.is_empty() { "ok" } else { "partial" };
+                    crate::ops::metrics::metrics().maintenance_run(name, outcome);
                     for failure in &report.failures {
                         tracing::warn!(channel = %name, task = %failure.task, reason = %failure.reason, "maintenance step failed; retried next run");
                     }

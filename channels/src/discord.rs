@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     pub(crate) guild_id: Option<GuildId>,
     /// Who the bot is, from READY; `None` until then.
     me: RwLock<Option<Me>>,
+    /// Up on READY / RESUMED and a connected shard, down when the shard
+    /// drops: the broker's readiness reads it.
+    pub(crate) link: crate::Link,
 }
 
 impl Shared {
@@ -154,6 +157,7 @@ impl DiscordChannel {
                 http,
                 guild_id,
                 me: RwLock::new(None),
+                link: crate::Link::default(),
             }),
         })
     }
@@ -191,14 +195,33 @@ impl Channel for DiscordChannel {
             .map_err(|e| fail("could not set up the gateway client", e))?;
         let shards = client.shard_manager.clone();
         tracing::info!(channel = CHANNEL, "connecting to the gateway");
-        tokio::select! {
+        let served = tokio::select! {
             ended = client.start() => ended.map_err(|e| fail("the gateway connection ended (check the token and the MESSAGE_CONTENT intent)", e)),
             _ = shutdown.changed() => {
                 shards.shutdown_all().await;
                 tracing::info!(channel = CHANNEL, "gateway closed for shutdown");
                 Ok(())
             }
-        }
+        };
+        self.shared.link.down();
+        served
+    }
+
+    fn link(&self) -> crate::LinkStatus {
+        self.shared.link.status()
+    }
+
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let gateway = self
+            .shared
+            .http
+            .get_bot_gateway()
+            .await
+            .map_err(|e| ChannelError::Receive {
+                channel: CHANNEL.into(),
+                reason: self.shared.redact(&format!("gateway/bot: {e}"), None),
+            })?;
+        Ok(format!("gateway/bot: {} ({} shard(s))", gateway.url, gateway.shards))
     }
 
     /// A failure comes back with its reason (status, Discord's message, a

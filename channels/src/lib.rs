@@ -9,6 +9,7 @@ pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
 pub mod format;
+mod link;
 mod message;
 pub mod printable;
 pub mod retry;
@@ -17,6 +18,7 @@ pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
+pub use link::{Link, LinkState, LinkStatus};
 pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
 
 use async_trait::async_trait;
@@ -74,5 +76,19 @@ pub trait Channel: Send + Sync + 'static {
     /// `/session@otherbot` in a group is not taken as ours.
     fn bot_name(&self) -> Option<String> {
         None
+    }
+
+    /// Whether the platform is reachable right now, for the broker's
+    /// readiness check. Channels with nothing remote report
+    /// [`LinkStatus::LOCAL`].
+    fn link(&self) -> LinkStatus {
+        LinkStatus::LOCAL
+    }
+
+    /// One cheap authenticated call that sends nothing to anyone (Telegram
+    /// `getMe`, Slack `auth.test`, Discord `gateway/bot`), for `mnemo config
+    /// check --online`: who the platform says we are, or why it refused.
+    async fn probe(&self) -> Result<String, ChannelError> {
+        Ok("nothing remote to check".into())
     }
 }

@@ -89,6 +89,9 @@ struct Shared {
     placeholders: Mutex<RecentMap<Option<JoinHandle<Option<String>>>>>,
     /// Where the Events API listener is bound, once it is.
     listening: watch::Sender<Option<SocketAddr>>,
+    /// Up on Socket Mode `hello` or a bound Events API listener, down on a
+    /// socket error: the broker's readiness reads it.
+    link: crate::Link,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -160,6 +163,7 @@ impl SlackChannel {
                 askers: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
                 placeholders: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
                 listening: watch::channel(None).0,
+                link: crate::Link::default(),
             }),
             mode: settings.mode,
         })
@@ -346,12 +350,37 @@ impl Channel for SlackChannel {
         };
         tracing::info!(bot_user = %me.user_id, "slack: signed in");
         *lock(&self.shared.identity) = Some(me);
-        match &self.mode {
+        let served = match &self.mode {
             SlackMode::Socket { app_token } => socket::run(self.shared.clone(), app_token, inbox, shutdown).await,
             SlackMode::Events { signing_secret, listen } => {
                 http::run(self.shared.clone(), signing_secret.clone(), *listen, inbox, shutdown).await
             }
+        };
+        self.shared.link.down();
+        served
+    }
+
+    fn link(&self) -> crate::LinkStatus {
+        self.shared.link.status()
+    }
+
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let fail = |what: &str, e: &dyn std::fmt::Display| ChannelError::Receive {
+            channel: "slack".into(),
+            reason: format!("{what}: {e}"),
+        };
+        let me = self.shared.web.auth_test().await.map_err(|e| fail("auth.test", &e))?;
+        if let SlackMode::Socket { app_token } = &self.mode {
+            let token = slack_morphism::prelude::SlackApiToken::new(slack_morphism::prelude::SlackApiTokenValue(
+                app_token.clone(),
+            ));
+            self.shared
+                .web
+                .check_app_token(&token)
+                .await
+                .map_err(|e| fail("apps.connections.open (app token)", &e))?;
         }
+        Ok(format!("auth.test: bot user {}", me.user_id))
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

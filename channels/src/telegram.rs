@@ -19,7 +19,9 @@ pub use webhook::{WebhookIntake, WebhookRejection};
 
 use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
 use crate::retry::{Backoff, pause};
-use crate::{ASK_PRIVATELY, Channel, ChannelError, Inbound, Outbound, OutboundBody, SENT_PRIVATELY, Shutdown};
+use crate::{
+    ASK_PRIVATELY, Channel, ChannelError, Inbound, Link, LinkStatus, Outbound, OutboundBody, SENT_PRIVATELY, Shutdown,
+};
 use api::{Api, Failure, Target};
 use async_trait::async_trait;
 use inbound::{Me, Routed};
@@ -114,6 +116,9 @@ pub struct TelegramChannel {
     /// the group addressing rules need it.
     me: OnceLock<Me>,
     webhook: Option<Webhook>,
+    /// Up after each answered `getMe`/`getUpdates`/webhook registration,
+    /// down after a failed one: the broker's readiness reads it.
+    link: Link,
 }
 
 impl TelegramChannel {
@@ -153,6 +158,7 @@ impl TelegramChannel {
             poll_timeout: settings.poll_timeout,
             me: OnceLock::new(),
             webhook,
+            link: Link::default(),
         })
     }
 
@@ -170,7 +176,11 @@ impl TelegramChannel {
                 result = self.api.bot().get_me().send() => result,
                 _ = stopped(shutdown) => return Ok(None),
             };
-            let wait = match result.map_err(|e| self.api.failure(e)) {
+            let result = result.map_err(|e| self.api.failure(e));
+            if result.is_err() {
+                self.link.down();
+            }
+            let wait = match result {
                 Ok(me) => break me,
                 Err(Failure::RetryAfter(wait)) => backoff.next(Some(wait)),
                 Err(failure @ (Failure::Network(_) | Failure::Rejected(_))) => {
@@ -246,11 +256,31 @@ impl Channel for TelegramChannel {
         let Some(me) = self.start(&mut shutdown).await? else {
             return Ok(());
         };
-        if self.webhook.is_some() {
+        let served = if self.webhook.is_some() {
             webhook::run(self, &me, &inbox, &mut shutdown).await
         } else {
             polling::run(self, &me, &inbox, &mut shutdown).await
-        }
+        };
+        self.link.down();
+        served
+    }
+
+    fn link(&self) -> LinkStatus {
+        self.link.status()
+    }
+
+    async fn probe(&self) -> Result<String, ChannelError> {
+        let me = self
+            .api
+            .bot()
+            .get_me()
+            .send()
+            .await
+            .map_err(|e| ChannelError::Receive {
+                channel: CHANNEL.into(),
+                reason: format!("getMe: {}", self.api.failure(e)),
+            })?;
+        Ok(format!("getMe: @{}", me.user.username.clone().unwrap_or_default()))
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

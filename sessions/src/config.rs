@@ -139,6 +139,15 @@ pub struct SchedulerConfig {
     /// `/session export` bundles hold everything about a user; they are
     /// deleted this many days after they were made.
     pub export_keep_days: u32,
+    /// Archived message batches (`archive/<user>/…jsonl.gz`) are deleted
+    /// this many days after they were written; 0 keeps them forever.
+    pub archive_keep_days: u32,
+    /// Daily and weekly summaries are deleted this many days after they
+    /// were written; 0 keeps them forever.
+    pub summary_keep_days: u32,
+    /// Gzipped broker logs (`<state>/logs/archive/`) are deleted this many
+    /// days after they were rotated; 0 keeps them forever.
+    pub log_keep_days: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -150,6 +159,9 @@ impl Default for SchedulerConfig {
             max_summaries_per_run: 200,
             summary_concurrency: 2,
             export_keep_days: 7,
+            archive_keep_days: 0,
+            summary_keep_days: 0,
+            log_keep_days: 0,
         }
     }
 }
@@ -161,6 +173,17 @@ impl SchedulerConfig {
 
     pub fn stm_expiry(&self) -> TimeDelta {
         TimeDelta::days(i64::from(self.stm_expire_days))
+    }
+
+    /// How long each kind of file is kept, for maintenance.
+    pub fn keep(&self) -> crate::maintenance::prune::Keep {
+        let days = |d: u32| (d > 0).then(|| TimeDelta::days(i64::from(d)));
+        crate::maintenance::prune::Keep {
+            exports: TimeDelta::days(i64::from(self.export_keep_days)),
+            archives: days(self.archive_keep_days),
+            summaries: days(self.summary_keep_days),
+            logs: days(self.log_keep_days),
+        }
     }
 }
 

@@ -84,6 +84,8 @@ pub enum Progress {
         dirs: usize,
         temp_files: usize,
         exports: usize,
+        /// Files past their keep time (archives, summaries, log archives).
+        expired: usize,
     },
 }
 
@@ -108,6 +110,9 @@ pub struct MaintenanceReport {
     pub removed_temp_files: Vec<PathBuf>,
     /// Export bundles past `scheduler.exportKeepDays`.
     pub removed_exports: Vec<PathBuf>,
+    /// Archives, summaries and log archives past their keep time
+    /// (`scheduler.archiveKeepDays`, `summaryKeepDays`, `logKeepDays`).
+    pub removed_expired: Vec<PathBuf>,
     pub dailies_written: Vec<PathBuf>,
     pub weeklies_written: Vec<PathBuf>,
     /// Summaries left for the next run by `scheduler.maxSummariesPerRun`.
@@ -198,10 +203,12 @@ impl fmt::Display for Progress {
                 dirs,
                 temp_files,
                 exports,
+                expired,
             } => {
                 write!(
                     f,
-                    "pruned {dirs} empty folder(s), {temp_files} leftover temp file(s) and {exports} expired export(s)"
+                    "pruned {dirs} empty folder(s), {temp_files} leftover temp file(s), {exports} expired export(s) \
+                     and {expired} file(s) past their keep time"
                 )
             }
         }
@@ -220,13 +227,14 @@ impl fmt::Display for MaintenanceReport {
         writeln!(
             f,
             "archived users: {} (deferred: {}), rotated logs: {}, pruned folders: {}, temp files removed: {}, \
-             expired exports removed: {}",
+             expired exports removed: {}, past keep time removed: {}",
             self.archived_users.len(),
             self.expiry_deferred.len(),
             self.rotated_logs.len(),
             self.pruned_dirs.len(),
             self.removed_temp_files.len(),
-            self.removed_exports.len()
+            self.removed_exports.len(),
+            self.removed_expired.len()
         )?;
         writeln!(f, "failures: {}", self.failures.len())?;
         for failure in &self.failures {

@@ -53,6 +53,19 @@ impl fmt::Display for IgnoreReason {
     }
 }
 
+impl IgnoreReason {
+    /// A short code for the `reason` metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            IgnoreReason::DirectMessagesDisabled => "dm_disabled",
+            IgnoreReason::NotInAllowFrom => "not_in_allow_from",
+            IgnoreReason::GroupNotEnabled => "group_not_enabled",
+            IgnoreReason::NotMentioned => "not_mentioned",
+            IgnoreReason::NotInGroupAllowFrom => "not_in_group_allow_from",
+        }
+    }
+}
+
 /// Decides `message` under `access`. Groups are governed by `groups` alone
 /// (opt-in by chat id; `dmPolicy` is about direct messages), and no one is
 /// ever paired in a group, where the code would be public.

@@ -92,7 +92,10 @@ impl Gate {
         let greet = match decision {
             Decision::Allow { greet_paired } => greet_paired,
             Decision::Ignore(reason) => return refused(message, reason),
-            Decision::Pair => return Admission::Refused { reply: None },
+            Decision::Pair => {
+                crate::ops::metrics::metrics().refused(&message.channel, "pairing");
+                return Admission::Refused { reply: None };
+            }
         };
         let chars = message.text.chars().count();
         if let Err(refusal) = self
@@ -103,6 +106,7 @@ impl Gate {
                 channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
                 reason = refusal.hit.reason(), told = refusal.tell, "message refused"
             );
+            crate::ops::metrics::metrics().refused(&message.channel, refusal.hit.label());
             return Admission::Refused {
                 reply: refusal.tell.then(|| refusal.hit.reply()),
             };
@@ -166,6 +170,7 @@ impl Gate {
             channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
             "stranger's direct message not answered: {what} (see `mnemo access list {}`)", message.channel
         );
+        crate::ops::metrics::metrics().refused(&message.channel, "pairing");
         Ok(Admission::Refused {
             reply: if told { step.reply(&message.channel) } else { None },
         })
@@ -203,6 +208,7 @@ fn refused(message: &Inbound, reason: IgnoreReason) -> Admission {
         channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
         reason = %reason, "message ignored"
     );
+    crate::ops::metrics::metrics().refused(&message.channel, reason.label());
     Admission::Refused { reply: None }
 }
 

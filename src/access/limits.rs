@@ -47,6 +47,14 @@ impl Hit {
     }
 
     /// For the logs (no text, just the limit).
+    /// A short code for the `reason` metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Hit::TooFast { .. } => "rate_limit",
+            Hit::TooLong { .. } => "too_long",
+        }
+    }
+
     pub fn reason(&self) -> &'static str {
         match self {
             Hit::TooFast { .. } => "rate limit (userMessagesPerMinute)",

@@ -40,7 +40,12 @@ pub enum AccessCommand {
         user_id: String,
     },
     /// Show the channel's rules, pending codes and quarantined files.
-    List { channel: String },
+    List {
+        channel: String,
+        /// The rules as one JSON document on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Set who may send direct messages.
     Policy { channel: String, policy: PolicyArg },
     /// Opt groups (chat / channel ids) in or out.
@@ -96,7 +101,7 @@ pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
         AccessCommand::Pair { channel, code } => pair(root, &channel, &code),
         AccessCommand::Allow { channel, user_id } => allow(root, &channel, &user_id),
         AccessCommand::Revoke { channel, user_id } => revoke(root, &channel, &user_id),
-        AccessCommand::List { channel } => list(root, &channel),
+        AccessCommand::List { channel, json } => list(root, &channel, json),
         AccessCommand::Policy { channel, policy } => set_policy(root, &channel, policy.into()),
         AccessCommand::Groups(GroupsCommand::Add {
             channel,
@@ -112,7 +117,7 @@ pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
 fn check(root: &Path, command: &AccessCommand) -> Result<()> {
     let (channel, id) = match command {
         AccessCommand::Pair { channel, .. }
-        | AccessCommand::List { channel }
+        | AccessCommand::List { channel, .. }
         | AccessCommand::Policy { channel, .. } => (channel, None),
         AccessCommand::Allow { channel, user_id } => (channel, Some((IdKind::User, user_id))),
         // Taking away is never refused: an id allowed before these checks
@@ -232,7 +237,7 @@ fn remove_group(root: &Path, channel: &str, group: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(root: &Path, channel: &str) -> Result<ExitCode> {
+fn list(root: &Path, channel: &str, json: bool) -> Result<ExitCode> {
     let path = access_path(root, channel);
     for q in quarantined(&path) {
         eprintln!("warning: a corrupt access.json was moved aside to {}", q.display());
@@ -244,7 +249,9 @@ fn list(root: &Path, channel: &str) -> Result<ExitCode> {
     let rules = match file::read(&path) {
         Ok(Some(rules)) => rules,
         Ok(None) => {
-            println!("{} does not exist: defaults apply", path.display());
+            if !json {
+                println!("{} does not exist: defaults apply", path.display());
+            }
             AccessFile::default()
         }
         Err(e) => {
@@ -253,7 +260,12 @@ fn list(root: &Path, channel: &str) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    print!("{}", describe(channel, &rules, Utc::now()));
+    if json {
+        let doc = serde_json::json!({ "channel": channel, "file": path, "rules": rules });
+        println!("{doc}");
+    } else {
+        print!("{}", describe(channel, &rules, Utc::now()));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

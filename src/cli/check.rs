@@ -1,16 +1,31 @@
-//! `mnemo config check`: load and validate both configs the way a start
-//! would, print the effective settings with every secret shown only as
-//! "set" or "missing", and exit non-zero on any error.
+//! `mnemo config check`: everything `run` would refuse is an error here,
+//! found the same way `run` finds it (the same builders: model, summarizer,
+//! platform adapters, system prompt, each channel's `sessions/config.json`),
+//! all reported at once. The effective settings are printed with every
+//! secret shown only as "set" or "missing". `--online` then asks each part
+//! that talks to the network whether it really works ([`online`]).
+
+mod online;
 
 use super::setup::env;
 use super::{GlobalArgs, Setup};
 use crate::config::ConfigSource;
 use anyhow::Result;
+use mnemo_channels::Channel;
 use mnemo_sessions::Layout;
 use mnemo_sessions::config::SessionConfig;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
+/// What the offline part built, for the online probes.
+pub(super) struct Built {
+    pub model: Option<Arc<dyn crate::model::Model>>,
+    /// Only when it differs from the chat model (another provider, URL, key or model).
+    pub summarizer: Option<Arc<dyn crate::model::Model>>,
+    pub platforms: Vec<Arc<dyn Channel>>,
+}
+
+pub async fn run(global: &GlobalArgs, online: bool) -> Result<ExitCode> {
     let setup = match Setup::load(global) {
         Ok(setup) => setup,
         Err(e) => {
@@ -18,42 +33,87 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let mut problems = Vec::new();
     match &setup.source {
         ConfigSource::File(path) => println!("config file: {}", path.display()),
         ConfigSource::Environment => println!("config file: none (defaults + environment)"),
     }
     println!("state folder: {}", setup.state_root.display());
-
+    let mut problems = Vec::new();
     let mut effective = setup.config.clone();
     effective.model = setup.model_config();
     match serde_json::to_string_pretty(&effective) {
         Ok(json) => println!("{json}"),
         Err(e) => problems.push(format!("cannot print the config: {e}")),
     }
-
     println!("secrets (values never shown):");
     for name in crate::access::secrets::secret_env_names(&setup.config, setup.model_config().as_ref()) {
         let state = if env(&name).is_some() { "set" } else { "missing" };
         println!("  {name}: {state}");
     }
 
-    if let Err(e) = setup.config.system_prompt(&setup.config_dir()) {
-        problems.push(e.to_string());
+    let built = offline(&setup, &mut problems);
+    let mut failing = 0;
+    if online {
+        failing = online::probe(&built).await;
     }
+    if problems.is_empty() && failing == 0 {
+        println!("config OK");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &problems {
+        eprintln!("error: {p}");
+    }
+    if failing > 0 {
+        eprintln!("error: {failing} online check(s) failing (see above)");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// Every check `run` does before it serves, each problem recorded.
+fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
+    if let Err(e) = setup.config.system_prompt(&setup.config_dir()) {
+        problems.push(format!("systemPromptFile: {e}"));
+    }
+    let mut built = Built {
+        model: None,
+        summarizer: None,
+        platforms: Vec::new(),
+    };
     match setup.model_config() {
         None => problems.push(format!(
             "no model is configured.\n{}",
             crate::model::config::NO_MODEL_HELP
         )),
         Some(model) => {
-            if let Err(e) = crate::model::build(&model, &env) {
-                // The error names its own section (`model…:`).
-                problems.push(e.to_string());
+            // The errors name their own section (`model…:`, `summarizer…:`).
+            match crate::model::build(&model, &env) {
+                Ok(m) => built.model = Some(m),
+                Err(e) => problems.push(e.to_string()),
+            }
+            let summarizer = setup.summarizer_config(&model);
+            match crate::model::build_section(&summarizer, &env, "summarizer") {
+                Ok(m) if summarizer != model => built.summarizer = Some(m),
+                Ok(_) => {}
+                Err(e) => problems.push(e.to_string()),
             }
         }
     }
-    for channel in channel_names(&setup) {
+    for (name, channel) in crate::platforms::each_enabled(setup, &env) {
+        match channel {
+            Ok(channel) => built.platforms.push(channel),
+            Err(e) => problems.push(format!("channel {name}: {e:#}")),
+        }
+    }
+    if let Ok(Some(addr)) = setup.config.ops.addr()
+        && let Err(e) = std::net::TcpListener::bind(addr)
+    {
+        problems.push(format!("ops.listen: cannot listen on {addr}: {e}"));
+    }
+    let names = channel_names(setup);
+    if names.is_empty() {
+        problems.push("no channel is enabled: `run` would have nothing to serve".into());
+    }
+    for channel in names {
         let layout = Layout::new(&setup.state_root, channel);
         if let Err(e) = SessionConfig::load(&layout.config_path()) {
             problems.push(e.to_string());
@@ -62,16 +122,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             problems.extend(access_problem(&layout.access_path()));
         }
     }
-
-    if problems.is_empty() {
-        println!("config OK");
-        Ok(ExitCode::SUCCESS)
-    } else {
-        for p in &problems {
-            eprintln!("error: {p}");
-        }
-        Ok(ExitCode::FAILURE)
-    }
+    built
 }
 
 /// Why a channel's `access.json` keeps it on the restrictive fallback.

@@ -5,10 +5,13 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// `mnemo --version`: the package version and the git revision built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("MNEMO_GIT_REV"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mnemo",
-    version,
+    version = VERSION,
     about = "A chat broker bot that gives stateless model calls a memory"
 )]
 pub struct Cli {
@@ -43,12 +46,34 @@ pub enum Command {
     /// Look after stored memory.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Write the whole state folder to one .tar.gz (safe while the bot runs).
+    Backup {
+        /// Where to write the backup.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print a shell completion script (bash, zsh, fish) to stdout.
+    Completions { shell: clap_complete::Shell },
+    /// Unpack a backup into the state folder (empty, unless --force).
+    Restore {
+        /// A file written by `mnemo backup`.
+        file: PathBuf,
+        /// Delete what is in the state folder first.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Print the effective config (secrets redacted); exit non-zero on an error.
-    Check,
+    /// Print the effective config (secrets redacted); exit non-zero on
+    /// anything `run` would refuse.
+    Check {
+        /// Also ask the model (a tiny request) and each enabled platform
+        /// (an authenticated call that sends nothing) whether they work.
+        #[arg(long)]
+        online: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +83,9 @@ pub enum SessionsCommand {
         /// Only this channel.
         #[arg(long)]
         channel: Option<String>,
+        /// One JSON document on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Everything stored about one user, as one .tar.gz.
     Export {
@@ -73,12 +101,27 @@ pub enum SessionsCommand {
         /// Only this channel.
         #[arg(long)]
         channel: Option<String>,
+        /// The reports as one JSON document on stdout (progress goes to stderr).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete everything stored about one user (a deletion request); works
+    /// while the bot runs.
+    Forget {
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        user: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
 mod access;
 mod check;
 mod ids;
+mod keep;
 mod serve;
 mod setup;
 mod store;
@@ -107,10 +150,21 @@ pub fn error_text(error: &anyhow::Error) -> String {
 /// itself (a failed config check exits 1 with its own message).
 pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
-        Command::Config(ConfigCommand::Check) => check::run(&cli.global),
+        Command::Config(ConfigCommand::Check { online }) => check::run(&cli.global, online).await,
         Command::Chat => serve::chat(&cli.global).await,
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
+        Command::Backup { out } => keep::backup(&cli.global, &out).await,
+        Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "mnemo",
+                &mut std::io::stdout(),
+            );
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Access(cmd) => access::run(&cli.global, cmd),
     }
 }

@@ -68,7 +68,7 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
 }
 
 /// The secret values the config names, so every log line can be scrubbed.
-fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
+pub(super) fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
     crate::access::secrets::configured(&setup.config, setup.model_config().as_ref(), &super::setup::env)
 }
 
@@ -78,11 +78,35 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     let parts = setup.parts(Some(stop.clone()))?;
     let app = App::new(parts, channels.clone())?;
     shutdown::on_signals(trigger.clone())?;
+    let ops = match setup.config.ops.addr() {
+        Ok(Some(addr)) => Some(
+            crate::ops::server::start(
+                addr,
+                app.clone(),
+                channels.clone(),
+                setup.state_root.clone(),
+                stop.clone(),
+            )
+            .await?,
+        ),
+        Ok(None) => None,
+        Err((field, reason)) => bail!("ops.{field}: {reason}"),
+    };
+    let control = match crate::ops::control::start(app.clone(), setup.state_root.clone(), stop.clone()) {
+        Ok(task) => Some(task),
+        Err(e) => {
+            tracing::warn!(error = %e, "control socket not available; `mnemo sessions forget` and `mnemo backup` cannot reach this bot");
+            None
+        }
+    };
     let scheduler = Scheduler::start(app.clone(), stop.clone());
     tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");
     let finished = app.serve(channels, stop).await;
     trigger.fire();
     scheduler.stop().await;
+    for task in [ops, control].into_iter().flatten() {
+        let _ = task.await;
+    }
     tracing::info!(finished, "mnemo stopped");
     Ok(ExitCode::SUCCESS)
 }

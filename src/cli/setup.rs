@@ -6,6 +6,7 @@ use super::GlobalArgs;
 use crate::app::AppParts;
 use crate::config::{AppConfig, ConfigSource};
 use crate::model::{self, ModelSummarizer, config::ModelConfig};
+use crate::ops::metered::{Purpose, metered};
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,7 +63,20 @@ impl Setup {
     /// The chat model's settings: the config's `model`, else the environment.
     /// `None` means no model is configured at all.
     pub fn model_config(&self) -> Option<ModelConfig> {
-        self.config.model.clone().or_else(|| model::config::from_env(&env))
+        self.config
+            .model
+            .clone()
+            .or_else(|| model::config::from_env(&env))
+            .map(|m| m.with_env_base_url(&env))
+    }
+
+    /// The summarizer's settings: the chat model's, with the config's
+    /// `summarizer` overrides applied.
+    pub fn summarizer_config(&self, model_config: &ModelConfig) -> ModelConfig {
+        match &self.config.summarizer {
+            Some(over) => model_config.with_override(over).with_env_base_url(&env),
+            None => model_config.clone(),
+        }
     }
 
     /// Everything the app needs. With no model configured, the error says
@@ -77,11 +91,10 @@ impl Setup {
             None => model::build_section(cfg, &env, section),
         };
         let chat = build(&model_config, "model")?;
-        let summarizer_config = match &self.config.summarizer {
-            Some(over) => model_config.with_override(over),
-            None => model_config.clone(),
-        };
+        let chat = metered(chat, Purpose::Answer, &model_config.model);
+        let summarizer_config = self.summarizer_config(&model_config);
         let summarizer = build(&summarizer_config, "summarizer")?;
+        let summarizer = metered(summarizer, Purpose::Summary, &summarizer_config.model);
         Ok(AppParts {
             state_root: self.state_root.clone(),
             system_prompt: self.config.system_prompt(&self.config_dir())?,

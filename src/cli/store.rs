@@ -20,9 +20,10 @@ use std::sync::Arc;
 pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
     match command {
-        SessionsCommand::Report { channel } => report(&setup, channel.as_deref()),
+        SessionsCommand::Report { channel, json } => report(&setup, channel.as_deref(), json),
         SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
-        SessionsCommand::Maintain { channel } => maintain(&setup, channel.as_deref()).await,
+        SessionsCommand::Maintain { channel, json } => maintain(&setup, channel.as_deref(), json).await,
+        SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
     }
 }
 
@@ -57,14 +58,25 @@ fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
     Ok((Stm::new(layout, LockRegistry::new(), config.stm.fsync), config))
 }
 
-fn report(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+fn report(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
     let names = channels(&setup.state_root, only)?;
-    if names.is_empty() {
-        println!("no stored memory under {}", setup.state_root.display());
-    }
+    let mut storages = Vec::new();
     for name in names {
         let (stm, _) = open_stm(&setup.state_root, &name)?;
-        let storage = report::channel_storage(&stm)?;
+        storages.push((name, report::channel_storage(&stm)?));
+    }
+    if json {
+        let channels: Vec<serde_json::Value> = storages.iter().map(|(name, s)| storage_json(name, s)).collect();
+        println!(
+            "{}",
+            serde_json::json!({ "stateDir": setup.state_root, "channels": channels })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if storages.is_empty() {
+        println!("no stored memory under {}", setup.state_root.display());
+    }
+    for (name, storage) in storages {
         println!(
             "channel {name}: {} user(s), {} file(s), {}",
             storage.users.len(),
@@ -92,20 +104,34 @@ fn report(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One channel of `sessions report --json`; byte counts exact.
+fn storage_json(name: &str, s: &report::ChannelStorage) -> serde_json::Value {
+    let users: Vec<serde_json::Value> = s
+        .users
+        .iter()
+        .map(|u| {
+            serde_json::json!({
+                "user": u.user.decode().unwrap_or_else(|| u.user.to_string()),
+                "files": u.files,
+                "bytes": u.bytes,
+                "stmMessages": u.stm_messages,
+                "archivedMessages": u.archived_messages,
+                "lastActivity": u.last_activity,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "channel": name,
+        "files": s.total_files(),
+        "bytes": s.total_bytes(),
+        "users": users,
+    })
+}
+
 /// The same bundle `/session export` gives the user, written to `out`.
 async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<ExitCode> {
     let (stm, _) = open_stm(&setup.state_root, channel)?;
-    let user_name = SafeName::of(user);
-    if !report::known_users(stm.layout())?.contains(&user_name) {
-        bail!("nothing is stored about user `{user}` in channel `{channel}`");
-    }
-    let caller = commands::Caller {
-        user: &user_name,
-        display_name: None,
-    };
-    let reply = commands::try_execute(&stm, caller, &commands::SessionCommand::Export, Utc::now())
-        .await
-        .with_context(|| format!("exporting user `{user}` of channel `{channel}`"))?;
+    let reply = crate::ops::keep::as_user(&stm, channel, user, &commands::SessionCommand::Export, "exporting").await?;
     let Some(bundle) = reply.export else {
         bail!("the export produced no bundle: {}", reply.text)
     };
@@ -115,22 +141,54 @@ async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
-async fn maintain(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let parts = setup.parts(None)?;
     let names = channels(&setup.state_root, only)?;
     let mut failed = false;
+    let mut reports = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let (stm, config) = open_stm(&setup.state_root, name)?;
         let maintenance = Maintenance::new(stm, config, parts.tz, Arc::clone(&parts.summarizer)).rotating_logs(i == 0);
-        println!("channel {name}:");
-        let report = maintenance.run(Utc::now(), &mut |step| println!("  {step}")).await;
-        println!("  done: {report}");
+        // With --json, stdout carries only the document.
+        let say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+        say(format!("channel {name}:"));
+        let report = maintenance.run(Utc::now(), &mut |step| say(format!("  {step}"))).await;
+        if !json {
+            println!("  done: {report}");
+        }
         for f in &report.failures {
             failed = true;
             let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
             eprintln!("  failed: {}{who}: {}", f.task, f.reason);
         }
+        reports.push(maintenance_json(name, &report));
+    }
+    if json {
+        println!("{}", serde_json::json!({ "channels": reports, "ok": !failed }));
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// One channel of `sessions maintain --json`: counts, and each failure.
+fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceReport) -> serde_json::Value {
+    let failures: Vec<serde_json::Value> = r
+        .failures
+        .iter()
+        .map(|f| serde_json::json!({ "task": f.task, "user": f.user.as_ref().map(|u| u.to_string()), "reason": f.reason }))
+        .collect();
+    serde_json::json!({
+        "channel": name,
+        "dailiesWritten": r.dailies_written.len(),
+        "weekliesWritten": r.weeklies_written.len(),
+        "summariesDeferred": r.summaries_deferred,
+        "archivedUsers": r.archived_users.len(),
+        "expiryDeferred": r.expiry_deferred.len(),
+        "rotatedLogs": r.rotated_logs.len(),
+        "prunedDirs": r.pruned_dirs.len(),
+        "removedTempFiles": r.removed_temp_files.len(),
+        "removedExports": r.removed_exports.len(),
+        "removedPastKeepTime": r.removed_expired.len(),
+        "failures": failures,
+    })
 }

@@ -9,9 +9,11 @@
 
 mod channels;
 mod limits;
+mod ops;
 
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
 pub use limits::LimitsConfig;
+pub use ops::OpsConfig;
 
 use crate::model::config::{ModelConfig, ModelOverride};
 use serde::{Deserialize, Serialize};
@@ -88,6 +90,9 @@ pub struct AppConfig {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// The ops HTTP endpoint (health, readiness, metrics); off by default.
+    #[serde(default)]
+    pub ops: OpsConfig,
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -112,6 +117,7 @@ impl Default for AppConfig {
             channels: ChannelsConfig::default(),
             limits: LimitsConfig::default(),
             logging: LoggingConfig::default(),
+            ops: OpsConfig::default(),
         }
     }
 }
@@ -216,6 +222,9 @@ impl AppConfig {
         self.channels
             .validate()
             .map_err(|(f, reason)| field(&format!("channels.{f}"), reason))?;
+        self.ops
+            .addr()
+            .map_err(|(f, reason)| field(&format!("ops.{f}"), reason))?;
         Ok(())
     }
 

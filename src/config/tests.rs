@@ -34,6 +34,17 @@ fn the_example_config_parses_and_shows_every_section() {
 }
 
 #[test]
+fn the_example_summarizer_follows_the_model_to_another_provider() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.json")).unwrap();
+    let mut c = AppConfig::parse(&text, Path::new("config.example.json")).unwrap();
+    let anthropic = crate::model::ModelConfig::new(crate::model::Provider::Anthropic, "claude-haiku-4-5");
+    c.model = Some(anthropic.clone());
+    let summarizer = anthropic.with_override(c.summarizer.as_ref().unwrap());
+    assert_eq!(summarizer.provider, crate::model::Provider::Anthropic);
+    assert_eq!(summarizer.model, "claude-haiku-4-5");
+}
+
+#[test]
 fn an_unknown_field_is_named_with_its_path() {
     let (field, reason) = field_error(r#"{"limits": {"maxConcurentModelCalls": 3}}"#);
     assert_eq!(field, "limits.maxConcurentModelCalls");

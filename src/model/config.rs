@@ -158,6 +158,24 @@ impl ModelConfig {
         self.base_url.as_deref().or(self.provider.default_base_url())
     }
 
+    /// Fills an unset `baseUrl` from the variable the provider's own SDK
+    /// reads (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`), here and in the
+    /// fallback. A `baseUrl` in the config wins, as it does in the SDKs.
+    pub fn with_env_base_url(mut self, env: &dyn Fn(&str) -> Option<String>) -> ModelConfig {
+        let var = match self.provider {
+            Provider::Openai => Some("OPENAI_BASE_URL"),
+            Provider::Anthropic => Some("ANTHROPIC_BASE_URL"),
+            Provider::Command => None,
+        };
+        if self.base_url.is_none()
+            && let Some(url) = var.and_then(env).filter(|v| !v.trim().is_empty())
+        {
+            self.base_url = Some(url.trim().to_string());
+        }
+        self.fallback = self.fallback.map(|f| Box::new(f.with_env_base_url(env)));
+        self
+    }
+
     /// The variable holding the key, if a key is to be sent at all.
     pub fn api_key_env(&self) -> Option<&str> {
         match self.api_key_env.as_deref() {
@@ -417,6 +435,30 @@ pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<ModelConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sdk_base_url_variables_fill_an_unset_base_url_only() {
+        let env = |name: &str| match name {
+            "OPENAI_BASE_URL" => Some("http://proxy:8080/v1".to_string()),
+            "ANTHROPIC_BASE_URL" => Some("http://claude-proxy".to_string()),
+            _ => None,
+        };
+        let openai = ModelConfig::new(Provider::Openai, "m").with_env_base_url(&env);
+        assert_eq!(openai.base_url(), Some("http://proxy:8080/v1"));
+        let anthropic = ModelConfig::new(Provider::Anthropic, "m").with_env_base_url(&env);
+        assert_eq!(anthropic.base_url(), Some("http://claude-proxy"));
+        let pinned = ModelConfig {
+            base_url: Some("http://pinned/v1".into()),
+            ..ModelConfig::new(Provider::Openai, "m")
+        };
+        assert_eq!(pinned.with_env_base_url(&env).base_url(), Some("http://pinned/v1"));
+        assert_eq!(
+            ModelConfig::new(Provider::Command, "m")
+                .with_env_base_url(&env)
+                .base_url,
+            None
+        );
+    }
 
     #[test]
     fn anthropic_gets_its_required_max_tokens_by_default() {

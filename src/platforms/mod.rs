@@ -17,18 +17,10 @@ use std::sync::Arc;
 /// a bad setting), every one of their problems at once, so a first run is
 /// fixed in one go rather than one variable per attempt.
 pub fn enabled(setup: &Setup, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Arc<dyn Channel>>> {
-    let c = &setup.config.channels;
-    let mut built = Vec::new();
-    if c.telegram.enabled {
-        built.push(telegram::build(&c.telegram, env));
-    }
-    if c.slack.enabled {
-        built.push(slack::build(&c.slack, env));
-    }
-    if c.discord.enabled {
-        built.push(discord::build(&c.discord, env));
-    }
-    let (channels, problems): (Vec<_>, Vec<_>) = built.into_iter().partition(Result::is_ok);
+    let (channels, problems): (Vec<_>, Vec<_>) = each_enabled(setup, env)
+        .into_iter()
+        .map(|(_, built)| built)
+        .partition(Result::is_ok);
     let problems: Vec<String> = problems
         .into_iter()
         .filter_map(Result::err)
@@ -39,6 +31,26 @@ pub fn enabled(setup: &Setup, env: &dyn Fn(&str) -> Option<String>) -> Result<Ve
         [one] => anyhow::bail!("{one}"),
         many => anyhow::bail!("{} channels cannot start:\n  - {}", many.len(), many.join("\n  - ")),
     }
+}
+
+/// Every enabled platform by name, each built or with the reason it cannot
+/// start (what `mnemo config check` reports one by one).
+pub fn each_enabled(
+    setup: &Setup,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'static str, Result<Arc<dyn Channel>>)> {
+    let c = &setup.config.channels;
+    let mut built = Vec::new();
+    if c.telegram.enabled {
+        built.push(("telegram", telegram::build(&c.telegram, env)));
+    }
+    if c.slack.enabled {
+        built.push(("slack", slack::build(&c.slack, env)));
+    }
+    if c.discord.enabled {
+        built.push(("discord", discord::build(&c.discord, env)));
+    }
+    built
 }
 
 /// The error for a platform this build was compiled without.

@@ -180,7 +180,23 @@ fn convert(shared: &Shared, event: Pending) -> Option<Inbound> {
 #[async_trait]
 impl EventHandler for DiscordHandler {
     async fn ready(&self, _ctx: Context, ready: Ready) {
+        self.shared.link.session();
         self.on_ready(&ready).await;
+    }
+
+    /// The gateway came back on the same session after a drop.
+    async fn resume(&self, _ctx: Context, _event: serenity::model::event::ResumedEvent) {
+        tracing::info!(channel = CHANNEL, "gateway session resumed");
+        self.shared.link.session();
+    }
+
+    /// Connection changes of the (single) shard, for readiness: anything
+    /// but connected (resuming, reconnecting, disconnected) is not ready;
+    /// READY or RESUMED marks it connected again.
+    async fn shard_stage_update(&self, _ctx: Context, event: serenity::gateway::ShardStageUpdateEvent) {
+        if event.new != serenity::gateway::ConnectionStage::Connected {
+            self.shared.link.down();
+        }
     }
 
     async fn message(&self, _ctx: Context, msg: Message) {

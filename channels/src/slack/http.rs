@@ -61,6 +61,7 @@ pub(super) async fn run(
         .local_addr()
         .map_err(|e| fail(format!("listener has no address: {e}")))?;
     shared.listening.send_replace(Some(addr));
+    shared.link.up();
     tracing::info!(%addr, "slack: Events API listening");
     let intake = Intake {
         shared,

@@ -91,7 +91,12 @@ async fn route(state: &SlackClientEventsUserState) -> Option<Arc<Route>> {
 }
 
 /// Generic over the hello event: slack-morphism does not export its type.
-async fn on_hello<Hello: Send>(_: Hello, _: Arc<Client>, _: SlackClientEventsUserState) {
+async fn on_hello<Hello: Send>(_: Hello, _: Arc<Client>, state: SlackClientEventsUserState) {
+    // Every hello is a new connection: counted even if the drop before it
+    // raised no error we saw.
+    if let Some(route) = route(&state).await {
+        route.shared.link.session();
+    }
     tracing::info!("slack: Socket Mode connected");
 }
 
@@ -130,7 +135,7 @@ async fn on_command(
 fn on_error(
     err: Box<dyn std::error::Error + Send + Sync>,
     _: Arc<Client>,
-    _: SlackClientEventsUserState,
+    state: SlackClientEventsUserState,
 ) -> HttpStatusCode {
     if err.downcast_ref::<NotHandedOver>().is_some() {
         tracing::warn!("slack: envelope not acked: the broker is not taking messages");
@@ -139,6 +144,12 @@ fn on_error(
     match err.downcast_ref::<SlackClientError>() {
         Some(SlackClientError::ProtocolError(_)) => tracing::warn!("slack: unreadable Socket Mode envelope skipped"),
         Some(SlackClientError::SocketModeProtocolError(_)) => {
+            // A plain fn callback: the state lock is async, so try without waiting.
+            if let Ok(state) = state.try_read()
+                && let Some(route) = state.get_user_state::<Arc<Route>>()
+            {
+                route.shared.link.down();
+            }
             tracing::warn!("slack: Socket Mode connection error; reconnecting")
         }
         Some(_) | None => tracing::warn!("slack: Socket Mode error"),

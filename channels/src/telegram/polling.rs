@@ -39,10 +39,12 @@ pub(crate) async fn run(
         };
         let batch = match result {
             Ok(batch) => {
+                channel.link.up();
                 backoff.reset();
                 batch
             }
             Err(failure) => {
+                channel.link.down();
                 let wait = match failure {
                     Failure::Unauthorized => return Err(receive_error(Failure::Unauthorized)),
                     Failure::RetryAfter(wait) => backoff.next(Some(wait)),

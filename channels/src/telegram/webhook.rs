@@ -126,6 +126,7 @@ pub(crate) async fn run(
     if !register(channel, &webhook.public_url, &webhook.secret, shutdown).await? {
         return Ok(());
     }
+    channel.link.up();
     // With one connection Telegram sends the next update only after the
     // previous one was answered, so ids only grow; a repeat means our 200
     // got lost and the update is already with the broker.

@@ -8,6 +8,8 @@ use std::path::Path;
 /// system prompt does not fit; above the ceiling no model has the window.
 pub const MIN_MAX_TOKENS: usize = 256;
 pub const MAX_MAX_TOKENS: usize = 2_000_000;
+/// Shortest non-zero `archiveKeepDays` / `summaryKeepDays`.
+pub const MIN_KEEP_DAYS: u32 = 14;
 
 /// serde also accepts a JSON array for a struct (fields by position), so
 /// `"context": [6000]` would parse; every section must be an object with
@@ -142,6 +144,22 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         u64::from(scheduler.export_keep_days),
         "0 could delete an export before its owner fetched it",
     )?;
+    // Weeklies are written from the last completed week's dailies, and a
+    // catch-up after an outage reads the archive of up to a week back:
+    // shorter keep times would delete what a summary still needs.
+    for (field, days) in [
+        ("scheduler.archiveKeepDays", scheduler.archive_keep_days),
+        ("scheduler.summaryKeepDays", scheduler.summary_keep_days),
+    ] {
+        if (1..MIN_KEEP_DAYS).contains(&days) {
+            return Err(invalid(
+                field,
+                format!(
+                    "it is {days}, but must be 0 (keep forever) or at least {MIN_KEEP_DAYS}: weekly summaries and catch-ups still read the last two weeks"
+                ),
+            ));
+        }
+    }
     let tokens = config.context.max_tokens;
     if !(MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&tokens) {
         return Err(invalid(

@@ -1,13 +1,16 @@
 //! Pruning: removes a user's empty folders (STM, own topics, daily and
 //! weekly summaries, archive), temp files older than an hour that a crash
-//! left behind (`fsutil::TEMP_PREFIX`), and `/session export` bundles older
-//! than `scheduler.exportKeepDays` (they hold everything about a user).
+//! left behind (`fsutil::TEMP_PREFIX`), `/session export` bundles older
+//! than `scheduler.exportKeepDays` (they hold everything about a user), and
+//! — only where the operator set a keep time — archived batches, daily and
+//! weekly summaries, and gzipped logs older than `archiveKeepDays`,
+//! `summaryKeepDays`, `logKeepDays` (retention; 0 = forever, the default).
 //!
 //! It removes only folders that are empty at that moment (under the user's
 //! lock, so an append cannot be creating a file in one) and only temp files
 //! old enough that no live write can still own them (a write finishes in
-//! well under a second). The only files with content it removes are export
-//! bundles past their keep time: copies, whose originals stay.
+//! well under a second). Files with content go only past a keep time, by
+//! their last write.
 
 use crate::fsutil::TEMP_PREFIX;
 use crate::layout::Layout;
@@ -28,19 +31,32 @@ pub struct Pruned {
     pub dirs: Vec<PathBuf>,
     pub temp_files: Vec<PathBuf>,
     pub exports: Vec<PathBuf>,
+    /// Archives, summaries and log archives past their keep time.
+    pub expired: Vec<PathBuf>,
     pub errors: Vec<(PathBuf, io::Error)>,
 }
 
+/// How long each kind of file is kept; `None` = forever.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keep {
+    pub exports: TimeDelta,
+    pub archives: Option<TimeDelta>,
+    pub summaries: Option<TimeDelta>,
+    pub logs: Option<TimeDelta>,
+}
+
 /// Removes crash leftovers under the sessions folder and under `logs_dir`,
-/// export bundles older than `export_max_age`, then every user's empty
-/// folders.
-pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, export_max_age: TimeDelta) -> Pruned {
+/// files past their keep time, then every user's empty folders.
+pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, keep: &Keep) -> Pruned {
     let mut out = Pruned::default();
     let layout = stm.layout();
     remove_old_temp_files(layout.root(), now, &mut out);
-    remove_old_exports(&layout.exports_dir(), now, export_max_age, &mut out);
+    remove_old_exports(&layout.exports_dir(), now, keep.exports, &mut out);
     if let Some(logs) = logs_dir {
         remove_old_temp_files(logs, now, &mut out);
+        if let Some(age) = keep.logs {
+            remove_expired(&super::logs::logs_archive_dir(logs), now, age, &mut out);
+        }
     }
     let users = match report::known_users(layout) {
         Ok(users) => users,
@@ -52,6 +68,13 @@ pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, expor
     };
     for user in users {
         let _guard = stm.lock(&user).await;
+        if let Some(age) = keep.archives {
+            remove_expired(&layout.archive_dir(&user), now, age, &mut out);
+        }
+        if let Some(age) = keep.summaries {
+            remove_expired(&layout.daily_dir(&user), now, age, &mut out);
+            remove_expired(&layout.weekly_dir(&user), now, age, &mut out);
+        }
         for dir in user_dirs_deepest_first(layout, &user) {
             match remove_if_empty(&dir) {
                 Ok(true) => out.dirs.push(dir),
@@ -104,6 +127,17 @@ fn remove_old_exports(dir: &Path, now: DateTime<Utc>, max_age: TimeDelta, out: &
             && let Some(path) = remove_if_older(&entry, now, max_age, out)
         {
             out.exports.push(path);
+        }
+    }
+}
+
+/// Regular files directly in `dir` last written at least `max_age` ago.
+fn remove_expired(dir: &Path, now: DateTime<Utc>, max_age: TimeDelta, out: &mut Pruned) {
+    for entry in entries(dir, out) {
+        if entry.file_type().is_ok_and(|t| t.is_file())
+            && let Some(path) = remove_if_older(&entry, now, max_age, out)
+        {
+            out.expired.push(path);
         }
     }
 }
@@ -167,6 +201,12 @@ mod tests {
     use crate::locks::LockRegistry;
 
     const WEEK: TimeDelta = TimeDelta::days(7);
+    const KEEP: Keep = Keep {
+        exports: WEEK,
+        archives: None,
+        summaries: None,
+        logs: None,
+    };
 
     #[tokio::test]
     async fn export_bundles_go_once_past_their_keep_time_and_not_before() {
@@ -178,9 +218,9 @@ mod tests {
         fs::write(&bundle, "everything about alice").unwrap();
         let written = DateTime::<Utc>::from(fs::metadata(&bundle).unwrap().modified().unwrap());
 
-        let early = prune(&stm, None, written + WEEK - TimeDelta::seconds(1), WEEK).await;
+        let early = prune(&stm, None, written + WEEK - TimeDelta::seconds(1), &KEEP).await;
         assert!(early.exports.is_empty() && bundle.exists());
-        let due = prune(&stm, None, written + WEEK, WEEK).await;
+        let due = prune(&stm, None, written + WEEK, &KEEP).await;
         assert!(due.errors.is_empty(), "{:?}", due.errors);
         assert_eq!(due.exports, vec![bundle.clone()]);
         assert!(!bundle.exists());
@@ -201,9 +241,9 @@ mod tests {
         fs::create_dir_all(layout.shared_topics_dir()).unwrap();
 
         let written = DateTime::<Utc>::from(fs::metadata(&temp).unwrap().modified().unwrap());
-        let early = prune(&stm, None, written + TEMP_FILE_MAX_AGE - TimeDelta::seconds(1), WEEK).await;
+        let early = prune(&stm, None, written + TEMP_FILE_MAX_AGE - TimeDelta::seconds(1), &KEEP).await;
         assert!(early.temp_files.is_empty());
-        let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE, WEEK).await;
+        let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE, &KEEP).await;
         assert!(pruned.errors.is_empty(), "{:?}", pruned.errors);
         assert_eq!(pruned.temp_files, vec![temp]);
         assert!(!layout.summaries_dir(&a).exists() && !layout.stm_dir(&a).exists());
@@ -212,5 +252,54 @@ mod tests {
             layout.shared_topics_dir().exists(),
             "the operator's folder is not a user's"
         );
+    }
+
+    #[tokio::test]
+    async fn archives_summaries_and_logs_go_past_their_keep_time_and_are_kept_forever_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let stm = Stm::new(Layout::new(dir.path(), "slack"), LockRegistry::new(), false);
+        let layout = stm.layout().clone();
+        let ada = SafeName::of("ada");
+        let logs = dir.path().join("logs");
+        let files = [
+            layout.archive_dir(&ada).join("messages-abc.jsonl.gz"),
+            layout.daily_dir(&ada).join("2026-01-01.md"),
+            layout.weekly_dir(&ada).join("2026-W01.md"),
+            super::super::logs::logs_archive_dir(&logs).join("mnemo.log.2026-01-01.gz"),
+        ];
+        for file in &files {
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(file, "kept data").unwrap();
+        }
+        fs::write(layout.messages_path(&ada), "{}\n").ok();
+        let written = DateTime::<Utc>::from(fs::metadata(&files[0]).unwrap().modified().unwrap());
+        let later = written + TimeDelta::days(400);
+
+        let forever = prune(&stm, Some(&logs), later, &KEEP).await;
+        assert!(
+            forever.expired.is_empty() && files.iter().all(|f| f.exists()),
+            "0 = forever"
+        );
+
+        let days = |d| Some(TimeDelta::days(d));
+        let keep = Keep {
+            exports: WEEK,
+            archives: days(30),
+            summaries: days(60),
+            logs: days(90),
+        };
+        let early = prune(&stm, Some(&logs), written + TimeDelta::days(29), &keep).await;
+        assert!(early.expired.is_empty());
+        let month = prune(&stm, Some(&logs), written + TimeDelta::days(30), &keep).await;
+        assert_eq!(
+            month.expired,
+            vec![files[0].clone()],
+            "only the archive is past 30 days"
+        );
+        // A day past the longest keep: the files were written a tick apart.
+        let all = prune(&stm, Some(&logs), written + TimeDelta::days(91), &keep).await;
+        assert!(all.errors.is_empty(), "{:?}", all.errors);
+        assert_eq!(all.expired.len(), 3);
+        assert!(files.iter().all(|f| !f.exists()));
     }
 }

@@ -17,7 +17,7 @@ use crate::fsutil;
 use crate::names::SafeName;
 use crate::report;
 use crate::summarizer::{SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
-use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,12 +43,13 @@ pub(super) async fn run(m: &Maintenance, now: DateTime<Utc>, progress: ProgressF
     }
 
     let logs_dir = m.stm.layout().logs_dir();
-    let export_max_age = TimeDelta::days(i64::from(m.config.scheduler.export_keep_days));
-    let pruned = prune::prune(&m.stm, m.rotate_logs.then_some(logs_dir.as_path()), now, export_max_age).await;
+    let keep = m.config.scheduler.keep();
+    let pruned = prune::prune(&m.stm, m.rotate_logs.then_some(logs_dir.as_path()), now, &keep).await;
     progress(&Progress::Pruned {
         dirs: pruned.dirs.len(),
         temp_files: pruned.temp_files.len(),
         exports: pruned.exports.len(),
+        expired: pruned.expired.len(),
     });
     for (path, e) in pruned.errors {
         report
@@ -58,6 +59,7 @@ pub(super) async fn run(m: &Maintenance, now: DateTime<Utc>, progress: ProgressF
     report.pruned_dirs = pruned.dirs;
     report.removed_temp_files = pruned.temp_files;
     report.removed_exports = pruned.exports;
+    report.removed_expired = pruned.expired;
 
     if m.rotate_logs {
         let rotation = logs::rotate_logs(&logs_dir, now, m.config.scheduler.log_rotate_days);

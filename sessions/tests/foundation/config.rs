@@ -42,7 +42,8 @@ fn the_documented_defaults_file_parses_to_the_defaults_and_back() {
       "compacting": { "enabled": true, "threshold": 50, "dailySummaryHour": 3, "weeklySummaryDay": 0,
                       "maxFailures": 3, "summarizerTimeoutSecs": 120 },
       "scheduler":  { "logRotateDays": 7, "stmExpireDays": 3, "cleanupIntervalMinutes": 60,
-                      "maxSummariesPerRun": 200, "summaryConcurrency": 2, "exportKeepDays": 7 },
+                      "maxSummariesPerRun": 200, "summaryConcurrency": 2, "exportKeepDays": 7,
+                      "archiveKeepDays": 0, "summaryKeepDays": 0, "logKeepDays": 0 },
       "context":    { "maxTokens": 6000 },
       "ltm":        { "maxProfileChars": 4000 }
     }"#;
@@ -119,6 +120,16 @@ fn values_that_break_the_rules_are_refused_by_field() {
             "must not exceed stm.maxMessages",
         ),
         (r#"{"stm":{"maxMessages":0}}"#, "stm.maxMessages", "at least 1"),
+        (
+            r#"{"scheduler":{"archiveKeepDays":3}}"#,
+            "scheduler.archiveKeepDays",
+            "0 (keep forever) or at least 14",
+        ),
+        (
+            r#"{"scheduler":{"summaryKeepDays":13}}"#,
+            "scheduler.summaryKeepDays",
+            "0 (keep forever) or at least 14",
+        ),
         (r#"{"stm":{"maxAgeMinutes":0}}"#, "stm.maxAgeMinutes", "at least 1"),
         (
             r#"{"compacting":{"dailySummaryHour":24}}"#,

@@ -1,0 +1,287 @@
+//! The process's Prometheus metrics (`/metrics`), as one registry shared by
+//! the whole process: recording is a call from wherever the event happens
+//! (pipeline, access gate, model wrapper, scheduler) without threading a
+//! handle through every constructor — the same shape as the `metrics` crate
+//! facade. Labels are channel names, outcomes, reasons, purposes and model
+//! names: small fixed sets. Never a user id, never message text.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabel {
+    channel: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelOutcome {
+    channel: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelReason {
+    channel: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PurposeLabel {
+    purpose: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    model: String,
+    purpose: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric mnemo exports. Cheap to record into from any task: the
+/// families are internally synchronised.
+pub struct Metrics {
+    registry: Registry,
+    turns: Family<ChannelOutcome, Counter>,
+    turn_seconds: Histograms<ChannelLabel>,
+    model_seconds: Histograms<PurposeLabel>,
+    model_failures: Family<PurposeLabel, Counter>,
+    tokens_in: Family<TokenLabels, Counter>,
+    tokens_out: Family<TokenLabels, Counter>,
+    refused: Family<ChannelReason, Counter>,
+    compactions: Family<ChannelOutcome, Counter>,
+    summarizer_failures: Counter,
+    maintenance_runs: Family<ChannelOutcome, Counter>,
+    reconnects: Family<ChannelLabel, Counter>,
+    connected: Family<ChannelLabel, Gauge>,
+    queue_users: Gauge,
+    queued_messages: Gauge,
+}
+
+fn seconds_buckets() -> Histogram {
+    // 5 ms … ~82 s: from a /session answer to a slow model.
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("mnemo");
+        let m = Metrics {
+            turns: Family::default(),
+            turn_seconds: Family::new_with_constructor(seconds_buckets),
+            model_seconds: Family::new_with_constructor(seconds_buckets),
+            model_failures: Family::default(),
+            tokens_in: Family::default(),
+            tokens_out: Family::default(),
+            refused: Family::default(),
+            compactions: Family::default(),
+            summarizer_failures: Counter::default(),
+            maintenance_runs: Family::default(),
+            reconnects: Family::default(),
+            connected: Family::default(),
+            queue_users: Gauge::default(),
+            queued_messages: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("turns", "Turns finished, by channel and outcome", m.turns.clone());
+        registry.register(
+            "turn_seconds",
+            "Whole-turn latency from intake to reply sent",
+            m.turn_seconds.clone(),
+        );
+        registry.register(
+            "model_seconds",
+            "Model call latency, by purpose (answer, summary)",
+            m.model_seconds.clone(),
+        );
+        registry.register(
+            "model_failures",
+            "Model calls that failed, by purpose",
+            m.model_failures.clone(),
+        );
+        registry.register(
+            "model_input_tokens",
+            "Prompt tokens the model reported",
+            m.tokens_in.clone(),
+        );
+        registry.register(
+            "model_output_tokens",
+            "Completion tokens the model reported",
+            m.tokens_out.clone(),
+        );
+        registry.register(
+            "refused_messages",
+            "Messages refused before storage, by channel and reason",
+            m.refused.clone(),
+        );
+        registry.register(
+            "compactions",
+            "Compaction runs, by channel and outcome",
+            m.compactions.clone(),
+        );
+        registry.register(
+            "summarizer_failures",
+            "Summarizer model calls that failed",
+            m.summarizer_failures.clone(),
+        );
+        registry.register(
+            "maintenance_runs",
+            "Maintenance runs, by channel and outcome",
+            m.maintenance_runs.clone(),
+        );
+        registry.register(
+            "platform_reconnects",
+            "Times a platform connection came back after the first",
+            m.reconnects.clone(),
+        );
+        registry.register(
+            "platform_connected",
+            "1 while the platform connection is up",
+            m.connected.clone(),
+        );
+        registry.register("queue_users", "Users with a live message queue", m.queue_users.clone());
+        registry.register(
+            "queued_messages",
+            "Messages waiting in user queues",
+            m.queued_messages.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The text exposition (OpenMetrics, which Prometheus scrapes).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn turn(&self, channel: &str, outcome: &str, took: Duration) {
+        self.turns.get_or_create(&channel_outcome(channel, outcome)).inc();
+        self.turn_seconds
+            .get_or_create(&ChannelLabel {
+                channel: channel.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn model_call(&self, purpose: &str, took: Duration) {
+        self.model_seconds
+            .get_or_create(&PurposeLabel {
+                purpose: purpose.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn model_failed(&self, purpose: &str) {
+        self.model_failures
+            .get_or_create(&PurposeLabel {
+                purpose: purpose.into(),
+            })
+            .inc();
+        if purpose == "summary" {
+            self.summarizer_failures.inc();
+        }
+    }
+
+    pub fn tokens(&self, model: &str, purpose: &str, input: u64, output: u64) {
+        let labels = TokenLabels {
+            model: model.into(),
+            purpose: purpose.into(),
+        };
+        self.tokens_in.get_or_create(&labels).inc_by(input);
+        self.tokens_out.get_or_create(&labels).inc_by(output);
+    }
+
+    /// `reason` is one of a fixed set of short codes (see `access`).
+    pub fn refused(&self, channel: &str, reason: &'static str) {
+        self.refused
+            .get_or_create(&ChannelReason {
+                channel: channel.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn compaction(&self, channel: &str, outcome: &'static str) {
+        self.compactions.get_or_create(&channel_outcome(channel, outcome)).inc();
+    }
+
+    pub fn maintenance_run(&self, channel: &str, outcome: &'static str) {
+        self.maintenance_runs
+            .get_or_create(&channel_outcome(channel, outcome))
+            .inc();
+    }
+
+    /// Brings the platform gauges up to date with a channel's link report.
+    /// `connects` only grows, so the reconnect counter follows it.
+    pub fn link(&self, channel: &str, connected: bool, connects: u64) {
+        let label = ChannelLabel {
+            channel: channel.into(),
+        };
+        self.connected.get_or_create(&label).set(i64::from(connected));
+        let reconnects = self.reconnects.get_or_create(&label);
+        let seen = reconnects.get();
+        let now = connects.saturating_sub(1);
+        if now > seen {
+            reconnects.inc_by(now - seen);
+        }
+    }
+
+    pub fn queues(&self, users: usize, messages: usize) {
+        self.queue_users.set(i64::try_from(users).unwrap_or(i64::MAX));
+        self.queued_messages.set(i64::try_from(messages).unwrap_or(i64::MAX));
+    }
+}
+
+fn channel_outcome(channel: &str, outcome: &str) -> ChannelOutcome {
+    ChannelOutcome {
+        channel: channel.into(),
+        outcome: outcome.into(),
+    }
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_events_show_in_the_exposition_with_their_labels() {
+        let m = Metrics::new();
+        m.turn("telegram", "answered", Duration::from_millis(20));
+        m.tokens("gpt-x", "answer", 10, 5);
+        m.refused("slack", "rate_limit");
+        m.link("discord", true, 3);
+        m.link("discord", true, 3);
+        let text = m.encode();
+        assert!(
+            text.contains(r#"mnemo_turns_total{channel="telegram",outcome="answered"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mnemo_model_input_tokens_total{model="gpt-x",purpose="answer"} 10"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mnemo_refused_messages_total{channel="slack",reason="rate_limit"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mnemo_platform_reconnects_total{channel="discord"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains("mnemo_turn_seconds_bucket"), "{text}");
+    }
+}

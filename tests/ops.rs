@@ -1,0 +1,288 @@
+#![cfg(all(feature = "telegram", feature = "discord", feature = "slack"))]
+//! End to end: the ops endpoint of the real `mnemo run` binary, with the
+//! fake Telegram Bot API, Slack or Discord gateway, and the fake model
+//! server, as the only fakes. Metrics move with real turns, readiness
+//! follows the platform connection, and every turn leaves one log line
+//! without its text.
+
+#[path = "../channels/tests/discord/fake.rs"]
+mod discord_fake;
+#[path = "../channels/tests/telegram/fake_api.rs"]
+mod fake_api;
+#[path = "../channels/tests/slack/fake.rs"]
+mod slack_fake;
+mod support;
+
+use fake_api::{FakeBotApi, TOKEN, text_message, user};
+use mnemo_sessions::Layout;
+use serde_json::Value;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+use support::FakeModel;
+
+const ADA: i64 = 42;
+
+/// `mnemo run` serving Telegram with `ops.listen` on a free local port.
+struct Running {
+    child: Child,
+    dir: tempfile::TempDir,
+    ops: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Serves Telegram from `api` (polling every second).
+fn start(api: &FakeBotApi, model_url: &str) -> Running {
+    let telegram = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 });
+    start_serving("telegram", telegram, &[("TELEGRAM_BOT_TOKEN", TOKEN)], model_url)
+}
+
+/// `mnemo run` serving only `channel` (its config `section`, its tokens in
+/// `tokens`), direct messages open.
+fn start_serving(channel: &str, section: Value, tokens: &[(&str, &str)], model_url: &str) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = json!({
+        "stateDir": dir.path().join("state"),
+        "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
+                   "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
+        "channels": { "console": { "enabled": false }, channel: section },
+        "ops": { "listen": port.to_string() },
+    });
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let access = Layout::new(dir.path().join("state"), channel).access_path();
+    std::fs::create_dir_all(access.parent().unwrap()).unwrap();
+    std::fs::write(access, r#"{"dmPolicy": "open"}"#).unwrap();
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let child = support::mnemo(&path, dir.path())
+        .arg("run")
+        .envs(tokens.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    Running {
+        child,
+        dir,
+        ops: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// GETs `path` from the ops endpoint: status and body (0 while not up).
+async fn get(ops: &str, path: &str) -> (u16, String) {
+    match reqwest::get(format!("{ops}{path}")).await {
+        Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// Polls `path` until `check` holds; panics after 15 s.
+async fn until(ops: &str, path: &str, what: &str, check: impl Fn(u16, &str) -> bool) -> String {
+    for _ in 0..750 {
+        let (status, body) = get(ops, path).await;
+        if check(status, &body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("gave up waiting for {what}; last: {:?}", get(ops, path).await);
+}
+
+/// The value of the sample `line` (`name{labels}`) in a scrape, 0 if absent.
+fn sample(scrape: &str, line: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn log_text(dir: &Path) -> String {
+    let mut text = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir(dir.join("state/logs")) {
+        for entry in entries.flatten() {
+            text += &String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap_or_default());
+        }
+    }
+    text
+}
+
+fn state(run: &Running) -> PathBuf {
+    run.dir.path().join("state")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_real_turns_and_tokens_and_each_turn_logs_one_line_without_text() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    let (status, body) = {
+        until(&run.ops, "/healthz", "healthz", |s, _| s == 200).await;
+        get(&run.ops, "/healthz").await
+    };
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    let before = get(&run.ops, "/metrics").await.1;
+    let answered = r#"mnemo_turns_total{channel="telegram",outcome="answered"}"#;
+    assert_eq!(sample(&before, answered), 0.0);
+    for (i, text) in ["the secret word is pumpernickel", "and the colour is ultramarine"]
+        .iter()
+        .enumerate()
+    {
+        api.push_message(text_message(ADA, user(ADA, "Ada"), text));
+        api.wait_for_calls("sendMessage", i + 1).await;
+    }
+    let scrape = until(&run.ops, "/metrics", "two answered turns", |_, b| {
+        sample(b, answered) == 2.0
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"mnemo_model_input_tokens_total{model="fake-1",purpose="answer"}"#
+        ),
+        20.0,
+        "the fake model reports 10 prompt tokens per call: {scrape}"
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"mnemo_model_output_tokens_total{model="fake-1",purpose="answer"}"#
+        ),
+        10.0
+    );
+    assert_eq!(sample(&scrape, r#"mnemo_turn_seconds_count{channel="telegram"}"#), 2.0);
+    assert_eq!(sample(&scrape, r#"mnemo_model_seconds_count{purpose="answer"}"#), 2.0);
+    assert!(
+        scrape.contains(r#"mnemo_platform_connected{channel="telegram"} 1"#),
+        "{scrape}"
+    );
+    let labels: Vec<&str> = scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| Some(&l[l.find('{')?..=l.find('}')?]))
+        .collect();
+    assert!(!labels.is_empty());
+    assert!(
+        labels.iter().all(|l| !l.contains("42") && !l.contains("Ada")),
+        "no user id or name in any label: {labels:?}"
+    );
+
+    // A user not allowed in a group is refused, and counted by reason.
+    let group = -100_777;
+    api.push_message(text_message(group, user(7, "Eve"), "hello group"));
+    until(&run.ops, "/metrics", "a refused message", |_, b| {
+        sample(
+            b,
+            r#"mnemo_refused_messages_total{channel="telegram",reason="group_not_enabled"}"#,
+        ) == 1.0
+    })
+    .await;
+
+    let logs = log_text(run.dir.path());
+    let turns: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("mnemo::turn") || l.contains("\"turn\""))
+        .filter(|l| l.contains("outcome"))
+        .collect();
+    assert!(turns.len() >= 2, "one line per turn: {logs}");
+    let line = turns.iter().find(|l| l.contains("answered")).unwrap();
+    for field in ["queue_ms", "memory_ms", "model_ms", "send_ms", "tokens_in", "user"] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert!(
+        !logs.contains("pumpernickel") && !logs.contains("ultramarine"),
+        "no message text in logs"
+    );
+    assert!(state(&run).is_dir());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_turns_false_while_the_platform_drops_and_back_when_it_returns() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(
+        ready.contains("ok platform telegram") && ready.contains("ok state folder writable"),
+        "{ready}"
+    );
+
+    // Another poller took over the token: Telegram stops serving us. (A 5xx
+    // would do too, but teloxide sleeps 10 s on those before reporting.)
+    let conflict = r#"{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates request"}"#;
+    api.fail_next("getUpdates", 409, conflict);
+    let down = until(&run.ops, "/readyz", "not ready", |s, _| s == 503).await;
+    assert!(down.contains("failing platform telegram"), "{down}");
+
+    until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
+    let scrape = get(&run.ops, "/metrics").await.1;
+    assert_eq!(
+        sample(&scrape, r#"mnemo_platform_reconnects_total{channel="telegram"}"#),
+        1.0,
+        "{scrape}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_discord_gateway_counts_as_a_reconnect_and_readiness_comes_back() {
+    let (_model, model_url) = FakeModel::start().await;
+    let discord = discord_fake::FakeDiscord::start().await;
+    let section = json!({ "enabled": true, "apiUrl": discord.url() });
+    let run = start_serving(
+        "discord",
+        section,
+        &[("DISCORD_BOT_TOKEN", "discord-test-token")],
+        &model_url,
+    );
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok platform discord"), "{ready}");
+    let reconnects = r#"mnemo_platform_reconnects_total{channel="discord"}"#;
+    assert_eq!(sample(&get(&run.ops, "/metrics").await.1, reconnects), 0.0);
+
+    discord.drop_connection();
+    discord.resumed().await;
+    until(&run.ops, "/metrics", "a counted reconnect", |_, b| {
+        sample(b, reconnects) == 1.0
+    })
+    .await;
+    until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_slack_socket_counts_as_a_reconnect_and_readiness_comes_back() {
+    let (_model, model_url) = FakeModel::start().await;
+    let slack = slack_fake::FakeSlack::start().await;
+    let section = json!({ "enabled": true, "mode": "socket", "apiUrl": slack.api_url });
+    let tokens = [
+        ("SLACK_BOT_TOKEN", slack_fake::BOT_TOKEN),
+        ("SLACK_APP_TOKEN", slack_fake::APP_TOKEN),
+    ];
+    let run = start_serving("slack", section, &tokens, &model_url);
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok platform slack"), "{ready}");
+
+    slack.drop_socket();
+    slack.wait_until("a second connection", |f| f.connections() >= 2).await;
+    let reconnects = r#"mnemo_platform_reconnects_total{channel="slack"}"#;
+    until(&run.ops, "/metrics", "a counted reconnect", |_, b| {
+        sample(b, reconnects) == 1.0
+    })
+    .await;
+    until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
+}
