@@ -18,6 +18,7 @@ pub mod archive;
 pub mod config;
 pub mod context;
 pub mod locks;
+pub mod session;
 pub mod stm;
 
 // Summaries and long-term memory.
