@@ -125,6 +125,12 @@ impl App {
         &self.memories
     }
 
+    /// Waits up to `limit` for background compactions to finish (the bench
+    /// does, before it removes its state folder).
+    pub async fn wait_background(&self, limit: Duration) {
+        self.pipeline.wait_background(limit).await;
+    }
+
     /// Hands one message to its user's queue.
     pub async fn submit(&self, message: Inbound) {
         // A refusal has already been answered (queue full) or logged (closed).

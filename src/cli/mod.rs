@@ -1,5 +1,5 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
-//! `sessions report|export|maintain`. Argument parsing only; each verb's
+//! `sessions report|export|maintain`, `access …`, `bench`. Argument parsing only; each verb's
 //! work lives in a submodule here.
 
 use clap::{Args, Parser, Subcommand};
@@ -43,6 +43,9 @@ pub enum Command {
     /// Look after stored memory.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Measure the broker's own cost per turn: the real app, an instant
+    /// in-process model, a temporary state folder (or --state-dir).
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,12 +80,14 @@ pub enum SessionsCommand {
 }
 
 mod access;
+mod bench;
 mod check;
 mod serve;
 mod setup;
 mod store;
 
 pub use access::AccessCommand;
+pub use bench::BenchArgs;
 pub use setup::Setup;
 
 /// Runs the verb; `Ok(code)` for outcomes that are not errors of mnemo
@@ -94,5 +99,6 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
         Command::Access(cmd) => access::run(&cli.global, cmd),
+        Command::Bench(args) => bench::run(&cli.global, &args).await,
     }
 }
