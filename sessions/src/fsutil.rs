@@ -4,8 +4,11 @@
 //! id, a process-wide counter and the nanosecond clock), fsynced, renamed
 //! over the target, and the folder is fsynced, so a reader sees the old file
 //! or the new one, never half of either, and two writers never share a temp.
+//! [`FileStamp`] tells a reader cheaply whether a file changed since it read
+//! it (every such replacement gives a new inode).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::os::unix::fs::MetadataExt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,5 +85,36 @@ mod tests {
     fn temp_names_are_unique_per_call() {
         let t = Path::new("/x/summary.md");
         assert_ne!(unique_temp_path(t), unique_temp_path(t));
+    }
+}
+
+/// Which file (device, inode), how long, and when last modified: a rename
+/// over it (every atomic rewrite), a truncation, an append or an edit in
+/// place all change it. One `stat` to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileStamp {
+    pub fn of(meta: &Metadata) -> FileStamp {
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+
+    /// The file at `path` now; `None` when there is none.
+    pub fn at(path: &Path) -> io::Result<Option<FileStamp>> {
+        match fs::metadata(path) {
+            Ok(meta) => Ok(Some(FileStamp::of(&meta))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::summary::SummaryError;
 use chrono::{DateTime, Utc};
 use handles::Budget;
 use map::StateMap;
-use state::{FileId, SessionState};
+use state::{FileId, SessionState, same_log};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many users' states a channel keeps in memory by default. A state is
@@ -233,7 +233,7 @@ impl Sessions {
             source,
         })?;
         let mut state = match taken {
-            Some(state) if state.keep >= keep && FileId::same_log(state.log, log_now) => state,
+            Some(state) if state.keep >= keep && same_log(state.log, log_now) => state,
             _ => return SessionState::load(self.stm(), user, keep),
         };
         if whole {

@@ -12,6 +12,7 @@ use super::SessionError;
 use super::handles::{Budget, OpenLog};
 use crate::compaction::plan;
 use crate::config::SessionConfig;
+use crate::fsutil::FileStamp;
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile;
@@ -22,52 +23,22 @@ use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Which file (device, inode), how long, and when it was last modified: a
-/// rename over it (every atomic rewrite), a truncation, an append by someone
-/// else or an edit in place all change it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct FileId {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime_ns: i128,
-}
+/// A file's identity as last read or written (see [`FileStamp`]).
+pub(super) type FileId = FileStamp;
 
-impl FileId {
-    fn of(meta: &fs::Metadata) -> FileId {
-        FileId {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        }
-    }
-
-    /// The file at `path` now; `None` when there is none.
-    pub(super) fn at(path: &Path) -> io::Result<Option<FileId>> {
-        match fs::metadata(path) {
-            Ok(meta) => Ok(Some(FileId::of(&meta))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Whether `now` is the log we last saw or wrote. Our own appends change
-    /// the mtime without our learning it (that would cost an `fstat`), so
-    /// the log is compared by file and length only: the log is only ever
-    /// appended to by us, and every rewrite is a rename (a new inode).
-    pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => (a.dev, a.ino, a.len) == (b.dev, b.ino, b.len),
-            (None, None) => true,
-            _ => false,
-        }
+/// Whether `now` is the log we last saw or wrote. Our own appends change the
+/// mtime without our learning it (that would cost an `fstat`), so the log is
+/// compared by file and length only: only we append to it, and every rewrite
+/// is a rename (a new inode).
+pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a.dev, a.ino, a.len) == (b.dev, b.ino, b.len),
+        (None, None) => true,
+        _ => false,
     }
 }
-
 /// What a turn needs from one user's short-term memory, loaded once and
 /// kept up to date by the appends that go through [`super::Sessions`].
 pub(super) struct SessionState {
