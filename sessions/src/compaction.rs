@@ -233,9 +233,7 @@ impl Compactor {
         .await
     }
 
-    /// Runs `work` on Tokio's blocking pool, so the file reads, gzip and
-    /// fsyncs of a run never stall the async workers that serve turns. A
-    /// panic in `work` is re-raised here.
+    /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]).
     async fn off_workers<T: Send + 'static>(
         &self,
         user: &SafeName,
@@ -243,11 +241,9 @@ impl Compactor {
     ) -> Result<T, CompactionError> {
         let this = self.clone();
         let user = user.clone();
-        match tokio::task::spawn_blocking(move || work(&this, &user)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(CompactionError::Interrupted),
-        }
+        crate::blocking::off_workers(move || work(&this, &user))
+            .await
+            .unwrap_or(Err(CompactionError::Interrupted))
     }
 
     /// Phase 1 (see [`Compactor::maybe_compact`]).

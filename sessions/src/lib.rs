@@ -8,6 +8,7 @@
 //! explicit `now` parameters, so every rule is testable at any date.
 
 // Foundation: names, paths, records, crash-safe writes.
+mod blocking;
 pub mod fsutil;
 pub mod layout;
 pub mod names;

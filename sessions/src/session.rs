@@ -140,11 +140,9 @@ impl Sessions {
         let (this, user, record) = (self.clone(), user.clone(), record.clone());
         // The guard moves along: the lock is held until the write is done,
         // even if this future is dropped meanwhile.
-        match tokio::task::spawn_blocking(move || this.append_locked(&guard, &user, &record, now)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(SessionError::Interrupted),
-        }
+        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now))
+            .await
+            .unwrap_or(Err(SessionError::Interrupted))
     }
 
     fn append_locked(

@@ -21,7 +21,7 @@ use crate::stm::{self, Stm, StmError};
 use crate::summary::{self, SummaryError};
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
