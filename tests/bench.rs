@@ -47,8 +47,14 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("turns/s") && stdout.contains("per turn p99"), "{stdout}");
-    assert!(stderr.contains("running 3 users × 4 turns"), "progress goes to stderr: {stderr}");
+    assert!(
+        stdout.contains("turns/s") && stdout.contains("per turn p99"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("running 3 users × 4 turns"),
+        "progress goes to stderr: {stderr}"
+    );
 
     let report = last_json_line(&out);
     assert_eq!(report["users"], 3);
@@ -56,7 +62,11 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
     assert_eq!(report["total_turns"], 12);
     assert_eq!(report["fsync"], false);
     assert_eq!(report["history"], 0);
-    let (p50, p99, max) = (report["p50_us"].as_u64().unwrap(), report["p99_us"].as_u64().unwrap(), report["max_us"].as_u64().unwrap());
+    let (p50, p99, max) = (
+        report["p50_us"].as_u64().unwrap(),
+        report["p99_us"].as_u64().unwrap(),
+        report["max_us"].as_u64().unwrap(),
+    );
     assert!(p50 <= p99 && p99 <= max, "{report}");
     assert!(report["turns_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["peak_rss_mb"].as_f64().unwrap() > 1.0);
@@ -65,14 +75,21 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
     // both in the user's short-term log.
     let stm = dir.path().join("channels/bench/sessions/stm");
     for u in 0..3 {
-        assert_eq!(lines(&stm.join(format!("bench-user-{u}/messages.jsonl"))), 8, "user {u}");
+        assert_eq!(
+            lines(&stm.join(format!("bench-user-{u}/messages.jsonl"))),
+            8,
+            "user {u}"
+        );
     }
 }
 
 #[test]
 fn bench_history_is_archived_and_summarized_with_the_stm_at_its_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(dir.path(), &["--users", "2", "--turns", "2", "--history", "120", "--fsync", "--json"]);
+    let out = bench(
+        dir.path(),
+        &["--users", "2", "--turns", "2", "--history", "120", "--fsync", "--json"],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report = last_json_line(&out);
     assert_eq!(report["history"], 120);
@@ -92,11 +109,22 @@ fn bench_history_is_archived_and_summarized_with_the_stm_at_its_bound() {
 fn bench_refuses_a_state_folder_that_already_has_a_bench_channel() {
     let dir = tempfile::tempdir().unwrap();
     assert!(bench(dir.path(), &["--users", "1", "--turns", "1"]).status.success());
-    let before = std::fs::read(dir.path().join("channels/bench/sessions/stm/bench-user-0/messages.jsonl")).unwrap();
+    let before = std::fs::read(
+        dir.path()
+            .join("channels/bench/sessions/stm/bench-user-0/messages.jsonl"),
+    )
+    .unwrap();
     let again = bench(dir.path(), &["--users", "1", "--turns", "1"]);
     assert!(!again.status.success());
     let stderr = String::from_utf8_lossy(&again.stderr);
-    assert!(stderr.contains("already exists") && stderr.contains("--state-dir"), "{stderr}");
-    let after = std::fs::read(dir.path().join("channels/bench/sessions/stm/bench-user-0/messages.jsonl")).unwrap();
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--state-dir"),
+        "{stderr}"
+    );
+    let after = std::fs::read(
+        dir.path()
+            .join("channels/bench/sessions/stm/bench-user-0/messages.jsonl"),
+    )
+    .unwrap();
     assert_eq!(before, after, "nothing of the earlier run was touched");
 }

@@ -9,9 +9,9 @@
 //! History files are generated once, outside the timed loops, by writing
 //! lines directly.
 
+use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use async_trait::async_trait;
 use mnemo_sessions::compaction::Compactor;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::context::{self, ContextInput};
@@ -19,10 +19,10 @@ use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::session::Sessions;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::{SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
-use std::sync::Arc;
 use mnemo_sessions::{Layout, Record, Role, SafeName};
 use std::fs;
 use std::io::{BufWriter, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 const SIZES: [u64; 3] = [100, 10_000, 1_000_000];
@@ -119,10 +119,14 @@ fn benches(c: &mut Criterion) {
         write_doc(&layout.summary_path(&user), &summary);
         let sessions = sessions(&stm);
         // The user becomes active: the one whole read, outside the loop.
-        runtime.block_on(sessions.context_view(&user, CONTEXT_WINDOW + 1)).unwrap();
+        runtime
+            .block_on(sessions.context_view(&user, CONTEXT_WINDOW + 1))
+            .unwrap();
         build.bench_with_input(BenchmarkId::new("view_and_build", lines), &lines, |b, _| {
             b.iter(|| {
-                let view = runtime.block_on(sessions.context_view(&user, CONTEXT_WINDOW + 1)).unwrap();
+                let view = runtime
+                    .block_on(sessions.context_view(&user, CONTEXT_WINDOW + 1))
+                    .unwrap();
                 context::build(&ContextInput {
                     system_prompt: "You are a helpful assistant.",
                     profile: view.profile.as_deref(),

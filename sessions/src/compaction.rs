@@ -194,7 +194,10 @@ impl Compactor {
         // Phase 1, under the lock, on a blocking thread (whole-log read,
         // archive and fsyncs): finish an interrupted run, then decide.
         let guard = stm.lock(user).await;
-        let (batch, before, profile_body) = match self.off_workers(user, move |this, user| this.prepare(&guard, user, now)).await? {
+        let (batch, before, profile_body) = match self
+            .off_workers(user, move |this, user| this.prepare(&guard, user, now))
+            .await?
+        {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Fold { batch, before, profile } => (batch, before, profile),
         };

@@ -8,8 +8,8 @@
 //! it (every such replacement gives a new inode).
 
 use std::fs::{self, File, Metadata, OpenOptions};
-use std::os::unix::fs::MetadataExt;
 use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -184,7 +184,10 @@ impl Sessions {
     /// committed files.
     pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<CompactionOutcome, CompactionError> {
         let result = self.shared.compactor.maybe_compact(user, now).await;
-        if !matches!(result, Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)) {
+        if !matches!(
+            result,
+            Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)
+        ) {
             self.forget(user).await;
         }
         result

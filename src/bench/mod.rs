@@ -106,7 +106,12 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         for u in 0..options.users {
             seed::seed_history(&sessions, &user_id(u), options.history, now).await?;
             if (u + 1) % (options.users / 10).max(1) == 0 {
-                progress(format!("seeded {} of {} users with {} messages each", u + 1, options.users, options.history));
+                progress(format!(
+                    "seeded {} of {} users with {} messages each",
+                    u + 1,
+                    options.users,
+                    options.history
+                ));
             }
         }
     }
@@ -125,7 +130,9 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         latencies.extend(done.context("a bench user task panicked")??);
     }
     let elapsed = started.elapsed();
-    let cpu = cpu_time().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     app.wait_background(Duration::from_secs(30)).await;
     Ok(summarize(options, latencies, elapsed, cpu, seed_s))
 }
@@ -174,12 +181,7 @@ pub fn prepare_channel(root: &Path, fsync: bool) -> Result<()> {
 
 /// One user's turns, one after the other as a person would send them; each
 /// turn's time from submit to reply sent, in µs.
-async fn user_turns(
-    app: App,
-    u: usize,
-    turns: usize,
-    mut sent: mpsc::UnboundedReceiver<Instant>,
-) -> Result<Vec<u64>> {
+async fn user_turns(app: App, u: usize, turns: usize, mut sent: mpsc::UnboundedReceiver<Instant>) -> Result<Vec<u64>> {
     let mut out = Vec::with_capacity(turns);
     for t in 0..turns {
         let message = message(u, t);
@@ -221,10 +223,21 @@ pub fn message(u: usize, t: usize) -> Inbound {
     }
 }
 
-fn summarize(options: &Options, mut latencies: Vec<u64>, elapsed: Duration, cpu: Option<Duration>, seed_s: f64) -> Report {
+fn summarize(
+    options: &Options,
+    mut latencies: Vec<u64>,
+    elapsed: Duration,
+    cpu: Option<Duration>,
+    seed_s: f64,
+) -> Report {
     latencies.sort_unstable();
     let n = latencies.len();
-    let at = |q: usize| latencies.get((n * q / 100).min(n.saturating_sub(1))).copied().unwrap_or(0);
+    let at = |q: usize| {
+        latencies
+            .get((n * q / 100).min(n.saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
     let secs = elapsed.as_secs_f64();
     Report {
         users: options.users,
@@ -237,7 +250,11 @@ fn summarize(options: &Options, mut latencies: Vec<u64>, elapsed: Duration, cpu:
         p50_us: at(50),
         p99_us: at(99),
         max_us: latencies.last().copied().unwrap_or(0),
-        mean_us: if n > 0 { latencies.iter().sum::<u64>() as f64 / n as f64 } else { 0.0 },
+        mean_us: if n > 0 {
+            latencies.iter().sum::<u64>() as f64 / n as f64
+        } else {
+            0.0
+        },
         cpu_us_per_turn: cpu.map(|c| c.as_secs_f64() * 1e6 / n.max(1) as f64),
         peak_rss_mb: peak_rss_mb(),
         seed_s,

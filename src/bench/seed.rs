@@ -22,7 +22,9 @@ pub async fn seed_history(sessions: &Sessions, user_id: &str, n: usize, now: Dat
     let config = sessions.config();
     let in_stm = n.min(config.stm.context_window);
     let folded = n - in_stm;
-    let batch_len = (config.compacting.threshold + 1).saturating_sub(config.stm.context_window).max(1);
+    let batch_len = (config.compacting.threshold + 1)
+        .saturating_sub(config.stm.context_window)
+        .max(1);
     let first_ts = now - TimeDelta::minutes(n as i64);
     let layout = sessions.layout();
 
@@ -52,14 +54,20 @@ pub async fn seed_history(sessions: &Sessions, user_id: &str, n: usize, now: Dat
 
 /// Message `i` of a seeded history: user and assistant in turn.
 fn record(user_id: &str, i: usize, first_ts: DateTime<Utc>) -> Record {
-    let user = i % 2 == 0;
+    let user = i.is_multiple_of(2);
     Record {
         ts: first_ts + TimeDelta::minutes(i as i64),
         role: if user { Role::User } else { Role::Assistant },
         text: if user {
-            format!("Earlier question {i}: why did the nightly build of the API server fail on step {}?", i % 17)
+            format!(
+                "Earlier question {i}: why did the nightly build of the API server fail on step {}?",
+                i % 17
+            )
         } else {
-            format!("Earlier answer {i}: the cache key changed, so step {} rebuilt everything and timed out.", i % 17)
+            format!(
+                "Earlier answer {i}: the cache key changed, so step {} rebuilt everything and timed out.",
+                i % 17
+            )
         },
         msg_id: format!("seed-{i}"),
         channel: super::instant::CHANNEL.to_string(),

@@ -101,7 +101,10 @@ impl SessionState {
             summary: summary.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty()),
             profile_file: None,
             profile: None,
-            recent: unfolded[unfolded.len().saturating_sub(keep)..].iter().cloned().collect(),
+            recent: unfolded[unfolded.len().saturating_sub(keep)..]
+                .iter()
+                .cloned()
+                .collect(),
             keep,
             unfolded: unfolded.len(),
             first_unfolded_ts: unfolded.first().map(|r| r.ts),

@@ -38,7 +38,11 @@ async fn the_view_from_memory_equals_the_files_through_appends_and_compactions()
         let mut compactions = 0;
         for i in 0..40 {
             let appended = s.append(&m.user, &rec(i), now()).await.unwrap();
-            assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4), "after m{i}");
+            assert_eq!(
+                s.context_view(&m.user, 4).await.unwrap(),
+                from_disk(&m, &m.user, 4),
+                "after m{i}"
+            );
             if appended.fold_due {
                 let outcome = s.compact(&m.user, now()).await.unwrap();
                 assert!(matches!(outcome, CompactionOutcome::Compacted { .. }), "{outcome:?}");
@@ -46,7 +50,10 @@ async fn the_view_from_memory_equals_the_files_through_appends_and_compactions()
                 assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
             }
         }
-        assert_eq!(compactions, 6, "fsync {fsync}: at m8, then every 6 messages (threshold 8, window 3)");
+        assert_eq!(
+            compactions, 6,
+            "fsync {fsync}: at m8, then every 6 messages (threshold 8, window 3)"
+        );
         assert_eq!(m.everything(), recs(0..40), "fsync {fsync}: nothing lost or doubled");
     }
 }
@@ -59,10 +66,16 @@ async fn a_fold_is_due_from_the_counters_exactly_when_the_rules_say() {
     for i in 0..6 {
         assert!(!s.append(&m.user, &rec(i), now()).await.unwrap().fold_due, "m{i}");
     }
-    assert!(s.append(&m.user, &rec(6), now()).await.unwrap().fold_due, "past the threshold");
+    assert!(
+        s.append(&m.user, &rec(6), now()).await.unwrap().fold_due,
+        "past the threshold"
+    );
     assert!(s.fold_due(&m.user, now()));
     s.compact(&m.user, now()).await.unwrap();
-    assert!(!s.append(&m.user, &rec(7), now()).await.unwrap().fold_due, "3 unfolded after the fold");
+    assert!(
+        !s.append(&m.user, &rec(7), now()).await.unwrap().fold_due,
+        "3 unfolded after the fold"
+    );
     // The age rule: the oldest unfolded message is past maxAgeMinutes.
     let later = now() + chrono::TimeDelta::minutes(m.config.stm.max_age_minutes as i64 + 1);
     assert!(s.append(&m.user, &rec(8), later).await.unwrap().fold_due, "aged out");
@@ -81,8 +94,14 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     // Another writer appends (as a second process would), an operator edits
     // the profile and writes a summary by hand.
     m.stm.append(&m.user, &rec(3)).await.unwrap();
-    write(&m.sb.layout.profile_path(&m.user), "---\nuserId: U1\n---\n## Preferences\n- tea\n");
-    write(&m.sb.layout.summary_path(&m.user), "---\nuserId: U1\n---\nThey talked about tea.\n");
+    write(
+        &m.sb.layout.profile_path(&m.user),
+        "---\nuserId: U1\n---\n## Preferences\n- tea\n",
+    );
+    write(
+        &m.sb.layout.summary_path(&m.user),
+        "---\nuserId: U1\n---\nThey talked about tea.\n",
+    );
     let view = s.context_view(&m.user, 5).await.unwrap();
     assert_eq!(view.recent, recs(0..4), "the other writer's message is seen");
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- tea"));
@@ -93,7 +112,10 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     s.append(&m.user, &rec(5), now()).await.unwrap();
     assert_eq!(m.log(), recs(0..6));
     // The profile is edited in place again: same inode, new length.
-    write(&m.sb.layout.profile_path(&m.user), "---\nuserId: U1\n---\n## Preferences\n- coffee now\n");
+    write(
+        &m.sb.layout.profile_path(&m.user),
+        "---\nuserId: U1\n---\n## Preferences\n- coffee now\n",
+    );
     let view = s.context_view(&m.user, 5).await.unwrap();
     assert_eq!(view.recent, recs(1..6));
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- coffee now"));
@@ -114,7 +136,10 @@ async fn a_failed_append_is_not_in_memory_and_the_next_turn_sees_the_disk() {
     assert_eq!(s.active(), 0, "the state that failed is dropped");
     std::fs::remove_file(&dir).unwrap();
     let view = s.context_view(&m.user, 5).await.unwrap();
-    assert!(view.recent.is_empty(), "neither the lost m0 nor the failed m1: {view:?}");
+    assert!(
+        view.recent.is_empty(),
+        "neither the lost m0 nor the failed m1: {view:?}"
+    );
     s.append(&m.user, &rec(2), now()).await.unwrap();
     assert_eq!(m.log(), vec![rec(2)]);
     assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, vec![rec(2)]);
@@ -138,14 +163,23 @@ async fn a_compaction_crashed_at_any_step_never_shows_a_message_twice_and_is_fin
         assert_eq!(view, from_disk(&m, &m.user, 4), "{step:?}");
         if step != FailPoint::AfterLtm {
             let summary = view.summary.unwrap_or_default();
-            assert!(view.recent.iter().all(|r| !summary.contains(&format!(" {} ", r.msg_id))), "{step:?}");
+            assert!(
+                view.recent
+                    .iter()
+                    .all(|r| !summary.contains(&format!(" {} ", r.msg_id))),
+                "{step:?}"
+            );
         }
 
         // The next append says a fold is due (the batch waiting at the
         // head, or the threshold), and our compaction finishes it.
         assert!(s.append(&m.user, &rec(11), now()).await.unwrap().fold_due, "{step:?}");
         s.compact(&m.user, now()).await.unwrap();
-        assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4), "{step:?}");
+        assert_eq!(
+            s.context_view(&m.user, 4).await.unwrap(),
+            from_disk(&m, &m.user, 4),
+            "{step:?}"
+        );
         assert_eq!(m.everything(), recs(0..12), "{step:?}: nothing lost or doubled");
     }
 }
