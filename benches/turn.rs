@@ -1,76 +1,17 @@
 //! What one turn costs the broker itself, the model excluded: dispatch,
-//! the durable append of the user message, the context read and build,
-//! the append of the reply and the send — the real `App` with an
-//! in-process model that answers at once (a bench measures our side; the
-//! network fakes belong to the tests). Compaction runs as configured by
-//! default, so its amortised cost (every ~40 turns) is in the numbers.
+//! the access gate, the durable append of the user message, the context
+//! from session state, the append of the reply and the send — the real
+//! `App` with the instant in-process model of `mnemo bench` (a bench
+//! measures our side; the network fakes belong to the tests). Open access
+//! and no rate limit, as `mnemo bench` sets them; compaction runs with the
+//! default config, so its amortised cost is in the numbers.
 
-use async_trait::async_trait;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo::app::{App, AppParts};
-use mnemo::config::LimitsConfig;
-use mnemo::model::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ModelSummarizer};
-use mnemo_channels::{Channel, ChannelError, ChatKind, Inbound, Outbound, Shutdown};
+use mnemo::app::App;
+use mnemo::bench::{self, instant::TimedChannel};
+use mnemo_channels::Channel;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc};
-
-struct InstantModel;
-
-#[async_trait]
-impl Model for InstantModel {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
-        Ok(ModelReply {
-            text: format!("ok: {} chars of context", request.context.system.len()),
-            usage: None,
-        })
-    }
-    async fn stream(&self, _: &ModelRequest) -> Result<DeltaStream, ModelError> {
-        Err(ModelError::Protocol {
-            detail: "not used".into(),
-        })
-    }
-    fn describe(&self) -> String {
-        "instant".into()
-    }
-}
-
-/// Signals each reply it is asked to send.
-struct Signal(Notify);
-
-#[async_trait]
-impl Channel for Signal {
-    fn name(&self) -> &str {
-        "bench"
-    }
-    fn max_message_chars(&self) -> usize {
-        4000
-    }
-    async fn receive(&self, _: mpsc::Sender<Inbound>, _: Shutdown) -> Result<(), ChannelError> {
-        Ok(())
-    }
-    async fn send(&self, _: Outbound) -> Result<(), ChannelError> {
-        self.0.notify_one();
-        Ok(())
-    }
-}
-
-fn message(n: u64) -> Inbound {
-    Inbound {
-        channel: "bench".into(),
-        user_id: "U1".into(),
-        user_name: None,
-        chat_id: "D1".into(),
-        chat_kind: ChatKind::Direct,
-        thread_id: None,
-        msg_id: format!("m{n}"),
-        text: "How long until the build finishes, and what should I check first?".into(),
-        ts: chrono::Utc::now(),
-        addressed: true,
-        interaction: None,
-    }
-}
 
 fn turn(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -82,34 +23,28 @@ fn turn(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(4)).sample_size(40);
     for fsync in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = dir.path().join("channels/bench/sessions");
-        std::fs::create_dir_all(&sessions).unwrap();
-        // The default operator config: the log stays bounded by compaction
-        // (which the instant model answers), as in steady-state service.
-        let config = format!(r#"{{"stm": {{"fsync": {fsync}}}}}"#);
-        std::fs::write(sessions.join("config.json"), config).unwrap();
-        let model: Arc<dyn Model> = Arc::new(InstantModel);
-        let parts = AppParts {
-            state_root: dir.path().to_path_buf(),
-            system_prompt: "You are a helpful assistant.".into(),
-            tz: chrono_tz::UTC,
-            limits: LimitsConfig::default(),
-            model_timeout: Duration::from_secs(5),
-            summarizer: Arc::new(ModelSummarizer::new(model.clone())),
-            model,
-        };
-        let channel = Arc::new(Signal(Notify::new()));
-        let app = rt.block_on(async { App::new(parts, vec![channel.clone() as Arc<dyn Channel>]).unwrap() });
-        let seq = AtomicU64::new(0);
+        bench::prepare_channel(dir.path(), fsync).unwrap();
+        let channel = Arc::new(TimedChannel::new());
+        let mut sent = channel.listen(&bench::chat_id(0));
+        let app = rt.block_on(async {
+            App::new(bench::app_parts(dir.path()), vec![channel.clone() as Arc<dyn Channel>]).unwrap()
+        });
+        let mut seq = 0;
         let label = if fsync { "fsync_on" } else { "fsync_off" };
         group.bench_with_input(BenchmarkId::new("one_message_answered", label), &fsync, |b, _| {
             b.iter(|| {
+                seq += 1;
                 rt.block_on(async {
-                    app.submit(message(seq.fetch_add(1, Ordering::Relaxed))).await;
-                    channel.0.notified().await;
+                    app.submit(bench::message(0, seq)).await;
+                    // A turn that is never answered must fail the run, not hang it.
+                    tokio::time::timeout(Duration::from_secs(30), sent.recv())
+                        .await
+                        .expect("the broker answers every turn")
+                        .expect("the channel stays open");
                 })
             })
         });
+        rt.block_on(app.wait_background(Duration::from_secs(10)));
     }
     group.finish();
 }

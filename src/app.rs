@@ -16,6 +16,7 @@ use mnemo_sessions::compaction::Compactor;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::session::Sessions;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::Summarizer;
 use std::collections::HashMap;
@@ -24,13 +25,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
-/// One channel's memory: where it lives, its operator config, its logs.
+/// One channel's memory: where it lives, its operator config, its logs,
+/// and the in-memory session state the turn path reads and writes through.
 #[derive(Clone)]
 pub struct ChannelMemory {
     pub layout: Layout,
     pub config: SessionConfig,
     pub stm: Stm,
-    pub compactor: Compactor,
+    pub sessions: Sessions,
     pub maintenance: Maintenance,
 }
 
@@ -53,12 +55,13 @@ impl ChannelMemory {
         let config = SessionConfig::load(&layout.config_path())?;
         let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
         let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
+        let sessions = Sessions::new(stm.clone(), config.clone(), compactor);
         let maintenance = Maintenance::new(stm.clone(), config.clone(), tz, summarizer);
         Ok(ChannelMemory {
             layout,
             config,
             stm,
-            compactor,
+            sessions,
             maintenance,
         })
     }
@@ -129,6 +132,12 @@ impl App {
     /// Users with a live queue, and messages waiting in them (for metrics).
     pub fn queue_depths(&self) -> (usize, usize) {
         (self.dispatcher.live_queues(), self.dispatcher.queued_messages())
+    }
+
+    /// Waits up to `limit` for background compactions to finish (the bench
+    /// does, before it removes its state folder).
+    pub async fn wait_background(&self, limit: Duration) {
+        self.pipeline.wait_background(limit).await;
     }
 
     /// Hands one message to its user's queue.

@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dispatch;

@@ -17,7 +17,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
-use mnemo_sessions::{Record, Role, SafeName, commands, compaction, profile};
+use mnemo_sessions::session::SessionError;
+use mnemo_sessions::{Record, Role, SafeName, commands, compaction};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,6 +163,8 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
+            // A command may have changed the files (clear, forget, …).
+            memory.sessions.forget(&user).await;
             let out = match reply.export {
                 Some(path) => Outbound::file(&message, path, reply.text),
                 None => Outbound::reply(&message, reply.text),
@@ -186,14 +189,18 @@ impl Pipeline {
             chat_id: Some(message.chat_id.clone()),
             user_name: message.user_name.clone(),
         };
-        memory.stm.append(&user, &record).await.map_err(TurnError::Store)?;
+        let mut appended = memory
+            .sessions
+            .append(&user, &record, Utc::now())
+            .await
+            .map_err(TurnError::Store)?;
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
             return Ok(Outcome::Saved);
         }
 
-        let request = self.request_for(memory, &user, &message).map_err(TurnError::Read)?;
+        let request = self.request_for(memory, &user, &message).await?;
         trace.lap(Phase::Memory);
         let answer = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
@@ -215,7 +222,11 @@ impl Pipeline {
                     chat_id: Some(message.chat_id.clone()),
                     user_name: None,
                 };
-                memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
+                appended = memory
+                    .sessions
+                    .append(&user, &reply, Utc::now())
+                    .await
+                    .map_err(TurnError::Store)?;
                 trace.lap(Phase::Memory);
                 self.reply(&message, &reply.text).await;
                 Outcome::Answered
@@ -227,46 +238,49 @@ impl Pipeline {
             }
         };
         trace.lap(Phase::Send);
-        self.compact_later(memory, user).await;
+        if appended.fold_due {
+            self.compact_later(memory, user).await;
+        }
         Ok(outcome)
     }
 
     /// The context for this user only: profile, rolling summary and the
-    /// recent messages not yet folded, without the message being answered.
-    fn request_for(
+    /// recent messages not yet folded, without the message being answered,
+    /// from the session state in memory (no whole-file read).
+    async fn request_for(
         &self,
         memory: &ChannelMemory,
         user: &SafeName,
         message: &Inbound,
-    ) -> Result<ModelRequest, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<ModelRequest, TurnError> {
+        // One extra message because the one being answered is in the log too.
         let window = memory.config.stm.context_window;
-        // One consistent view: a compaction committing between two separate
-        // reads could otherwise show a batch both summarized and raw. One
-        // extra message because the one being answered is in the log too.
-        let memory_view = compaction::read_for_context(&memory.stm, user, window + 1)?;
-        let profile = profile::read_body(&memory.layout, user).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "profile unreadable; answering without it");
-            None
-        });
+        let view = memory
+            .sessions
+            .context_view(user, window + 1)
+            .await
+            .map_err(TurnError::Read)?;
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
-            profile: profile.as_deref(),
-            summary: memory_view.summary.as_deref(),
-            recent: &memory_view.recent,
+            profile: view.profile.as_deref(),
+            summary: view.summary.as_deref(),
+            recent: &view.recent,
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,
         });
         Ok(ModelRequest::new(context, message.text.clone()))
     }
 
+    /// Folds the user's older messages in the background: the counters said
+    /// a fold is due, and its file work runs on the blocking pool.
     async fn compact_later(&self, memory: &ChannelMemory, user: SafeName) {
-        let compactor = memory.compactor.clone();
+        let sessions = memory.sessions.clone();
         let channel = memory.layout.channel().to_string();
         let mut set = self.background.lock().await;
         // Reap finished ones so the set stays small on a long-running bot.
         while set.try_join_next().is_some() {}
         set.spawn(async move {
-            let result = compactor.maybe_compact(&user, Utc::now()).await;
+            let result = sessions.compact(&user, Utc::now()).await;
             if let Some(outcome) = compaction_label(&result) {
                 crate::ops::metrics::metrics().compaction(&channel, outcome);
             }
@@ -307,9 +321,9 @@ impl Drop for AbortOnDrop {
 #[derive(Debug, thiserror::Error)]
 enum TurnError {
     #[error("could not save to short-term memory: {0}")]
-    Store(mnemo_sessions::stm::StmError),
+    Store(SessionError),
     #[error("could not read memory: {0}")]
-    Read(Box<dyn std::error::Error + Send + Sync>),
+    Read(SessionError),
     #[error("the broker is shutting down")]
     Closed,
 }

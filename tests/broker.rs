@@ -308,3 +308,91 @@ fn config_check_refuses_a_bad_field_and_names_it() {
         "{stderr}"
     );
 }
+
+/// The turn path reads memory from session state: what changes on disk
+/// between turns — an operator's profile edit, a `/session clear`, the
+/// background compaction — is what the next prompt shows, and compaction
+/// still bounds the log and loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_prompt_follows_the_files_through_edits_clears_and_compactions() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    support::open_access(dir.path(), "fake", &[]);
+    let layout = Layout::new(dir.path(), "fake");
+    let config =
+        json!({ "stm": { "contextWindow": 2, "maxMessages": 8, "fsync": false }, "compacting": { "threshold": 6 } });
+    std::fs::write(layout.config_path(), config.to_string()).unwrap();
+    let limits = LimitsConfig {
+        user_messages_per_minute: 0,
+        ..LimitsConfig::default()
+    };
+    let (channel, _inbox) = FakeChannel::new("fake");
+    let app = App::new(
+        app_parts(dir.path(), &url, limits),
+        vec![channel.clone() as Arc<dyn Channel>],
+    )
+    .unwrap();
+    let mut sent = 0;
+    let mut turn = |text: &str| {
+        sent += 1;
+        let (app, channel, n, message) = (
+            app.clone(),
+            channel.clone(),
+            sent,
+            dm("fake", "ada", &format!("m{sent}"), text),
+        );
+        async move {
+            app.submit(message).await;
+            wait_for(|| channel.sent().len() == n).await;
+        }
+    };
+
+    turn("my name is Ada").await;
+    let profile = layout.profile_path(&SafeName::of("ada"));
+    std::fs::create_dir_all(profile.parent().unwrap()).unwrap();
+    std::fs::write(&profile, "---\nuserId: ada\n---\n## Preferences\n- likes green tea\n").unwrap();
+    turn("what do I like?").await;
+    let prompt = request_text(&fake.chat_requests().pop().unwrap());
+    assert!(
+        prompt.contains("likes green tea") && prompt.contains("my name is Ada"),
+        "{prompt}"
+    );
+
+    turn("/session clear").await;
+    turn("who am I?").await;
+    let prompt = request_text(&fake.chat_requests().pop().unwrap());
+    assert!(
+        !prompt.contains("my name is Ada"),
+        "cleared messages stay out: {prompt}"
+    );
+    assert!(
+        prompt.contains("likes green tea"),
+        "the profile is long-term memory: {prompt}"
+    );
+
+    for i in 0..8 {
+        turn(&format!("message {i}")).await;
+    }
+    app.wait_background(Duration::from_secs(10)).await;
+    let user = SafeName::of("ada");
+    assert!(layout.summary_path(&user).exists(), "compaction folded into a summary");
+    let log = stm_records(dir.path(), "fake", "ada");
+    assert!(log.len() <= 8, "the log stays bounded: {}", log.len());
+    let mut everything = mnemo_sessions::archive::read_all(&layout, &user).unwrap();
+    everything.extend(log);
+    let said: Vec<String> = everything
+        .iter()
+        .filter(|r| r.role == Role::User)
+        .map(|r| r.text.clone())
+        .collect();
+    let expected: Vec<String> = std::iter::once("who am I?".to_string())
+        .chain((0..8).map(|i| format!("message {i}")))
+        .collect();
+    assert_eq!(said, expected, "every message since the clear, once, in order");
+    turn("and now?").await;
+    let prompt = request_text(&fake.chat_requests().pop().unwrap());
+    assert!(
+        prompt.contains("message 7"),
+        "the recent window after the fold: {prompt}"
+    );
+}

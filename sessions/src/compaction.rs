@@ -44,9 +44,17 @@
 //!
 //! Only one run per user at a time inside a [`Compactor`] (one per channel,
 //! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`].
+//!
+//! The file work of a run (the whole-log reads, gzip, atomic writes and
+//! their fsyncs) runs on Tokio's blocking pool with the user's lock moved
+//! along, so it never stalls the async workers that serve other users'
+//! turns, and a run whose caller is dropped still finishes its commit.
 
 mod fallback;
-mod plan;
+pub(crate) mod plan;
+mod view;
+
+pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError};
 use crate::config::SessionConfig;
@@ -57,7 +65,7 @@ use crate::profile::{self, MergeReport, Owner};
 use crate::record::{Record, Role};
 use crate::stm::{Stm, StmError};
 use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
-use crate::summary::{self, FoldMarker, SummaryError, SummaryFile};
+use crate::summary::{self, SummaryError, SummaryFile};
 use crate::topics;
 use chrono::{DateTime, Utc};
 use plan::Decision;
@@ -106,6 +114,8 @@ pub enum CompactionError {
     Archive(#[from] ArchiveError),
     #[error(transparent)]
     Summary(#[from] SummaryError),
+    #[error("compaction was interrupted: the runtime is shutting down; the next run continues where it stopped")]
+    Interrupted,
     #[doc(hidden)]
     #[error("test fail point {0:?} reached: the run stopped as if the process had crashed")]
     Injected(FailPoint),
@@ -180,44 +190,19 @@ impl Compactor {
             return Ok(CompactionOutcome::AlreadyRunning);
         };
         let stm = &self.inner.stm;
-        let layout = stm.layout();
 
-        // Phase 1, under the lock: finish an interrupted run, then decide.
-        let (batch, before) = {
-            let guard = stm.lock(user).await;
-            let before = summary::read_or_salvage(layout, user)?;
-            let mut records = stm.read_all(user)?.records;
-            let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-            let resumed = match plan::already_folded(&records, marker) {
-                0 => None,
-                n => {
-                    let batch: Vec<Record> = records.drain(..n).collect();
-                    tracing::info!(user = %user, records = n, "finishing an interrupted compaction");
-                    Some((n, self.archive_and_drop(&guard, user, &batch)?))
-                }
-            };
-            match plan::decide(&records, &self.inner.config, now) {
-                Decision::Nothing => {
-                    return Ok(match resumed {
-                        Some((archived, archived_to)) => CompactionOutcome::Resumed { archived, archived_to },
-                        None => CompactionOutcome::NotNeeded,
-                    });
-                }
-                Decision::Slide(n) => {
-                    let mut next = before.unwrap_or_else(|| summary::empty(user));
-                    next.meta.last_folded = plan::marker_for(&records[..n]);
-                    let archived_to = self.commit(&guard, user, &records[..n], &next)?;
-                    return Ok(CompactionOutcome::SlidingWindow {
-                        archived: n,
-                        archived_to,
-                    });
-                }
-                Decision::Fold(n) => (records[..n].to_vec(), before),
-            }
+        // Phase 1, under the lock, on a blocking thread (whole-log read,
+        // archive and fsyncs): finish an interrupted run, then decide.
+        let guard = stm.lock(user).await;
+        let (batch, before, profile_body) = match self
+            .off_workers(user, move |this, user| this.prepare(&guard, user, now))
+            .await?
+        {
+            Prepared::Done(outcome) => return Ok(outcome),
+            Prepared::Fold { batch, before, profile } => (batch, before, profile),
         };
 
         // Phase 2, unlocked: the summarizer may take its time; appends go on.
-        let profile_body = profile::read_body(layout, user).ok().flatten();
         let previous = before.as_ref().map(|s| s.body.trim()).filter(|b| !b.is_empty());
         let request = SummaryRequest {
             kind: SummaryKind::Rolling,
@@ -242,9 +227,78 @@ impl Compactor {
             }
         });
 
-        // Phase 3, under the lock: commit only onto what was summarized.
+        // Phase 3, under the lock, on a blocking thread: commit only onto
+        // what was summarized.
         let guard = stm.lock(user).await;
-        let current = summary::read_or_salvage(layout, user)?;
+        self.off_workers(user, move |this, user| {
+            this.finish(&guard, user, (batch, before), result, now)
+        })
+        .await
+    }
+
+    /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]).
+    async fn off_workers<T: Send + 'static>(
+        &self,
+        user: &SafeName,
+        work: impl FnOnce(&Compactor, &SafeName) -> Result<T, CompactionError> + Send + 'static,
+    ) -> Result<T, CompactionError> {
+        let this = self.clone();
+        let user = user.clone();
+        crate::blocking::off_workers(move || work(&this, &user))
+            .await
+            .unwrap_or(Err(CompactionError::Interrupted))
+    }
+
+    /// Phase 1 (see [`Compactor::maybe_compact`]).
+    fn prepare(&self, guard: &UserGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
+        let stm = &self.inner.stm;
+        let layout = stm.layout();
+        let before = summary::read_or_salvage(layout, user)?;
+        let mut records = stm.read_all(user)?.records;
+        let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
+        let resumed = match plan::already_folded(&records, marker) {
+            0 => None,
+            n => {
+                let batch: Vec<Record> = records.drain(..n).collect();
+                tracing::info!(user = %user, records = n, "finishing an interrupted compaction");
+                Some((n, self.archive_and_drop(guard, user, &batch)?))
+            }
+        };
+        Ok(match plan::decide(&records, &self.inner.config, now) {
+            Decision::Nothing => Prepared::Done(match resumed {
+                Some((archived, archived_to)) => CompactionOutcome::Resumed { archived, archived_to },
+                None => CompactionOutcome::NotNeeded,
+            }),
+            Decision::Slide(n) => {
+                let mut next = before.unwrap_or_else(|| summary::empty(user));
+                next.meta.last_folded = plan::marker_for(&records[..n]);
+                let archived_to = self.commit(guard, user, &records[..n], &next)?;
+                Prepared::Done(CompactionOutcome::SlidingWindow {
+                    archived: n,
+                    archived_to,
+                })
+            }
+            Decision::Fold(n) => Prepared::Fold {
+                batch: records[..n].to_vec(),
+                before,
+                profile: profile::read_body(layout, user).ok().flatten(),
+            },
+        })
+    }
+
+    /// Phase 3: checks that the summary and the head of the log are still
+    /// what was summarized, then commits the summarizer's result (or its
+    /// failure).
+    fn finish(
+        &self,
+        guard: &UserGuard,
+        user: &SafeName,
+        (batch, before): (Vec<Record>, Option<SummaryFile>),
+        result: Result<SummaryOutput, SummarizeError>,
+        now: DateTime<Utc>,
+    ) -> Result<CompactionOutcome, CompactionError> {
+        let stm = &self.inner.stm;
+        let current = summary::read_or_salvage(stm.layout(), user)?;
         let records = stm.read_all(user)?.records;
         if current != before || !records.starts_with(&batch) {
             tracing::info!(user = %user, "log or summary changed during summarization; nothing written");
@@ -259,14 +313,14 @@ impl Compactor {
                 next.body.push('\n');
                 next.meta.fallback = false;
                 next.meta.failures = 0;
-                let archived_to = self.fold_into(&guard, user, &batch, next, now)?;
+                let archived_to = self.fold_into(guard, user, &batch, next, now)?;
                 Ok(CompactionOutcome::Compacted {
                     folded: batch.len(),
                     archived_to,
                     facts,
                 })
             }
-            Err(error) => self.after_failure(&guard, user, (&records, batch.len()), next, &error, now),
+            Err(error) => self.after_failure(guard, user, (&records, batch.len()), next, &error, now),
         }
     }
 
@@ -392,6 +446,17 @@ impl Compactor {
     }
 }
 
+/// What phase 1 found: either the run is over, or a batch to summarize
+/// with the summary it was read against and the profile for the summarizer.
+enum Prepared {
+    Done(CompactionOutcome),
+    Fold {
+        batch: Vec<Record>,
+        before: Option<SummaryFile>,
+        profile: Option<String>,
+    },
+}
+
 /// Marks a user as being compacted; unmarks on drop (also on error, panic
 /// or a cancelled future).
 struct Running {
@@ -417,52 +482,4 @@ impl Drop for Running {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.user);
     }
-}
-
-/// What the context builder needs from short-term memory, read consistently.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecentMemory {
-    /// The rolling summary's body, if any.
-    pub summary: Option<String>,
-    /// The last records not yet folded into `summary`, oldest first.
-    pub recent: Vec<Record>,
-}
-
-/// The summary and the last `n` records not folded into it, as one
-/// consistent view without taking the user's lock: the summary is read
-/// before and after the log, and the read is repeated if a compaction
-/// committed in between (its summary write comes before its log rewrite, so
-/// an unchanged summary means the log read matches it).
-pub fn read_for_context(stm: &Stm, user: &SafeName, n: usize) -> Result<RecentMemory, CompactionError> {
-    let layout = stm.layout();
-    let mut attempts = 0;
-    loop {
-        let before = summary::read_or_salvage(layout, user)?;
-        let records = stm.read_all(user)?.records;
-        let after = summary::read_or_salvage(layout, user)?;
-        attempts += 1;
-        if before == after || attempts >= 5 {
-            let marker = after.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-            let unfolded = &records[plan::already_folded(&records, marker)..];
-            let recent = unfolded[unfolded.len().saturating_sub(n)..].to_vec();
-            let summary = after.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty());
-            return Ok(RecentMemory { summary, recent });
-        }
-    }
-}
-
-/// The last `n` records not yet folded into the rolling summary, oldest
-/// first. Prefer [`read_for_context`], which also returns the matching
-/// summary.
-pub fn unfolded_recent(stm: &Stm, user: &SafeName, n: usize) -> Result<Vec<Record>, CompactionError> {
-    Ok(read_for_context(stm, user, n)?.recent)
-}
-
-/// How many records at the head of `records` (a snapshot of the user's log)
-/// are already folded into the summary and only wait to be archived and
-/// dropped. Expiry and export use it not to handle them twice.
-pub fn already_folded(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<usize, CompactionError> {
-    let current = summary::read_or_salvage(layout, user)?;
-    let marker: Option<&FoldMarker> = current.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-    Ok(plan::already_folded(records, marker))
 }

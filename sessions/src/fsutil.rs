@@ -20,10 +20,14 @@
 //! fsynced, renamed over the target, and the folder is fsynced, so a reader
 //! sees the old file or the new one, never half of either, and two writers
 //! never share a temp.
+//!
+//! **Changed?** [`FileStamp`] tells a reader cheaply whether a file changed
+//! since it read it (every such replacement gives a new inode); it never
+//! follows a link either.
 
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -307,5 +311,37 @@ mod tests {
         fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
         drop(open_append_nofollow(root.path(), &path).unwrap());
         assert_eq!(mode(&path), PRIVATE_FILE);
+    }
+}
+
+/// Which file (device, inode), how long, and when last modified: a rename
+/// over it (every atomic rewrite), a truncation, an append or an edit in
+/// place all change it. One `stat` to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub mtime_ns: i128,
+}
+
+impl FileStamp {
+    pub fn of(meta: &Metadata) -> FileStamp {
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+
+    /// The file at `path` now; `None` when there is none. A link is stamped
+    /// as the link (reading through it is refused elsewhere).
+    pub fn at(path: &Path) -> io::Result<Option<FileStamp>> {
+        match fs::symlink_metadata(path) {
+            Ok(meta) => Ok(Some(FileStamp::of(&meta))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 // Foundation: names, paths, records, crash-safe writes.
+mod blocking;
 pub mod fsutil;
 pub mod layout;
 pub mod names;
@@ -20,6 +21,7 @@ pub mod archive;
 pub mod config;
 pub mod context;
 pub mod locks;
+pub mod session;
 pub mod stm;
 
 // Summaries and long-term memory.

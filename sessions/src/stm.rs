@@ -9,7 +9,7 @@
 //! [`crate::locks::LockRegistry`]. It never summarizes, archives or decides
 //! what to keep: compaction and maintenance call it.
 
-mod read;
+pub(crate) mod read;
 mod tail;
 
 use crate::fsutil::{atomic_write, open_append_nofollow, read_dir_nofollow, read_nofollow, remove_nofollow, sync_dir};
@@ -131,30 +131,56 @@ impl Stm {
     pub fn append_locked(&self, guard: &UserGuard, user: &SafeName, record: &Record) -> Result<(), StmError> {
         self.check_guard(guard, user)?;
         let path = self.layout().messages_path(user);
-        let mut line = serde_json::to_vec(record).map_err(|source| StmError::Encode {
-            path: path.clone(),
-            source,
-        })?;
-        line.push(b'\n');
+        let line = encode_line(&path, record)?;
+        let (file, meta) = self.open_for_append(user)?;
+        let len = meta.len();
+        let torn = len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))?;
+        self.write_line(user, &file, &line, torn, len == 0)
+    }
 
-        let dir = self.layout().stm_dir(user);
-        let mut file = open_append_nofollow(self.layout().state_root(), &path).map_err(StmError::io("open", &path))?;
-        let len = file.metadata().map_err(StmError::io("inspect", &path))?.len();
-        if len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))? {
+    /// Opens (creating if needed, with its folder) the user's log for
+    /// appending; returns it with its metadata (`fstat`).
+    pub(crate) fn open_for_append(&self, user: &SafeName) -> Result<(fs::File, fs::Metadata), StmError> {
+        let path = self.layout().messages_path(user);
+        let file = open_append_nofollow(self.layout().state_root(), &path).map_err(StmError::io("open", &path))?;
+        let meta = file.metadata().map_err(StmError::io("inspect", &path))?;
+        Ok((file, meta))
+    }
+
+    /// Writes one encoded line (ending in `\n`) to the user's log opened by
+    /// [`Stm::open_for_append`], sealing a torn last line first, then syncs
+    /// as `stm.fsync` says. `new_file`: the log was empty, so with fsync its
+    /// folder entries are synced too. The caller holds the user's lock.
+    pub(crate) fn write_line(
+        &self,
+        user: &SafeName,
+        mut file: &fs::File,
+        line: &[u8],
+        seal_torn: bool,
+        new_file: bool,
+    ) -> Result<(), StmError> {
+        let path = self.layout().messages_path(user);
+        if seal_torn {
             tracing::warn!(file = %path.display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
             file.write_all(b"\n").map_err(StmError::io("append to", &path))?;
         }
-        file.write_all(&line).map_err(StmError::io("append to", &path))?;
+        file.write_all(line).map_err(StmError::io("append to", &path))?;
         if self.shared.fsync {
             file.sync_data().map_err(StmError::io("fsync", &path))?;
-            if len == 0 {
+            if new_file {
                 // A new file is durable only once its folder entry is, and a
                 // new user's folder only once the `stm/` entry is.
+                let dir = self.layout().stm_dir(user);
                 sync_dir(&dir).map_err(StmError::io("fsync the folder of", &path))?;
                 sync_dir(&self.layout().stm_root()).map_err(StmError::io("fsync the folder of", &path))?;
             }
         }
         Ok(())
+    }
+
+    /// Whether appends are fsynced (`stm.fsync`).
+    pub fn fsync(&self) -> bool {
+        self.shared.fsync
     }
 
     /// The last `n` valid records, oldest first. Reads backwards from the
@@ -285,8 +311,18 @@ impl Stm {
     }
 }
 
+/// One record as a JSONL line, `\n` included.
+pub(crate) fn encode_line(path: &Path, record: &Record) -> Result<Vec<u8>, StmError> {
+    let mut line = serde_json::to_vec(record).map_err(|source| StmError::Encode {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 /// Whether the file's last byte is `\n`, reading only that byte.
-fn ends_with_newline(file: &fs::File, len: u64) -> io::Result<bool> {
+pub(crate) fn ends_with_newline(file: &fs::File, len: u64) -> io::Result<bool> {
     let mut last = [0u8; 1];
     file.read_exact_at(&mut last, len - 1)?;
     Ok(last[0] == b'\n')

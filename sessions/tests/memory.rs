@@ -25,3 +25,6 @@ mod topics;
 
 #[path = "memory/index.rs"]
 mod index;
+
+#[path = "memory/session.rs"]
+mod session;

@@ -14,33 +14,18 @@
 use super::decide::restrictive_fallback;
 use super::file::{self, AccessFile, AccessFileError};
 use chrono::{DateTime, Utc};
+use mnemo_sessions::fsutil::FileStamp;
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Enough of a file's metadata to tell that it changed: an atomic rename
 /// gives a new inode, an in-place edit a new size or mtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime_ns: i128,
-}
+type Stamp = FileStamp;
 
 fn stamp(path: &Path) -> io::Result<Option<Stamp>> {
-    match fs::metadata(path) {
-        Ok(m) => Ok(Some(Stamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            len: m.len(),
-            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        })),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    FileStamp::at(path)
 }
 
 /// The rules in effect, and what they were derived from.

@@ -1,5 +1,5 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
-//! `sessions report|export|maintain`. Argument parsing only; each verb's
+//! `sessions report|export|maintain`, `access …`, `bench`. Argument parsing only; each verb's
 //! work lives in a submodule here.
 
 use clap::{Args, Parser, Subcommand};
@@ -62,6 +62,9 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Measure the broker's own cost per turn: the real app, an instant
+    /// in-process model, a temporary state folder (or --state-dir).
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,6 +122,7 @@ pub enum SessionsCommand {
 }
 
 mod access;
+mod bench;
 mod check;
 mod ids;
 mod keep;
@@ -127,6 +131,7 @@ mod setup;
 mod store;
 
 pub use access::AccessCommand;
+pub use bench::BenchArgs;
 pub use setup::Setup;
 
 /// An error and its causes on one line, each cause once: errors that
@@ -166,6 +171,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Access(cmd) => access::run(&cli.global, cmd),
+        Command::Bench(args) => bench::run(&cli.global, &args).await,
     }
 }
 

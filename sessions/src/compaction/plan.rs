@@ -88,6 +88,30 @@ pub(crate) fn decide(unfolded: &[Record], config: &SessionConfig, now: DateTime<
     }
 }
 
+/// Whether [`decide`] would fold anything, from counters alone: how many
+/// records are unfolded, the timestamp of the first of them, and whether a
+/// batch already in the summary still waits at the head of the log. The
+/// session state keeps exactly these, so "is a fold due?" costs no read.
+pub(crate) fn due(
+    unfolded: usize,
+    first_unfolded_ts: Option<DateTime<Utc>>,
+    pending_resume: bool,
+    config: &SessionConfig,
+    now: DateTime<Utc>,
+) -> bool {
+    if pending_resume || unfolded > config.stm.max_messages {
+        return true;
+    }
+    if !config.compacting.enabled {
+        return false;
+    }
+    let aged = match (first_unfolded_ts, now.checked_sub_signed(config.stm.max_age())) {
+        (Some(first), Some(cutoff)) => first < cutoff,
+        _ => false,
+    };
+    (unfolded > config.compacting.threshold && unfolded > config.stm.context_window) || aged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +143,33 @@ mod tests {
         c.stm.context_window = 5;
         c.stm.max_age_minutes = 120;
         c
+    }
+
+    proptest::proptest! {
+        /// `due` must agree with `decide` on every log shape, or the broker
+        /// would skip a fold the rules ask for (or spawn runs for nothing).
+        #[test]
+        fn due_from_counters_agrees_with_decide(
+            start in 0i64..400,
+            len in 0i64..60,
+            age_minutes in 0u64..300,
+            enabled: bool,
+            window in 0usize..12,
+            threshold in 0usize..40,
+            max in 0usize..50,
+        ) {
+            let mut c = config(enabled);
+            c.stm.max_age_minutes = age_minutes;
+            c.stm.context_window = window;
+            c.compacting.threshold = threshold;
+            c.stm.max_messages = max;
+            let records = log(start..start + len);
+            let now = rec(200).ts;
+            let first = records.first().map(|r| r.ts);
+            let decided = decide(&records, &c, now) != Decision::Nothing;
+            proptest::prop_assert_eq!(due(records.len(), first, false, &c, now), decided);
+            proptest::prop_assert!(due(records.len(), first, true, &c, now));
+        }
     }
 
     #[test]

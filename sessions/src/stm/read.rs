@@ -51,8 +51,13 @@ pub(super) fn read_all(root: &Path, path: &Path) -> io::Result<LogSnapshot> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LogSnapshot::default()),
         Err(e) => return Err(e),
     };
+    Ok(parse_all(path, &bytes))
+}
+
+/// Every record of the log bytes read from `path` (named in warnings).
+pub(crate) fn parse_all(path: &Path, bytes: &[u8]) -> LogSnapshot {
     let mut snapshot = LogSnapshot::default();
-    for (number, (_, line)) in lines_with_offsets(&bytes).enumerate() {
+    for (number, (_, line)) in lines_with_offsets(bytes).enumerate() {
         match parse_line(line) {
             Line::Blank => {}
             Line::Valid(record) => snapshot.records.push(record),
@@ -62,7 +67,7 @@ pub(super) fn read_all(root: &Path, path: &Path) -> io::Result<LogSnapshot> {
             }
         }
     }
-    Ok(snapshot)
+    snapshot
 }
 
 /// Where the folded prefix of a log ends.

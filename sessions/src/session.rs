@@ -1,0 +1,261 @@
+//! Session state: the one seam between a turn and a channel's short-term
+//! memory. [`Sessions`] keeps, for each active user, what a turn needs —
+//! the recent unfolded records, the counters that say whether a fold is
+//! due, the rolling summary and profile bodies — in memory, loaded on first
+//! use and dropped when the user has been quiet longer than the others
+//! (a bounded LRU), so a turn reads no whole file.
+//!
+//! The files stay the source of truth: every append goes to disk first
+//! (durable per `stm.fsync`) and reaches the memory copy only after it
+//! succeeded; a failed write throws the copy away. Before each use the copy
+//! is checked against the files it was loaded from (device, inode, length,
+//! mtime: one `stat` each), so a change made behind the bot's back — the
+//! CLI's `sessions maintain`, an operator editing a profile, a compaction or
+//! expiry — is reloaded, never overwritten with stale memory. Compaction
+//! and `/session` commands that change files also drop the copy after they
+//! commit.
+//!
+//! It never touches the network and takes time only as `now` parameters.
+//! Every method takes the user's lock from [`crate::locks`], so it is
+//! serialised with compaction, expiry and the `/session` commands.
+
+mod handles;
+mod map;
+mod state;
+
+use crate::compaction::{CompactionError, CompactionOutcome, Compactor};
+use crate::config::SessionConfig;
+use crate::layout::Layout;
+use crate::locks::UserGuard;
+use crate::names::SafeName;
+use crate::record::Record;
+use crate::stm::{Stm, StmError};
+use crate::summary::SummaryError;
+use chrono::{DateTime, Utc};
+use handles::Budget;
+use map::StateMap;
+use state::{FileId, SessionState, same_log};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// How many users' states a channel keeps in memory by default. A state is
+/// a few KiB (the window of records, the summary and profile bodies), so
+/// this bounds a channel's session memory to tens of MiB at most.
+pub const DEFAULT_MAX_ACTIVE: usize = 4096;
+
+/// How many of them keep their log open by default (see `handles`).
+pub const DEFAULT_MAX_OPEN_LOGS: usize = 256;
+
+/// Why a session operation failed. The memory copy is dropped on any error,
+/// so the next call starts again from the files.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Stm(#[from] StmError),
+    #[error(transparent)]
+    Summary(#[from] SummaryError),
+    #[error("the write was interrupted: the runtime is shutting down")]
+    Interrupted,
+}
+
+/// What [`Sessions::append`] tells the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Compaction has work for this user (decided from counters, DESIGN §2).
+    pub fold_due: bool,
+}
+
+/// What the context builder needs, read from memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContextView {
+    /// The rolling summary's body, if any.
+    pub summary: Option<String>,
+    /// The long-term profile's body, if any (an unreadable profile is
+    /// logged and left out).
+    pub profile: Option<String>,
+    /// The last records not yet folded into `summary`, oldest first.
+    pub recent: Vec<Record>,
+}
+
+/// One channel's session states. Cheap to clone: clones share the states.
+#[derive(Clone)]
+pub struct Sessions {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    stm: Stm,
+    config: SessionConfig,
+    compactor: Compactor,
+    /// A `std` mutex, not a Tokio one: held for one map lookup or insert,
+    /// never across an `.await` or file I/O (a state is taken out while in
+    /// use, under the user's lock).
+    states: Mutex<StateMap>,
+    budget: Budget,
+}
+
+impl Sessions {
+    pub fn new(stm: Stm, config: SessionConfig, compactor: Compactor) -> Self {
+        Self::with_limits(stm, config, compactor, DEFAULT_MAX_ACTIVE, DEFAULT_MAX_OPEN_LOGS)
+    }
+
+    /// With a cap on states kept (`max_active`) and on open log handles.
+    pub fn with_limits(
+        stm: Stm,
+        config: SessionConfig,
+        compactor: Compactor,
+        max_active: usize,
+        max_open_logs: usize,
+    ) -> Self {
+        Sessions {
+            shared: Arc::new(Shared {
+                stm,
+                config,
+                compactor,
+                states: Mutex::new(StateMap::new(max_active)),
+                budget: Budget::new(max_open_logs),
+            }),
+        }
+    }
+
+    pub fn stm(&self) -> &Stm {
+        &self.shared.stm
+    }
+
+    pub fn layout(&self) -> &Layout {
+        self.shared.stm.layout()
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.shared.config
+    }
+
+    /// Appends `record` to the user's log — on disk first, then in memory —
+    /// and says whether a fold is due at `now`. With `stm.fsync` on, the
+    /// write and its fsync run on the blocking pool, not on an async worker.
+    pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
+        let guard = self.stm().lock(user).await;
+        if !self.stm().fsync() {
+            return self.append_locked(&guard, user, record, now);
+        }
+        let (this, user, record) = (self.clone(), user.clone(), record.clone());
+        // The guard moves along: the lock is held until the write is done,
+        // even if this future is dropped meanwhile.
+        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now))
+            .await
+            .unwrap_or(Err(SessionError::Interrupted))
+    }
+
+    fn append_locked(
+        &self,
+        guard: &UserGuard,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+    ) -> Result<Appended, SessionError> {
+        debug_assert!(guard.protects(self.layout().channel(), user));
+        let mut state = self.checked_out(user, false, 0)?;
+        // On error `state` is dropped here: memory never runs ahead of disk.
+        state.append(self.stm(), user, record, &self.shared.budget)?;
+        let appended = Appended {
+            fold_due: state.fold_due(&self.shared.config, now),
+        };
+        self.states().put(user.clone(), state);
+        Ok(appended)
+    }
+
+    /// The summary, profile and last `n` unfolded records of the user, from
+    /// memory once loaded; a file changed since is re-read first.
+    pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {
+        let _guard = self.stm().lock(user).await;
+        let state = self.checked_out(user, true, n)?;
+        let skip = state.recent.len().saturating_sub(n);
+        let view = ContextView {
+            summary: state.summary.clone(),
+            profile: state.profile.clone(),
+            recent: state.recent.iter().skip(skip).cloned().collect(),
+        };
+        self.states().put(user.clone(), state);
+        Ok(view)
+    }
+
+    /// Runs compaction for the user (its file work on the blocking pool,
+    /// see [`Compactor::maybe_compact`]), then drops the memory copy if it
+    /// changed anything (or failed midway), so the next turn reads the
+    /// committed files.
+    pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<CompactionOutcome, CompactionError> {
+        let result = self.shared.compactor.maybe_compact(user, now).await;
+        if !matches!(
+            result,
+            Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)
+        ) {
+            self.forget(user).await;
+        }
+        result
+    }
+
+    /// Drops the user's memory copy; the next use reads the files. For
+    /// whatever changed them outside this type (`/session clear`, …).
+    pub async fn forget(&self, user: &SafeName) {
+        let _guard = self.stm().lock(user).await;
+        self.states().take(user);
+    }
+
+    /// Whether compaction has work for the user, from the counters in
+    /// memory; `false` for a user not in memory (nothing was appended since
+    /// the copy was dropped).
+    pub fn fold_due(&self, user: &SafeName, now: DateTime<Utc>) -> bool {
+        self.states()
+            .get(user)
+            .is_some_and(|state| state.fold_due(&self.shared.config, now))
+    }
+
+    /// How many users' states are in memory.
+    pub fn active(&self) -> usize {
+        self.states().len()
+    }
+
+    /// How many log handles are open.
+    pub fn open_logs(&self) -> usize {
+        self.shared.budget.open()
+    }
+
+    /// The user's state, taken out of the map, checked against the files
+    /// (`whole`: summary and profile too, not only the log) and reloaded
+    /// where they changed; a state holding at least `keep` recent records.
+    /// The caller holds the user's lock and puts the state back.
+    fn checked_out(&self, user: &SafeName, whole: bool, keep: usize) -> Result<SessionState, SessionError> {
+        let layout = self.layout();
+        let keep = keep.max(self.shared.config.stm.context_window + 1);
+        let taken = self.states().take(user);
+        let log_path = layout.messages_path(user);
+        let log_now = FileId::at(&log_path).map_err(|source| StmError::Io {
+            op: "inspect",
+            path: log_path,
+            source,
+        })?;
+        let mut state = match taken {
+            Some(state) if state.keep >= keep && same_log(state.log, log_now) => state,
+            _ => return SessionState::load(self.stm(), user, keep),
+        };
+        if whole {
+            let summary_path = layout.summary_path(user);
+            let summary_now = FileId::at(&summary_path).map_err(|source| SummaryError::Read {
+                path: summary_path,
+                source,
+            })?;
+            if summary_now != state.summary_file {
+                return SessionState::load(self.stm(), user, keep);
+            }
+            if FileId::at(&layout.profile_path(user)).unwrap_or(None) != state.profile_file {
+                state.reload_profile(layout, user);
+            }
+        }
+        Ok(state)
+    }
+
+    /// The map, even if a panicking thread poisoned the mutex: every change
+    /// is one take or put, so the map is always consistent.
+    fn states(&self) -> MutexGuard<'_, StateMap> {
+        self.shared.states.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,189 @@
+//! One user's session state: what a turn needs from their short-term
+//! memory (the recent unfolded records, counters for "is a fold due?", the
+//! rolling summary and profile bodies), the identity of the files it was
+//! loaded from, and an open append handle.
+//!
+//! It never decides to keep itself: [`super::Sessions`] checks the identities
+//! against the disk before each use and throws a state away on any error, so
+//! memory is never ahead of the files. Every function here does blocking
+//! file I/O and is called with the user's lock held.
+
+use super::SessionError;
+use super::handles::{Budget, OpenLog};
+use crate::compaction::plan;
+use crate::config::SessionConfig;
+use crate::fsutil::FileStamp;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::profile;
+use crate::record::Record;
+use crate::stm::{self, Stm, StmError};
+use crate::summary::{self, SummaryError};
+use chrono::{DateTime, Utc};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// A file's identity as last read or written (see [`FileStamp`]).
+pub(super) type FileId = FileStamp;
+
+/// Whether `now` is the log we last saw or wrote. Our own appends change the
+/// mtime without our learning it (that would cost an `fstat`), so the log is
+/// compared by file and length only: only we append to it, and every rewrite
+/// is a rename (a new inode).
+pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a.dev, a.ino, a.len) == (b.dev, b.ino, b.len),
+        (None, None) => true,
+        _ => false,
+    }
+}
+/// What a turn needs from one user's short-term memory, loaded once and
+/// kept up to date by the appends that go through [`super::Sessions`].
+pub(super) struct SessionState {
+    /// The log as last read or written by us.
+    pub(super) log: Option<FileId>,
+    /// The log's last line has no `\n` (a crash tore it): the next append
+    /// seals it first.
+    torn_tail: bool,
+    /// `summary.md` as last read.
+    pub(super) summary_file: Option<FileId>,
+    /// The rolling summary's body, trimmed; `None` when blank or missing.
+    pub(super) summary: Option<String>,
+    /// The profile as last read.
+    pub(super) profile_file: Option<FileId>,
+    /// The profile's body; `None` when missing, blank or unreadable.
+    pub(super) profile: Option<String>,
+    /// The last `keep` records not yet folded into the summary, oldest first.
+    pub(super) recent: VecDeque<Record>,
+    /// How many records `recent` may hold.
+    pub(super) keep: usize,
+    /// How many records of the log are not folded yet.
+    unfolded: usize,
+    /// The timestamp of the first of them (the age rule looks at it).
+    first_unfolded_ts: Option<DateTime<Utc>>,
+    /// A batch already in the summary still waits at the head of the log
+    /// (a crash came between summary and drop): the next run finishes it.
+    pending_resume: bool,
+    /// An open `O_APPEND` handle on the log, when the channel's budget of
+    /// open files allows one.
+    appender: Option<OpenLog>,
+}
+
+impl SessionState {
+    /// Reads the user's summary, whole log and profile. Called when a user
+    /// becomes active and when a file changed behind our back — never once
+    /// per turn. The summary is read first and the log second, under the
+    /// user's lock, so an in-process compaction cannot commit in between.
+    pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize) -> Result<SessionState, SessionError> {
+        let layout = stm.layout();
+        let summary_path = layout.summary_path(user);
+        let summary_file = FileId::at(&summary_path).map_err(|source| SummaryError::Read {
+            path: summary_path.clone(),
+            source,
+        })?;
+        let summary = summary::read_or_salvage(layout, user)?;
+        let log_path = layout.messages_path(user);
+        let (log, bytes) = read_log(&log_path).map_err(|source| StmError::Io {
+            op: "read",
+            path: log_path.clone(),
+            source,
+        })?;
+        let records = stm::read::parse_all(&log_path, &bytes).records;
+        let marker = summary.as_ref().and_then(|s| s.meta.last_folded.as_ref());
+        let folded = plan::already_folded(&records, marker);
+        let unfolded = &records[folded..];
+        let mut state = SessionState {
+            log,
+            torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
+            summary_file,
+            summary: summary.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty()),
+            profile_file: None,
+            profile: None,
+            recent: unfolded[unfolded.len().saturating_sub(keep)..]
+                .iter()
+                .cloned()
+                .collect(),
+            keep,
+            unfolded: unfolded.len(),
+            first_unfolded_ts: unfolded.first().map(|r| r.ts),
+            pending_resume: folded > 0,
+            appender: None,
+        };
+        state.reload_profile(layout, user);
+        Ok(state)
+    }
+
+    /// Re-reads the profile body. An unreadable profile is logged (by
+    /// [`profile::read_body`]) and the turn goes on without it, as before.
+    pub(super) fn reload_profile(&mut self, layout: &Layout, user: &SafeName) {
+        let path = layout.profile_path(user);
+        self.profile_file = FileId::at(&path).unwrap_or(None);
+        self.profile = profile::read_body(layout, user).unwrap_or(None);
+    }
+
+    /// Appends one record to the log on disk, then — only once the write
+    /// (and fsync, per `stm.fsync`) succeeded — to this state. On an error
+    /// the caller must drop the state: the disk may hold part of a line.
+    pub(super) fn append(
+        &mut self,
+        stm: &Stm,
+        user: &SafeName,
+        record: &Record,
+        budget: &Budget,
+    ) -> Result<(), StmError> {
+        let path = stm.layout().messages_path(user);
+        let line = stm::encode_line(&path, record)?;
+        let mut fresh: Option<File> = None;
+        let mut new_file = false;
+        let file = match &self.appender {
+            Some(open) => open.file(),
+            None => {
+                let (file, meta) = stm.open_for_append(user)?;
+                self.log = Some(FileId::of(&meta));
+                new_file = meta.len() == 0;
+                fresh.insert(file)
+            }
+        };
+        stm.write_line(user, file, &line, self.torn_tail, new_file)?;
+        let written = line.len() as u64 + u64::from(self.torn_tail);
+        if let Some(file) = fresh {
+            self.appender = budget.keep(file);
+        }
+        if let Some(log) = &mut self.log {
+            log.len += written;
+        }
+        self.torn_tail = false;
+        self.unfolded += 1;
+        self.first_unfolded_ts.get_or_insert(record.ts);
+        self.recent.push_back(record.clone());
+        while self.recent.len() > self.keep {
+            self.recent.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Whether compaction has work, from the counters (DESIGN §2).
+    pub(super) fn fold_due(&self, config: &SessionConfig, now: DateTime<Utc>) -> bool {
+        plan::due(self.unfolded, self.first_unfolded_ts, self.pending_resume, config, now)
+    }
+}
+
+/// The log's identity and bytes, from one open file (so they match). A
+/// missing log is empty.
+fn read_log(path: &Path) -> io::Result<(Option<FileId>, Vec<u8>)> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    let mut id = FileId::of(&meta);
+    // Appended to between the fstat and the read (not by us: we hold the
+    // lock): the length read is the one that counts.
+    id.len = bytes.len() as u64;
+    Ok((Some(id), bytes))
+}

@@ -1,0 +1,204 @@
+//! The session-state seam: what a turn reads comes from memory, and memory
+//! always says what the files say — after our own appends, after a
+//! compaction (finished or crashed at any step), after a change made behind
+//! the bot's back, after a failed write, and for more users than it keeps.
+
+use crate::fake::FakeSummarizer;
+use crate::fixture::{Memory, config, memory, now, rec, recs};
+use crate::support::write;
+use mnemo_sessions::SafeName;
+use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
+use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::profile;
+use mnemo_sessions::session::{ContextView, Sessions};
+use mnemo_sessions::stm::Stm;
+use std::sync::Arc;
+
+fn sessions(m: &Memory, fake: &Arc<FakeSummarizer>) -> Sessions {
+    Sessions::new(m.stm.clone(), m.config.clone(), m.compactor(fake))
+}
+
+/// The view a turn would get by reading every file, as before the seam.
+fn from_disk(m: &Memory, user: &SafeName, n: usize) -> ContextView {
+    let recent = compaction::read_for_context(&m.stm, user, n).unwrap();
+    ContextView {
+        summary: recent.summary,
+        profile: profile::read_body(&m.sb.layout, user).unwrap(),
+        recent: recent.recent,
+    }
+}
+
+#[tokio::test]
+async fn the_view_from_memory_equals_the_files_through_appends_and_compactions() {
+    for fsync in [false, true] {
+        let mut m = memory(config(8, 3, 12));
+        m.stm = Stm::new(m.sb.layout.clone(), LockRegistry::new(), fsync);
+        let fake = FakeSummarizer::new();
+        let s = sessions(&m, &fake);
+        let mut compactions = 0;
+        for i in 0..40 {
+            let appended = s.append(&m.user, &rec(i), now()).await.unwrap();
+            assert_eq!(
+                s.context_view(&m.user, 4).await.unwrap(),
+                from_disk(&m, &m.user, 4),
+                "after m{i}"
+            );
+            if appended.fold_due {
+                let outcome = s.compact(&m.user, now()).await.unwrap();
+                assert!(matches!(outcome, CompactionOutcome::Compacted { .. }), "{outcome:?}");
+                compactions += 1;
+                assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
+            }
+        }
+        assert_eq!(
+            compactions, 6,
+            "fsync {fsync}: at m8, then every 6 messages (threshold 8, window 3)"
+        );
+        assert_eq!(m.everything(), recs(0..40), "fsync {fsync}: nothing lost or doubled");
+    }
+}
+
+#[tokio::test]
+async fn a_fold_is_due_from_the_counters_exactly_when_the_rules_say() {
+    let m = memory(config(6, 2, 10));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    for i in 0..6 {
+        assert!(!s.append(&m.user, &rec(i), now()).await.unwrap().fold_due, "m{i}");
+    }
+    assert!(
+        s.append(&m.user, &rec(6), now()).await.unwrap().fold_due,
+        "past the threshold"
+    );
+    assert!(s.fold_due(&m.user, now()));
+    s.compact(&m.user, now()).await.unwrap();
+    assert!(
+        !s.append(&m.user, &rec(7), now()).await.unwrap().fold_due,
+        "3 unfolded after the fold"
+    );
+    // The age rule: the oldest unfolded message is past maxAgeMinutes.
+    let later = now() + chrono::TimeDelta::minutes(m.config.stm.max_age_minutes as i64 + 1);
+    assert!(s.append(&m.user, &rec(8), later).await.unwrap().fold_due, "aged out");
+}
+
+#[tokio::test]
+async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
+    let m = memory(config(50, 4, 60));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    for i in 0..3 {
+        s.append(&m.user, &rec(i), now()).await.unwrap();
+    }
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, recs(0..3));
+
+    // Another writer appends (as a second process would), an operator edits
+    // the profile and writes a summary by hand.
+    m.stm.append(&m.user, &rec(3)).await.unwrap();
+    write(
+        &m.sb.layout.profile_path(&m.user),
+        "---\nuserId: U1\n---\n## Preferences\n- tea\n",
+    );
+    write(
+        &m.sb.layout.summary_path(&m.user),
+        "---\nuserId: U1\n---\nThey talked about tea.\n",
+    );
+    let view = s.context_view(&m.user, 5).await.unwrap();
+    assert_eq!(view.recent, recs(0..4), "the other writer's message is seen");
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- tea"));
+    assert_eq!(view.summary.as_deref(), Some("They talked about tea."));
+
+    // Our next append goes after theirs, never over it.
+    m.stm.append(&m.user, &rec(4)).await.unwrap();
+    s.append(&m.user, &rec(5), now()).await.unwrap();
+    assert_eq!(m.log(), recs(0..6));
+    // The profile is edited in place again: same inode, new length.
+    write(
+        &m.sb.layout.profile_path(&m.user),
+        "---\nuserId: U1\n---\n## Preferences\n- coffee now\n",
+    );
+    let view = s.context_view(&m.user, 5).await.unwrap();
+    assert_eq!(view.recent, recs(1..6));
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- coffee now"));
+    assert_eq!(view, from_disk(&m, &m.user, 5));
+}
+
+#[tokio::test]
+async fn a_failed_append_is_not_in_memory_and_the_next_turn_sees_the_disk() {
+    let m = memory(config(50, 4, 60));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    s.append(&m.user, &rec(0), now()).await.unwrap();
+    // The user's folder is replaced by a file: the log cannot be written.
+    let dir = m.sb.layout.stm_dir(&m.user);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a folder").unwrap();
+    assert!(s.append(&m.user, &rec(1), now()).await.is_err());
+    assert_eq!(s.active(), 0, "the state that failed is dropped");
+    std::fs::remove_file(&dir).unwrap();
+    let view = s.context_view(&m.user, 5).await.unwrap();
+    assert!(
+        view.recent.is_empty(),
+        "neither the lost m0 nor the failed m1: {view:?}"
+    );
+    s.append(&m.user, &rec(2), now()).await.unwrap();
+    assert_eq!(m.log(), vec![rec(2)]);
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, vec![rec(2)]);
+}
+
+#[tokio::test]
+async fn a_compaction_crashed_at_any_step_never_shows_a_message_twice_and_is_finished() {
+    for step in FailPoint::ALL {
+        let m = memory(config(10, 3, 30));
+        let fake = FakeSummarizer::new();
+        let s = sessions(&m, &fake);
+        for i in 0..11 {
+            s.append(&m.user, &rec(i), now()).await.unwrap();
+        }
+        assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent, recs(7..11));
+        // A compaction that is not ours (the CLI's `sessions maintain`)
+        // stops after `step`: memory is now behind the disk.
+        let crashing = Compactor::failing_after(m.stm.clone(), m.config.clone(), fake.clone(), step);
+        assert!(crashing.maybe_compact(&m.user, now()).await.is_err());
+        let view = s.context_view(&m.user, 4).await.unwrap();
+        assert_eq!(view, from_disk(&m, &m.user, 4), "{step:?}");
+        if step != FailPoint::AfterLtm {
+            let summary = view.summary.unwrap_or_default();
+            assert!(
+                view.recent
+                    .iter()
+                    .all(|r| !summary.contains(&format!(" {} ", r.msg_id))),
+                "{step:?}"
+            );
+        }
+
+        // The next append says a fold is due (the batch waiting at the
+        // head, or the threshold), and our compaction finishes it.
+        assert!(s.append(&m.user, &rec(11), now()).await.unwrap().fold_due, "{step:?}");
+        s.compact(&m.user, now()).await.unwrap();
+        assert_eq!(
+            s.context_view(&m.user, 4).await.unwrap(),
+            from_disk(&m, &m.user, 4),
+            "{step:?}"
+        );
+        assert_eq!(m.everything(), recs(0..12), "{step:?}: nothing lost or doubled");
+    }
+}
+
+#[tokio::test]
+async fn memory_stays_bounded_however_many_users_write_once() {
+    let m = memory(config(50, 4, 60));
+    let fake = FakeSummarizer::new();
+    let s = Sessions::with_limits(m.stm.clone(), m.config.clone(), m.compactor(&fake), 64, 8);
+    for u in 0..1000 {
+        let user = SafeName::of(&format!("U{u}"));
+        s.append(&user, &rec(u), now()).await.unwrap();
+        assert!(s.active() <= 64, "{} states after {u} users", s.active());
+        assert!(s.open_logs() <= 8);
+    }
+    // An evicted user comes back: their state is read again from the files.
+    let first = SafeName::of("U0");
+    s.append(&first, &rec(1), now()).await.unwrap();
+    assert_eq!(s.context_view(&first, 5).await.unwrap().recent, vec![rec(0), rec(1)]);
+    drop(s);
+    assert_eq!(m.stm.users().unwrap().len(), 1000);
+}

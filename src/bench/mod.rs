@@ -1,0 +1,282 @@
+//! `mnemo bench`: what one turn costs the broker itself, measured on the
+//! real [`App`] in process — dispatch, access gate, the durable appends,
+//! the context from session state, the reply, background compaction —
+//! against an instant in-process model ([`instant`]), in a temporary state
+//! folder (or one the operator names). Operators use it for capacity
+//! planning; BENCHMARKS.md is written from it.
+//!
+//! It must not measure anything but the product's own path: no shortcut
+//! around the `App`, no special case in the pipeline for bench traffic.
+//! Bench users talk on their own channel, `bench`, with `dmPolicy: open`
+//! and the per-user rate limit off (a benchmark is not abuse).
+
+pub mod instant;
+pub mod seed;
+
+use crate::access::{AccessFile, DmPolicy};
+use crate::app::{App, AppParts};
+use crate::config::LimitsConfig;
+use crate::instance::InstanceLock;
+use crate::model::{Model, ModelSummarizer};
+use anyhow::{Context as _, Result, bail};
+use chrono::Utc;
+use instant::{CHANNEL, InstantModel, TimedChannel};
+use mnemo_channels::{Channel, ChatKind, Inbound};
+use mnemo_sessions::Layout;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub users: usize,
+    pub turns: usize,
+    /// `stm.fsync` for the bench channel.
+    pub fsync: bool,
+    /// Earlier messages each user already has (see [`seed::seed_history`]).
+    pub history: usize,
+    /// Where to keep state; `None`: a temporary folder, removed afterwards.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// What a run measured. Serialized as the `--json` line.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub users: usize,
+    pub turns: usize,
+    pub fsync: bool,
+    pub history: usize,
+    pub total_turns: usize,
+    /// Wall time of the turns (seeding excluded).
+    pub elapsed_s: f64,
+    pub turns_per_s: f64,
+    /// Per turn, from handing the message to the `App` to its reply being
+    /// sent: the broker's own time.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub mean_us: f64,
+    /// Process CPU time (user + system, all threads) during the turns,
+    /// divided by the turns; `None` where `/proc` is not available.
+    pub cpu_us_per_turn: Option<f64>,
+    /// Peak resident memory of the process (`VmHWM`), MB.
+    pub peak_rss_mb: Option<f64>,
+    /// How long seeding the history took.
+    pub seed_s: f64,
+}
+
+/// How long one reply may take before the run is called stuck (an instant
+/// model answers in microseconds; this catches a gate that went quiet).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs the bench; `progress` gets a line now and then (for stderr).
+pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<Report> {
+    if options.users == 0 || options.turns == 0 {
+        bail!("--users and --turns must be at least 1");
+    }
+    let temp;
+    let root = match &options.state_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("mnemo-bench-")
+                .tempdir()
+                .context("creating a temporary state folder")?;
+            temp.path().to_path_buf()
+        }
+    };
+    let _instance = InstanceLock::acquire(&root)?;
+    prepare_channel(&root, options.fsync)?;
+
+    let channel = Arc::new(TimedChannel::new());
+    let app = App::new(app_parts(&root), vec![channel.clone() as Arc<dyn Channel>])?;
+    let sessions = app
+        .memories()
+        .get(CHANNEL)
+        .context("the bench channel has no memory")?
+        .sessions
+        .clone();
+
+    let seeding = Instant::now();
+    if options.history > 0 {
+        let now = Utc::now();
+        for u in 0..options.users {
+            seed::seed_history(&sessions, &user_id(u), options.history, now).await?;
+            if (u + 1) % (options.users / 10).max(1) == 0 {
+                progress(format!(
+                    "seeded {} of {} users with {} messages each",
+                    u + 1,
+                    options.users,
+                    options.history
+                ));
+            }
+        }
+    }
+    let seed_s = seeding.elapsed().as_secs_f64();
+
+    progress(format!("running {} users × {} turns", options.users, options.turns));
+    let cpu_before = cpu_time();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for u in 0..options.users {
+        let sent = channel.listen(&chat_id(u));
+        tasks.spawn(user_turns(app.clone(), u, options.turns, sent));
+    }
+    let mut latencies = Vec::with_capacity(options.users * options.turns);
+    while let Some(done) = tasks.join_next().await {
+        latencies.extend(done.context("a bench user task panicked")??);
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    app.wait_background(Duration::from_secs(30)).await;
+    Ok(summarize(options, latencies, elapsed, cpu, seed_s))
+}
+
+/// The app's parts for a bench in `root`: the instant model (also as the
+/// summarizer, so compaction runs as in service), product limits except
+/// the per-user rate limit, which is off.
+pub fn app_parts(root: &Path) -> AppParts {
+    let model: Arc<dyn Model> = Arc::new(InstantModel);
+    AppParts {
+        state_root: root.to_path_buf(),
+        system_prompt: "You are a helpful assistant.".into(),
+        tz: chrono_tz::UTC,
+        limits: LimitsConfig {
+            user_messages_per_minute: 0,
+            ..LimitsConfig::default()
+        },
+        model_timeout: Duration::from_secs(5),
+        summarizer: Arc::new(ModelSummarizer::new(model.clone())),
+        model,
+    }
+}
+
+/// Writes the bench channel's `sessions/config.json` (product defaults but
+/// `stm.fsync`) and an `access.json` that lets anyone talk. Refuses a state
+/// folder that already has a bench channel, so nothing is overwritten.
+pub fn prepare_channel(root: &Path, fsync: bool) -> Result<()> {
+    let layout = Layout::new(root, CHANNEL);
+    if layout.root().exists() {
+        bail!(
+            "{} already exists; give --state-dir a folder without a `bench` channel (or remove it)",
+            layout.root().display()
+        );
+    }
+    std::fs::create_dir_all(layout.root()).with_context(|| format!("creating {}", layout.root().display()))?;
+    let config = serde_json::json!({ "stm": { "fsync": fsync } });
+    std::fs::write(layout.config_path(), config.to_string())
+        .with_context(|| format!("writing {}", layout.config_path().display()))?;
+    let open = AccessFile {
+        dm_policy: DmPolicy::Open,
+        ..AccessFile::default()
+    };
+    crate::access::file::write(&layout.access_path(), &open)?;
+    Ok(())
+}
+
+/// One user's turns, one after the other as a person would send them; each
+/// turn's time from submit to reply sent, in µs.
+async fn user_turns(app: App, u: usize, turns: usize, mut sent: mpsc::UnboundedReceiver<Instant>) -> Result<Vec<u64>> {
+    let mut out = Vec::with_capacity(turns);
+    for t in 0..turns {
+        let message = message(u, t);
+        let submitted = Instant::now();
+        app.submit(message).await;
+        let replied = tokio::time::timeout(REPLY_TIMEOUT, sent.recv())
+            .await
+            .ok()
+            .flatten()
+            .with_context(|| format!("no reply to bench user {u}'s turn {t} within {REPLY_TIMEOUT:?}"))?;
+        out.push(u64::try_from(replied.duration_since(submitted).as_micros()).unwrap_or(u64::MAX));
+    }
+    Ok(out)
+}
+
+fn user_id(u: usize) -> String {
+    format!("bench-user-{u}")
+}
+
+/// The direct chat of bench user `u` (replies are timed per chat).
+pub fn chat_id(u: usize) -> String {
+    format!("D-{}", user_id(u))
+}
+
+/// Bench user `u`'s turn `t`.
+pub fn message(u: usize, t: usize) -> Inbound {
+    Inbound {
+        channel: CHANNEL.into(),
+        user_id: user_id(u),
+        user_name: Some(format!("Bench {u}")),
+        chat_id: chat_id(u),
+        chat_kind: ChatKind::Direct,
+        thread_id: None,
+        msg_id: format!("{u}-{t}"),
+        text: format!("Turn {t}: how long until the build finishes, and what should I check first?"),
+        ts: Utc::now(),
+        addressed: true,
+        interaction: None,
+    }
+}
+
+fn summarize(
+    options: &Options,
+    mut latencies: Vec<u64>,
+    elapsed: Duration,
+    cpu: Option<Duration>,
+    seed_s: f64,
+) -> Report {
+    latencies.sort_unstable();
+    let n = latencies.len();
+    let at = |q: usize| {
+        latencies
+            .get((n * q / 100).min(n.saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    let secs = elapsed.as_secs_f64();
+    Report {
+        users: options.users,
+        turns: options.turns,
+        fsync: options.fsync,
+        history: options.history,
+        total_turns: n,
+        elapsed_s: secs,
+        turns_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
+        p50_us: at(50),
+        p99_us: at(99),
+        max_us: latencies.last().copied().unwrap_or(0),
+        mean_us: if n > 0 {
+            latencies.iter().sum::<u64>() as f64 / n as f64
+        } else {
+            0.0
+        },
+        cpu_us_per_turn: cpu.map(|c| c.as_secs_f64() * 1e6 / n.max(1) as f64),
+        peak_rss_mb: peak_rss_mb(),
+        seed_s,
+    }
+}
+
+/// User + system CPU time of the whole process, from `/proc/self/stat`
+/// (in clock ticks of 1/100 s, Linux's fixed `USER_HZ`).
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; fields after `)` are plain.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// The process's peak resident set (`VmHWM` in `/proc/self/status`), MB.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}

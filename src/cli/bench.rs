@@ -1,0 +1,74 @@
+//! `mnemo bench`: runs [`crate::bench`] and prints a readable table on
+//! stdout, then (with `--json`) one JSON object on the last line. Progress
+//! goes to stderr so the table and the JSON line can be piped.
+
+use crate::bench::{self, Options, Report};
+use clap::Args;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Users talking at the same time.
+    #[arg(long, default_value_t = 100)]
+    pub users: usize,
+    /// Turns each user sends, one after the other.
+    #[arg(long, default_value_t = 50)]
+    pub turns: usize,
+    /// Fsync every append (`stm.fsync: true`, the product default).
+    #[arg(long)]
+    pub fsync: bool,
+    /// Earlier messages each user already has, archived the way compaction
+    /// leaves them, with the short-term log at its normal bound.
+    #[arg(long, default_value_t = 0)]
+    pub history: usize,
+    /// Print one JSON object with the results as the last line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let options = Options {
+        users: args.users,
+        turns: args.turns,
+        fsync: args.fsync,
+        history: args.history,
+        state_dir: global.state_dir.clone(),
+    };
+    let report = bench::run(&options, &mut |line| eprintln!("mnemo bench: {line}")).await?;
+    print!("{}", table(&report));
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(r: &Report) -> String {
+    let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.1} {unit}"));
+    format!(
+        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, history {history}\n\
+         \x20 turns             {total}\n\
+         \x20 wall time         {elapsed:.3} s\n\
+         \x20 turns/s           {tps:.0}\n\
+         \x20 per turn p50      {p50} µs\n\
+         \x20 per turn p99      {p99} µs\n\
+         \x20 per turn max      {max} µs\n\
+         \x20 per turn mean     {mean:.1} µs\n\
+         \x20 CPU per turn      {cpu}\n\
+         \x20 peak RSS          {rss}\n\
+         \x20 seeding           {seed:.2} s\n",
+        users = r.users,
+        turns = r.turns,
+        fsync = if r.fsync { "on" } else { "off" },
+        history = r.history,
+        total = r.total_turns,
+        elapsed = r.elapsed_s,
+        tps = r.turns_per_s,
+        p50 = r.p50_us,
+        p99 = r.p99_us,
+        max = r.max_us,
+        mean = r.mean_us,
+        cpu = opt(r.cpu_us_per_turn, "µs"),
+        rss = opt(r.peak_rss_mb, "MB"),
+        seed = r.seed_s,
+    )
+}

@@ -1,0 +1,130 @@
+//! End-to-end specs of `mnemo bench` on the real binary: the real `App`
+//! with the instant in-process model, small numbers, the JSON line parsed,
+//! and the state folder checked to show the turns took the product's path.
+
+use flate2::read::GzDecoder;
+use serde_json::Value;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bench(state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("bench")
+        .args(args)
+        .arg("--state-dir")
+        .arg(state)
+        .env_remove("MNEMO_CONFIG")
+        .output()
+        .unwrap()
+}
+
+fn last_json_line(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+fn archived_records(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let mut text = String::new();
+        GzDecoder::new(std::fs::File::open(entry.unwrap().path()).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        n += text.lines().count();
+    }
+    n
+}
+
+#[test]
+fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), &["--users", "3", "--turns", "4", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("turns/s") && stdout.contains("per turn p99"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("running 3 users × 4 turns"),
+        "progress goes to stderr: {stderr}"
+    );
+
+    let report = last_json_line(&out);
+    assert_eq!(report["users"], 3);
+    assert_eq!(report["turns"], 4);
+    assert_eq!(report["total_turns"], 12);
+    assert_eq!(report["fsync"], false);
+    assert_eq!(report["history"], 0);
+    let (p50, p99, max) = (
+        report["p50_us"].as_u64().unwrap(),
+        report["p99_us"].as_u64().unwrap(),
+        report["max_us"].as_u64().unwrap(),
+    );
+    assert!(p50 <= p99 && p99 <= max, "{report}");
+    assert!(report["turns_per_s"].as_f64().unwrap() > 0.0);
+    assert!(report["peak_rss_mb"].as_f64().unwrap() > 1.0);
+
+    // Each user's turns went through the real pipeline: message and reply
+    // both in the user's short-term log.
+    let stm = dir.path().join("channels/bench/sessions/stm");
+    for u in 0..3 {
+        assert_eq!(
+            lines(&stm.join(format!("bench-user-{u}/messages.jsonl"))),
+            8,
+            "user {u}"
+        );
+    }
+}
+
+#[test]
+fn bench_history_is_archived_and_summarized_with_the_stm_at_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(
+        dir.path(),
+        &["--users", "2", "--turns", "2", "--history", "120", "--fsync", "--json"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = last_json_line(&out);
+    assert_eq!(report["history"], 120);
+    assert_eq!(report["fsync"], true);
+    assert_eq!(report["total_turns"], 4);
+
+    let sessions = dir.path().join("channels/bench/sessions");
+    let user = "bench-user-1";
+    // contextWindow (10) seeded messages stay in the log, plus 2 turns.
+    assert_eq!(lines(&sessions.join(format!("stm/{user}/messages.jsonl"))), 14);
+    assert_eq!(archived_records(&sessions.join(format!("archive/{user}"))), 110);
+    let summary = std::fs::read_to_string(sessions.join(format!("stm/{user}/summary.md"))).unwrap();
+    assert!(summary.contains("110 earlier messages"), "{summary}");
+}
+
+#[test]
+fn bench_refuses_a_state_folder_that_already_has_a_bench_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(bench(dir.path(), &["--users", "1", "--turns", "1"]).status.success());
+    let before = std::fs::read(
+        dir.path()
+            .join("channels/bench/sessions/stm/bench-user-0/messages.jsonl"),
+    )
+    .unwrap();
+    let again = bench(dir.path(), &["--users", "1", "--turns", "1"]);
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--state-dir"),
+        "{stderr}"
+    );
+    let after = std::fs::read(
+        dir.path()
+            .join("channels/bench/sessions/stm/bench-user-0/messages.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(before, after, "nothing of the earlier run was touched");
+}
