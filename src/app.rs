@@ -16,6 +16,7 @@ use mnemo_sessions::compaction::Compactor;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::Summarizer;
 use std::collections::HashMap;
@@ -30,6 +31,8 @@ pub struct ChannelMemory {
     pub layout: Layout,
     pub config: SessionConfig,
     pub stm: Stm,
+    /// The channel's recall index: fed on every append, searched every turn.
+    pub recall: Recall,
     pub compactor: Compactor,
     pub maintenance: Maintenance,
 }
@@ -48,12 +51,14 @@ impl ChannelMemory {
         let layout = Layout::new(state_root, channel);
         let config = SessionConfig::load(&layout.config_path())?;
         let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
+        let recall = Recall::of(&stm);
         let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
         let maintenance = Maintenance::new(stm.clone(), config.clone(), tz, summarizer);
         Ok(ChannelMemory {
             layout,
             config,
             stm,
+            recall,
             compactor,
             maintenance,
         })

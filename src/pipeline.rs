@@ -1,8 +1,9 @@
 //! The message path of DESIGN §2, for one message of one user: access
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
 //! nothing stored) → `/session` command → answered from memory, no model;
-//! otherwise append to STM (durable) → build context → model → append reply
-//! → send (split for the platform) → compaction in the background.
+//! otherwise append to STM (durable) and to the recall index → recall the
+//! user's older history → build context → model → append reply (and index
+//! it) → send (split for the platform) → compaction in the background.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -16,6 +17,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, Outbound};
 use mnemo_sessions::context::{self, ContextInput};
+use mnemo_sessions::recall::TurnQuery;
 use mnemo_sessions::{Record, Role, SafeName, commands, compaction, profile};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -154,6 +156,7 @@ impl Pipeline {
             user_name: message.user_name.clone(),
         };
         memory.stm.append(&user, &record).await.map_err(TurnError::Store)?;
+        memory.recall.index(&user, &record);
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -179,6 +182,7 @@ impl Pipeline {
                     user_name: None,
                 };
                 memory.stm.append(&user, &reply).await.map_err(TurnError::Store)?;
+                memory.recall.index(&user, &reply);
                 self.reply(&message, &completion.text).await;
             }
             Err(e) => {
@@ -190,8 +194,9 @@ impl Pipeline {
         Ok(())
     }
 
-    /// The context for this user only: profile, rolling summary and the
-    /// recent messages not yet folded, without the message being answered.
+    /// The context for this user only: profile, rolling summary, what recall
+    /// found in their older history (and `_shared` notes) and the recent
+    /// messages not yet folded, without the message being answered.
     fn request_for(
         &self,
         memory: &ChannelMemory,
@@ -207,10 +212,20 @@ impl Pipeline {
             tracing::warn!(user = %user, error = %e, "profile unreadable; answering without it");
             None
         });
+        let recall = &memory.config.recall;
+        let recalled = recall.enabled.then(|| {
+            let query = TurnQuery {
+                message: &message.text,
+                recent: &memory_view.recent,
+                max_tokens: recall.max_tokens,
+            };
+            memory.recall.for_turn(user, &query).render()
+        });
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: profile.as_deref(),
             summary: memory_view.summary.as_deref(),
+            recalled: recalled.flatten().as_deref(),
             recent: &memory_view.recent,
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,

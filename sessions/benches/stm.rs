@@ -82,6 +82,7 @@ fn benches(c: &mut Criterion) {
                     system_prompt: "You are a helpful assistant.",
                     profile: Some(&profile),
                     summary: Some(&summary),
+                    recalled: None,
                     recent: &recent,
                     answering: recent.last().map(|r| r.msg_id.as_str()),
                     max_tokens: 6000,

@@ -23,5 +23,5 @@ mod profile;
 #[path = "memory/topics.rs"]
 mod topics;
 
-#[path = "memory/index.rs"]
-mod index;
+#[path = "memory/recall.rs"]
+mod recall;

@@ -22,6 +22,9 @@ pub enum SessionCommand {
     Forget { topic: String },
     /// Bundle everything stored about you into one archive file.
     Export,
+    /// Search your own memory. `words` is what the user typed, trimmed,
+    /// never empty.
+    Search { words: String },
     /// The list of commands.
     Help,
     /// `/session` with an action we do not know, or a known action with
@@ -29,6 +32,18 @@ pub enum SessionCommand {
     /// a topic). Answered with the help text, never guessed at: a typo must
     /// not clear anything.
     Unknown { action: String },
+}
+
+impl SessionCommand {
+    /// True for commands whose answer shows the caller's memory (DESIGN
+    /// §5: `status`, `profile`, `search`, `export`): asked in a group, the
+    /// answer must go to the caller privately, never to the group.
+    pub fn reveals_memory(&self) -> bool {
+        matches!(
+            self,
+            SessionCommand::Status | SessionCommand::Profile | SessionCommand::Search { .. } | SessionCommand::Export
+        )
+    }
 }
 
 /// The command word, compared case-insensitively.
@@ -96,6 +111,9 @@ fn parse_action(rest: &str) -> SessionCommand {
         "help" => SessionCommand::Help,
         "forget" if !args.is_empty() => SessionCommand::Forget {
             topic: args.to_string(),
+        },
+        "search" if !args.is_empty() => SessionCommand::Search {
+            words: args.to_string(),
         },
         _ => unknown(),
     }
