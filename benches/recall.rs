@@ -81,9 +81,20 @@ async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind
             if q.answer_ids.iter().all(|id| seen.text.contains(texts[id.as_str()])) {
                 t.answered += 1;
             }
+            // Another user's planted fact (one this user never said) in
+            // this user's request would be a leak.
+            let own: std::collections::HashSet<&str> = c.turns.iter().map(|t| t.text.as_str()).collect();
             let others = conversations.iter().filter(|o| o.user != c.user);
-            if others.flat_map(|o| &o.canaries).any(|w| seen.text.contains(w.as_str())) {
+            let foreign = others
+                .flat_map(|o| o.questions.iter().flat_map(move |q| q.answer_ids.iter().map(move |id| (o, id))))
+                .filter_map(|(o, id)| o.turns.iter().find(|t| &t.id == id))
+                .map(|t| t.text.as_str())
+                .filter(|text| !own.contains(text));
+            if foreign.into_iter().any(|text| seen.text.contains(text)) {
                 leaks += 1;
+            }
+            if std::env::var_os("RECALL_BENCH_SHOW").is_some() {
+                eprintln!("--- {} asks {:?} ({} tokens)\n{}", c.user, q.text, seen.tokens, seen.text);
             }
         }
     }

@@ -56,9 +56,6 @@ pub struct Conversation {
     pub user: String,
     pub turns: Vec<Turn>,
     pub questions: Vec<Question>,
-    /// Words planted only in this user's facts: finding one in another
-    /// user's request would be a leak.
-    pub canaries: Vec<String>,
 }
 
 /// SplitMix64: small, seeded, good enough to pick words.
@@ -144,7 +141,6 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         .collect();
     let mut plants: Vec<(i64, String, usize)> = Vec::new(); // (day, text, question index)
     let mut questions: Vec<(Kind, String, usize)> = Vec::new(); // (kind, text, facts needed)
-    let mut canaries = Vec::new();
     let span = days.max(4);
     let at = |rng: &mut Rng, lo: i64, hi: i64| lo + rng.below((hi - lo).max(1) as usize) as i64;
     for set in 0..sets {
@@ -163,7 +159,6 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
 
         // Multi hop: two turns, days apart.
         let person = format!("{}{}", rng.pick(NAMES), ["", "a", "o", "y"][set % 4]);
-        canaries.push(person.clone());
         let multis = [
             (format!("My sister is called {person}."), format!("{person} just moved to {} for a new job.", rng.pick(CITIES)), "Which city did my sister move to?"),
             (format!("My best friend from school is {person}."), format!("{person} got me into {} last year.", rng.pick(HOBBIES)), "Which hobby did my best friend from school get me into?"),
@@ -177,7 +172,6 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
 
         // Temporal: the date of the turn is the answer.
         let place = format!("{}{}", rng.pick(CITIES), ["", "burg", "ville"][set % 3]);
-        canaries.push(place.clone());
         let temporals = [
             (format!("I ran the {place} half marathon this morning!"), format!("When did I run the {place} half marathon?")),
             (format!("Today I signed the lease for the flat in {place}."), format!("When did I sign the lease for the flat in {place}?")),
@@ -233,6 +227,5 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         user: user.to_string(),
         turns,
         questions,
-        canaries,
     }
 }

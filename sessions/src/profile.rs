@@ -11,7 +11,7 @@
 
 mod body;
 
-pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
+pub(crate) use body::{Body, Merged, cap_bullet_lines, clipped_line, normalized, one_line};
 
 use crate::frontmatter::{self, Document, FrontmatterError};
 use crate::fsutil::atomic_write;

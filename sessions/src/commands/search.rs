@@ -5,6 +5,7 @@
 //! (see [`super::SessionCommand::reveals_memory`]).
 
 use crate::names::SafeName;
+use crate::profile::clipped_line;
 use crate::recall::Recall;
 use crate::stm::Stm;
 
@@ -25,13 +26,7 @@ pub(super) fn search(stm: &Stm, user: &SafeName, words: &str) -> String {
         if hits.len() == 1 { "" } else { "es" }
     );
     for hit in hits {
-        let text: String = hit.text.chars().take(HIT_CHARS).collect();
-        let more = if hit.text.chars().count() > HIT_CHARS {
-            "…"
-        } else {
-            ""
-        };
-        out.push_str(&format!("\n{} {}{more}", hit.label, text.replace('\n', " ")));
+        out.push_str(&format!("\n{} {}", hit.label, clipped_line(&hit.text, HIT_CHARS)));
     }
     out
 }

@@ -218,10 +218,10 @@ impl Bm25 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn at(day: u32) -> DateTime<Utc> {
+    pub(crate) fn at(day: u32) -> DateTime<Utc> {
         chrono::NaiveDate::from_ymd_opt(2026, 3, day)
             .unwrap()
             .and_hms_opt(12, 0, 0)

@@ -7,6 +7,7 @@
 //! Pure text; reads nothing.
 
 use super::bm25::{Doc, Source};
+use crate::profile::clipped_line;
 use chrono::{DateTime, Utc};
 
 /// Longest text of one recalled item, in characters.
@@ -36,13 +37,13 @@ impl Item {
         Item {
             at: doc.at,
             label,
-            text: clipped(&doc.text, ITEM_CHARS),
+            text: clipped_line(&doc.text, ITEM_CHARS),
         }
     }
 
     /// `label text` on one line.
     pub fn line(&self) -> String {
-        format!("{} {}", self.label, self.text.replace('\n', " "))
+        format!("{} {}", self.label, self.text)
     }
 }
 
@@ -110,15 +111,6 @@ pub fn pack(candidates: Vec<Item>, max_tokens: usize) -> Recalled {
     out
 }
 
-fn clipped(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_string();
-    }
-    let kept: String = text.chars().take(max).collect();
-    format!("{kept}…[+{} chars]", count - max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +145,6 @@ mod tests {
 
     #[test]
     fn a_long_item_is_clipped_visibly() {
-        assert!(clipped(&"x".repeat(700), ITEM_CHARS).ends_with("…[+100 chars]"));
+        assert!(clipped_line(&"x".repeat(700), ITEM_CHARS).ends_with("…[+100 chars]"));
     }
 }

@@ -201,15 +201,7 @@ fn spread(picks: Vec<Pick>, day: impl Fn(&Pick) -> chrono::NaiveDate) -> Vec<Pic
 mod tests {
     use super::*;
     use crate::recall::bm25::Source;
-    use chrono::{DateTime, Utc};
-
-    fn at(day: u32) -> DateTime<Utc> {
-        chrono::NaiveDate::from_ymd_opt(2026, 3, day)
-            .unwrap()
-            .and_hms_opt(12, 0, 0)
-            .unwrap()
-            .and_utc()
-    }
+    use crate::recall::bm25::tests::at;
 
     fn texts(index: &Bm25, picks: &[Pick]) -> Vec<String> {
         picks.iter().map(|p| index.doc(p.doc).text.clone()).collect()
