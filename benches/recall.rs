@@ -86,7 +86,11 @@ async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind
             let own: std::collections::HashSet<&str> = c.turns.iter().map(|t| t.text.as_str()).collect();
             let others = conversations.iter().filter(|o| o.user != c.user);
             let foreign = others
-                .flat_map(|o| o.questions.iter().flat_map(move |q| q.answer_ids.iter().map(move |id| (o, id))))
+                .flat_map(|o| {
+                    o.questions
+                        .iter()
+                        .flat_map(move |q| q.answer_ids.iter().map(move |id| (o, id)))
+                })
                 .filter_map(|(o, id)| o.turns.iter().find(|t| &t.id == id))
                 .map(|t| t.text.as_str())
                 .filter(|text| !own.contains(text));
@@ -94,7 +98,10 @@ async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind
                 leaks += 1;
             }
             if std::env::var_os("RECALL_BENCH_SHOW").is_some() {
-                eprintln!("--- {} asks {:?} ({} tokens)\n{}", c.user, q.text, seen.tokens, seen.text);
+                eprintln!(
+                    "--- {} asks {:?} ({} tokens)\n{}",
+                    c.user, q.text, seen.tokens, seen.text
+                );
             }
         }
     }
@@ -141,7 +148,9 @@ fn main() {
         total(&recall).asked,
         clock.elapsed().as_secs()
     );
-    println!("| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request |");
+    println!(
+        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request |"
+    );
     println!("|---|---|---|---|---|---|");
     let mut rows: Vec<(String, Tally, Tally)> = Kind::ALL
         .iter()
@@ -165,8 +174,15 @@ fn main() {
     println!("requests carrying another user's fact: window-only {window_leaks}, recall {recall_leaks}");
 
     let (w, r) = (total(&window), total(&recall));
-    assert_eq!(recall_leaks + window_leaks, 0, "one user's facts reached another user's request");
+    assert_eq!(
+        recall_leaks + window_leaks,
+        0,
+        "one user's facts reached another user's request"
+    );
     assert!(share(&r) > share(&w), "recall must beat the window");
-    assert!(share(&r) >= 0.8, "recall target: ≥ 80 % of questions with all answer turns");
+    assert!(
+        share(&r) >= 0.8,
+        "recall target: ≥ 80 % of questions with all answer turns"
+    );
     assert!(mean_tokens(&r) <= 2000.0, "recall target: ≤ 2,000 tokens per request");
 }

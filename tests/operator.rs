@@ -231,5 +231,8 @@ async fn reindex_rebuilds_every_users_recall_index_with_progress() {
     assert_eq!(ada.lines().count(), 6);
     assert!(ada.contains("planted answer 2") && !ada.contains("half"));
     let bob = std::fs::read_to_string(state.join("channels/console/sessions/recall/bob/messages.jsonl")).unwrap();
-    assert!(!bob.contains("planted question 2"), "bob's index holds only bob's messages");
+    assert!(
+        !bob.contains("planted question 2"),
+        "bob's index holds only bob's messages"
+    );
 }

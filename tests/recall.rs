@@ -86,8 +86,21 @@ async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() 
         support::open_access(state, channel, &[]);
         small_memory(state, channel, json!({}));
     }
-    let topics = ["the weather", "my commute", "a film I saw", "dinner plans", "the gym", "a new book"];
-    let mut history = vec![said("fake", "ada", "p", 21, &format!("My passport number is {CANARY}, keep it safe."))];
+    let topics = [
+        "the weather",
+        "my commute",
+        "a film I saw",
+        "dinner plans",
+        "the gym",
+        "a new book",
+    ];
+    let mut history = vec![said(
+        "fake",
+        "ada",
+        "p",
+        21,
+        &format!("My passport number is {CANARY}, keep it safe."),
+    )];
     for i in 0..30 {
         let text = format!("Let me tell you about {} today, part {i}.", topics[i % topics.len()]);
         history.push(said("fake", "ada", &format!("h{i}"), 20 - (i as i64 * 2 / 3), &text));
@@ -99,7 +112,10 @@ async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() 
     let layout = Layout::new(state, "fake");
     let ada = SafeName::of("ada");
     let archived = archive::read_all(&layout, &ada).unwrap();
-    assert!(archived.iter().any(|r| r.text.contains(CANARY)), "compaction archived the fact");
+    assert!(
+        archived.iter().any(|r| r.text.contains(CANARY)),
+        "compaction archived the fact"
+    );
     let live = std::fs::read_to_string(layout.messages_path(&ada)).unwrap();
     assert!(!live.contains(CANARY), "the fact is no longer in STM");
 
@@ -122,7 +138,10 @@ async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() 
     // Ada can search for it herself, without a model call.
     let calls = fake.chat_requests().len();
     let replies = run(state, &url, vec![dm("fake", "ada", "s1", "/session search passport")]).await;
-    assert!(replies.iter().any(|r| r.contains(CANARY) && r.contains("you]")), "{replies:?}");
+    assert!(
+        replies.iter().any(|r| r.contains(CANARY) && r.contains("you]")),
+        "{replies:?}"
+    );
     assert_eq!(fake.chat_requests().len(), calls, "search asks no model");
 
     // The operator turns recall off: the fact stays out of the request.

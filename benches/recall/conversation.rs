@@ -87,15 +87,45 @@ const NAMES: &[&str] = &[
     "Ana", "Bruno", "Chloe", "Dmitri", "Elif", "Farah", "Goran", "Hana", "Ivan", "Jonas", "Kemal", "Lena", "Mateo",
     "Nia", "Omar", "Priya", "Quentin", "Rosa", "Sven", "Tariq",
 ];
-const CITIES: &[&str] = &["Lisbon", "Oslo", "Kyoto", "Quito", "Tunis", "Perth", "Riga", "Cusco", "Porto", "Hanoi", "Graz", "Cork"];
-const COMPANIES: &[&str] = &["Acme", "Globex", "Initech", "Hooli", "Vandelay", "Soylent", "Tyrell", "Cyberdyne", "Wonka", "Oscorp"];
+const CITIES: &[&str] = &[
+    "Lisbon", "Oslo", "Kyoto", "Quito", "Tunis", "Perth", "Riga", "Cusco", "Porto", "Hanoi", "Graz", "Cork",
+];
+const COMPANIES: &[&str] = &[
+    "Acme",
+    "Globex",
+    "Initech",
+    "Hooli",
+    "Vandelay",
+    "Soylent",
+    "Tyrell",
+    "Cyberdyne",
+    "Wonka",
+    "Oscorp",
+];
 const PETS: &[&str] = &["greyhound", "parrot", "tortoise", "ferret", "beagle", "cockatoo"];
-const PET_NAMES: &[&str] = &["Pixel", "Biscuit", "Mango", "Zorro", "Pepper", "Noodle", "Waffle", "Comet"];
-const HOBBIES: &[&str] = &["bouldering", "pottery", "fencing", "birdwatching", "woodcarving", "salsa dancing"];
+const PET_NAMES: &[&str] = &[
+    "Pixel", "Biscuit", "Mango", "Zorro", "Pepper", "Noodle", "Waffle", "Comet",
+];
+const HOBBIES: &[&str] = &[
+    "bouldering",
+    "pottery",
+    "fencing",
+    "birdwatching",
+    "woodcarving",
+    "salsa dancing",
+];
 const LANGUAGES: &[&str] = &["Portuguese", "Japanese", "Swahili", "Finnish", "Korean", "Turkish"];
-const STREETS: &[&str] = &["Elm", "Juniper", "Harbour", "Mill", "Orchard", "Quarry", "Linden", "Chapel"];
+const STREETS: &[&str] = &[
+    "Elm", "Juniper", "Harbour", "Mill", "Orchard", "Quarry", "Linden", "Chapel",
+];
 const ALLERGENS: &[&str] = &["penicillin", "hazelnuts", "shellfish", "latex", "sesame", "kiwi fruit"];
-const PROJECTS: &[&str] = &["quarterly budget", "vendor audit", "hiring plan", "migration", "pricing review"];
+const PROJECTS: &[&str] = &[
+    "quarterly budget",
+    "vendor audit",
+    "hiring plan",
+    "migration",
+    "pricing review",
+];
 
 /// Everyday chatter; many share words with the facts (dentist, work,
 /// phone, marathon, sister, vet…) so that matching a single word is not
@@ -128,7 +158,10 @@ const CHATTER: &[&str] = &[
 ];
 
 fn day(start: NaiveDate, offset: i64, minute: i64) -> DateTime<Utc> {
-    (start + TimeDelta::days(offset)).and_hms_opt(9, 0, 0).map_or_else(Utc::now, |t| t.and_utc()) + TimeDelta::minutes(minute)
+    (start + TimeDelta::days(offset))
+        .and_hms_opt(9, 0, 0)
+        .map_or_else(Utc::now, |t| t.and_utc())
+        + TimeDelta::minutes(minute)
 }
 
 /// One user's `days` of conversation with `sets` rounds of planted facts
@@ -148,10 +181,26 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         // Single hop.
         let (pet, pet_name) = (rng.pick(PETS), rng.pick(PET_NAMES));
         let singles = [
-            (format!("My dentist is Dr. {} at the clinic on {} Street.", rng.pick(NAMES), rng.pick(STREETS)), "What is the name of my dentist?".to_string()),
-            (format!("My {pet} is called {pet_name}{set}."), format!("What is my {pet}'s name?")),
-            (format!("Just so you know, I'm allergic to {}.", rng.pick(ALLERGENS)), "What am I allergic to?".to_string()),
-            (format!("My locker at the gym is number {}.", 100 + rng.below(900)), "Which locker number do I have at the gym?".to_string()),
+            (
+                format!(
+                    "My dentist is Dr. {} at the clinic on {} Street.",
+                    rng.pick(NAMES),
+                    rng.pick(STREETS)
+                ),
+                "What is the name of my dentist?".to_string(),
+            ),
+            (
+                format!("My {pet} is called {pet_name}{set}."),
+                format!("What is my {pet}'s name?"),
+            ),
+            (
+                format!("Just so you know, I'm allergic to {}.", rng.pick(ALLERGENS)),
+                "What am I allergic to?".to_string(),
+            ),
+            (
+                format!("My locker at the gym is number {}.", 100 + rng.below(900)),
+                "Which locker number do I have at the gym?".to_string(),
+            ),
         ];
         let (fact, question) = singles[set % singles.len()].clone();
         plants.push((at(&mut rng, 0, span - 2), fact, q));
@@ -160,9 +209,21 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         // Multi hop: two turns, days apart.
         let person = format!("{}{}", rng.pick(NAMES), ["", "a", "o", "y"][set % 4]);
         let multis = [
-            (format!("My sister is called {person}."), format!("{person} just moved to {} for a new job.", rng.pick(CITIES)), "Which city did my sister move to?"),
-            (format!("My best friend from school is {person}."), format!("{person} got me into {} last year.", rng.pick(HOBBIES)), "Which hobby did my best friend from school get me into?"),
-            (format!("My manager's name is {person}."), format!("{person} wants the {} report by Friday.", rng.pick(PROJECTS)), "Which report does my manager want from me?"),
+            (
+                format!("My sister is called {person}."),
+                format!("{person} just moved to {} for a new job.", rng.pick(CITIES)),
+                "Which city did my sister move to?",
+            ),
+            (
+                format!("My best friend from school is {person}."),
+                format!("{person} got me into {} last year.", rng.pick(HOBBIES)),
+                "Which hobby did my best friend from school get me into?",
+            ),
+            (
+                format!("My manager's name is {person}."),
+                format!("{person} wants the {} report by Friday.", rng.pick(PROJECTS)),
+                "Which report does my manager want from me?",
+            ),
         ];
         let (first, second, question) = multis[set % multis.len()].clone();
         let d1 = at(&mut rng, 0, span / 2);
@@ -173,9 +234,18 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         // Temporal: the date of the turn is the answer.
         let place = format!("{}{}", rng.pick(CITIES), ["", "burg", "ville"][set % 3]);
         let temporals = [
-            (format!("I ran the {place} half marathon this morning!"), format!("When did I run the {place} half marathon?")),
-            (format!("Today I signed the lease for the flat in {place}."), format!("When did I sign the lease for the flat in {place}?")),
-            (format!("Just got back from the {place} vet with {pet_name}, she needed stitches."), format!("When did I take {pet_name} to the {place} vet?")),
+            (
+                format!("I ran the {place} half marathon this morning!"),
+                format!("When did I run the {place} half marathon?"),
+            ),
+            (
+                format!("Today I signed the lease for the flat in {place}."),
+                format!("When did I sign the lease for the flat in {place}?"),
+            ),
+            (
+                format!("Just got back from the {place} vet with {pet_name}, she needed stitches."),
+                format!("When did I take {pet_name} to the {place} vet?"),
+            ),
         ];
         let (fact, question) = temporals[set % temporals.len()].clone();
         plants.push((at(&mut rng, 0, span - 1), fact, q + 2));
@@ -183,9 +253,21 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
 
         // Updated fact: the later statement answers.
         let updates = [
-            (format!("I work at {} as a data analyst.", rng.pick(COMPANIES)), format!("Big news: I changed jobs, I now work at {}.", rng.pick(COMPANIES)), "Where do I work now?"),
-            (format!("My phone number is 07{}.", 100_000 + rng.below(900_000)), format!("I got a new phone number: 07{}.", 100_000 + rng.below(900_000)), "What is my current phone number?"),
-            (format!("I'm learning {} on weekends.", rng.pick(LANGUAGES)), format!("I switched my weekend lessons to {}.", rng.pick(LANGUAGES)), "Which language am I learning now?"),
+            (
+                format!("I work at {} as a data analyst.", rng.pick(COMPANIES)),
+                format!("Big news: I changed jobs, I now work at {}.", rng.pick(COMPANIES)),
+                "Where do I work now?",
+            ),
+            (
+                format!("My phone number is 07{}.", 100_000 + rng.below(900_000)),
+                format!("I got a new phone number: 07{}.", 100_000 + rng.below(900_000)),
+                "What is my current phone number?",
+            ),
+            (
+                format!("I'm learning {} on weekends.", rng.pick(LANGUAGES)),
+                format!("I switched my weekend lessons to {}.", rng.pick(LANGUAGES)),
+                "Which language am I learning now?",
+            ),
         ];
         let (old, new, question) = updates[set % updates.len()].clone();
         let d1 = at(&mut rng, 0, span / 2);
@@ -195,7 +277,10 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
     }
     // Insert the facts at a random place of their day; remember their ids.
     let mut answer_ids: Vec<Vec<String>> = vec![Vec::new(); questions.len()];
-    let mut marked: Vec<Vec<(String, usize)>> = by_day.iter().map(|d| d.iter().map(|t| (t.clone(), usize::MAX)).collect()).collect();
+    let mut marked: Vec<Vec<(String, usize)>> = by_day
+        .iter()
+        .map(|d| d.iter().map(|t| (t.clone(), usize::MAX)).collect())
+        .collect();
     for (d, text, q) in plants {
         let slot = &mut marked[d as usize];
         let pos = rng.below(slot.len() + 1);
@@ -220,7 +305,11 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         .zip(answer_ids)
         .map(|((kind, text, needed), ids)| {
             assert_eq!(ids.len(), needed, "every planted fact has its turn");
-            Question { kind, text, answer_ids: ids }
+            Question {
+                kind,
+                text,
+                answer_ids: ids,
+            }
         })
         .collect();
     Conversation {

@@ -31,11 +31,16 @@ impl Words {
     }
 
     fn word(&mut self) -> String {
-        const SYLLABLES: [&str; 16] = ["ka", "lo", "mi", "ren", "tu", "sa", "vel", "no", "pri", "da", "go", "shi", "mar", "te", "bo", "lin"];
+        const SYLLABLES: [&str; 16] = [
+            "ka", "lo", "mi", "ren", "tu", "sa", "vel", "no", "pri", "da", "go", "shi", "mar", "te", "bo", "lin",
+        ];
         // Rank r with probability ~ 1/r over 4,096 words.
         let r = (4096f64.powf((self.next() % 10_000) as f64 / 10_000.0)) as u64;
         let (a, b, c) = (r % 16, (r / 16) % 16, (r / 256) % 16);
-        format!("{}{}{}", SYLLABLES[a as usize], SYLLABLES[b as usize], SYLLABLES[c as usize])
+        format!(
+            "{}{}{}",
+            SYLLABLES[a as usize], SYLLABLES[b as usize], SYLLABLES[c as usize]
+        )
     }
 
     fn sentence(&mut self) -> String {
@@ -47,7 +52,11 @@ impl Words {
 fn record(words: &mut Words, i: u64) -> Record {
     Record {
         ts: Utc.with_ymd_and_hms(2025, 1, 1, 9, 0, 0).unwrap() + TimeDelta::minutes(i as i64 * 7),
-        role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+        role: if i.is_multiple_of(2) {
+            Role::User
+        } else {
+            Role::Assistant
+        },
         text: words.sentence(),
         msg_id: format!("m{i}"),
         channel: "bench".into(),
@@ -73,7 +82,10 @@ fn benches(c: &mut Criterion) {
     let big = SafeName::of("big");
     let clock = Instant::now();
     archive_history(&stm, &big, ARCHIVED, 7);
-    eprintln!("wrote {ARCHIVED} archived messages in {:.1} s", clock.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {ARCHIVED} archived messages in {:.1} s",
+        clock.elapsed().as_secs_f64()
+    );
 
     let recall = Recall::of(&stm);
     let mut words = Words(99);
@@ -111,7 +123,10 @@ fn benches(c: &mut Criterion) {
     recall.reindex(&big, &mut |_| {}).unwrap();
     let clock = Instant::now();
     recall.for_turn(&big, &query);
-    eprintln!("first turn after a restart (load of the stored index): {:.2} s", clock.elapsed().as_secs_f64());
+    eprintln!(
+        "first turn after a restart (load of the stored index): {:.2} s",
+        clock.elapsed().as_secs_f64()
+    );
     percentiles("1 user loaded");
 
     let mut group = c.benchmark_group("recall");
@@ -137,7 +152,9 @@ fn benches(c: &mut Criterion) {
     group.bench_function("stm_append_fsync_on", |b| {
         b.iter(|| {
             n += 1;
-            runtime.block_on(fsynced.append(&writer, &record(&mut words, n))).unwrap()
+            runtime
+                .block_on(fsynced.append(&writer, &record(&mut words, n)))
+                .unwrap()
         })
     });
     group.bench_function("index_one_message", |b| {

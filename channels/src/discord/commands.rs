@@ -41,7 +41,9 @@ pub fn session() -> CreateCommand {
                 _ => None,
             };
             if let Some((arg, description)) = argument {
-                sub = sub.add_sub_option(CreateCommandOption::new(CommandOptionType::String, arg, description).required(true));
+                sub = sub.add_sub_option(
+                    CreateCommandOption::new(CommandOptionType::String, arg, description).required(true),
+                );
             }
             cmd.add_option(sub)
         },
@@ -64,7 +66,16 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["status", "clear", "clear-all", "profile", "forget", "export", "search", "help"]
+            [
+                "status",
+                "clear",
+                "clear-all",
+                "profile",
+                "forget",
+                "export",
+                "search",
+                "help"
+            ]
         );
         let search = &json["options"][6];
         assert_eq!(search["options"][0]["name"], "words");

@@ -91,9 +91,14 @@ struct Inner {
     shared: Mutex<SharedIndex>,
 }
 
+/// A user's index, loaded on first use (`None` until then or after
+/// [`Recall::forget`]).
+type Slot = Arc<Mutex<Option<UserIndex>>>;
+
 #[derive(Default)]
 struct Cache {
-    entries: HashMap<SafeName, (Arc<Mutex<Option<UserIndex>>>, u64)>,
+    /// Each user's slot and when it was last used.
+    entries: HashMap<SafeName, (Slot, u64)>,
     tick: u64,
 }
 
