@@ -15,7 +15,16 @@ use mnemo_sessions::stm::Stm;
 use mnemo_sessions::{Layout, Record, Role, SafeName, archive};
 use std::time::{Duration, Instant};
 
-const ARCHIVED: u64 = 100_000;
+/// Archived messages of the measured user: 10⁵ under `cargo bench`, a small
+/// history in test mode (`cargo test --benches`), which only checks that
+/// the bench runs.
+fn archived() -> u64 {
+    if full() { 100_000 } else { 2_000 }
+}
+
+fn full() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
 const BATCH: u64 = 100;
 
 /// A deterministic stream of chat-like sentences over a vocabulary of a
@@ -81,15 +90,16 @@ fn benches(c: &mut Criterion) {
     let stm = Stm::new(Layout::new(dir.path(), "bench"), LockRegistry::new(), false);
     let big = SafeName::of("big");
     let clock = Instant::now();
-    archive_history(&stm, &big, ARCHIVED, 7);
+    let archived = archived();
+    archive_history(&stm, &big, archived, 7);
     eprintln!(
-        "wrote {ARCHIVED} archived messages in {:.1} s",
+        "wrote {archived} archived messages in {:.1} s",
         clock.elapsed().as_secs_f64()
     );
 
     let recall = Recall::of(&stm);
     let mut words = Words(99);
-    let recent: Vec<Record> = (0..10).map(|i| record(&mut words, ARCHIVED + i)).collect();
+    let recent: Vec<Record> = (0..10).map(|i| record(&mut words, archived + i)).collect();
     let question = format!("what did we say about {} and {}?", words.word(), words.word());
     let query = TurnQuery {
         message: &question,
@@ -105,7 +115,7 @@ fn benches(c: &mut Criterion) {
     );
 
     let percentiles = |label: &str| {
-        let mut times: Vec<Duration> = (0..2000)
+        let mut times: Vec<Duration> = (0..if full() { 2000 } else { 20 })
             .map(|_| {
                 let t = Instant::now();
                 std::hint::black_box(recall.for_turn(&big, &query));
@@ -135,7 +145,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| recall.for_turn(&big, &query))
     });
     // A hundred other users, each with a history and a loaded index.
-    for u in 0..100 {
+    for u in 0..if full() { 100 } else { 3 } {
         let other = SafeName::of(&format!("other{u}"));
         archive_history(&stm, &other, 200, 1000 + u);
         recall.for_turn(&other, &query);
@@ -160,7 +170,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("index_one_message", |b| {
         b.iter(|| {
             n += 1;
-            recall.index(&big, &record(&mut words, ARCHIVED + 100 + n))
+            recall.index(&big, &record(&mut words, archived + 100 + n))
         })
     });
     group.sample_size(10).measurement_time(Duration::from_secs(20));
