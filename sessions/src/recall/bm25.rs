@@ -182,7 +182,10 @@ impl Bm25 {
             return Vec::new();
         }
         let avg_len = (self.live_len as f32 / self.live_docs as f32).max(1.0);
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        // A dense score array: long postings lists (common words) add into
+        // it far faster than into a map.
+        let mut scores = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for (term, weight) in query {
             let Some(list) = self.postings.get(term) else { continue };
             let idf = self.idf(term) * weight;
@@ -193,17 +196,28 @@ impl Bm25 {
                 }
                 let tf = f32::from(tf);
                 let norm = K1 * (1.0 - B + B * doc.len as f32 / avg_len);
-                *scores.entry(id).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+                let score = &mut scores[id as usize];
+                if *score == 0.0 {
+                    touched.push(id);
+                }
+                *score += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let mut hits: Vec<Hit> = scores
+        let mut hits: Vec<Hit> = touched
             .into_iter()
-            .filter(|(id, score)| *score > 0.0 && keep(&self.docs[*id as usize]))
-            .map(|(doc, score)| Hit { doc, score })
+            .map(|doc| Hit {
+                doc,
+                score: scores[doc as usize],
+            })
+            .filter(|h| h.score > 0.0 && keep(&self.docs[h.doc as usize]))
             .collect();
         // Ties go to the newer document: a later statement supersedes.
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
-        hits.truncate(limit);
+        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc));
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit, order);
+            hits.truncate(limit);
+        }
+        hits.sort_by(order);
         hits
     }
 
