@@ -16,6 +16,7 @@ use mnemo_sessions::compaction::Compactor;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::Summarizer;
@@ -33,6 +34,8 @@ pub struct ChannelMemory {
     pub config: SessionConfig,
     pub stm: Stm,
     pub sessions: Sessions,
+    /// The channel's recall index: fed on every append, searched every turn.
+    pub recall: Recall,
     pub maintenance: Maintenance,
 }
 
@@ -54,6 +57,7 @@ impl ChannelMemory {
             .with_context(|| format!("cannot create {}", layout.root().display()))?;
         let config = SessionConfig::load(&layout.config_path())?;
         let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
+        let recall = Recall::of(&stm);
         let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
         let sessions = Sessions::new(stm.clone(), config.clone(), compactor);
         let maintenance = Maintenance::new(stm.clone(), config.clone(), tz, summarizer);
@@ -62,6 +66,7 @@ impl ChannelMemory {
             config,
             stm,
             sessions,
+            recall,
             maintenance,
         })
     }

@@ -1,8 +1,9 @@
 //! The message path of DESIGN §2, for one message of one user: access
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
 //! nothing stored) → `/session` command → answered from memory, no model;
-//! otherwise append to STM (durable) → build context → model → append reply
-//! → send (split for the platform) → compaction in the background.
+//! otherwise append to STM (durable) and to the recall index → recall the
+//! user's older history → build context → model → append reply (and index
+//! it) → send (split for the platform) → compaction in the background.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
+use mnemo_sessions::recall::TurnQuery;
 use mnemo_sessions::session::SessionError;
 use mnemo_sessions::{Record, Role, SafeName, commands, compaction};
 use std::collections::HashMap;
@@ -194,6 +196,7 @@ impl Pipeline {
             .append(&user, &record, Utc::now())
             .await
             .map_err(TurnError::Store)?;
+        memory.recall.index(&user, &record);
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -227,6 +230,7 @@ impl Pipeline {
                     .append(&user, &reply, Utc::now())
                     .await
                     .map_err(TurnError::Store)?;
+                memory.recall.index(&user, &reply);
                 trace.lap(Phase::Memory);
                 self.reply(&message, &reply.text).await;
                 Outcome::Answered
@@ -244,9 +248,10 @@ impl Pipeline {
         Ok(outcome)
     }
 
-    /// The context for this user only: profile, rolling summary and the
-    /// recent messages not yet folded, without the message being answered,
-    /// from the session state in memory (no whole-file read).
+    /// The context for this user only: profile, rolling summary, what recall
+    /// found in their older history (and `_shared` notes) and the recent
+    /// messages not yet folded, without the message being answered, from
+    /// the session state in memory (no whole-file read).
     async fn request_for(
         &self,
         memory: &ChannelMemory,
@@ -260,10 +265,20 @@ impl Pipeline {
             .context_view(user, window + 1)
             .await
             .map_err(TurnError::Read)?;
+        let recall = &memory.config.recall;
+        let recalled = recall.enabled.then(|| {
+            let query = TurnQuery {
+                message: &message.text,
+                recent: &view.recent,
+                max_tokens: recall.max_tokens,
+            };
+            memory.recall.for_turn(user, &query).render()
+        });
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
             summary: view.summary.as_deref(),
+            recalled: recalled.flatten().as_deref(),
             recent: &view.recent,
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,

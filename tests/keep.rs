@@ -205,7 +205,10 @@ fn all_records(state: &Path) -> Vec<Value> {
             let path = entry.path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             if path.is_dir() {
-                stack.push(path);
+                // The recall index is derived: a copy of the log and archive.
+                if name != "recall" {
+                    stack.push(path);
+                }
                 continue;
             }
             let text = if name.ends_with(".jsonl.gz") {

@@ -228,3 +228,34 @@ async fn config_check_says_a_channel_runs_restrictive_on_a_quarantined_access_fi
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reindex_rebuilds_every_users_recall_index_with_progress() {
+    let (_fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let state = dir.path().join("state");
+    plant(&state, "ada", TimeDelta::hours(30), 3);
+    plant(&state, "bob", TimeDelta::hours(30), 2);
+    // A damaged index (a crash mid-append) is replaced, not trusted.
+    let ada_index = state.join("channels/console/sessions/recall/ada");
+    std::fs::create_dir_all(&ada_index).unwrap();
+    std::fs::write(ada_index.join("messages.jsonl"), "{\"half").unwrap();
+
+    let mut cmd = mnemo(&config, dir.path());
+    cmd.args(["sessions", "reindex", "--channel", "console"]);
+    let out = run(cmd).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("reindexed 10 messages of 2 user(s)"), "{stdout}");
+    assert!(stderr.contains("console: user 1/2 done: 6 messages"), "{stderr}");
+    assert!(stderr.contains("console: user 2/2 done: 4 messages"), "{stderr}");
+    let ada = std::fs::read_to_string(ada_index.join("messages.jsonl")).unwrap();
+    assert_eq!(ada.lines().count(), 6);
+    assert!(ada.contains("planted answer 2") && !ada.contains("half"));
+    let bob = std::fs::read_to_string(state.join("channels/console/sessions/recall/bob/messages.jsonl")).unwrap();
+    assert!(
+        !bob.contains("planted question 2"),
+        "bob's index holds only bob's messages"
+    );
+}

@@ -252,7 +252,9 @@ async fn session_slash_commands_answer_privately_and_export_uploads_the_archive(
     ));
     fake.wait_until("the status answer", |f| !f.responses().is_empty())
         .await;
-    assert!(fake.acked("env-2"), "the slash command was acked");
+    // The ack and the response_url answer travel on different connections:
+    // the answer may land first, so wait (bounded) for the ack too.
+    fake.wait_until("the slash command's ack", |f| f.acked("env-2")).await;
     let status = &fake.responses()[0];
     assert_eq!(status["response_type"], "ephemeral");
     let text = status["text"].as_str().expect("text");

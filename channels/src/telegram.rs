@@ -45,7 +45,8 @@ pub const TEXT_ONLY_REPLY: &str =
     "I can only read text for now. Please write your message as text (a caption on a photo works too).";
 
 /// The description of `/session` in Telegram's command menu.
-const SESSION_COMMAND_DESCRIPTION: &str = "Your memory: status, clear, profile, forget <topic>, export, help";
+const SESSION_COMMAND_DESCRIPTION: &str =
+    "Your memory: status, clear, profile, forget <topic>, search <words>, export, help";
 
 /// How the channel gets updates.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -133,6 +133,7 @@ fn benches(c: &mut Criterion) {
                     system_prompt: "You are a helpful assistant.",
                     profile: view.profile.as_deref(),
                     summary: view.summary.as_deref(),
+                    recalled: None,
                     recent: &view.recent,
                     answering: view.recent.last().map(|r| r.msg_id.as_str()),
                     max_tokens: 6000,

@@ -169,6 +169,12 @@ fn read_filtered(
     Ok(records)
 }
 
+/// The valid records of one archive batch, in file order (see
+/// [`read_file`] for what is skipped).
+pub fn read_batch(layout: &Layout, path: &Path) -> Result<Vec<Record>, ArchiveError> {
+    Ok(read_file(layout, path)?.into_iter().map(|(_, record)| record).collect())
+}
+
 /// The valid records of one archive file, each with the SHA-256 of its
 /// line. Malformed lines and a corrupt gzip stream are logged and skipped:
 /// one damaged file must not hide the rest of the user's history.

@@ -12,12 +12,12 @@
 
 mod clear;
 pub mod parse;
+mod search;
 mod status;
 
 pub use parse::{SessionCommand, parse};
 
 use crate::export::{self, ExportError};
-use crate::index;
 use crate::names::SafeName;
 use crate::report::{self, ReportError};
 use crate::stm::{Stm, StmError};
@@ -64,7 +64,7 @@ pub enum CommandError {
     #[error(transparent)]
     Topic(#[from] TopicError),
     #[error(transparent)]
-    Index(#[from] index::IndexError),
+    Recall(#[from] crate::recall::RecallError),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
     #[error("cannot {op} {path}: {source}; check the folder's permissions")]
@@ -91,6 +91,7 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session profile — show what I remember about you long-term\n\
 /session forget <topic> — delete one of your topic notes\n\
 /session export — everything I store about you, as one archive file\n\
+/session search <words> — find what you told me before, with its date\n\
 /session help — this list";
 
 /// Carries out `command` for `caller` in the channel of `stm` at `now`.
@@ -122,6 +123,7 @@ pub async fn try_execute(
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
         SessionCommand::Forget { topic } => Reply::text(clear::forget(stm, user, topic).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
+        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words)),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.
@@ -129,32 +131,13 @@ pub async fn try_execute(
     })
 }
 
-/// Bundles the caller's files plus their entries of the shared index, under
-/// their lock so the bundle is one consistent snapshot.
+/// Bundles the caller's files under their lock, so the bundle is one
+/// consistent snapshot. The recall index is derived from these files and
+/// not bundled.
 async fn export_reply(stm: &Stm, user: &SafeName, now: DateTime<Utc>) -> Result<Reply, CommandError> {
     let layout = stm.layout();
     let _guard = stm.lock(user).await;
-    let mut extra = Vec::new();
-    match index::load(layout) {
-        Ok(file) => {
-            let mine: Vec<_> = file
-                .entries
-                .into_iter()
-                .filter(|e| !e.shared && e.owner == user.as_str())
-                .collect();
-            if !mine.is_empty() {
-                let bytes = serde_json::to_vec_pretty(&mine).map_err(|e| CommandError::Io {
-                    op: "encode",
-                    path: layout.index_path(),
-                    source: e.into(),
-                })?;
-                extra.push((PathBuf::from("ltm/index-entries.json"), bytes));
-            }
-        }
-        // Derived data: the notes it indexes are in the bundle anyway.
-        Err(e) => tracing::warn!(error = %e, "index unreadable; exporting without index entries"),
-    }
-    let bundle = export::export_user(layout, user, now, &extra)?;
+    let bundle = export::export_user(layout, user, now, &[])?;
     let text = if bundle.files.is_empty() {
         "I store nothing about you right now; the archive only holds a README.".to_string()
     } else {

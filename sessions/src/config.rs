@@ -27,6 +27,7 @@ pub struct SessionConfig {
     pub scheduler: SchedulerConfig,
     pub context: ContextConfig,
     pub ltm: LtmConfig,
+    pub recall: RecallConfig,
 }
 
 /// The raw short-term log.
@@ -214,6 +215,27 @@ impl Default for LtmConfig {
     fn default() -> Self {
         LtmConfig {
             max_profile_chars: 4000,
+        }
+    }
+}
+
+/// What every turn recalls from the user's whole history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct RecallConfig {
+    /// Search the history on every turn and put the best items in the
+    /// context. `/session search` works either way.
+    pub enabled: bool,
+    /// Budget of the recalled items, inside `context.maxTokens`
+    /// (characters / 4).
+    pub max_tokens: usize,
+}
+
+impl Default for RecallConfig {
+    fn default() -> Self {
+        RecallConfig {
+            enabled: true,
+            max_tokens: 1500,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The context given to every model call (DESIGN §4): base system prompt,
-//! the user's profile, the rolling summary, then the recent messages, within
-//! a token budget. Everything cut is cut visibly (a marker naming how much)
+//! the user's profile, the rolling summary, the items recall found in the
+//! user's older history, then the recent messages, within a token budget. Everything cut is cut visibly (a marker naming how much)
 //! and logged.
 //!
 //! Pure: the caller reads the files; this module only assembles text and
@@ -12,6 +12,8 @@ use crate::record::{Record, Role};
 pub const PROFILE_HEADER: &str = "## What you know about this user";
 /// Header of the rolling-summary section in the system text.
 pub const SUMMARY_HEADER: &str = "## Summary of the earlier conversation";
+/// Header of the recalled items (see `crate::recall`) in the system text.
+pub const RECALL_HEADER: &str = "## From earlier conversations (recalled, with dates)";
 /// Header of the transcript in [`Context::flat`].
 pub const TRANSCRIPT_HEADER: &str = "## Recent conversation";
 
@@ -26,7 +28,8 @@ pub struct Turn {
 /// sent once, as the user turn, by the model backend.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Context {
-    /// System prompt + profile + rolling summary (+ cut markers).
+    /// System prompt + profile + rolling summary + recalled items (+ cut
+    /// markers).
     pub system: String,
     /// Recent messages, oldest first, alternating as they happened.
     pub turns: Vec<Turn>,
@@ -67,6 +70,9 @@ pub struct ContextInput<'a> {
     pub profile: Option<&'a str>,
     /// The rolling summary (body, no frontmatter).
     pub summary: Option<&'a str>,
+    /// Items recalled from older history, one per line, already within
+    /// `recall.maxTokens` (see `crate::recall::Recalled::render`).
+    pub recalled: Option<&'a str>,
     /// The last messages of the log, oldest first.
     pub recent: &'a [Record],
     /// `msgId` of the user message being answered: left out of the turns so
@@ -81,6 +87,8 @@ pub struct ContextInput<'a> {
 pub struct CutReport {
     /// Oldest recent messages left out.
     pub omitted_messages: usize,
+    /// Characters cut from the end of the recalled items.
+    pub recalled_chars_cut: usize,
     /// Characters cut from the end of the rolling summary.
     pub summary_chars_cut: usize,
     /// Characters cut from the end of the profile.
@@ -94,7 +102,10 @@ pub struct CutReport {
 
 impl CutReport {
     pub fn cut_anything(&self) -> bool {
-        self.omitted_messages > 0 || self.summary_chars_cut > 0 || self.profile_chars_cut > 0
+        self.omitted_messages > 0
+            || self.recalled_chars_cut > 0
+            || self.summary_chars_cut > 0
+            || self.profile_chars_cut > 0
     }
 }
 
@@ -106,7 +117,8 @@ pub fn build(input: &ContextInput) -> Context {
 /// Assembles the context within `max_tokens` (estimated as chars / 4 over
 /// everything). Over budget, it first leaves out the oldest recent messages
 /// (newest survive) with a `[N older messages omitted]` marker, then clips
-/// the summary, then the profile, each with a `…[+N chars]` marker. The base
+/// the recalled items, the summary, then the profile, each with a
+/// `…[+N chars]` marker. The base
 /// system prompt is never cut.
 pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
     let budget = input.max_tokens.saturating_mul(4);
@@ -117,20 +129,22 @@ pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
         .collect();
     let mut profile = input.profile.filter(|p| !p.trim().is_empty()).map(str::to_string);
     let mut summary = input.summary.filter(|s| !s.trim().is_empty()).map(str::to_string);
+    let mut recalled = input.recalled.filter(|s| !s.trim().is_empty()).map(str::to_string);
     let mut report = CutReport::default();
 
     let turn_chars: Vec<usize> = recent.iter().map(|r| chars(&r.text)).collect();
-    let fixed = |profile: &Option<String>, summary: &Option<String>, omitted: usize| {
+    let fixed = |profile: &Option<String>, summary: &Option<String>, recalled: &Option<String>, omitted: usize| {
         chars(input.system_prompt)
             + section_chars(PROFILE_HEADER, profile.as_deref())
             + section_chars(SUMMARY_HEADER, summary.as_deref())
+            + section_chars(RECALL_HEADER, recalled.as_deref())
             + omitted_marker(omitted).map_or(0, |m| chars(&m))
     };
 
     // 1. Leave out the oldest messages.
     let mut kept_chars: usize = turn_chars.iter().sum();
     while report.omitted_messages < recent.len()
-        && fixed(&profile, &summary, report.omitted_messages) + kept_chars > budget
+        && fixed(&profile, &summary, &recalled, report.omitted_messages) + kept_chars > budget
     {
         kept_chars -= turn_chars[report.omitted_messages];
         report.omitted_messages += 1;
@@ -144,8 +158,21 @@ pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
         );
     }
 
-    // 2. Clip the summary, then 3. the profile.
-    let others = fixed(&profile, &None, report.omitted_messages) + kept_chars;
+    // 2. Clip the recalled items, then 3. the summary, then 4. the profile.
+    let others = fixed(&profile, &summary, &None, report.omitted_messages) + kept_chars;
+    if let Some(text) = recalled.as_mut()
+        && others + section_chars(RECALL_HEADER, Some(text)) > budget
+    {
+        let room = budget.saturating_sub(others + section_chars(RECALL_HEADER, Some("")));
+        report.recalled_chars_cut = clip(text, room);
+        tracing::info!(
+            cut_chars = report.recalled_chars_cut,
+            kept_chars = room,
+            max_tokens = input.max_tokens,
+            "context over budget: recalled items clipped"
+        );
+    }
+    let others = fixed(&profile, &None, &recalled, report.omitted_messages) + kept_chars;
     if let Some(text) = summary.as_mut()
         && others + section_chars(SUMMARY_HEADER, Some(text)) > budget
     {
@@ -158,7 +185,7 @@ pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
             "context over budget: rolling summary clipped"
         );
     }
-    let others = fixed(&None, &summary, report.omitted_messages) + kept_chars;
+    let others = fixed(&None, &summary, &recalled, report.omitted_messages) + kept_chars;
     if let Some(text) = profile.as_mut()
         && others + section_chars(PROFILE_HEADER, Some(text)) > budget
     {
@@ -175,6 +202,7 @@ pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
     let mut system = input.system_prompt.to_string();
     push_section(&mut system, PROFILE_HEADER, profile.as_deref());
     push_section(&mut system, SUMMARY_HEADER, summary.as_deref());
+    push_section(&mut system, RECALL_HEADER, recalled.as_deref());
     if let Some(marker) = omitted_marker(report.omitted_messages) {
         system.push_str(&marker);
     }

@@ -177,7 +177,6 @@ fn describe(relative: &Path) -> &'static str {
         ["stm", ..] => "short-term memory",
         ["ltm", "users", _] => "your long-term profile: preferences and facts the bot remembers",
         ["ltm", "topics", ..] => "one of your topic notes",
-        ["ltm", "index-entries.json"] => "your entries of the search index (rebuilt from the notes above)",
         ["summaries", _, "daily", _] => "the summary of one day's conversation",
         ["summaries", _, "weekly", _] => "the summary of one ISO week, made from the daily summaries",
         ["archive", ..] => "older messages that left short-term memory (gzip-compressed JSON lines)",

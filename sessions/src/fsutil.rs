@@ -198,6 +198,28 @@ pub fn read_dir_nofollow(root: &Path, dir: &Path) -> io::Result<fs::ReadDir> {
     fs::read_dir(dir)
 }
 
+/// Creates a new file at `path` for writing (a temp file to be renamed into
+/// place), 0600, with its folders 0700 below `root`; never an existing file,
+/// never through a link.
+pub fn create_new_private(root: &Path, path: &Path) -> io::Result<File> {
+    if let Some(parent) = path.parent() {
+        create_private_dir_all(root, parent)?;
+    }
+    create_new_file(path)
+}
+
+fn create_new_file(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(PRIVATE_FILE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| link_or(e, path))?;
+    private_file(&file)?;
+    Ok(file)
+}
+
 /// A temp path next to `target`, unique to this call.
 pub fn unique_temp_path(target: &Path) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -224,13 +246,7 @@ pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> 
     }
     let tmp = unique_temp_path(target);
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(PRIVATE_FILE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        private_file(&file)?;
+        let mut file = create_new_file(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, target)?;

@@ -115,10 +115,6 @@ impl Layout {
         self.user_topics_dir(user).map(|d| d.join(format!("{slug}.md")))
     }
 
-    pub fn index_path(&self) -> PathBuf {
-        self.ltm_root().join("index.json")
-    }
-
     pub fn summaries_dir(&self, user: &SafeName) -> PathBuf {
         self.root.join("summaries").join(user)
     }
@@ -146,6 +142,11 @@ impl Layout {
 
     pub fn archive_dir(&self, user: &SafeName) -> PathBuf {
         self.archive_root().join(user)
+    }
+
+    /// The user's recall index (derived data, see `crate::recall`).
+    pub fn recall_dir(&self, user: &SafeName) -> PathBuf {
+        self.root.join("recall").join(user)
     }
 
     /// Where `/session export` bundles are written for the operator.

@@ -27,8 +27,8 @@ pub mod stm;
 // Summaries and long-term memory.
 pub mod compaction;
 pub mod frontmatter;
-pub mod index;
 pub mod profile;
+pub mod recall;
 pub mod summarizer;
 pub mod summary;
 pub mod topics;

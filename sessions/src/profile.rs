@@ -6,12 +6,12 @@
 //! This module reads the profile and merges facts into it (a repeated fact is
 //! not added twice, a changed one replaces the old, the size is capped with a
 //! visible cut). It never overwrites a profile it cannot parse: that file is
-//! reported and kept as it is. Topic notes and the index belong to
-//! [`crate::topics`] and [`crate::index`]; a write here refreshes the index.
+//! reported and kept as it is. Topic notes belong to [`crate::topics`];
+//! recall notices a write by the file's stamp ([`crate::recall`]).
 
 mod body;
 
-pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
+pub(crate) use body::{Body, Merged, cap_bullet_lines, clipped_line, normalized, one_line};
 
 use crate::frontmatter::{self, Document, FrontmatterError};
 use crate::fsutil::atomic_write;
@@ -108,7 +108,7 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Pro
 /// Merges `facts` into the user's profile, creating it if needed, and caps
 /// it at `max_chars` characters of body. Facts of section `Topics` land under
 /// `## Ongoing topics` here; their topic notes are [`crate::topics`]'s job.
-/// Writes (atomically) only if something changed, then refreshes the index.
+/// Writes (atomically) only if something changed.
 pub fn merge_facts(
     layout: &Layout,
     user: &SafeName,
@@ -154,16 +154,11 @@ pub fn merge_facts(
     Ok(report)
 }
 
-/// Replaces the profile atomically and refreshes the index (a failed index
-/// update is only a warning: the index is derived and heals itself).
+/// Replaces the profile atomically.
 pub fn write(layout: &Layout, user: &SafeName, profile: &Profile) -> Result<(), ProfileError> {
     let path = layout.profile_path(user);
     let text = frontmatter::render(&path, &profile.meta, &profile.body)?;
-    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| ProfileError::Write { path, source })?;
-    if let Err(e) = crate::index::refresh_owner(layout, user) {
-        tracing::warn!(user = %user, error = %e, "index not updated after a profile write; it is rebuilt on next search");
-    }
-    Ok(())
+    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| ProfileError::Write { path, source })
 }
 
 /// Bullets of one section of the profile, as `(key, value)`: for reports and

@@ -46,7 +46,7 @@ pub struct UserStorage {
 }
 
 /// One channel's footprint: every user's, plus the channel's own files
-/// (config, access list, index, maintenance state, shared topics).
+/// (config, access list, recall indexes, maintenance state, shared topics).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChannelStorage {
     pub channel: SafeName,
@@ -102,8 +102,8 @@ impl std::fmt::Display for ChannelStorage {
 
 /// Every file or folder that holds data of `user` and nothing of anyone
 /// else's: STM folder, profile, own topics, daily/weekly summaries, archive,
-/// and the user's export bundles. (The shared `ltm/index.json` also holds
-/// entries about the user; it is derived data, handled by [`crate::index`].)
+/// and the user's export bundles. (The user's recall index is derived from
+/// these and handled by [`crate::recall`].)
 /// A user whose encoded name is `_shared` has no topic folder: that one is
 /// the operator's.
 pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ReportError> {
@@ -195,7 +195,7 @@ pub fn channel_storage(stm: &Stm) -> Result<ChannelStorage, ReportError> {
         layout.config_path(),
         layout.access_path(),
         layout.maintenance_state_path(),
-        layout.index_path(),
+        layout.root().join("recall"),
         layout.shared_topics_dir(),
     ];
     for root in shared {

@@ -160,8 +160,7 @@ pub struct TopicWrite<'a> {
     pub body: &'a str,
 }
 
-/// Creates or replaces one of the user's notes (keeping its `created`), then
-/// refreshes the index.
+/// Creates or replaces one of the user's notes (keeping its `created`).
 pub fn write(
     layout: &Layout,
     user: &SafeName,
@@ -187,7 +186,7 @@ pub fn write(
         .collect();
     topic.meta.updated = Some(now);
     topic.body = note.body.to_string();
-    write_file(layout, user, &path, &topic)
+    write_file(layout, &path, &topic)
 }
 
 /// `/session forget <topic>`: deletes one of the caller's own notes. Shared
@@ -201,7 +200,6 @@ pub fn delete(layout: &Layout, user: &SafeName, slug: &str) -> Result<(), TopicE
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(TopicError::NotFound { slug: slug.to_string() }),
         Err(source) => return Err(TopicError::Write { path, source }),
     }
-    refresh_index(layout, user);
     Ok(())
 }
 
@@ -241,7 +239,7 @@ pub fn merge_fact(
         topic.body = cap_bullet_lines(&body, max_chars);
     }
     topic.meta.updated = Some(now);
-    write_file(layout, user, &path, &topic)?;
+    write_file(layout, &path, &topic)?;
     Ok((slug, true))
 }
 
@@ -280,21 +278,12 @@ fn read_file(layout: &Layout, path: &Path) -> Result<Option<Topic>, TopicError> 
     }
 }
 
-fn write_file(layout: &Layout, user: &SafeName, path: &Path, topic: &Topic) -> Result<(), TopicError> {
+fn write_file(layout: &Layout, path: &Path, topic: &Topic) -> Result<(), TopicError> {
     let text = frontmatter::render(path, &topic.meta, &topic.body)?;
     atomic_write(layout.state_root(), path, text.as_bytes()).map_err(|source| TopicError::Write {
         path: path.to_path_buf(),
         source,
-    })?;
-    refresh_index(layout, user);
-    Ok(())
-}
-
-/// The index is derived: a failed refresh is a warning, healed on next search.
-fn refresh_index(layout: &Layout, user: &SafeName) {
-    if let Err(e) = crate::index::refresh_owner(layout, user) {
-        tracing::warn!(user = %user, error = %e, "index not updated after a topic change; it is rebuilt on next search");
-    }
+    })
 }
 
 /// Notes in one folder. A note whose frontmatter is broken is still listed

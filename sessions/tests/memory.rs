@@ -23,8 +23,8 @@ mod profile;
 #[path = "memory/topics.rs"]
 mod topics;
 
-#[path = "memory/index.rs"]
-mod index;
-
 #[path = "memory/session.rs"]
 mod session;
+
+#[path = "memory/recall.rs"]
+mod recall;

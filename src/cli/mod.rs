@@ -119,6 +119,14 @@ pub enum SessionsCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Rebuild every user's recall index from the stored files, with
+    /// progress on stderr (the bot also rebuilds an index on its own when
+    /// it finds it missing or damaged).
+    Reindex {
+        /// Only this channel.
+        #[arg(long)]
+        channel: Option<String>,
+    },
 }
 
 mod access;

@@ -1,8 +1,9 @@
-//! `mnemo sessions report|export|maintain`: the operator's view of stored
-//! memory. `report` and `export` only read (every file they read is
+//! `mnemo sessions report|export|maintain|reindex`: the operator's view of
+//! stored memory. `report` and `export` only read (every file they read is
 //! replaced atomically, so a running bot cannot show them half a file);
-//! `maintain` writes, so it takes the instance lock and refuses while a bot
-//! runs on the same folder (whose own scheduler does the same work).
+//! `maintain` and `reindex` write, so they take the instance lock and
+//! refuse while a bot runs on the same folder (whose own scheduler does the
+//! same work).
 
 use super::{GlobalArgs, SessionsCommand, Setup};
 use anyhow::{Context as _, Result, bail};
@@ -10,6 +11,7 @@ use chrono::Utc;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::report::{self, human_bytes};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::{Layout, SafeName, commands};
@@ -24,6 +26,7 @@ pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCo
         SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
         SessionsCommand::Maintain { channel, json } => maintain(&setup, channel.as_deref(), json).await,
         SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
+        SessionsCommand::Reindex { channel } => reindex(&setup, channel.as_deref()),
     }
 }
 
@@ -191,4 +194,37 @@ fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceRepo
         "removedPastKeepTime": r.removed_expired.len(),
         "failures": failures,
     })
+}
+
+/// Rebuilds the recall index of every user, one user at a time (memory
+/// holds one archive batch and the keys of one user's messages), printing
+/// progress to stderr and a summary to stdout.
+fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
+    let started = std::time::Instant::now();
+    let (mut users_done, mut messages) = (0usize, 0u64);
+    for name in channels(&setup.state_root, only)? {
+        let (stm, _) = open_stm(&setup.state_root, &name)?;
+        let recall = Recall::of(&stm);
+        let users = recall.users();
+        for (i, user) in users.iter().enumerate() {
+            let mut last_shown = 0u64;
+            let count = recall
+                .reindex(user, &mut |so_far| {
+                    if so_far >= last_shown + 100_000 {
+                        last_shown = so_far;
+                        eprintln!("  {name}: user {}/{}: {so_far} messages so far", i + 1, users.len());
+                    }
+                })
+                .with_context(|| format!("reindexing user `{user}` of channel `{name}`"))?;
+            eprintln!("{name}: user {}/{} done: {count} messages", i + 1, users.len());
+            users_done += 1;
+            messages += count;
+        }
+    }
+    println!(
+        "reindexed {messages} messages of {users_done} user(s) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }

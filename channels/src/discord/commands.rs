@@ -9,7 +9,7 @@ pub const NAME: &str = "session";
 
 /// Subcommands and their descriptions. `clear-all` reaches the broker as
 /// `/session clear all` (Discord names cannot contain spaces).
-const SUBCOMMANDS: [(&str, &str); 7] = [
+const SUBCOMMANDS: [(&str, &str); 8] = [
     (
         "status",
         "Your message count, summary age, long-term entries and storage use",
@@ -25,6 +25,7 @@ const SUBCOMMANDS: [(&str, &str); 7] = [
     ("profile", "Show your long-term profile"),
     ("forget", "Delete one of your topic notes"),
     ("export", "All your data as one archive file"),
+    ("search", "Search your own memory"),
     ("help", "What these commands do"),
 ];
 
@@ -44,10 +45,14 @@ pub fn session() -> CreateCommand {
                     .add_string_choice("confirm", "confirm"),
                 );
             }
-            if *name == "forget" {
+            let argument = match *name {
+                "forget" => Some(("topic", "The topic note to delete")),
+                "search" => Some(("words", "What to look for")),
+                _ => None,
+            };
+            if let Some((arg, description)) = argument {
                 sub = sub.add_sub_option(
-                    CreateCommandOption::new(CommandOptionType::String, "topic", "The topic note to delete")
-                        .required(true),
+                    CreateCommandOption::new(CommandOptionType::String, arg, description).required(true),
                 );
             }
             cmd.add_option(sub)
@@ -60,7 +65,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_session_action_is_a_subcommand_and_forget_requires_a_topic() {
+    fn every_session_action_is_a_subcommand_and_forget_and_search_require_their_words() {
         let json = serde_json::to_value(session()).unwrap_or_default();
         assert_eq!(json["name"], "session");
         let names: Vec<&str> = json["options"]
@@ -71,8 +76,20 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["status", "clear", "clear-all", "profile", "forget", "export", "help"]
+            [
+                "status",
+                "clear",
+                "clear-all",
+                "profile",
+                "forget",
+                "export",
+                "search",
+                "help"
+            ]
         );
+        let search = &json["options"][6];
+        assert_eq!(search["options"][0]["name"], "words");
+        assert_eq!(search["options"][0]["required"], true);
         let forget = &json["options"][4];
         assert_eq!(forget["type"], 1, "a subcommand");
         assert_eq!(forget["options"][0]["name"], "topic");

@@ -169,7 +169,7 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
     assert_eq!(put.len(), 1, "{put:#?}");
     assert_eq!(put[0].path, format!("/api/v10/applications/{APP_ID}/commands"));
     assert_eq!(put[0].json[0]["name"], "session");
-    assert_eq!(put[0].json[0]["options"].as_array().map(Vec::len), Some(7));
+    assert_eq!(put[0].json[0]["options"].as_array().map(Vec::len), Some(8));
     assert_eq!(put[0].authorization.as_deref(), Some(format!("Bot {TOKEN}").as_str()));
     assert_eq!(channel.bot_name().as_deref(), Some("mnemo"));
 }

@@ -4,8 +4,8 @@
 //! touches nothing.
 
 use super::CommandError;
-use crate::index;
 use crate::names::SafeName;
+use crate::recall::Recall;
 use crate::report;
 use crate::stm::Stm;
 use crate::topics::{self, TopicError};
@@ -20,6 +20,8 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
     let had_summary = stm.layout().summary_path(user).exists();
     stm.remove_locked(&guard, user)?;
     remove(stm.layout().state_root(), &stm.layout().stm_dir(user))?;
+    // At once: the cleared messages must not come back through recall.
+    Recall::of(stm).forget(user)?;
     drop(guard);
     Ok(match (count, had_summary) {
         (0, false) => "There was nothing in your short-term memory. Your long-term notes are kept.".to_string(),
@@ -50,7 +52,7 @@ pub(super) fn clear_all_preview(stm: &Stm, user: &SafeName) -> Result<String, Co
 }
 
 /// Removes everything stored about the caller (see
-/// [`report::user_roots`]) and their entries of the shared index.
+/// [`report::user_roots`]) and their recall index.
 pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
     let layout = stm.layout();
     let guard = stm.lock(user).await;
@@ -63,11 +65,8 @@ pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, Comm
     for root in &roots {
         remove(layout.state_root(), root)?;
     }
-    // After the files: entries of files still on disk would come back. No
-    // index yet means no entries to remove (and none to build for it).
-    if layout.index_path().exists() {
-        index::remove_owner(layout, user)?;
-    }
+    // After the files: an index rebuilt in between would bring them back.
+    Recall::of(stm).forget(user)?;
     drop(guard);
     Ok(if files == 0 {
         "I had nothing stored about you.".to_string()
@@ -83,7 +82,10 @@ pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, Comm
 pub(super) async fn forget(stm: &Stm, user: &SafeName, topic: &str) -> Result<String, CommandError> {
     let _guard = stm.lock(user).await;
     Ok(match topics::delete(stm.layout(), user, topic) {
-        Ok(()) => format!("Forgot your topic note “{}”.", topic.trim().to_ascii_lowercase()),
+        Ok(()) => {
+            Recall::of(stm).forget(user)?;
+            format!("Forgot your topic note “{}”.", topic.trim().to_ascii_lowercase())
+        }
         Err(TopicError::NotFound { .. }) | Err(TopicError::ReservedOwner) => {
             let mine: Vec<String> = topics::list(stm.layout(), user)?.into_iter().map(|t| t.slug).collect();
             if mine.is_empty() {

@@ -24,6 +24,9 @@ pub enum SessionCommand {
     Forget { topic: String },
     /// Bundle everything stored about you into one archive file.
     Export,
+    /// Search your own memory. `words` is what the user typed, trimmed,
+    /// never empty.
+    Search { words: String },
     /// The list of commands.
     Help,
     /// `/session` with an action we do not know, or a known action with
@@ -39,7 +42,10 @@ impl SessionCommand {
     /// Exhaustive on purpose, so a new command must decide.
     pub fn reveals_memory(&self) -> bool {
         match self {
-            SessionCommand::Status | SessionCommand::Profile | SessionCommand::Export => true,
+            SessionCommand::Status
+            | SessionCommand::Profile
+            | SessionCommand::Search { .. }
+            | SessionCommand::Export => true,
             SessionCommand::Clear
             | SessionCommand::ClearAll
             | SessionCommand::ClearAllConfirmed
@@ -121,6 +127,9 @@ fn parse_action(rest: &str) -> SessionCommand {
         "help" => SessionCommand::Help,
         "forget" if !args.is_empty() => SessionCommand::Forget {
             topic: args.to_string(),
+        },
+        "search" if !args.is_empty() => SessionCommand::Search {
+            words: args.to_string(),
         },
         _ => unknown(),
     }

@@ -5,7 +5,7 @@
 //!
 //! Pure text; it never calls a model or touches a file.
 
-use crate::profile::cap_bullet_lines;
+use crate::profile::{cap_bullet_lines, clipped_line};
 use crate::record::{Record, Role};
 use chrono::{DateTime, Utc};
 
@@ -48,13 +48,7 @@ pub(crate) fn summarize(previous: &str, batch: &[Record], now: DateTime<Utc>) ->
 
 /// One line of at most [`BULLET_CHARS`] characters, with `…[+N chars]` when cut.
 fn clip(text: &str) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let total = line.chars().count();
-    if total <= BULLET_CHARS {
-        return line;
-    }
-    let kept: String = line.chars().take(BULLET_CHARS).collect();
-    format!("{kept}…[+{} chars]", total - BULLET_CHARS)
+    clipped_line(text, BULLET_CHARS)
 }
 
 #[cfg(test)]

@@ -174,5 +174,14 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         config.ltm.max_profile_chars as u64,
         "0 would leave no room for a profile",
     )?;
+    let recall = config.recall.max_tokens;
+    if config.recall.enabled && (recall == 0 || recall >= tokens) {
+        return Err(invalid(
+            "recall.maxTokens",
+            format!(
+                "it is {recall}, but must be at least 1 and less than context.maxTokens ({tokens}): recalled items are part of the context, next to the recent messages"
+            ),
+        ));
+    }
     Ok(())
 }

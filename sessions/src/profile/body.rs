@@ -70,6 +70,18 @@ pub(crate) fn one_line(text: &str) -> String {
     clipped
 }
 
+/// `text` on one line (whitespace collapsed) and at most `max` characters,
+/// with `…[+N chars]` naming what was cut.
+pub(crate) fn clipped_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let total = line.chars().count();
+    if total <= max {
+        return line;
+    }
+    let kept: String = line.chars().take(max).collect();
+    format!("{kept}…[+{} chars]", total - max)
+}
+
 /// How keys (and values) are compared: case-insensitive, spacing ignored.
 pub(crate) fn normalized(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()

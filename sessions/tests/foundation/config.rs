@@ -45,7 +45,8 @@ fn the_documented_defaults_file_parses_to_the_defaults_and_back() {
                       "maxSummariesPerRun": 200, "summaryConcurrency": 2, "exportKeepDays": 7,
                       "archiveKeepDays": 0, "summaryKeepDays": 0, "logKeepDays": 0 },
       "context":    { "maxTokens": 6000 },
-      "ltm":        { "maxProfileChars": 4000 }
+      "ltm":        { "maxProfileChars": 4000 },
+      "recall":     { "enabled": true, "maxTokens": 1500 }
     }"#;
     let config = parse(documented).unwrap();
     assert_eq!(config, SessionConfig::default());
@@ -69,6 +70,7 @@ fn an_unknown_field_is_refused_by_its_path() {
     assert!(matches!(err, ConfigError::Field { line: 1, .. }), "{err}");
     assert!(err.to_string().contains("unknown field"));
     error_about(r#"{ "stmm": {} }"#, "stmm");
+    error_about(r#"{ "recall": { "maxToken": 900 } }"#, "recall.maxToken");
 }
 
 #[test]
@@ -82,6 +84,8 @@ fn a_wrong_type_is_refused_by_its_path_and_line() {
     error_about(r#"{ "scheduler": { "stmExpireDays": -1 } }"#, "scheduler.stmExpireDays");
     error_about(r#"{ "context": [] }"#, "context");
     error_about(r#"{ "context": [6000] }"#, "context");
+    error_about(r#"{ "recall": { "enabled": "on" } }"#, "recall.enabled");
+    error_about(r#"{ "recall": { "maxTokens": "1500" } }"#, "recall.maxTokens");
 }
 
 #[test]
@@ -130,6 +134,12 @@ fn values_that_break_the_rules_are_refused_by_field() {
             "scheduler.summaryKeepDays",
             "0 (keep forever) or at least 14",
         ),
+        (
+            r#"{"recall":{"maxTokens":6000}}"#,
+            "recall.maxTokens",
+            "less than context.maxTokens (6000)",
+        ),
+        (r#"{"recall":{"maxTokens":0}}"#, "recall.maxTokens", "at least 1"),
         (r#"{"stm":{"maxAgeMinutes":0}}"#, "stm.maxAgeMinutes", "at least 1"),
         (
             r#"{"compacting":{"dailySummaryHour":24}}"#,

@@ -10,6 +10,7 @@ fn input<'a>(recent: &'a [Record], max_tokens: usize) -> ContextInput<'a> {
         system_prompt: "You are helpful.",
         profile: Some("Prefers short answers."),
         summary: Some("They talked about trains."),
+        recalled: None,
         recent,
         answering: None,
         max_tokens,
@@ -46,6 +47,7 @@ fn missing_or_blank_profile_and_summary_add_no_section() {
     let context = build(&ContextInput {
         profile: None,
         summary: Some("  \n"),
+        recalled: None,
         ..input(&[], 6000)
     });
     assert_eq!(context.system, "You are helpful.");
@@ -108,6 +110,7 @@ fn then_the_summary_then_the_profile_are_clipped_with_a_marker() {
     let base = ContextInput {
         profile: Some(&profile),
         summary: Some(&summary),
+        recalled: None,
         ..input(&recent, 0)
     };
 
@@ -164,6 +167,7 @@ fn the_budget_holds_for_many_shapes_of_input() {
                 let (context, report) = build_with_report(&ContextInput {
                     profile: Some(&long),
                     summary: Some(&long),
+                    recalled: None,
                     ..input(&recent, max_tokens)
                 });
                 assert!(!report.over_budget, "{max_tokens} {n} {size}");
@@ -179,6 +183,7 @@ fn flat_gives_the_system_text_then_a_transcript() {
     let context = build(&ContextInput {
         profile: None,
         summary: None,
+        recalled: None,
         ..input(&recent, 6000)
     });
     assert_eq!(

@@ -8,8 +8,9 @@ use crate::fixture::{Memory, config, ids, memory, now, rec, recs};
 use crate::support::at;
 use chrono::TimeDelta;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::summarizer::{Fact, FactSection};
-use mnemo_sessions::{index, profile, summary, topics};
+use mnemo_sessions::{profile, summary, topics};
 use std::sync::Arc;
 
 #[tokio::test]
@@ -316,11 +317,13 @@ async fn facts_from_compaction_fill_profile_topics_and_index() {
     );
     let note = topics::read(&m.sb.layout, &m.user, "toeic-860").unwrap().unwrap();
     assert!(note.body.contains("listening drills"));
-    let query = index::Query {
-        tags: Vec::new(),
-        text: "listening".into(),
-    };
-    assert_eq!(index::search(&m.sb.layout, &m.user, &query).unwrap().len(), 2);
+    // Both the profile bullet and the topic note are searchable at once.
+    let hits = Recall::of(&m.stm).search(&m.user, "listening", 10);
+    assert_eq!(
+        hits.iter().filter(|h| h.text.contains("listening drills")).count(),
+        2,
+        "{hits:?}"
+    );
 
     // The next compaction shows the summarizer the profile it filled.
     m.append(51..92).await;

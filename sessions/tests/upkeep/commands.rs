@@ -11,7 +11,7 @@ use mnemo_sessions::report::{files_under, user_roots, user_storage};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::{Fact, FactSection};
 use mnemo_sessions::topics::{self, TopicWrite};
-use mnemo_sessions::{SafeName, archive, index, summary};
+use mnemo_sessions::{SafeName, archive, summary};
 use std::collections::BTreeMap;
 use std::io::Read;
 
@@ -97,22 +97,18 @@ fn files_of(stm: &Stm, user: &str) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// The whole tree minus alice's own paths and the derived index.
+/// The whole tree minus alice's own paths and the derived recall indexes.
 fn everything_but_alices(stm: &Stm) -> BTreeMap<String, Vec<u8>> {
     let alice: Vec<String> = files_of(stm, "alice").into_keys().collect();
     tree(stm.layout().root())
         .into_iter()
-        .filter(|(k, _)| !alice.contains(k) && !k.contains("alice") && k != "ltm/index.json" && k != "exports/")
+        .filter(|(k, _)| !alice.contains(k) && !k.contains("alice") && !k.starts_with("recall/") && k != "exports/")
         .collect()
 }
 
-fn bob_index_entries(stm: &Stm) -> Vec<String> {
-    let file = index::load(stm.layout()).unwrap();
-    file.entries
-        .into_iter()
-        .filter(|e| e.owner == "bob")
-        .map(|e| e.path)
-        .collect()
+/// What bob finds when he searches his memory for his canary.
+async fn bob_search_hits(stm: &Stm) -> String {
+    as_user(stm, "bob", "/session search CANARY-BOB").await.text
 }
 
 #[tokio::test]
@@ -163,7 +159,7 @@ async fn export_holds_every_file_of_the_caller_and_none_of_another_users() {
     let bundle = reply.export.clone().expect("an export path");
     assert!(bundle.starts_with(stm.layout().exports_dir()));
     assert!(
-        reply.text.contains(&format!("{} files", expected.len() + 1)),
+        reply.text.contains(&format!("{} files", expected.len())),
         "{}",
         reply.text
     );
@@ -185,16 +181,7 @@ async fn export_holds_every_file_of_the_caller_and_none_of_another_users() {
         readme.contains("stm/alice/messages.jsonl\n    your recent messages"),
         "{readme}"
     );
-    let entries = String::from_utf8(unpacked["ltm/index-entries.json"].clone()).unwrap();
-    assert!(
-        entries.contains("ltm/topics/alice/trip.md") && !entries.contains("bob"),
-        "{entries}"
-    );
-    assert_eq!(
-        unpacked.len(),
-        expected.len() + 2,
-        "README and index entries only besides the files"
-    );
+    assert_eq!(unpacked.len(), expected.len() + 1, "the README only besides the files");
     for (path, bytes) in &unpacked {
         assert!(!path.contains("bob"), "{path}");
         let text = String::from_utf8_lossy(bytes);
@@ -226,8 +213,8 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
     as_user(&stm, "alice", "/session export").await;
     as_user(&stm, "bob", "/session export").await;
     let bob_before = everything_but_alices(&stm);
-    let bob_entries = bob_index_entries(&stm);
-    assert_eq!(bob_entries.len(), 3, "profile and two topics");
+    let bob_hits = bob_search_hits(&stm).await;
+    assert!(bob_hits.contains("Found 9 matches"), "{bob_hits}");
 
     let asked = as_user(&stm, "alice", "/session clear all").await;
     assert!(
@@ -250,7 +237,11 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
             .all(|v| !String::from_utf8_lossy(v).contains("CANARY-ALICE"))
     );
     assert_eq!(everything_but_alices(&stm), bob_before);
-    assert_eq!(bob_index_entries(&stm), bob_entries);
+    assert_eq!(bob_search_hits(&stm).await, bob_hits);
+    let alice_hits = as_user(&stm, "alice", "/session search CANARY-ALICE archived")
+        .await
+        .text;
+    assert!(alice_hits.starts_with("I found nothing"), "{alice_hits}");
     assert_eq!(
         as_user(&stm, "alice", "/session clear all confirm").await.text,
         "I had nothing stored about you."
@@ -326,4 +317,56 @@ async fn a_user_named_shared_cannot_reach_the_operators_notes() {
     as_user(&stm, "_shared", "/session forget rules").await;
     as_user(&stm, "_shared", "/session clear all confirm").await;
     assert_eq!(tree(layout.root()), before);
+}
+
+#[tokio::test]
+async fn search_finds_the_callers_memory_in_every_source_and_nothing_of_anyone_elses() {
+    let (_dir, stm) = two_users().await;
+    let bob_before = everything_but_alices(&stm);
+    let reply = as_user(&stm, "alice", "/session search canary").await.text;
+    assert!(reply.starts_with("Found 9 matches"), "{reply}");
+    for piece in [
+        "[2026-03-20, you] CANARY-ALICE message",
+        "[2026-03-01, you] CANARY-ALICE archived",
+        "[summary 2026-03-19] CANARY-ALICE daily",
+        "[summary 2026-W11] CANARY-ALICE weekly",
+        "[note: trip] CANARY-ALICE note trip",
+        "CANARY-ALICE rolling summary",
+        "[profile] - drink: CANARY-ALICE tea",
+    ] {
+        assert!(reply.contains(piece), "{piece:?} missing from {reply}");
+    }
+    for query in [
+        "/session search canary bob",
+        "/session search CANARY-BOB bob-only",
+        "/session search bob",
+    ] {
+        let reply = as_user(&stm, "alice", query).await.text;
+        assert!(
+            !reply.contains("CANARY-BOB") && !reply.contains("bob-only"),
+            "{query}: {reply}"
+        );
+    }
+    assert_eq!(
+        everything_but_alices(&stm),
+        bob_before,
+        "searching writes nothing of bob's"
+    );
+}
+
+#[tokio::test]
+async fn search_is_a_memory_revealing_command() {
+    let command = parse("/session search dentist appointment", None).unwrap();
+    assert_eq!(
+        command,
+        SessionCommand::Search {
+            words: "dentist appointment".into()
+        }
+    );
+    assert!(command.reveals_memory());
+    assert!(!parse("/session help", None).unwrap().reveals_memory());
+    assert!(matches!(
+        parse("/session search", None),
+        Some(SessionCommand::Unknown { .. })
+    ));
 }

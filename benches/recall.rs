@@ -1,0 +1,189 @@
+//! The recall benchmark (issue 13): long synthetic conversations — weeks of
+//! dated sessions per user with planted single-hop, multi-hop, temporal and
+//! updated facts among distractors, several users in one channel — played
+//! through the real `App` with an instant in-process model that records
+//! each request. Then every question is asked, and we report per kind the
+//! share of questions whose answer turns are all in the model request, and
+//! the mean tokens per request, window-only (recall off) vs recall on.
+//!
+//! `cargo bench --bench recall` runs the full size; without `--bench`
+//! (`cargo test --benches`, CI) a small size, which also checks that recall
+//! beats the window, reaches its target, and never leaks another user's
+//! facts — so the benchmark cannot silently rot.
+
+#[path = "recall/conversation.rs"]
+mod conversation;
+#[path = "recall/harness.rs"]
+mod harness;
+
+use chrono::{NaiveDate, TimeDelta};
+use conversation::{Conversation, Kind};
+use harness::Broker;
+use std::collections::BTreeMap;
+
+/// Users, days of history each, and rounds of planted facts per user (each
+/// round plants one question of every kind; three keeps questions unique).
+struct Size {
+    users: usize,
+    days: i64,
+    sets: usize,
+}
+
+const FULL: Size = Size {
+    users: 12,
+    days: 42,
+    sets: 3,
+};
+const SMALL: Size = Size {
+    users: 3,
+    days: 10,
+    sets: 3,
+};
+
+/// The default operator config, except: no fsync (the benchmark measures
+/// recall, not the disk), and no folding by age (weeks of history are
+/// replayed in seconds of wall-clock time, so every message would look
+/// hours old to the age rule).
+fn config(recall: bool) -> String {
+    format!(r#"{{"stm": {{"fsync": false, "maxAgeMinutes": 100000000}}, "recall": {{"enabled": {recall}}}}}"#)
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    asked: usize,
+    answered: usize,
+    tokens: usize,
+}
+
+/// Plays every conversation, then asks the questions; tallies per kind and
+/// counts requests carrying another user's canary.
+async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind, Tally>, usize) {
+    let mut broker = Broker::start(&config(recall));
+    // Interleave users day by day, as a real channel would see them.
+    let mut turns: Vec<(&str, &conversation::Turn)> = conversations
+        .iter()
+        .flat_map(|c| c.turns.iter().map(move |t| (c.user.as_str(), t)))
+        .collect();
+    turns.sort_by_key(|(_, t)| t.at);
+    for (user, turn) in turns {
+        broker.say(user, &turn.id, turn.at, &turn.text).await;
+    }
+    let mut tally: BTreeMap<Kind, Tally> = BTreeMap::new();
+    let mut leaks = 0;
+    for c in conversations {
+        let texts: BTreeMap<&str, &str> = c.turns.iter().map(|t| (t.id.as_str(), t.text.as_str())).collect();
+        let asked_at = c.turns.last().map_or_else(chrono::Utc::now, |t| t.at) + TimeDelta::days(1);
+        for (i, q) in c.questions.iter().enumerate() {
+            let seen = broker.say(&c.user, &format!("q{i}"), asked_at, &q.text).await;
+            let t = tally.entry(q.kind).or_default();
+            t.asked += 1;
+            t.tokens += seen.tokens;
+            if q.answer_ids.iter().all(|id| seen.text.contains(texts[id.as_str()])) {
+                t.answered += 1;
+            }
+            // Another user's planted fact (one this user never said) in
+            // this user's request would be a leak.
+            let own: std::collections::HashSet<&str> = c.turns.iter().map(|t| t.text.as_str()).collect();
+            let others = conversations.iter().filter(|o| o.user != c.user);
+            let foreign = others
+                .flat_map(|o| {
+                    o.questions
+                        .iter()
+                        .flat_map(move |q| q.answer_ids.iter().map(move |id| (o, id)))
+                })
+                .filter_map(|(o, id)| o.turns.iter().find(|t| &t.id == id))
+                .map(|t| t.text.as_str())
+                .filter(|text| !own.contains(text));
+            if foreign.into_iter().any(|text| seen.text.contains(text)) {
+                leaks += 1;
+            }
+            // `cargo bench --bench recall -- --show` prints every request.
+            if std::env::args().any(|a| a == "--show") {
+                eprintln!(
+                    "--- {} asks {:?} ({} tokens)\n{}",
+                    c.user, q.text, seen.tokens, seen.text
+                );
+            }
+        }
+    }
+    (tally, leaks)
+}
+
+fn share(t: &Tally) -> f64 {
+    t.answered as f64 / t.asked.max(1) as f64
+}
+
+fn mean_tokens(t: &Tally) -> f64 {
+    t.tokens as f64 / t.asked.max(1) as f64
+}
+
+fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
+    tally.values().fold(Tally::default(), |acc, t| Tally {
+        asked: acc.asked + t.asked,
+        answered: acc.answered + t.answered,
+        tokens: acc.tokens + t.tokens,
+    })
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let size = if full { FULL } else { SMALL };
+    let start = NaiveDate::from_ymd_opt(2026, 1, 5).expect("a valid date");
+    let conversations: Vec<Conversation> = (0..size.users)
+        .map(|u| conversation::conversation(0x5eed + u as u64, &format!("user{u}"), start, size.days, size.sets))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let clock = std::time::Instant::now();
+    let (window, window_leaks) = runtime.block_on(measure(&conversations, false));
+    let (recall, recall_leaks) = runtime.block_on(measure(&conversations, true));
+    let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
+
+    println!(
+        "recall benchmark: {} users, {} days, {turns} history turns, {} questions ({} s)",
+        size.users,
+        size.days,
+        total(&recall).asked,
+        clock.elapsed().as_secs()
+    );
+    println!(
+        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut rows: Vec<(String, Tally, Tally)> = Kind::ALL
+        .iter()
+        .map(|k| {
+            let w = window.get(k).map_or_else(Tally::default, |t| *t);
+            let r = recall.get(k).map_or_else(Tally::default, |t| *t);
+            (k.name().to_string(), w, r)
+        })
+        .collect();
+    rows.push(("all".into(), total(&window), total(&recall)));
+    for (name, w, r) in &rows {
+        println!(
+            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
+            r.asked,
+            100.0 * share(w),
+            mean_tokens(w),
+            100.0 * share(r),
+            mean_tokens(r)
+        );
+    }
+    println!("requests carrying another user's fact: window-only {window_leaks}, recall {recall_leaks}");
+
+    let (w, r) = (total(&window), total(&recall));
+    assert_eq!(
+        recall_leaks + window_leaks,
+        0,
+        "one user's facts reached another user's request"
+    );
+    assert!(share(&r) > share(&w), "recall must beat the window");
+    assert!(
+        share(&r) >= 0.8,
+        "recall target: ≥ 80 % of questions with all answer turns"
+    );
+    assert!(mean_tokens(&r) <= 2000.0, "recall target: ≤ 2,000 tokens per request");
+}

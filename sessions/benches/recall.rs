@@ -1,0 +1,184 @@
+//! Recall benches: the recall step of one turn for a user with 10⁵
+//! archived messages (and whether it changes when a hundred other users'
+//! indexes are loaded: it must not), the cold load of that index, a
+//! rebuild from the archive, and the cost of indexing one message next to
+//! the fsync'ed STM append it follows.
+//!
+//! Before criterion runs, the recall step is also timed 2,000 times by hand
+//! to print p50 and p99 (criterion reports medians and intervals only).
+
+use chrono::{TimeDelta, TimeZone, Utc};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::recall::{Recall, TurnQuery};
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::{Layout, Record, Role, SafeName, archive};
+use std::time::{Duration, Instant};
+
+/// Archived messages of the measured user: 10⁵ under `cargo bench`, a small
+/// history in test mode (`cargo test --benches`), which only checks that
+/// the bench runs.
+fn archived() -> u64 {
+    if full() { 100_000 } else { 2_000 }
+}
+
+fn full() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+const BATCH: u64 = 100;
+
+/// A deterministic stream of chat-like sentences over a vocabulary of a
+/// few thousand words with a skewed (Zipf-like) use, like real chat.
+struct Words(u64);
+
+impl Words {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn word(&mut self) -> String {
+        const SYLLABLES: [&str; 16] = [
+            "ka", "lo", "mi", "ren", "tu", "sa", "vel", "no", "pri", "da", "go", "shi", "mar", "te", "bo", "lin",
+        ];
+        // Rank r with probability ~ 1/r over 4,096 words.
+        let r = (4096f64.powf((self.next() % 10_000) as f64 / 10_000.0)) as u64;
+        let (a, b, c) = (r % 16, (r / 16) % 16, (r / 256) % 16);
+        format!(
+            "{}{}{}",
+            SYLLABLES[a as usize], SYLLABLES[b as usize], SYLLABLES[c as usize]
+        )
+    }
+
+    fn sentence(&mut self) -> String {
+        let n = 6 + self.next() % 14;
+        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+fn record(words: &mut Words, i: u64) -> Record {
+    Record {
+        ts: Utc.with_ymd_and_hms(2025, 1, 1, 9, 0, 0).unwrap() + TimeDelta::minutes(i as i64 * 7),
+        role: if i.is_multiple_of(2) {
+            Role::User
+        } else {
+            Role::Assistant
+        },
+        text: words.sentence(),
+        msg_id: format!("m{i}"),
+        channel: "bench".into(),
+        thread_id: None,
+        chat_id: None,
+        user_name: None,
+    }
+}
+
+fn archive_history(stm: &Stm, user: &SafeName, messages: u64, seed: u64) {
+    let mut words = Words(seed);
+    let mut i = 0;
+    while i < messages {
+        let batch: Vec<Record> = (i..(i + BATCH).min(messages)).map(|j| record(&mut words, j)).collect();
+        archive::write_batch(stm.layout(), user, &batch).unwrap();
+        i += BATCH;
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = Stm::new(Layout::new(dir.path(), "bench"), LockRegistry::new(), false);
+    let big = SafeName::of("big");
+    let clock = Instant::now();
+    let archived = archived();
+    archive_history(&stm, &big, archived, 7);
+    eprintln!(
+        "wrote {archived} archived messages in {:.1} s",
+        clock.elapsed().as_secs_f64()
+    );
+
+    let recall = Recall::of(&stm);
+    let mut words = Words(99);
+    let recent: Vec<Record> = (0..10).map(|i| record(&mut words, archived + i)).collect();
+    let question = format!("what did we say about {} and {}?", words.word(), words.word());
+    let query = TurnQuery {
+        message: &question,
+        recent: &recent,
+        max_tokens: 1500,
+    };
+    let clock = Instant::now();
+    let first = recall.for_turn(&big, &query);
+    eprintln!(
+        "first turn (rebuild from the archive + load): {:.2} s, {} items recalled",
+        clock.elapsed().as_secs_f64(),
+        first.items.len()
+    );
+
+    let percentiles = |label: &str| {
+        let mut times: Vec<Duration> = (0..if full() { 2000 } else { 20 })
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(recall.for_turn(&big, &query));
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        eprintln!(
+            "recall step, {label}: p50 {:?}, p99 {:?}, max {:?}",
+            times[times.len() / 2],
+            times[times.len() * 99 / 100],
+            times[times.len() - 1]
+        );
+    };
+    recall.reindex(&big, &mut |_| {}).unwrap();
+    let clock = Instant::now();
+    recall.for_turn(&big, &query);
+    eprintln!(
+        "first turn after a restart (load of the stored index): {:.2} s",
+        clock.elapsed().as_secs_f64()
+    );
+    percentiles("1 user loaded");
+
+    let mut group = c.benchmark_group("recall");
+    group.measurement_time(Duration::from_secs(4)).sample_size(40);
+    group.bench_function(BenchmarkId::new("turn_step_1e5_archived", "1_user_loaded"), |b| {
+        b.iter(|| recall.for_turn(&big, &query))
+    });
+    // A hundred other users, each with a history and a loaded index.
+    for u in 0..if full() { 100 } else { 3 } {
+        let other = SafeName::of(&format!("other{u}"));
+        archive_history(&stm, &other, 200, 1000 + u);
+        recall.for_turn(&other, &query);
+    }
+    percentiles("101 users loaded");
+    group.bench_function(BenchmarkId::new("turn_step_1e5_archived", "101_users_loaded"), |b| {
+        b.iter(|| recall.for_turn(&big, &query))
+    });
+
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let fsynced = Stm::new(Layout::new(dir.path(), "fsync"), LockRegistry::new(), true);
+    let writer = SafeName::of("writer");
+    let mut n = 0u64;
+    group.bench_function("stm_append_fsync_on", |b| {
+        b.iter(|| {
+            n += 1;
+            runtime
+                .block_on(fsynced.append(&writer, &record(&mut words, n)))
+                .unwrap()
+        })
+    });
+    group.bench_function("index_one_message", |b| {
+        b.iter(|| {
+            n += 1;
+            recall.index(&big, &record(&mut words, archived + 100 + n))
+        })
+    });
+    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group.bench_function("rebuild_1e5_archived", |b| {
+        b.iter(|| recall.reindex(&big, &mut |_| {}).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(recall_benches, benches);
+criterion_main!(recall_benches);

@@ -1,0 +1,296 @@
+//! The in-memory BM25 index of one owner (a user, or the channel's
+//! `_shared` notes): documents, postings and the statistics BM25 needs.
+//!
+//! Scope is structural: an index holds one owner's documents and nothing
+//! else, so a search over it cannot return another user's text. This module
+//! does no I/O; loading, saving and deciding what to index live in
+//! [`super::store`] and [`super::sources`].
+
+use super::tokenize;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+/// BM25 term-frequency saturation.
+const K1: f32 = 1.2;
+/// BM25 length normalisation.
+const B: f32 = 0.75;
+
+/// Where a document came from; decides its label and whether a turn may
+/// recall it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A message the user wrote.
+    User,
+    /// A reply of the assistant.
+    Assistant,
+    /// A daily summary (`2026-03-07`) or weekly one (`2026-W10`).
+    Summary(String),
+    /// The rolling summary: already in every context, so searched by
+    /// `/session search` only.
+    Rolling,
+    /// A profile bullet: already in every context, likewise.
+    Profile,
+    /// A topic note of the user (slug).
+    Note(String),
+    /// An operator note from `_shared` (slug).
+    SharedNote(String),
+}
+
+impl Source {
+    pub fn is_message(&self) -> bool {
+        matches!(self, Source::User | Source::Assistant)
+    }
+
+    /// True for what is in every context anyway (profile, rolling summary).
+    pub fn always_in_context(&self) -> bool {
+        matches!(self, Source::Rolling | Source::Profile)
+    }
+}
+
+/// One searchable piece of text.
+#[derive(Clone, Debug)]
+pub struct Doc {
+    /// Identity: for messages a hash of the record (so a message indexed
+    /// from STM and again from its archive batch is one document).
+    pub key: u64,
+    pub at: DateTime<Utc>,
+    pub source: Source,
+    pub text: String,
+    /// Position among the owner's messages, for neighbouring turns.
+    pub message_pos: Option<u32>,
+    /// Number of terms, for length normalisation.
+    len: u32,
+    /// Removed (its file changed or went); skipped by every search.
+    dead: bool,
+}
+
+/// One owner's documents and postings.
+#[derive(Debug, Default)]
+pub struct Bm25 {
+    docs: Vec<Doc>,
+    /// term → (doc index, term frequency), doc indexes ascending.
+    postings: HashMap<String, Vec<(u32, u16)>>,
+    /// Message documents in the order they were said.
+    messages: Vec<u32>,
+    keys: HashMap<u64, u32>,
+    live_docs: u32,
+    live_len: u64,
+    dead_docs: u32,
+}
+
+/// A scored document.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hit {
+    pub doc: u32,
+    pub score: f32,
+}
+
+impl Bm25 {
+    pub fn contains(&self, key: u64) -> bool {
+        self.keys.contains_key(&key)
+    }
+
+    pub fn doc(&self, id: u32) -> &Doc {
+        &self.docs[id as usize]
+    }
+
+    pub fn live_docs(&self) -> usize {
+        self.live_docs as usize
+    }
+
+    /// Adds a document unless one with its key is already there; returns
+    /// its id either way.
+    pub fn add(&mut self, key: u64, at: DateTime<Utc>, source: Source, text: String) -> u32 {
+        if let Some(&id) = self.keys.get(&key) {
+            return id;
+        }
+        let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+        let terms = tokenize::terms(&text);
+        let mut tf: HashMap<String, u16> = HashMap::new();
+        for term in terms.iter() {
+            let n = tf.entry(term.clone()).or_default();
+            *n = n.saturating_add(1);
+        }
+        for (term, n) in tf {
+            self.postings.entry(term).or_default().push((id, n));
+        }
+        let message_pos = source.is_message().then(|| {
+            self.messages.push(id);
+            u32::try_from(self.messages.len() - 1).unwrap_or(u32::MAX)
+        });
+        let len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+        self.docs.push(Doc {
+            key,
+            at,
+            source,
+            text,
+            message_pos,
+            len,
+            dead: false,
+        });
+        self.keys.insert(key, id);
+        self.live_docs += 1;
+        self.live_len += u64::from(len);
+        id
+    }
+
+    /// Marks a document removed. Postings are compacted once the dead
+    /// outnumber the living.
+    pub fn remove(&mut self, key: u64) {
+        let Some(id) = self.keys.remove(&key) else { return };
+        let doc = &mut self.docs[id as usize];
+        if doc.dead {
+            return;
+        }
+        doc.dead = true;
+        self.live_docs -= 1;
+        self.live_len -= u64::from(doc.len);
+        self.dead_docs += 1;
+        if self.dead_docs > self.live_docs.max(64) {
+            self.compact();
+        }
+    }
+
+    /// The message said just before / after `id`, if any.
+    pub fn neighbours(&self, id: u32) -> [Option<u32>; 2] {
+        let Some(pos) = self.docs[id as usize].message_pos else {
+            return [None, None];
+        };
+        let at = |p: Option<usize>| {
+            p.and_then(|p| self.messages.get(p).copied())
+                .filter(|&n| !self.docs[n as usize].dead)
+        };
+        [at((pos as usize).checked_sub(1)), at(Some(pos as usize + 1))]
+    }
+
+    /// Inverse document frequency of a term (0 for an unknown term).
+    pub fn idf(&self, term: &str) -> f32 {
+        // Postings still hold removed documents until compaction: count them
+        // too, so a frequent term never gets a negative weight.
+        let n = self.docs.len().max(1) as f32;
+        let df = self.postings.get(term).map_or(0, Vec::len) as f32;
+        if df == 0.0 {
+            return 0.0;
+        }
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// BM25 over weighted query terms; the `limit` best live documents for
+    /// which `keep` holds, best first.
+    pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&Doc) -> bool) -> Vec<Hit> {
+        if self.live_docs == 0 || query.is_empty() || limit == 0 {
+            return Vec::new();
+        }
+        let avg_len = (self.live_len as f32 / self.live_docs as f32).max(1.0);
+        // A dense score array: long postings lists (common words) add into
+        // it far faster than into a map.
+        let mut scores = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for (term, weight) in query {
+            let Some(list) = self.postings.get(term) else { continue };
+            let idf = self.idf(term) * weight;
+            for &(id, tf) in list {
+                let doc = &self.docs[id as usize];
+                if doc.dead {
+                    continue;
+                }
+                let tf = f32::from(tf);
+                let norm = K1 * (1.0 - B + B * doc.len as f32 / avg_len);
+                let score = &mut scores[id as usize];
+                if *score == 0.0 {
+                    touched.push(id);
+                }
+                *score += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let mut hits: Vec<Hit> = touched
+            .into_iter()
+            .map(|doc| Hit {
+                doc,
+                score: scores[doc as usize],
+            })
+            .filter(|h| h.score > 0.0 && keep(&self.docs[h.doc as usize]))
+            .collect();
+        // Ties go to the newer document: a later statement supersedes.
+        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc));
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit, order);
+            hits.truncate(limit);
+        }
+        hits.sort_by(order);
+        hits
+    }
+
+    /// Rebuilds postings without the dead documents (ids change).
+    fn compact(&mut self) {
+        let docs = std::mem::take(&mut self.docs);
+        *self = Bm25::default();
+        for doc in docs.into_iter().filter(|d| !d.dead) {
+            self.add(doc.key, doc.at, doc.source, doc.text);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn at(day: u32) -> DateTime<Utc> {
+        chrono::NaiveDate::from_ymd_opt(2026, 3, day)
+            .unwrap()
+            .and_hms_opt(12, 0, 0)
+            .unwrap()
+            .and_utc()
+    }
+
+    fn q(text: &str) -> Vec<(String, f32)> {
+        tokenize::query_terms(text).into_iter().map(|t| (t, 1.0)).collect()
+    }
+
+    #[test]
+    fn the_document_with_the_rare_words_ranks_first() {
+        let mut index = Bm25::default();
+        index.add(1, at(1), Source::User, "I had pasta for lunch today".into());
+        index.add(2, at(2), Source::User, "My dentist is Dr. Okafor on Elm Street".into());
+        index.add(3, at(3), Source::User, "Lunch was fine, I had pasta again".into());
+        let hits = index.search(&q("who is my dentist?"), 5, |_| true);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(index.doc(hits[0].doc).key, 2);
+    }
+
+    #[test]
+    fn a_key_is_indexed_once_and_removed_documents_are_never_found() {
+        let mut index = Bm25::default();
+        index.add(7, at(1), Source::Note("x".into()), "saxophone lessons".into());
+        index.add(7, at(1), Source::Note("x".into()), "saxophone lessons".into());
+        assert_eq!(index.live_docs(), 1);
+        index.remove(7);
+        assert!(index.search(&q("saxophone"), 5, |_| true).is_empty());
+        assert!(!index.contains(7));
+    }
+
+    #[test]
+    fn neighbours_are_the_messages_said_around_a_message() {
+        let mut index = Bm25::default();
+        let a = index.add(1, at(1), Source::User, "a question".into());
+        index.add(9, at(1), Source::Summary("2026-03-01".into()), "summary".into());
+        let b = index.add(2, at(1), Source::Assistant, "an answer".into());
+        assert_eq!(index.neighbours(a), [None, Some(b)]);
+        assert_eq!(index.neighbours(b), [Some(a), None]);
+    }
+
+    #[test]
+    fn compaction_after_many_removals_keeps_the_living_searchable() {
+        let mut index = Bm25::default();
+        for k in 0..200u64 {
+            index.add(k, at(1), Source::Note(k.to_string()), format!("note number{k} kiwi"));
+        }
+        for k in 0..150u64 {
+            index.remove(k);
+        }
+        assert_eq!(index.live_docs(), 50);
+        let hits = index.search(&q("kiwi"), 500, |_| true);
+        assert_eq!(hits.len(), 50);
+        assert!(hits.iter().all(|h| index.doc(h.doc).key >= 150));
+    }
+}

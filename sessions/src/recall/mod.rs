@@ -1,0 +1,320 @@
+//! Recall: every turn gets the memory that answers it. A derived,
+//! rebuildable BM25 index over the caller's whole history — live STM, the
+//! archive, rolling/daily/weekly summaries, profile, topic notes — plus one
+//! index of the channel's `_shared` operator notes; [`Recall::for_turn`]
+//! picks dated items for the context under `recall.maxTokens`, and
+//! [`Recall::search`] answers `/session search`.
+//!
+//! Scope is by construction: each user has an index of their own (in
+//! memory and under `recall/<user>/`), and a query reads the caller's index
+//! and the shared one, never a global index filtered afterwards. Deleting a
+//! user's memory deletes their index ([`Recall::forget`]). Code map:
+//! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
+//! `store` (a user's index on disk: load, catch up, rebuild), `sources`
+//! (the markdown files, kept in step by stamps), `plan` (queries, fusion,
+//! neighbours, spread), `pack` (labels and budget).
+//!
+//! No network, no clock: dates come from the records and files.
+
+mod bm25;
+mod pack;
+mod plan;
+mod sources;
+mod store;
+mod tokenize;
+
+pub use pack::{Item, Recalled};
+pub use store::{RecallError, message_key};
+
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::record::Record;
+use crate::stm::Stm;
+use bm25::Bm25;
+use plan::{Pick, Side};
+use sources::FileSet;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use store::UserIndex;
+
+/// Users whose index stays loaded; the least recently used beyond this are
+/// dropped from memory (their files stay and load again on use).
+const MAX_CACHED_USERS: usize = 128;
+
+/// FNV-1a over `parts` (with a separator): stable across builds and
+/// platforms, unlike `std`'s hasher, since keys are compared with what an
+/// earlier run stored.
+pub(crate) fn key_of(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.iter().chain(std::iter::once(&0xff)) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// What a turn asks of recall.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnQuery<'a> {
+    /// The message being answered.
+    pub message: &'a str,
+    /// The records already in the context (the recent window, the message
+    /// being answered included): never recalled again.
+    pub recent: &'a [Record],
+    /// `recall.maxTokens`.
+    pub max_tokens: usize,
+}
+
+/// The recall of one channel: a cheap handle, one per sessions folder in
+/// the process (so `/session clear` reaches the same cache the turns use).
+#[derive(Clone)]
+pub struct Recall {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Recall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recall")
+            .field("root", &self.inner.stm.layout().root())
+            .finish()
+    }
+}
+
+struct Inner {
+    stm: Stm,
+    users: Mutex<Cache>,
+    /// Why a `std` mutex: searches are short CPU work, never held across
+    /// an `.await`.
+    shared: Mutex<SharedIndex>,
+}
+
+/// A user's index, loaded on first use (`None` until then or after
+/// [`Recall::forget`]).
+type Slot = Arc<Mutex<Option<UserIndex>>>;
+
+#[derive(Default)]
+struct Cache {
+    /// Each user's slot and when it was last used.
+    entries: HashMap<SafeName, (Slot, u64)>,
+    tick: u64,
+}
+
+#[derive(Default)]
+struct SharedIndex {
+    bm25: Bm25,
+    files: FileSet,
+}
+
+/// Live handles by sessions folder.
+static REGISTRY: Mutex<Vec<(PathBuf, Weak<Inner>)>> = Mutex::new(Vec::new());
+
+impl Recall {
+    /// The recall of the channel `stm` belongs to; the same handle for
+    /// every caller in this process while one is alive.
+    pub fn of(stm: &Stm) -> Recall {
+        let mut registry = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+        registry.retain(|(_, weak)| weak.strong_count() > 0);
+        let root = stm.layout().root().to_path_buf();
+        if let Some(inner) = registry.iter().find(|(r, _)| *r == root).and_then(|(_, w)| w.upgrade()) {
+            return Recall { inner };
+        }
+        let inner = Arc::new(Inner {
+            stm: stm.clone(),
+            users: Mutex::new(Cache::default()),
+            shared: Mutex::new(SharedIndex::default()),
+        });
+        registry.push((root, Arc::downgrade(&inner)));
+        Recall { inner }
+    }
+
+    fn layout(&self) -> &Layout {
+        self.inner.stm.layout()
+    }
+
+    /// Runs `f` on the user's loaded index (loading or rebuilding it first).
+    fn with_user<T>(&self, user: &SafeName, f: impl FnOnce(&mut UserIndex) -> T) -> T {
+        let slot = {
+            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.tick += 1;
+            let tick = cache.tick;
+            let slot = {
+                let entry = cache.entries.entry(user.clone()).or_default();
+                entry.1 = tick;
+                entry.0.clone()
+            };
+            if cache.entries.len() > MAX_CACHED_USERS
+                && let Some(oldest) = cache
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .map(|(u, _)| u.clone())
+            {
+                cache.entries.remove(&oldest);
+            }
+            slot
+        };
+        let mut index = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = index.get_or_insert_with(|| UserIndex::open(&self.inner.stm, user));
+        f(index)
+    }
+
+    /// Indexes a record just appended to the user's STM. Cheap (no fsync,
+    /// no re-read of history); never fails a turn.
+    pub fn index(&self, user: &SafeName, record: &Record) {
+        self.with_user(user, |index| index.add_record(record));
+    }
+
+    /// The dated items that answer `query` best, from the caller's history
+    /// and the shared notes, under `query.max_tokens`.
+    pub fn for_turn(&self, user: &SafeName, query: &TurnQuery) -> Recalled {
+        let excluded: HashSet<u64> = query.recent.iter().map(message_key).collect();
+        let context: Vec<&str> = query
+            .recent
+            .iter()
+            .rev()
+            .filter(|r| r.role == crate::record::Role::User && r.text != query.message)
+            .take(2)
+            .map(|r| r.text.as_str())
+            .collect();
+        let items = self.ranked(user, |user_index, shared| {
+            plan::plan(user_index, shared, query.message, &context, &|d| {
+                excluded.contains(&d.key)
+            })
+        });
+        pack::pack(items, query.max_tokens)
+    }
+
+    /// `/session search`: the best `limit` items of the caller's history
+    /// and the shared notes for `words` (profile and rolling summary
+    /// included), best first.
+    pub fn search(&self, user: &SafeName, words: &str, limit: usize) -> Vec<Item> {
+        let terms: Vec<(String, f32)> = tokenize::query_terms(words).into_iter().map(|t| (t, 1.0)).collect();
+        self.ranked(user, |user_index, shared| {
+            let mut hits: Vec<(f32, Pick)> = user_index
+                .search(&terms, limit, |_| true)
+                .into_iter()
+                .map(|h| {
+                    (
+                        h.score,
+                        Pick {
+                            side: Side::User,
+                            doc: h.doc,
+                        },
+                    )
+                })
+                .collect();
+            hits.extend(shared.search(&terms, limit, |_| true).into_iter().map(|h| {
+                (
+                    h.score,
+                    Pick {
+                        side: Side::Shared,
+                        doc: h.doc,
+                    },
+                )
+            }));
+            hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+            hits.truncate(limit);
+            hits.into_iter().map(|(_, p)| p).collect()
+        })
+    }
+
+    /// Refreshes both indexes from the files, runs `choose`, and turns its
+    /// picks into items.
+    fn ranked(&self, user: &SafeName, choose: impl FnOnce(&Bm25, &Bm25) -> Vec<Pick>) -> Vec<Item> {
+        let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let SharedIndex { bm25, files } = &mut *shared;
+        files.refresh(bm25, &sources::shared_specs(self.layout()));
+        let shared = &*bm25;
+        self.with_user(user, |index| {
+            index.refresh_files(&self.inner.stm, user);
+            choose(&index.bm25, shared)
+                .into_iter()
+                .map(|pick| match pick.side {
+                    Side::User => Item::of(index.bm25.doc(pick.doc)),
+                    Side::Shared => Item::of(shared.doc(pick.doc)),
+                })
+                .collect()
+        })
+    }
+
+    /// Drops the user's index from memory and disk at once (`/session
+    /// clear`, `clear all`, `forget`): what is still in their files is
+    /// indexed again on next use, what was deleted is gone.
+    pub fn forget(&self, user: &SafeName) -> Result<(), RecallError> {
+        let slot = {
+            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.entries.remove(user)
+        };
+        // Wait for a search in progress, then empty the slot it holds.
+        if let Some((slot, _)) = slot {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        let dir = self.layout().recall_dir(user);
+        match crate::fsutil::remove_nofollow(self.layout().state_root(), &dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(RecallError::Io {
+                op: "delete",
+                path: dir,
+                source,
+            }),
+        }
+    }
+
+    /// Rewrites the user's stored index from the files (`mnemo sessions
+    /// reindex`), reporting messages written so far; returns their number.
+    pub fn reindex(&self, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
+        let slot = {
+            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.entries.remove(user)
+        };
+        if let Some((slot, _)) = slot {
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        store::rebuild(&self.inner.stm, user, progress)
+    }
+
+    /// Every user with a history in this channel (a log, an archive, a
+    /// profile, notes or summaries), for reindexing.
+    pub fn users(&self) -> Vec<SafeName> {
+        let layout = self.layout();
+        let mut users: Vec<SafeName> = Vec::new();
+        let roots = [
+            layout.stm_root(),
+            layout.archive_root(),
+            layout.root().join("summaries"),
+            layout.topics_root(),
+        ];
+        for root in roots {
+            let Ok(entries) = crate::fsutil::read_dir_nofollow(layout.state_root(), &root) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && let Some(name) = entry.file_name().to_str().and_then(SafeName::from_encoded)
+                    && !(root == layout.topics_root() && name.as_str() == crate::layout::SHARED_TOPICS)
+                {
+                    users.push(name);
+                }
+            }
+        }
+        if let Ok(entries) = crate::fsutil::read_dir_nofollow(layout.state_root(), &layout.profiles_dir()) {
+            for entry in entries.filter_map(Result::ok) {
+                if let Some(name) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".md"))
+                    .and_then(SafeName::from_encoded)
+                {
+                    users.push(name);
+                }
+            }
+        }
+        users.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        users.dedup();
+        users
+    }
+}

@@ -1,0 +1,150 @@
+//! Recalled documents to text: each item labelled with its date and source
+//! (`[2026-03-07, you]`, `[2026-03-07, assistant]`, `[summary 2026-W10]`,
+//! `[note: slug]`), packed in priority order under a token budget
+//! (characters / 4, as the context builder counts), then shown oldest
+//! first. What does not fit is counted, never dropped silently.
+//!
+//! Pure text; reads nothing.
+
+use super::bm25::{Doc, Source};
+use crate::profile::clipped_line;
+use chrono::{DateTime, Utc};
+
+/// Longest text of one recalled item, in characters.
+const ITEM_CHARS: usize = 600;
+
+/// One recalled item, ready to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub at: DateTime<Utc>,
+    /// `[2026-03-07, you]`, `[summary 2026-W10]`, `[note: slug]`, …
+    pub label: String,
+    pub text: String,
+}
+
+impl Item {
+    pub fn of(doc: &Doc) -> Item {
+        let day = doc.at.format("%Y-%m-%d");
+        let label = match &doc.source {
+            Source::User => format!("[{day}, you]"),
+            Source::Assistant => format!("[{day}, assistant]"),
+            Source::Summary(period) => format!("[summary {period}]"),
+            Source::Rolling => format!("[summary of recent conversation, {day}]"),
+            Source::Profile => "[profile]".to_string(),
+            Source::Note(slug) => format!("[note: {slug}]"),
+            Source::SharedNote(slug) => format!("[shared note: {slug}]"),
+        };
+        Item {
+            at: doc.at,
+            label,
+            text: clipped_line(&doc.text, ITEM_CHARS),
+        }
+    }
+
+    /// `label text` on one line.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.label, self.text)
+    }
+}
+
+/// Items that fit in `max_tokens`, and how many did not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recalled {
+    /// Oldest first.
+    pub items: Vec<Item>,
+    /// Candidates left out for the budget.
+    pub omitted: usize,
+}
+
+impl Recalled {
+    /// The items as lines, plus a marker naming what was left out; `None`
+    /// when nothing was recalled.
+    pub fn render(&self) -> Option<String> {
+        if self.items.is_empty() {
+            return None;
+        }
+        let mut out: Vec<String> = self.items.iter().map(Item::line).collect();
+        if self.omitted > 0 {
+            out.push(omitted_marker(self.omitted));
+        }
+        Some(out.join("\n"))
+    }
+
+    /// Estimated tokens of [`Recalled::render`].
+    pub fn estimated_tokens(&self) -> usize {
+        self.render().map_or(0, |t| t.chars().count().div_ceil(4))
+    }
+}
+
+fn omitted_marker(n: usize) -> String {
+    format!("[{n} more recalled item{} did not fit]", if n == 1 { "" } else { "s" })
+}
+
+/// Takes items in priority order while they fit in `max_tokens` (the
+/// marker for what is left out included).
+pub fn pack(candidates: Vec<Item>, max_tokens: usize) -> Recalled {
+    let budget = max_tokens.saturating_mul(4);
+    let reserve = omitted_marker(candidates.len()).chars().count() + 1;
+    let mut used = 0usize;
+    let mut out = Recalled::default();
+    for item in candidates {
+        let cost = item.line().chars().count() + 1;
+        if used + cost + reserve <= budget {
+            used += cost;
+            out.items.push(item);
+        } else {
+            out.omitted += 1;
+        }
+    }
+    if out.items.is_empty() {
+        out.omitted = 0;
+    }
+    out.items.sort_by_key(|i| i.at);
+    if out.omitted > 0 {
+        tracing::info!(
+            kept = out.items.len(),
+            omitted = out.omitted,
+            max_tokens,
+            "recall over budget: items left out"
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(day: u32, text: &str) -> Item {
+        Item {
+            at: chrono::NaiveDate::from_ymd_opt(2026, 3, day)
+                .unwrap()
+                .and_hms_opt(9, 0, 0)
+                .unwrap()
+                .and_utc(),
+            label: format!("[2026-03-{day:02}, you]"),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn packing_keeps_the_budget_shows_oldest_first_and_counts_the_rest() {
+        let candidates = vec![
+            item(5, &"a".repeat(200)),
+            item(1, &"b".repeat(200)),
+            item(3, &"c".repeat(200)),
+        ];
+        let recalled = pack(candidates, 130);
+        assert_eq!(recalled.items.len(), 2);
+        assert_eq!(recalled.omitted, 1);
+        assert!(recalled.items[0].at < recalled.items[1].at);
+        let text = recalled.render().unwrap();
+        assert!(text.ends_with("[1 more recalled item did not fit]"));
+        assert!(recalled.estimated_tokens() <= 130);
+    }
+
+    #[test]
+    fn a_long_item_is_clipped_visibly() {
+        assert!(clipped_line(&"x".repeat(700), ITEM_CHARS).ends_with("…[+100 chars]"));
+    }
+}

@@ -1,0 +1,252 @@
+//! What one turn recalls: the queries made from the message (the whole
+//! message with a little recent context, each clause of a many-part
+//! question, and a second round widened by the rarest words of the first
+//! hits), fused by reciprocal rank across the caller's index and the
+//! `_shared` index, then neighbouring turns that carry the rest of an
+//! answer, then a spread across days so one busy day does not take the
+//! whole budget.
+//!
+//! Pure: works on the two indexes it is given, reads and writes nothing.
+//! Never sees another user's index, so it cannot return their text.
+
+use super::bm25::{Bm25, Doc, Hit};
+use super::tokenize;
+use std::collections::{HashMap, HashSet};
+
+/// Candidates taken from each query.
+const PER_QUERY: usize = 24;
+/// Rank offset of reciprocal-rank fusion; small, so the top of each list
+/// counts most.
+const RRF_K: f32 = 8.0;
+/// Hits weaker than this share of a query's best score are noise.
+const MIN_SHARE: f32 = 0.2;
+/// Rare words of the first hits added to the second round.
+const EXPANSION_TERMS: usize = 6;
+/// Items of one day taken before any day gets a further one.
+const PER_DAY_FIRST_PASS: usize = 2;
+
+/// Which index a candidate came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    User,
+    Shared,
+}
+
+/// A document chosen for the turn, in priority order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pick {
+    pub side: Side,
+    pub doc: u32,
+}
+
+/// The ranked documents for `message` (plus `context`, earlier messages of
+/// the recent window), leaving out documents `excluded` says are already
+/// in the context.
+pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], excluded: &dyn Fn(&Doc) -> bool) -> Vec<Pick> {
+    let main = tokenize::query_terms(message);
+    if main.is_empty() {
+        return Vec::new();
+    }
+    let mut queries: Vec<(Vec<(String, f32)>, f32)> = Vec::new();
+    let mut first: Vec<(String, f32)> = main.iter().map(|t| (t.clone(), 1.0)).collect();
+    let main_set: HashSet<&String> = main.iter().collect();
+    let mut extra = HashSet::new();
+    for text in context {
+        for term in tokenize::query_terms(text) {
+            if !main_set.contains(&term) && extra.insert(term.clone()) && extra.len() <= 16 {
+                first.push((term, 0.2));
+            }
+        }
+    }
+    queries.push((first, 1.0));
+    let clauses = clauses(message);
+    if clauses.len() > 1 {
+        for clause in clauses {
+            queries.push((clause.into_iter().map(|t| (t, 1.0)).collect(), 0.8));
+        }
+    }
+
+    let keep = |d: &Doc| !d.source.always_in_context() && !excluded(d);
+    let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
+    let mut run = |index: &Bm25, side: Side, query: &[(String, f32)], weight: f32| -> Vec<Hit> {
+        let hits = strong(index.search(query, PER_QUERY, keep));
+        for (rank, hit) in hits.iter().enumerate() {
+            *fused.entry((side, hit.doc)).or_default() += weight / (RRF_K + rank as f32 + 1.0);
+        }
+        hits
+    };
+    let mut first_hits = Vec::new();
+    for (i, (query, weight)) in queries.iter().enumerate() {
+        let hits = run(user, Side::User, query, *weight);
+        run(shared, Side::Shared, query, *weight * 0.8);
+        if i == 0 {
+            first_hits = hits;
+        }
+    }
+    // Second round: the first hits' rarest words find the other half of a
+    // fact told in two places ("my sister is Ana" … "Ana moved to Lisbon").
+    let expansion: Vec<(String, f32)> = expansion(user, &first_hits, &main_set)
+        .into_iter()
+        .map(|t| (t, 1.0))
+        .collect();
+    if !expansion.is_empty() {
+        run(user, Side::User, &expansion, 0.6);
+    }
+
+    let mut ranked: Vec<((Side, u32), f32)> = fused.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.1.cmp(&a.0.1)));
+    let mut picks: Vec<Pick> = Vec::new();
+    let mut taken: HashSet<(Side, u32)> = HashSet::new();
+    for ((side, doc), _) in ranked {
+        if taken.insert((side, doc)) {
+            picks.push(Pick { side, doc });
+        }
+        if side == Side::User {
+            for n in neighbours(user, doc, &main_set, excluded) {
+                if taken.insert((Side::User, n)) {
+                    picks.push(Pick { side, doc: n });
+                }
+            }
+        }
+    }
+    spread(picks, |p| match p.side {
+        Side::User => user.doc(p.doc).at.date_naive(),
+        Side::Shared => shared.doc(p.doc).at.date_naive(),
+    })
+}
+
+/// Hits worth showing: those within [`MIN_SHARE`] of the best.
+fn strong(hits: Vec<Hit>) -> Vec<Hit> {
+    let best = hits.first().map_or(0.0, |h| h.score);
+    hits.into_iter().filter(|h| h.score >= best * MIN_SHARE).collect()
+}
+
+/// The parts of a question that asks for several things, each as its
+/// terms; one part (or none) means no split.
+fn clauses(message: &str) -> Vec<Vec<String>> {
+    let lower = message.to_lowercase();
+    lower
+        .split(['?', '.', '!', ';', ','])
+        .flat_map(|s| s.split(" and "))
+        .map(tokenize::query_terms)
+        .filter(|terms| !terms.is_empty())
+        .collect()
+}
+
+/// The rarest words of the best first-round hits that the query lacks.
+fn expansion(index: &Bm25, hits: &[Hit], query: &HashSet<&String>) -> Vec<String> {
+    let mut words: Vec<(String, f32)> = Vec::new();
+    for hit in hits.iter().take(3) {
+        for term in tokenize::query_terms(&index.doc(hit.doc).text) {
+            if !query.contains(&term) && !words.iter().any(|(w, _)| *w == term) {
+                let idf = index.idf(&term);
+                words.push((term, idf));
+            }
+        }
+    }
+    // Only words rare in this user's history say something specific.
+    let floor = (index.live_docs().max(2) as f32 / 20.0).ln().max(1.0);
+    words.retain(|(_, idf)| *idf >= floor);
+    words.sort_by(|a, b| b.1.total_cmp(&a.1));
+    words.into_iter().take(EXPANSION_TERMS).map(|(w, _)| w).collect()
+}
+
+/// Neighbouring messages that carry the other half of an answer: one that
+/// has query words the hit lacks, the question an assistant hit answers,
+/// or the answer that follows a question.
+fn neighbours(index: &Bm25, doc: u32, query: &HashSet<&String>, excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
+    let hit = index.doc(doc);
+    if !hit.source.is_message() {
+        return Vec::new();
+    }
+    let covered: HashSet<String> = tokenize::query_terms(&hit.text).into_iter().collect();
+    let missing: HashSet<&String> = query.iter().copied().filter(|t| !covered.contains(*t)).collect();
+    let [before, after] = index.neighbours(doc);
+    let mut out = Vec::new();
+    for (n, is_before) in [(before, true), (after, false)] {
+        let Some(n) = n else { continue };
+        let other = index.doc(n);
+        if excluded(other) || other.at.date_naive() != hit.at.date_naive() {
+            continue;
+        }
+        let adds_missing = tokenize::query_terms(&other.text).iter().any(|t| missing.contains(t));
+        let answers = !is_before && hit.text.trim_end().ends_with('?');
+        let asked = is_before && hit.source == super::bm25::Source::Assistant;
+        if adds_missing || answers || asked {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Reorders `picks` so no day takes more than [`PER_DAY_FIRST_PASS`]
+/// items before every other day had its turn; order within a pass is kept.
+fn spread(picks: Vec<Pick>, day: impl Fn(&Pick) -> chrono::NaiveDate) -> Vec<Pick> {
+    let mut per_day: HashMap<chrono::NaiveDate, usize> = HashMap::new();
+    let (mut first, mut rest) = (Vec::new(), Vec::new());
+    for pick in picks {
+        let n = per_day.entry(day(&pick)).or_default();
+        *n += 1;
+        if *n <= PER_DAY_FIRST_PASS {
+            first.push(pick);
+        } else {
+            rest.push(pick);
+        }
+    }
+    first.extend(rest);
+    first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recall::bm25::Source;
+    use crate::recall::bm25::tests::at;
+
+    fn texts(index: &Bm25, picks: &[Pick]) -> Vec<String> {
+        picks.iter().map(|p| index.doc(p.doc).text.clone()).collect()
+    }
+
+    #[test]
+    fn the_second_round_finds_the_other_half_of_a_two_part_fact() {
+        let mut user = Bm25::default();
+        user.add(1, at(1), Source::User, "My sister is called Ana".into());
+        for i in 0..40 {
+            user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
+        }
+        user.add(2, at(9), Source::User, "Ana moved to Lisbon last month".into());
+        let picks = plan(&user, &Bm25::default(), "Where does my sister live?", &[], &|_| false);
+        let found = texts(&user, &picks);
+        assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
+    }
+
+    #[test]
+    fn excluded_documents_are_never_picked() {
+        let mut user = Bm25::default();
+        user.add(1, at(1), Source::User, "the piano recital is on friday".into());
+        let picks = plan(&user, &Bm25::default(), "when is the piano recital", &[], &|d| {
+            d.key == 1
+        });
+        assert!(picks.is_empty());
+    }
+
+    #[test]
+    fn a_question_of_stop_words_recalls_nothing() {
+        let mut user = Bm25::default();
+        user.add(1, at(1), Source::User, "what is it".into());
+        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &|_| false).is_empty());
+    }
+
+    #[test]
+    fn one_busy_day_does_not_take_every_slot() {
+        let picks: Vec<Pick> = (0..5).map(|doc| Pick { side: Side::User, doc }).collect();
+        let spread = spread(picks, |p| {
+            if p.doc < 4 {
+                at(1).date_naive()
+            } else {
+                at(2).date_naive()
+            }
+        });
+        assert_eq!(spread.iter().map(|p| p.doc).collect::<Vec<_>>(), [0, 1, 4, 2, 3]);
+    }
+}

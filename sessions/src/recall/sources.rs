@@ -1,0 +1,306 @@
+//! The markdown sources of recall — profile, rolling summary, topic notes,
+//! daily and weekly summaries, `_shared` operator notes — cut into
+//! searchable pieces and kept in step with the files by their stamps
+//! (modification time and length).
+//!
+//! Each search first asks [`FileSet::refresh`] to compare stamps: a file
+//! that changed is re-read, one that went is removed from the index at
+//! once. Folders we write atomically (every write is a rename, which moves
+//! the folder's mtime) are listed only when their own stamp moved; the
+//! operator's `_shared` folder is listed every time, since an editor may
+//! rewrite a note in place. A file without frontmatter is all body; one
+//! whose frontmatter does not parse is skipped with a warning (once per
+//! version of the file), never indexed half-read. Reads only; never writes a file.
+
+use super::bm25::{Bm25, Source};
+use super::key_of;
+use crate::frontmatter;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// Longest piece of a note or summary, in characters: a recalled item
+/// should cost a few dozen tokens, not a whole file.
+const PIECE_CHARS: usize = 480;
+
+/// What kind of file a source is, deciding its label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Profile,
+    Rolling,
+    Note,
+    SharedNote,
+    Daily,
+    Weekly,
+}
+
+/// One file, or a folder of `*.md` files, that feeds an owner's index.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub kind: Kind,
+    /// The state root: nothing below it is read through a link.
+    pub root: PathBuf,
+    pub path: PathBuf,
+    pub is_dir: bool,
+    /// List the folder on every refresh (someone may edit files in place).
+    pub always_list: bool,
+}
+
+/// The sources of one user (never another's: every path is computed for
+/// `user`).
+pub fn user_specs(layout: &Layout, user: &SafeName) -> Vec<Spec> {
+    let root = layout.state_root().to_path_buf();
+    let file = |kind, path| Spec {
+        kind,
+        root: root.clone(),
+        path,
+        is_dir: false,
+        always_list: false,
+    };
+    let dir = |kind, path| Spec {
+        kind,
+        root: root.clone(),
+        path,
+        is_dir: true,
+        always_list: false,
+    };
+    let mut specs = vec![
+        file(Kind::Profile, layout.profile_path(user)),
+        file(Kind::Rolling, layout.summary_path(user)),
+        dir(Kind::Daily, layout.daily_dir(user)),
+        dir(Kind::Weekly, layout.weekly_dir(user)),
+    ];
+    specs.extend(layout.user_topics_dir(user).map(|p| dir(Kind::Note, p)));
+    specs
+}
+
+/// The operator's notes, shared by every user of the channel.
+pub fn shared_specs(layout: &Layout) -> Vec<Spec> {
+    vec![Spec {
+        kind: Kind::SharedNote,
+        root: layout.state_root().to_path_buf(),
+        path: layout.shared_topics_dir(),
+        is_dir: true,
+        always_list: true,
+    }]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    mtime_ns: u128,
+    len: u64,
+}
+
+/// What of the files is in the index, by path.
+#[derive(Debug, Default)]
+pub struct FileSet {
+    files: HashMap<PathBuf, (Stamp, Vec<u64>)>,
+    dirs: HashMap<PathBuf, Option<Stamp>>,
+}
+
+impl FileSet {
+    /// Brings `index` in line with the files of `specs`.
+    pub fn refresh(&mut self, index: &mut Bm25, specs: &[Spec]) {
+        for spec in specs {
+            if !spec.is_dir {
+                self.refresh_file(index, spec, &spec.path);
+                continue;
+            }
+            let stamp = stamp_of(&spec.path);
+            let known = self.dirs.get(&spec.path).copied();
+            if !spec.always_list && known == Some(stamp) {
+                continue;
+            }
+            self.dirs.insert(spec.path.clone(), stamp);
+            let present = md_files(&spec.root, &spec.path);
+            let gone: Vec<PathBuf> = self
+                .files
+                .keys()
+                .filter(|p| p.parent() == Some(spec.path.as_path()) && !present.contains(p))
+                .cloned()
+                .collect();
+            for path in gone {
+                self.forget(index, &path);
+            }
+            for path in present {
+                self.refresh_file(index, spec, &path);
+            }
+        }
+    }
+
+    fn refresh_file(&mut self, index: &mut Bm25, spec: &Spec, path: &Path) {
+        let Some(stamp) = stamp_of(path) else {
+            self.forget(index, path);
+            return;
+        };
+        if self.files.get(path).is_some_and(|(s, _)| *s == stamp) {
+            return;
+        }
+        self.forget(index, path);
+        let keys = match read_pieces(spec.kind, &spec.root, path, stamp) {
+            Some(pieces) => pieces
+                .into_iter()
+                .map(|(at, source, text)| {
+                    let key = key_of(&[path.to_string_lossy().as_bytes(), text.as_bytes()]);
+                    index.add(key, at, source, text);
+                    key
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        self.files.insert(path.to_path_buf(), (stamp, keys));
+    }
+
+    fn forget(&mut self, index: &mut Bm25, path: &Path) {
+        if let Some((_, keys)) = self.files.remove(path) {
+            for key in keys {
+                index.remove(key);
+            }
+        }
+    }
+}
+
+/// A file's pieces with their date and source; `None` (warned) if its
+/// frontmatter does not parse.
+fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec<(DateTime<Utc>, Source, String)>> {
+    #[derive(serde::Deserialize)]
+    struct Loose {
+        #[serde(default)]
+        updated: Option<DateTime<Utc>>,
+    }
+    let text = crate::fsutil::read_to_string_nofollow(root, path).ok()?;
+    let doc = match frontmatter::parse::<Loose>(path, &text) {
+        Ok(doc) => doc,
+        // A plain markdown file (an operator's note) is all body.
+        Err(frontmatter::FrontmatterError::Missing { .. }) => frontmatter::Document {
+            meta: Loose { updated: None },
+            body: text,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "not searchable until its frontmatter is fixed");
+            return None;
+        }
+    };
+    let stem = path.file_stem()?.to_str()?.to_string();
+    let slug = || {
+        SafeName::from_encoded(&stem)
+            .and_then(|s| s.decode())
+            .unwrap_or_else(|| stem.clone())
+    };
+    let modified = DateTime::<Utc>::from_timestamp_nanos(i64::try_from(stamp.mtime_ns).unwrap_or(i64::MAX));
+    let (at, source) = match kind {
+        Kind::Profile => (doc.meta.updated.unwrap_or(modified), Source::Profile),
+        Kind::Rolling => (doc.meta.updated.unwrap_or(modified), Source::Rolling),
+        Kind::Note => (doc.meta.updated.unwrap_or(modified), Source::Note(slug())),
+        Kind::SharedNote => (doc.meta.updated.unwrap_or(modified), Source::SharedNote(slug())),
+        Kind::Daily => {
+            let day = NaiveDate::parse_from_str(&stem, "%Y-%m-%d").ok()?;
+            (day.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
+        }
+        Kind::Weekly => {
+            let (year, week) = stem.split_once("-W")?;
+            let monday = NaiveDate::from_isoywd_opt(year.parse().ok()?, week.parse().ok()?, chrono::Weekday::Mon)?;
+            (monday.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
+        }
+    };
+    Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
+}
+
+/// Splits a markdown body into paragraphs and bullets, each a piece of at
+/// most [`PIECE_CHARS`] (a longer one is cut at a word). Headings are
+/// dropped.
+pub fn pieces(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let push = |current: &mut String, out: &mut Vec<String>| {
+        let piece = current.trim().to_string();
+        if !piece.is_empty() {
+            out.push(piece);
+        }
+        current.clear();
+    };
+    for line in body.lines() {
+        let line = line.trim();
+        let new_block = line.is_empty() || line.starts_with('#') || line.starts_with("- ") || line.starts_with("* ");
+        if new_block {
+            push(&mut current, &mut out);
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        for word in line.split_whitespace() {
+            if current.chars().count() + word.chars().count() + 1 > PIECE_CHARS {
+                push(&mut current, &mut out);
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.extend(word.chars().take(PIECE_CHARS));
+        }
+    }
+    push(&mut current, &mut out);
+    out
+}
+
+/// `None` for a missing file and for a link (never read through; the
+/// readers that show it to the user log the refusal).
+fn stamp_of(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| !m.file_type().is_symlink())?;
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Some(Stamp {
+        mtime_ns,
+        len: meta.len(),
+    })
+}
+
+/// `*.md` files of a folder whose stem is a valid encoded name (temp files
+/// and strays are skipped); symbolic links are not followed.
+fn md_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = crate::fsutil::read_dir_nofollow(root, dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".md"))
+                .is_some_and(|stem| SafeName::from_encoded(stem).is_some())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bullets_become_pieces_and_headings_are_dropped() {
+        let body = "## Facts\n- sister: Ana, lives in Lisbon and teaches music to children every weekday afternoon\n- dog: a greyhound called Pixel who is afraid of thunderstorms and bicycles\n## Notes\n- likes tea";
+        let p = pieces(body);
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].starts_with("- sister: Ana"));
+        assert!(p[1].contains("Pixel") && p[2] == "- likes tea");
+    }
+
+    #[test]
+    fn a_long_paragraph_is_cut_into_bounded_pieces() {
+        let body = "word ".repeat(1000);
+        let p = pieces(&body);
+        assert!(p.len() > 5);
+        assert!(p.iter().all(|piece| piece.chars().count() <= PIECE_CHARS));
+    }
+}

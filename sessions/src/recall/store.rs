@@ -1,0 +1,318 @@
+//! One user's recall index on disk and in memory:
+//! `recall/<user>/messages.jsonl` (every message of the user's history, one
+//! record a line, in the order said) and `recall/<user>/meta.json` (format
+//! version and the archive batches already read).
+//!
+//! Derived data, rebuilt from STM and the archive whenever it is missing,
+//! of another version, corrupt or half-written (a crash mid-append leaves a
+//! line without its newline): a broken index never fails a turn, it costs
+//! one rebuild and one warning. Messages are added as they are appended
+//! (one unsynced `write`: cheaper than the fsync'ed STM append it follows);
+//! archive batches written since the last load are caught up at load. The
+//! markdown sources are not stored here: [`super::sources`] re-reads them.
+
+use super::bm25::{Bm25, Source};
+use super::key_of;
+use super::sources::{FileSet, user_specs};
+use crate::archive;
+use crate::fsutil::{
+    atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
+};
+use crate::names::SafeName;
+use crate::record::{Record, Role};
+use crate::stm::Stm;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Bumped when the stored shape or the key changes: another version is
+/// rebuilt.
+const VERSION: u32 = 1;
+const MESSAGES: &str = "messages.jsonl";
+const META: &str = "meta.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecallError {
+    #[error("cannot {op} {}: {source}; check the disk and the folder's permissions", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
+    #[error(transparent)]
+    Stm(#[from] crate::stm::StmError),
+}
+
+fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> RecallError + 'p {
+    move |source| RecallError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Meta {
+    version: u32,
+    /// File names of the archive batches whose records are in
+    /// `messages.jsonl`.
+    archives: Vec<String>,
+}
+
+/// The identity of a message: the same record from STM and from its
+/// archive batch is one document.
+pub fn message_key(record: &Record) -> u64 {
+    let ts = record.ts.timestamp_millis().to_le_bytes();
+    let role: &[u8] = match record.role {
+        Role::User => b"u",
+        Role::Assistant => b"a",
+    };
+    key_of(&[&ts, role, record.msg_id.as_bytes(), record.text.as_bytes()])
+}
+
+/// A user's index, loaded.
+#[derive(Debug)]
+pub struct UserIndex {
+    pub bm25: Bm25,
+    pub files: FileSet,
+    /// Appends go here; `None` when the folder cannot be written (the index
+    /// then lives in memory only, and is rebuilt at the next load).
+    log: Option<File>,
+    dir: PathBuf,
+    /// The state root, below which nothing is touched through a link.
+    root: PathBuf,
+}
+
+impl UserIndex {
+    /// Loads the user's index, catching up on archive batches and STM
+    /// records it lacks, or rebuilds it (with one warning) if it is not
+    /// usable. Never fails: if even the rebuild cannot be stored, the index
+    /// is built in memory from the files.
+    pub fn open(stm: &Stm, user: &SafeName) -> UserIndex {
+        let dir = stm.layout().recall_dir(user);
+        match load(stm, user, &dir) {
+            Ok(index) => return index,
+            Err(Stale::Missing) => {}
+            Err(Stale::Broken(reason)) => {
+                tracing::warn!(user = %user, index = %dir.display(), %reason, "recall index unusable; rebuilding it from the user's files")
+            }
+        }
+        match rebuild(stm, user, &mut |_| {})
+            .map_err(|e| Stale::Broken(e.to_string()))
+            .and_then(|_| load(stm, user, &dir))
+        {
+            Ok(index) => index,
+            Err(e) => {
+                let reason = match e {
+                    Stale::Missing => "missing right after the rebuild".to_string(),
+                    Stale::Broken(reason) => reason,
+                };
+                tracing::warn!(user = %user, index = %dir.display(), %reason, "recall index cannot be stored; searching from memory this time");
+                in_memory(stm, user, dir)
+            }
+        }
+    }
+
+    /// Indexes one message (once: a repeat is ignored) and appends it to
+    /// the stored log. A failed write is logged and forces a rebuild at the
+    /// next load, so nothing is silently missing.
+    pub fn add_record(&mut self, record: &Record) {
+        let key = message_key(record);
+        if self.bm25.contains(key) {
+            return;
+        }
+        self.bm25.add(key, record.ts, source_of(record), record.text.clone());
+        let Some(log) = self.log.as_mut() else { return };
+        let mut line = serde_json::to_vec(record).unwrap_or_default();
+        line.push(b'\n');
+        if let Err(e) = log.write_all(&line) {
+            tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
+            self.log = None;
+            let _ = remove_nofollow(&self.root, &self.dir.join(META));
+        }
+    }
+
+    /// Brings the markdown sources up to date (see [`super::sources`]).
+    pub fn refresh_files(&mut self, stm: &Stm, user: &SafeName) {
+        self.files.refresh(&mut self.bm25, &user_specs(stm.layout(), user));
+    }
+}
+
+fn source_of(record: &Record) -> Source {
+    match record.role {
+        Role::User => Source::User,
+        Role::Assistant => Source::Assistant,
+    }
+}
+
+enum Stale {
+    Missing,
+    Broken(String),
+}
+
+fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
+    let meta_path = dir.join(META);
+    let root = stm.layout().state_root();
+    let meta: Meta = match read_nofollow(root, &meta_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Stale::Broken(format!("meta.json: {e}")))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Stale::Missing),
+        Err(e) => return Err(Stale::Broken(format!("meta.json: {e}"))),
+    };
+    if meta.version != VERSION {
+        return Err(Stale::Broken(format!(
+            "version {} (this build uses {VERSION})",
+            meta.version
+        )));
+    }
+    let on_disk = archive_names(stm, user).map_err(|e| Stale::Broken(e.to_string()))?;
+    if let Some(gone) = meta.archives.iter().find(|n| !on_disk.contains(n)) {
+        return Err(Stale::Broken(format!("archive batch {gone} is gone")));
+    }
+    let messages_path = dir.join(MESSAGES);
+    let bytes = read_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        return Err(Stale::Broken("messages.jsonl ends in a half-written line".into()));
+    }
+    let mut index = UserIndex {
+        bm25: Bm25::default(),
+        files: FileSet::default(),
+        log: None,
+        dir: dir.to_path_buf(),
+        root: root.to_path_buf(),
+    };
+    for (number, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let record: Record = serde_json::from_slice(line)
+            .map_err(|e| Stale::Broken(format!("messages.jsonl line {}: {e}", number + 1)))?;
+        index
+            .bm25
+            .add(message_key(&record), record.ts, source_of(&record), record.text);
+    }
+    index.log = open_append_nofollow(root, &messages_path).ok();
+    // Catch up: batches archived since the last load, then the live log.
+    let known: HashSet<&String> = meta.archives.iter().collect();
+    let fresh: Vec<&String> = on_disk.iter().filter(|n| !known.contains(n)).collect();
+    for name in &fresh {
+        let records = archive::read_batch(stm.layout(), &stm.layout().archive_dir(user).join(name.as_str()))
+            .map_err(|e| Stale::Broken(e.to_string()))?;
+        for record in &records {
+            index.add_record(record);
+        }
+    }
+    let live = stm.read_all(user).map_err(|e| Stale::Broken(e.to_string()))?;
+    for record in &live.records {
+        index.add_record(record);
+    }
+    if !fresh.is_empty() && index.log.is_some() {
+        let meta = Meta {
+            version: VERSION,
+            archives: on_disk,
+        };
+        if let Err(e) = write_meta(root, dir, &meta) {
+            tracing::warn!(index = %dir.display(), error = %e, "recall index meta not updated; the catch-up repeats at the next load");
+        }
+    }
+    index.refresh_files(stm, user);
+    Ok(index)
+}
+
+/// Built from the files, stored nowhere: the last resort when the index
+/// folder cannot be written.
+fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
+    let mut index = UserIndex {
+        bm25: Bm25::default(),
+        files: FileSet::default(),
+        log: None,
+        dir,
+        root: stm.layout().state_root().to_path_buf(),
+    };
+    let mut add = |records: Vec<Record>| {
+        for record in &records {
+            index.add_record(record);
+        }
+    };
+    match archive::read_all(stm.layout(), user) {
+        Ok(records) => add(records),
+        Err(e) => tracing::warn!(user = %user, error = %e, "archive unreadable; recall works without it"),
+    }
+    match stm.read_all(user) {
+        Ok(live) => add(live.records),
+        Err(e) => tracing::warn!(user = %user, error = %e, "short-term log unreadable; recall works without it"),
+    }
+    index.refresh_files(stm, user);
+    index
+}
+
+fn archive_names(stm: &Stm, user: &SafeName) -> Result<Vec<String>, archive::ArchiveError> {
+    Ok(archive::files(stm.layout(), user)?
+        .iter()
+        .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_string))
+        .collect())
+}
+
+/// Rewrites the user's stored index from the archive (batch by batch, in
+/// the order said) and the live log, calling `progress` with the number of
+/// messages written so far after each batch. Holds one batch in memory,
+/// plus a set of 8-byte keys. Returns the number of messages.
+pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
+    let root = stm.layout().state_root();
+    let dir = stm.layout().recall_dir(user);
+    let target = dir.join(MESSAGES);
+    let temp = unique_temp_path(&target);
+    let result = (|| {
+        let file = create_new_private(root, &temp).map_err(io_err("create", &temp))?;
+        let mut out = BufWriter::new(file);
+        let mut seen = HashSet::new();
+        let mut written = 0u64;
+        let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
+            for record in records {
+                if seen.insert(message_key(record)) {
+                    serde_json::to_writer(&mut *out, record).map_err(|e| io_err("write", &temp)(e.into()))?;
+                    out.write_all(b"\n").map_err(io_err("write", &temp))?;
+                    written += 1;
+                }
+            }
+            Ok(written)
+        };
+        let names = archive_names(stm, user)?;
+        for name in &names {
+            let so_far = write(
+                &archive::read_batch(stm.layout(), &stm.layout().archive_dir(user).join(name))?,
+                &mut out,
+            )?;
+            progress(so_far);
+        }
+        let written = write(&stm.read_all(user)?.records, &mut out)?;
+        let file = out.into_inner().map_err(|e| io_err("write", &temp)(e.into_error()))?;
+        file.sync_data().map_err(io_err("sync", &temp))?;
+        fs::rename(&temp, &target).map_err(io_err("rename", &target))?;
+        write_meta(
+            root,
+            &dir,
+            &Meta {
+                version: VERSION,
+                archives: names,
+            },
+        )?;
+        Ok(written)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+fn write_meta(root: &Path, dir: &Path, meta: &Meta) -> Result<(), RecallError> {
+    let path = dir.join(META);
+    // Plain data with string keys: serialising cannot fail.
+    let json = serde_json::to_vec(meta).unwrap_or_default();
+    atomic_write(root, &path, &json).map_err(io_err("write", &path))
+}

@@ -1,0 +1,131 @@
+//! Text to search terms: lowercase, split at anything that is not a letter
+//! or digit, drop English stop words, stem (Snowball English). The same
+//! function serves documents and queries, so both sides always agree.
+//!
+//! Pure and bounded: a query is cut to [`MAX_QUERY_TERMS`] distinct terms,
+//! and no term is longer than [`MAX_TERM_CHARS`], so hostile input (8,000
+//! characters, markup, emoji) costs no more than an ordinary message.
+
+use rust_stemmers::{Algorithm, Stemmer};
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// Distinct terms a query keeps (the first ones, in order).
+pub const MAX_QUERY_TERMS: usize = 64;
+/// Longer runs of letters are cut: no word is this long, a hash or a blob is.
+pub const MAX_TERM_CHARS: usize = 32;
+
+/// Words too common to tell documents apart. Kept short: pronouns such as
+/// "my" carry nothing, but question words are already dropped here too.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because",
+    "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "don", "for", "from", "had",
+    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "just", "me", "more", "most", "my", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or",
+    "other", "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the",
+    "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
+    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why",
+    "will", "with", "would", "you", "your", "yours", "ll", "re", "ve", "s", "t", "d", "m", "ok", "okay", "yes", "yeah",
+    "please", "thanks", "thank", "tell", "remind", "remember", "know", "let", "get", "got",
+];
+
+fn stop_words() -> &'static HashSet<&'static str> {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOP_WORDS.iter().copied().collect())
+}
+
+fn stemmer() -> &'static Stemmer {
+    static STEMMER: OnceLock<Stemmer> = OnceLock::new();
+    STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+/// Every term of `text`, in order, repeats kept (documents count them).
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for_each_term(text, |t| {
+        out.push(t);
+        true
+    });
+    out
+}
+
+/// The distinct terms of a query, in order of first appearance, at most
+/// [`MAX_QUERY_TERMS`].
+pub fn query_terms(text: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for_each_term(text, |t| {
+        if seen.insert(t.clone()) {
+            out.push(t);
+        }
+        out.len() < MAX_QUERY_TERMS
+    });
+    out
+}
+
+/// Calls `f` with each term until it returns false. An apostrophe splits
+/// like any separator: "sister's" gives "sister" and "s", a stop word.
+fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
+    let mut word = String::new();
+    let mut length = 0usize;
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() {
+            if length < MAX_TERM_CHARS {
+                word.extend(c.to_lowercase());
+                length += 1;
+            }
+            continue;
+        }
+        if word.is_empty() {
+            continue;
+        }
+        let keep = !stop_words().contains(word.as_str()) && (length > 1 || word.chars().all(|c| c.is_ascii_digit()));
+        if keep && !f(stemmer().stem(&word).into_owned()) {
+            return;
+        }
+        word.clear();
+        length = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_lowercased_stemmed_and_stop_words_dropped() {
+        assert_eq!(
+            terms("The Dentist appointments are on Tuesdays"),
+            ["dentist", "appoint", "tuesday"]
+        );
+    }
+
+    #[test]
+    fn possessives_and_contractions_leave_only_the_word() {
+        assert_eq!(terms("my sister's cat won't eat"), ["sister", "cat", "won", "eat"]);
+    }
+
+    #[test]
+    fn numbers_survive_even_single_digits() {
+        assert_eq!(terms("room 7 on floor 12"), ["room", "7", "floor", "12"]);
+    }
+
+    #[test]
+    fn stop_words_emoji_and_markup_give_no_terms_or_only_real_words() {
+        assert!(terms("what is it that you and I were on about?").is_empty());
+        assert!(terms("🎉🎉🔥 👍").is_empty());
+        assert_eq!(terms("<b>hello</b> <@U123>"), ["hello", "u123"]);
+    }
+
+    #[test]
+    fn a_huge_query_keeps_a_bounded_number_of_short_terms() {
+        let text: String = (0..2000).map(|i| format!("word{i} ")).collect::<String>() + &"x".repeat(8000);
+        let q = query_terms(&text);
+        assert_eq!(q.len(), MAX_QUERY_TERMS);
+        assert!(
+            terms(&"y".repeat(8000))
+                .iter()
+                .all(|t| t.chars().count() <= MAX_TERM_CHARS)
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! Recall specifications: what a turn recalls from the caller's whole
+//! history, and that nothing else ever comes out — not another user's data,
+//! not the same user id in another channel, not a deleted item — through
+//! corruption, half-written indexes and hostile input.
+
+use crate::support::write;
+use chrono::{DateTime, TimeZone, Utc};
+use mnemo_sessions::commands::{self, Caller, SessionCommand};
+use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::recall::{Recall, TurnQuery};
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::topics::{self, TopicWrite};
+use mnemo_sessions::{Layout, Record, Role, SafeName, archive};
+
+fn day(d: u32, h: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, d, h, 0, 0).unwrap()
+}
+
+fn rec(at: DateTime<Utc>, role: Role, id: &str, text: &str) -> Record {
+    Record {
+        ts: at,
+        role,
+        text: text.into(),
+        msg_id: id.into(),
+        channel: "slack".into(),
+        thread_id: None,
+        chat_id: None,
+        user_name: None,
+    }
+}
+
+fn channel(dir: &tempfile::TempDir, name: &str) -> Stm {
+    Stm::new(Layout::new(dir.path(), name), LockRegistry::new(), false)
+}
+
+/// Appends to STM and indexes, as the pipeline does.
+async fn say(stm: &Stm, user: &SafeName, record: Record) {
+    stm.append(user, &record).await.unwrap();
+    Recall::of(stm).index(user, &record);
+}
+
+/// What a turn asking `question` recalls, rendered.
+fn recalled(stm: &Stm, user: &SafeName, question: &str) -> String {
+    let query = TurnQuery {
+        message: question,
+        recent: &[],
+        max_tokens: 1500,
+    };
+    Recall::of(stm).for_turn(user, &query).render().unwrap_or_default()
+}
+
+fn filler(i: usize) -> String {
+    [
+        "the weather was grey again",
+        "lunch was a sandwich",
+        "the train ran late",
+        "watched a film",
+    ][i % 4]
+        .to_string()
+}
+
+async fn history(stm: &Stm, user: &SafeName, secret: &str) {
+    let mut old = Vec::new();
+    for i in 0..30 {
+        old.push(rec(
+            day(2, 8) + chrono::TimeDelta::minutes(i as i64),
+            Role::User,
+            &format!("f{i}"),
+            &filler(i),
+        ));
+    }
+    old.push(rec(
+        day(3, 9),
+        Role::User,
+        "secret",
+        &format!("My locker code is {secret}"),
+    ));
+    archive::write_batch(stm.layout(), user, &old).unwrap();
+    say(stm, user, rec(day(20, 9), Role::User, "now", "I am back from holiday")).await;
+}
+
+#[tokio::test]
+async fn an_archived_fact_is_recalled_with_its_date_and_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    let text = recalled(&stm, &alice, "what is my locker code?");
+    assert!(
+        text.contains("[2026-03-03, you] My locker code is canary-7731"),
+        "{text}"
+    );
+    assert!(!text.contains("sandwich"), "unrelated filler stays out: {text}");
+}
+
+#[tokio::test]
+async fn nothing_is_recalled_from_another_user_or_the_same_id_in_another_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slack, telegram) = (channel(&dir, "slack"), channel(&dir, "telegram"));
+    let (alice, bob) = (SafeName::of("alice"), SafeName::of("bob"));
+    history(&slack, &bob, "canary-BOB").await;
+    history(&telegram, &alice, "canary-TELEGRAM").await;
+    // A note of bob's and a user whose id encodes to `_shared` are still not alice's.
+    let note = TopicWrite {
+        title: "lockers",
+        tags: &[],
+        body: "locker code canary-BOBNOTE",
+    };
+    topics::write(slack.layout(), &bob, "lockers", note, day(4, 9)).unwrap();
+    history(&slack, &SafeName::of("_shared"), "canary-SHAREDUSER").await;
+    say(&slack, &alice, rec(day(20, 9), Role::User, "a1", "hello there")).await;
+
+    for question in [
+        "what is my locker code?",
+        "locker code canary",
+        "canary-BOB canary-TELEGRAM lockers",
+    ] {
+        let text = recalled(&slack, &alice, question);
+        assert!(!text.contains("canary"), "{question}: {text}");
+        let hits = Recall::of(&slack).search(&alice, question, 10);
+        assert!(hits.iter().all(|h| !h.text.contains("canary")), "{question}: {hits:?}");
+    }
+    assert!(recalled(&telegram, &alice, "locker code").contains("canary-TELEGRAM"));
+}
+
+#[tokio::test]
+async fn shared_operator_notes_reach_every_user_and_hostile_frontmatter_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    let shared = stm.layout().shared_topics_dir();
+    write(
+        &shared.join("wifi.md"),
+        "---\ntitle: Wifi\n---\nThe office wifi password is canary-WIFI\n",
+    );
+    write(
+        &shared.join("broken.md"),
+        "---\ntitle: [unclosed\n---\nwifi canary-BROKEN\n",
+    );
+    write(&shared.join("open.md"), "---\ntitle: no end\nwifi canary-UNCLOSED\n");
+    write(&shared.join("..%2Fescape.md"), "wifi canary-STRAY\n");
+    // Aliases galore: parsed or refused, it must cost no more than a note.
+    let laughs: String = (1..9)
+        .map(|i| {
+            format!(
+                "l{i}: &l{i} [*l{p},*l{p},*l{p},*l{p},*l{p},*l{p},*l{p},*l{p},*l{p}]\n",
+                p = i - 1
+            )
+        })
+        .collect();
+    write(
+        &shared.join("laughs.md"),
+        &format!("---\nl0: &l0 [lol]\n{laughs}---\nwifi laughs\n"),
+    );
+    say(&stm, &alice, rec(day(20, 9), Role::User, "a1", "hello")).await;
+    let text = recalled(&stm, &alice, "what is the wifi password");
+    assert!(
+        text.contains("[shared note: wifi] The office wifi password is canary-WIFI"),
+        "{text}"
+    );
+    for bad in ["canary-BROKEN", "canary-UNCLOSED", "canary-STRAY"] {
+        assert!(!text.contains(bad), "{bad}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-ARCHIVED").await;
+    say(
+        &stm,
+        &alice,
+        rec(day(20, 10), Role::User, "live", "my bike lock code is canary-LIVE"),
+    )
+    .await;
+    let note = TopicWrite {
+        title: "boat",
+        tags: &[],
+        body: "the boat is moored at pier canary-NOTE",
+    };
+    topics::write(stm.layout(), &alice, "boat", note, day(5, 9)).unwrap();
+    assert!(recalled(&stm, &alice, "bike lock code").contains("canary-LIVE"));
+    assert!(recalled(&stm, &alice, "where is the boat moored").contains("canary-NOTE"));
+
+    let run = |command: SessionCommand| {
+        let stm = stm.clone();
+        let alice = alice.clone();
+        async move {
+            let caller = Caller {
+                user: &alice,
+                display_name: None,
+            };
+            commands::try_execute(&stm, caller, &command, day(21, 9)).await.unwrap()
+        }
+    };
+    run(SessionCommand::Forget { topic: "boat".into() }).await;
+    assert!(!recalled(&stm, &alice, "where is the boat moored").contains("canary-NOTE"));
+
+    run(SessionCommand::Clear).await;
+    let text = recalled(&stm, &alice, "bike lock code locker code");
+    assert!(!text.contains("canary-LIVE"), "cleared STM is gone: {text}");
+    assert!(text.contains("canary-ARCHIVED"), "the archive is kept by clear: {text}");
+
+    run(SessionCommand::ClearAllConfirmed).await;
+    assert_eq!(recalled(&stm, &alice, "bike lock code locker code"), "");
+    assert!(Recall::of(&stm).search(&alice, "canary", 10).is_empty());
+}
+
+#[tokio::test]
+async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
+    for damage in ["torn", "garbage", "meta", "version", "archive-gone"] {
+        let dir = tempfile::tempdir().unwrap();
+        let stm = channel(&dir, "slack");
+        let alice = SafeName::of("alice");
+        history(&stm, &alice, "canary-7731").await;
+        say(&stm, &alice, rec(day(20, 10), Role::User, "x", "my gym is canary-GYM")).await;
+        let index = stm.layout().recall_dir(&alice);
+        let messages = index.join("messages.jsonl");
+        match damage {
+            "torn" => {
+                let mut bytes = std::fs::read(&messages).unwrap();
+                bytes.truncate(bytes.len() - 5);
+                std::fs::write(&messages, bytes).unwrap();
+            }
+            "garbage" => std::fs::write(&messages, "{not json\n").unwrap(),
+            "meta" => std::fs::write(index.join("meta.json"), "").unwrap(),
+            "version" => std::fs::write(index.join("meta.json"), r#"{"version":999,"archives":[]}"#).unwrap(),
+            _ => {
+                let batch = archive::files(stm.layout(), &alice).unwrap().remove(0);
+                std::fs::remove_file(batch).unwrap();
+            }
+        }
+        // A restart: the process's cache is gone, the damaged files remain.
+        drop(stm);
+        let stm = channel(&dir, "slack");
+        let text = recalled(&stm, &alice, "what is my gym and my locker code?");
+        assert!(text.contains("canary-GYM"), "{damage}: {text}");
+        assert_eq!(
+            text.contains("canary-7731"),
+            damage != "archive-gone",
+            "{damage}: {text}"
+        );
+        let stored = std::fs::read_to_string(&messages).unwrap();
+        assert!(
+            stored.ends_with('\n') && stored.contains("canary-GYM"),
+            "{damage}: rebuilt on disk"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_message_missing_from_the_index_after_a_crash_is_caught_up_from_stm_and_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    // Appended to STM but never indexed (crash between the two), and a batch
+    // archived after the index was written.
+    stm.append(&alice, &rec(day(20, 11), Role::User, "y", "my tailor is canary-TAILOR"))
+        .await
+        .unwrap();
+    archive::write_batch(
+        stm.layout(),
+        &alice,
+        &[rec(day(10, 9), Role::User, "z", "my barber is canary-BARBER")],
+    )
+    .unwrap();
+    drop(stm);
+    let stm = channel(&dir, "slack");
+    assert!(recalled(&stm, &alice, "who is my tailor").contains("canary-TAILOR"));
+    assert!(recalled(&stm, &alice, "who is my barber").contains("canary-BARBER"));
+}
+
+#[tokio::test]
+async fn hostile_queries_recall_nothing_or_something_sensible_and_never_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    let long = format!("locker {}", "ab ".repeat(4000));
+    for question in [
+        "what is it that you were on about?",
+        "🎉🔥👍🏽",
+        "<script>alert(1)</script> **` ``` <@U123>",
+        &long,
+        "",
+    ] {
+        let text = recalled(&stm, &alice, question);
+        assert!(text.chars().count() <= 1500 * 4, "budget holds for {:.20}", question);
+        if !question.starts_with("locker") {
+            assert_eq!(text, "", "nothing to match in {question:.20}");
+        }
+    }
+    assert!(recalled(&stm, &alice, &long).contains("canary-7731"));
+}
+
+#[tokio::test]
+async fn items_already_in_the_recent_window_are_not_repeated_and_the_budget_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    let mut records = Vec::new();
+    for i in 0..60 {
+        let r = rec(
+            day(1 + i % 20, 9) + chrono::TimeDelta::minutes(i as i64),
+            Role::User,
+            &format!("k{i}"),
+            &format!("kayak trip number {i} on the river with a long description of the water and the weather"),
+        );
+        say(&stm, &alice, r.clone()).await;
+        records.push(r);
+    }
+    let recent = &records[50..];
+    let query = TurnQuery {
+        message: "tell me about the kayak trips",
+        recent,
+        max_tokens: 300,
+    };
+    let out = Recall::of(&stm).for_turn(&alice, &query);
+    let text = out.render().unwrap();
+    assert!(text.chars().count().div_ceil(4) <= 300, "{}", text.len());
+    assert!(out.omitted > 0 && text.ends_with("did not fit]"), "cut visibly: {text}");
+    for r in recent {
+        assert!(
+            !text.contains(&format!("number {} on", r.msg_id.trim_start_matches('k'))),
+            "{} repeated",
+            r.msg_id
+        );
+    }
+    let days: std::collections::HashSet<_> = out.items.iter().map(|i| i.at.date_naive()).collect();
+    assert!(days.len() >= out.items.len().min(10) / 2, "spread across days: {text}");
+}

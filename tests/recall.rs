@@ -1,0 +1,157 @@
+//! Recall end to end: the real `App` with the fake model server at the
+//! network edge. A fact told weeks ago, folded out of STM into the archive
+//! by real compaction, reaches the model request of a later question —
+//! dated, and only for the user who told it, in the channel they told it
+//! in; across restarts; and not when the operator turns recall off.
+
+mod support;
+
+use chrono::{TimeDelta, Utc};
+use mnemo::app::App;
+use mnemo::config::LimitsConfig;
+use mnemo_channels::{Channel, Inbound, OutboundBody};
+use mnemo_sessions::{Layout, SafeName, archive};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use support::{FakeChannel, FakeModel, app_parts, dm, last_user_message, request_text};
+
+const QUESTION: &str = "What was my passport number again?";
+const CANARY: &str = "canary-P-4411";
+
+/// One run of a fresh `App` (a restart each time) over channels `fake`
+/// and `other`, answering `messages` in order; returns what it sent.
+async fn run(state: &Path, url: &str, messages: Vec<Inbound>) -> Vec<String> {
+    let limits = LimitsConfig {
+        user_queue_depth: 200,
+        user_messages_per_minute: 0,
+        ..LimitsConfig::default()
+    };
+    let (fake, fake_in) = FakeChannel::new("fake");
+    let (other, other_in) = FakeChannel::new("other");
+    let channels = vec![fake.clone() as Arc<dyn Channel>, other.clone() as Arc<dyn Channel>];
+    let app = App::new(app_parts(state, url, limits), channels.clone()).unwrap();
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn({
+        let app = app.clone();
+        async move { app.serve(channels, stop).await }
+    });
+    for m in messages {
+        let inbox = if m.channel == "fake" { &fake_in } else { &other_in };
+        inbox.send(m).await.unwrap();
+    }
+    drop((fake_in, other_in));
+    assert!(serving.await.unwrap(), "every turn finished");
+    [fake.sent(), other.sent()]
+        .concat()
+        .into_iter()
+        .map(|o| match o.body {
+            OutboundBody::Text(t) => t,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+fn said(channel: &str, user: &str, id: &str, days_ago: i64, text: &str) -> Inbound {
+    let mut m = dm(channel, user, id, text);
+    m.ts = Utc::now() - TimeDelta::days(days_ago);
+    m
+}
+
+/// The chat request that asked `QUESTION` last.
+fn question_request(fake: &FakeModel) -> String {
+    let requests = fake.chat_requests();
+    let last = requests.last().expect("a model request");
+    assert_eq!(last_user_message(last), QUESTION);
+    request_text(last)
+}
+
+fn small_memory(state: &Path, channel: &str, recall: serde_json::Value) {
+    let path = Layout::new(state, channel).config_path();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let config = json!({
+        "stm": {"maxMessages": 12, "contextWindow": 4},
+        "compacting": {"threshold": 12},
+        "recall": recall,
+    });
+    std::fs::write(path, config.to_string()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    for channel in ["fake", "other"] {
+        support::open_access(state, channel, &[]);
+        small_memory(state, channel, json!({}));
+    }
+    let topics = [
+        "the weather",
+        "my commute",
+        "a film I saw",
+        "dinner plans",
+        "the gym",
+        "a new book",
+    ];
+    let mut history = vec![said(
+        "fake",
+        "ada",
+        "p",
+        21,
+        &format!("My passport number is {CANARY}, keep it safe."),
+    )];
+    for i in 0..30 {
+        let text = format!("Let me tell you about {} today, part {i}.", topics[i % topics.len()]);
+        history.push(said("fake", "ada", &format!("h{i}"), 20 - (i as i64 * 2 / 3), &text));
+    }
+    // The same id in another channel is another person's memory.
+    history.push(said("other", "ada", "o1", 5, "My favourite colour is teal."));
+    run(state, &url, history).await;
+
+    let layout = Layout::new(state, "fake");
+    let ada = SafeName::of("ada");
+    let archived = archive::read_all(&layout, &ada).unwrap();
+    assert!(
+        archived.iter().any(|r| r.text.contains(CANARY)),
+        "compaction archived the fact"
+    );
+    let live = std::fs::read_to_string(layout.messages_path(&ada)).unwrap();
+    assert!(!live.contains(CANARY), "the fact is no longer in STM");
+
+    // A restart, then the question: recall brings the fact back, dated.
+    run(state, &url, vec![dm("fake", "ada", "q1", QUESTION)]).await;
+    let text = question_request(&fake);
+    let day = (Utc::now() - TimeDelta::days(21)).format("%Y-%m-%d");
+    assert!(
+        text.contains(&format!("[{day}, you] My passport number is {CANARY}")),
+        "{text}"
+    );
+    assert_eq!(text.matches(QUESTION).count(), 1, "the question is sent once");
+
+    // Nobody else gets it: another user, the same id in another channel.
+    run(state, &url, vec![dm("fake", "bob", "q2", QUESTION)]).await;
+    assert!(!question_request(&fake).contains(CANARY));
+    run(state, &url, vec![dm("other", "ada", "q3", QUESTION)]).await;
+    assert!(!question_request(&fake).contains(CANARY));
+
+    // Ada can search for it herself, without a model call.
+    let calls = fake.chat_requests().len();
+    let replies = run(state, &url, vec![dm("fake", "ada", "s1", "/session search passport")]).await;
+    assert!(
+        replies.iter().any(|r| r.contains(CANARY) && r.contains("you]")),
+        "{replies:?}"
+    );
+    assert_eq!(fake.chat_requests().len(), calls, "search asks no model");
+
+    // The operator turns recall off: the fact stays out of the request.
+    small_memory(state, "fake", json!({"enabled": false}));
+    run(state, &url, vec![dm("fake", "ada", "q4", QUESTION)]).await;
+    assert!(!question_request(&fake).contains(CANARY));
+
+    // `/session clear all confirm` forgets it everywhere, at once.
+    small_memory(state, "fake", json!({}));
+    run(state, &url, vec![dm("fake", "ada", "c1", "/session clear all confirm")]).await;
+    run(state, &url, vec![dm("fake", "ada", "q5", QUESTION)]).await;
+    assert!(!question_request(&fake).contains(CANARY));
+}
