@@ -7,11 +7,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemo::app::{App, AppParts};
-use mnemo::config::LimitsConfig;
 use mnemo::model::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ModelSummarizer, ReplyFormat};
 use mnemo_channels::{Channel, ChannelError, ChatKind, Inbound, Outbound, Shutdown};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 
 /// What one chat request carried, flattened, and its estimated tokens.
@@ -98,17 +96,11 @@ impl Broker {
         std::fs::write(sessions.join("config.json"), config).expect("config");
         std::fs::write(sessions.join("access.json"), r#"{"dmPolicy": "open"}"#).expect("access");
         let model = Arc::new(InstantModel::default());
+        // The product's bench parts, with a model that records each request.
         let parts = AppParts {
-            state_root: dir.path().to_path_buf(),
-            system_prompt: "You are a helpful assistant.".into(),
-            tz: chrono_tz::UTC,
-            limits: LimitsConfig {
-                user_messages_per_minute: 0,
-                ..LimitsConfig::default()
-            },
-            model_timeout: Duration::from_secs(5),
             summarizer: Arc::new(ModelSummarizer::new(model.clone())),
             model: model.clone(),
+            ..mnemo::bench::app_parts(dir.path())
         };
         let channel = Arc::new(Signal(Notify::new()));
         let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>]).expect("app");
