@@ -19,6 +19,7 @@
 mod bm25;
 mod pack;
 mod plan;
+mod score;
 mod sources;
 mod store;
 mod tokenize;
