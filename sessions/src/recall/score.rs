@@ -1,13 +1,17 @@
 //! BM25 scoring of one owner's index: the exact top `limit` documents for
 //! a weighted query, without walking every posting of every common word.
 //!
-//! Terms are scored rarest first (highest upper bound first). Once the
+//! Terms are scored heaviest first (highest upper bound first). Once the
 //! best that the remaining terms could still add to a document is below
 //! the `limit`-th best score so far (MaxScore), no unseen document can
-//! enter the top any more: the remaining (common) terms only update the
-//! candidates that still could, each found by a binary search in the
-//! term's postings instead of a walk of all of them. The result is the
-//! same as scoring everything. The score array lives in a [`Scratch`]
+//! enter the top any more: the remaining terms only update the candidates
+//! that still could, each found by a binary search in the term's postings
+//! instead of a walk of all of them. Up to there the result is the same as
+//! scoring everything. One shortcut is not exact: a very common term (see
+//! [`COMMON_SHARE`]) is never walked, only added to what rarer terms found
+//! (when every term is common, the rarest is walked) — a document holding
+//! only common query words is not a useful hit, and walking those lists
+//! was most of a turn's cost. The score array lives in a [`Scratch`]
 //! reused across a turn's queries, so a query costs what it touches, not
 //! the size of the index.
 //!
@@ -20,6 +24,14 @@ use super::bm25::{Bm25, DEAD, Doc, Hit};
 const K1: f32 = 1.2;
 /// BM25 length normalisation.
 const B: f32 = 0.75;
+/// A term in more than one document in this many (and in more than
+/// [`COMMON_MIN`]) is common: its postings are not walked, it only adds to
+/// documents the rarer terms found. Such a term says little about a
+/// document (IDF under ~3) and costs the most to walk.
+const COMMON_SHARE: usize = 20;
+/// Below this many postings a term is always walked: small indexes are
+/// scored exactly.
+const COMMON_MIN: usize = 1024;
 
 /// Score array and the list of what it touched, kept between searches
 /// (all zero between them).
@@ -57,6 +69,20 @@ fn threshold(scores: &[f32], ids: &[u32], ranked: &mut Vec<f32>, limit: usize) -
     *nth
 }
 
+/// The first position at or after `from` whose document is not below
+/// `id` (`list` ascending): an exponential then binary search, so walking
+/// sorted candidates costs the log of the gaps, not of the whole list.
+fn gallop(list: &[(u32, u16)], from: usize, id: u32) -> usize {
+    let (mut lo, mut hi, mut step) = (from, from, 1);
+    while hi < list.len() && list[hi].0 < id {
+        lo = hi + 1;
+        hi = from + step;
+        step *= 2;
+    }
+    let hi = hi.min(list.len());
+    lo + list[lo..hi].partition_point(|p| p.0 < id)
+}
+
 impl Bm25 {
     /// BM25 over weighted query terms; the `limit` best live documents for
     /// which `keep` holds, best first.
@@ -88,19 +114,47 @@ impl Bm25 {
                 (weight > 0.0).then_some((list.as_slice(), weight))
             })
             .collect();
-        terms.sort_by(|a, b| b.1.total_cmp(&a.1));
-        // What the terms after each one can still add, summed from the end
-        // so that after the last term it is exactly zero.
-        let mut after = vec![0f32; terms.len()];
-        for i in (1..terms.len()).rev() {
-            after[i - 1] = after[i] + terms[i].1 * (K1 + 1.0);
+        // Rare terms are walked, heaviest first; common ones (or all but the
+        // rarest, if every term is common) only score the candidates.
+        let cap = (self.lens.len() / COMMON_SHARE).max(COMMON_MIN);
+        let rarest = terms.iter().map(|(l, _)| l.len()).min().unwrap_or(0);
+        terms.sort_by(|a, b| {
+            let common = |t: &(&[(u32, u16)], f32)| t.0.len() > cap.max(rarest);
+            common(a).cmp(&common(b)).then(b.1.total_cmp(&a.1))
+        });
+        let walked = terms.iter().take_while(|t| t.0.len() <= cap.max(rarest)).count();
+        // What the terms from each one on can still add, summed from the
+        // end so that after the last term it is exactly zero.
+        let mut remaining = vec![0f32; terms.len() + 1];
+        for i in (0..terms.len()).rev() {
+            remaining[i] = remaining[i + 1] + terms[i].1 * (K1 + 1.0);
         }
         let term_score = |weight: f32, tf: u16, len: u32| {
             let tf = f32::from(tf);
             weight * tf * (K1 + 1.0) / (tf + norm_base + norm_per_term * len as f32)
         };
         let mut pruning = false;
-        for ((list, weight), rest) in terms.into_iter().zip(after) {
+        let mut best = 0f32;
+        for (i, (list, weight)) in terms.into_iter().enumerate() {
+            if !pruning && i >= walked {
+                // From here on, only what the walked terms found can gain.
+                pruning = true;
+                let Scratch {
+                    scores,
+                    touched,
+                    candidates,
+                    ranked,
+                } = &mut *scratch;
+                let floor = threshold(scores, touched, ranked, limit);
+                let rest = remaining[i];
+                candidates.extend(
+                    touched
+                        .iter()
+                        .filter(|&&id| scores[id as usize] > 0.0 && scores[id as usize] + rest >= floor),
+                );
+                candidates.sort_unstable();
+            }
+            let rest = remaining[i + 1];
             if !pruning {
                 // Essential term: every document it names may enter the top.
                 for &(id, tf) in list {
@@ -117,6 +171,13 @@ impl Bm25 {
                         }
                     }
                     *score += term_score(weight, tf, len);
+                    best = best.max(*score);
+                }
+                // The k-th best can only stop unseen documents if what is
+                // left is below the best so far; only then is it worth
+                // computing.
+                if rest >= best {
+                    continue;
                 }
                 let Scratch {
                     scores,
@@ -135,7 +196,7 @@ impl Bm25 {
             // Non-essential term: only the candidates left can still gain.
             let mut from = 0;
             for &id in &scratch.candidates {
-                from += list[from..].partition_point(|p| p.0 < id);
+                from = gallop(list, from, id);
                 match list.get(from) {
                     Some(&(found, tf)) if found == id => {
                         scratch.scores[id as usize] += term_score(weight, tf, self.lens[id as usize]);
@@ -190,6 +251,22 @@ mod tests {
             .collect();
         all.sort_by(|a, b| b.1.total_cmp(&a.1));
         all
+    }
+
+    #[test]
+    fn a_very_common_word_only_adds_to_what_rarer_words_found() {
+        let mut index = Bm25::default();
+        for k in 0..3000u64 {
+            index.add(k, at(1), Source::User, format!("common filler{}", k % 50));
+        }
+        index.add(5000, at(2), Source::User, "rare thing".into());
+        index.add(5001, at(2), Source::User, "rare common".into());
+        let q = |text: &str| -> Vec<(String, f32)> { text.split(' ').map(|t| (t.to_string(), 1.0)).collect() };
+        let hits = index.search(&q("rare common"), 24, |_| true);
+        let keys: Vec<u64> = hits.iter().map(|h| index.doc(h.doc).key).collect();
+        assert_eq!(keys, [5001, 5000]);
+        // Alone, the common word is walked: its documents are found.
+        assert_eq!(index.search(&q("common"), 24, |_| true).len(), 24);
     }
 
     proptest! {
