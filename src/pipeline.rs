@@ -196,7 +196,7 @@ impl Pipeline {
             .append(&user, &record, Utc::now())
             .await
             .map_err(TurnError::Store)?;
-        memory.recall.index(&user, &record);
+        memory.recall.index_async(&user, &record).await;
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -230,7 +230,7 @@ impl Pipeline {
                     .append(&user, &reply, Utc::now())
                     .await
                     .map_err(TurnError::Store)?;
-                memory.recall.index(&user, &reply);
+                memory.recall.index_async(&user, &reply).await;
                 trace.lap(Phase::Memory);
                 self.reply(&message, &reply.text).await;
                 Outcome::Answered
@@ -266,19 +266,21 @@ impl Pipeline {
             .await
             .map_err(TurnError::Read)?;
         let recall = &memory.config.recall;
-        let recalled = recall.enabled.then(|| {
+        let recalled = if recall.enabled {
             let query = TurnQuery {
                 message: &message.text,
                 recent: &view.recent,
                 max_tokens: recall.max_tokens,
             };
-            memory.recall.for_turn(user, &query).render()
-        });
+            memory.recall.for_turn_async(user, &query).await.render()
+        } else {
+            None
+        };
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
             summary: view.summary.as_deref(),
-            recalled: recalled.flatten().as_deref(),
+            recalled: recalled.as_deref(),
             recent: &view.recent,
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,

@@ -123,7 +123,7 @@ pub async fn try_execute(
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
         SessionCommand::Forget { topic } => Reply::text(clear::forget(stm, user, topic).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
-        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words)),
+        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words).await),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.
