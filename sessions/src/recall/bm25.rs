@@ -10,7 +10,6 @@ use super::tokenize;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
-
 /// Where a document came from; decides its label and whether a turn may
 /// recall it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,7 +112,14 @@ impl Bm25 {
     /// [`Bm25::add`] with the terms of `text` already made (by
     /// [`tokenize::terms`], e.g. read back from the stored index), so a
     /// load does not stem every message again.
-    pub fn add_terms<T: AsRef<str>>(&mut self, key: u64, at: DateTime<Utc>, source: Source, text: String, terms: &[T]) -> u32 {
+    pub fn add_terms<T: AsRef<str>>(
+        &mut self,
+        key: u64,
+        at: DateTime<Utc>,
+        source: Source,
+        text: String,
+        terms: &[T],
+    ) -> u32 {
         if let Some(&id) = self.keys.get(&key) {
             return id;
         }

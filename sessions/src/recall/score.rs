@@ -54,7 +54,6 @@ impl Scratch {
         }
         self.candidates.clear();
     }
-
 }
 
 /// The `limit`-th best of `scores` at `ids` (excluded documents score

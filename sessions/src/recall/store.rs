@@ -89,11 +89,7 @@ fn line_of(record: &Record) -> (Vec<u8>, Vec<String>) {
     let terms = tokenize::terms(&record.text);
     let joined = terms.join(" ");
     // Strings and plain fields only: serialising cannot fail.
-    let mut line = serde_json::to_vec(&Line {
-        terms: &joined,
-        record,
-    })
-    .unwrap_or_default();
+    let mut line = serde_json::to_vec(&Line { terms: &joined, record }).unwrap_or_default();
     line.push(b'\n');
     (line, terms)
 }
@@ -226,13 +222,9 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         let StoredLine { terms, record } = serde_json::from_slice(line)
             .map_err(|e| Stale::Broken(format!("messages.jsonl line {}: {e}", number + 1)))?;
         let terms: Vec<&str> = terms.split(' ').filter(|t| !t.is_empty()).collect();
-        index.bm25.add_terms(
-            message_key(&record),
-            record.ts,
-            source_of(&record),
-            record.text,
-            &terms,
-        );
+        index
+            .bm25
+            .add_terms(message_key(&record), record.ts, source_of(&record), record.text, &terms);
     }
     index.log = open_append_nofollow(root, &messages_path).ok();
     // Catch up: batches archived since the last load, then the live log.
