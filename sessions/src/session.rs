@@ -16,8 +16,10 @@
 //! commit.
 //!
 //! It never touches the network and takes time only as `now` parameters.
-//! Every method takes the user's lock from [`crate::locks`], so it is
-//! serialised with compaction, expiry and the `/session` commands.
+//! Every method takes the user's log lock from [`crate::locks`], so it is
+//! serialised with expiry and the `/session` commands (which take both of
+//! the user's locks) and with compaction's swap of the log, but not with
+//! compaction's commit (summary, archive, profile), which runs beside it.
 
 mod handles;
 mod map;
