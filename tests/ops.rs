@@ -5,12 +5,9 @@
 //! follows the platform connection, and every turn leaves one log line
 //! without its text.
 
-#[path = "../channels/tests/discord/fake.rs"]
-mod discord_fake;
-#[path = "../channels/tests/telegram/fake_api.rs"]
-mod fake_api;
-#[path = "../channels/tests/slack/fake.rs"]
-mod slack_fake;
+use mnemo_testkit::discord as discord_fake;
+use mnemo_testkit::slack as slack_fake;
+use mnemo_testkit::telegram as fake_api;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, user};
@@ -19,7 +16,6 @@ use serde_json::Value;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
 use support::FakeModel;
 
 const ADA: i64 = 42;
@@ -92,16 +88,13 @@ async fn get(ops: &str, path: &str) -> (u16, String) {
     }
 }
 
-/// Polls `path` until `check` holds; panics after 15 s.
+/// Polls `path` until `check` holds ([`support::eventually`]); returns the body.
 async fn until(ops: &str, path: &str, what: &str, check: impl Fn(u16, &str) -> bool) -> String {
-    for _ in 0..750 {
+    support::eventually(what, async || {
         let (status, body) = get(ops, path).await;
-        if check(status, &body) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("gave up waiting for {what}; last: {:?}", get(ops, path).await);
+        check(status, &body).then_some(body)
+    })
+    .await
 }
 
 /// The value of the sample `line` (`name{labels}`) in a scrape, 0 if absent.

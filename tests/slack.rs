@@ -4,8 +4,7 @@
 //! requests) and the model at a fake OpenAI-compatible server. Everything in
 //! between is the real broker and the real Slack adapter.
 
-#[path = "../channels/tests/slack/fake.rs"]
-mod fake;
+use mnemo_testkit::slack as fake;
 mod support;
 
 use fake::*;
@@ -13,7 +12,7 @@ use mnemo_channels::slack::{COMMANDS_PATH, EVENTS_PATH, THINKING, signature};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::{FakeModel, last_user_message, request_text};
 
 const SIGNING_SECRET: &str = "e2e-signing-secret";
@@ -462,11 +461,10 @@ mod events_api {
 
     /// Waits until the bot accepts connections on `port`.
     async fn listening(port: u16) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(Instant::now() < deadline, "the Events API listener never came up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        support::eventually("the Events API listener", async || {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        })
+        .await
     }
 
     #[tokio::test]

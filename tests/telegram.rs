@@ -6,10 +6,8 @@
 //! where only the mention is answered, a group opted in to every message,
 //! a long reply, `/session` commands, flood control, and webhook mode.
 
-#[path = "../channels/tests/telegram/fake_api.rs"]
-mod fake_api;
-#[path = "../channels/tests/telegram/html_check.rs"]
-mod html_check;
+use mnemo_testkit::html_check;
+use mnemo_testkit::telegram as fake_api;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};

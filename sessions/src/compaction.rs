@@ -58,10 +58,15 @@
 //! log is read without the log lock (only complete lines count, see
 //! [`Stm::read_settled`]): under the fold lock only appends change it.
 
+mod fail;
 mod fallback;
 pub(crate) mod plan;
 mod view;
 
+#[cfg(feature = "fail-points")]
+pub use fail::FailPoint;
+#[cfg(not(feature = "fail-points"))]
+use fail::FailPoint;
 pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError};
@@ -124,22 +129,10 @@ pub enum CompactionError {
     Summary(#[from] SummaryError),
     #[error("compaction was interrupted: the runtime is shutting down; the next run continues where it stopped")]
     Interrupted,
-    #[doc(hidden)]
+    /// Only with the `fail-points` feature (this crate's own tests).
+    #[cfg(feature = "fail-points")]
     #[error("test fail point {0:?} reached: the run stopped as if the process had crashed")]
     Injected(FailPoint),
-}
-
-/// Test hook: stop a run right after a commit step, as a crash would.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailPoint {
-    AfterLtm,
-    AfterSummary,
-    AfterArchive,
-}
-
-impl FailPoint {
-    pub const ALL: [FailPoint; 3] = [FailPoint::AfterLtm, FailPoint::AfterSummary, FailPoint::AfterArchive];
 }
 
 /// Compacts one channel's users. Cheap to clone; clones share the set of
@@ -156,31 +149,34 @@ struct Inner {
     /// Users with a run in progress. A `std` mutex: held for one insert or
     /// remove, never across an `.await`.
     running: Mutex<HashSet<SafeName>>,
+    /// The crash-test hook: where runs stop (`fail-points` feature only).
+    #[cfg(feature = "fail-points")]
     fail_point: Option<FailPoint>,
 }
 
 impl Compactor {
     pub fn new(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>) -> Self {
-        Self::build(stm, config, summarizer, None)
-    }
-
-    /// Test hook: a compactor whose runs stop after `step`.
-    #[doc(hidden)]
-    pub fn failing_after(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, step: FailPoint) -> Self {
-        Self::build(stm, config, summarizer, Some(step))
-    }
-
-    fn build(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, fail_point: Option<FailPoint>) -> Self {
-        let running = Mutex::new(HashSet::new());
         Compactor {
             inner: Arc::new(Inner {
                 stm,
                 config,
                 summarizer,
-                running,
-                fail_point,
+                running: Mutex::new(HashSet::new()),
+                #[cfg(feature = "fail-points")]
+                fail_point: None,
             }),
         }
+    }
+
+    /// Test hook (`fail-points` feature only): a compactor whose runs stop
+    /// after `step`, as a crash would.
+    #[cfg(feature = "fail-points")]
+    pub fn failing_after(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, step: FailPoint) -> Self {
+        let mut compactor = Compactor::new(stm, config, summarizer);
+        if let Some(inner) = Arc::get_mut(&mut compactor.inner) {
+            inner.fail_point = Some(step);
+        }
+        compactor
     }
 
     /// Folds what the rules say is due (DESIGN §4): past `threshold`, all
@@ -500,12 +496,19 @@ impl Compactor {
         report
     }
 
+    #[cfg(feature = "fail-points")]
     fn fail_at(&self, step: FailPoint) -> Result<(), CompactionError> {
         if self.inner.fail_point == Some(step) {
             Err(CompactionError::Injected(step))
         } else {
             Ok(())
         }
+    }
+
+    /// Without the `fail-points` feature a step boundary is only a name.
+    #[cfg(not(feature = "fail-points"))]
+    fn fail_at(&self, _step: FailPoint) -> Result<(), CompactionError> {
+        Ok(())
     }
 
     fn layout(&self) -> &Layout {
