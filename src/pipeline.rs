@@ -163,6 +163,7 @@ impl Pipeline {
             let caller = commands::Caller {
                 user: &user,
                 display_name: message.user_name.as_deref(),
+                max_profile_chars: memory.config.ltm.max_profile_chars,
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
             // A command may have changed the files (clear, forget, …).

@@ -32,20 +32,14 @@ async fn populate(stm: &Stm, user: &str, canary: &str) {
         key: "drink".into(),
         value: format!("{canary} tea"),
     };
-    profile::merge_facts(layout, &name, Owner::default(), &[fact], 4000, utc(NOW)).unwrap();
+    profile::merge_facts(layout, &name, Owner::default(), &[fact], 4000, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, utc(NOW)).unwrap();
     for slug in ["trip", &format!("{user}-only")] {
         let body = format!("{canary} note {slug}\n");
-        topics::write(
-            layout,
-            &name,
-            slug,
-            TopicWrite {
+        topics::write(layout, &name, slug, TopicWrite {
                 title: slug,
                 tags: &[],
                 body: &body,
-            },
-            utc(NOW),
-        )
+            }, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, utc(NOW))
         .unwrap();
     }
     let daily = layout.daily_path(&name, NaiveDate::from_ymd_opt(2026, 3, 19).unwrap());
@@ -77,6 +71,7 @@ async fn as_user(stm: &Stm, user: &str, text: &str) -> Reply {
         Caller {
             user: &name,
             display_name: Some("Alice"),
+            max_profile_chars: 4000,
         },
         &command,
         utc(NOW),
@@ -293,6 +288,7 @@ async fn hostile_topic_names_are_refused_without_touching_any_file() {
             Caller {
                 user: &alice,
                 display_name: None,
+                max_profile_chars: 4000,
             },
             &command,
             utc(NOW),
