@@ -11,7 +11,8 @@
 
 mod body;
 
-pub(crate) use body::{Body, Merged, cap_bullet_lines, clipped_line, normalized, one_line};
+pub use body::clipped_line;
+pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
 
 use crate::frontmatter::{self, Document, FrontmatterError};
 use crate::layout::Layout;

@@ -102,6 +102,7 @@ impl Setup {
             limits: self.config.limits.clone(),
             model_timeout: std::time::Duration::from_secs(model_config.timeout_secs),
             model: chat,
+            max_tool_rounds: model_config.tool_rounds() as usize,
             summarizer: Arc::new(ModelSummarizer::new(summarizer)),
         })
     }

@@ -79,7 +79,7 @@ pub(super) async fn forget(stm: &Stm, caller: Caller<'_>, what: &str, now: DateT
             .into_iter()
             .map(|t| t.slug)
             .collect();
-        let mut reply = "Nothing in your long-term memory matches that, so nothing was deleted.".to_string();
+        let mut reply = "I have no fact or topic note that matches. Nothing was deleted.".to_string();
         if !topics.is_empty() {
             reply.push_str(&format!(" Your topic notes are: {}", topics.join(", ")));
         }

@@ -72,7 +72,7 @@ pub(crate) fn one_line(text: &str) -> String {
 
 /// `text` on one line (whitespace collapsed) and at most `max` characters,
 /// with `…[+N chars]` naming what was cut.
-pub(crate) fn clipped_line(text: &str, max: usize) -> String {
+pub fn clipped_line(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let total = line.chars().count();
     if total <= max {

@@ -244,7 +244,7 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
 }
 
 #[tokio::test]
-async fn forget_deletes_only_the_callers_topic_and_says_when_none_matches() {
+async fn forget_deletes_only_the_callers_topic_and_says_when_nothing_matches() {
     let (_dir, stm) = two_users().await;
     let layout = stm.layout().clone();
     let (alice, bob) = (SafeName::of("alice"), SafeName::of("bob"));
@@ -256,7 +256,7 @@ async fn forget_deletes_only_the_callers_topic_and_says_when_none_matches() {
     let before = tree(layout.root());
     let reply = as_user(&stm, "alice", "/session forget bob-only").await;
     assert!(
-        reply.text.contains("no topic note by that name") && reply.text.contains("alice-only"),
+        reply.text.contains("no fact or topic note that matches") && reply.text.contains("alice-only"),
         "{}",
         reply.text
     );
@@ -298,7 +298,7 @@ async fn hostile_topic_names_are_refused_without_touching_any_file() {
         assert_eq!(tree(layout.root()), before, "{topic:?} touched a file");
     }
     let reply = as_user(&stm, "alice", "/session forget ../x").await;
-    assert!(reply.text.contains("not a topic name"), "{}", reply.text);
+    assert!(reply.text.contains("Nothing was deleted"), "{}", reply.text);
     assert_eq!(tree(layout.root()), before);
 }
 
