@@ -545,6 +545,32 @@ mod tests {
     }
 
     #[test]
+    fn max_tool_rounds_defaults_small_is_bounded_and_belongs_to_the_main_model_only() {
+        let with = |provider, rounds| ModelConfig {
+            max_tool_rounds: rounds,
+            command: (provider == Provider::Command).then(|| vec!["claude".to_string()]),
+            ..ModelConfig::new(provider, if provider == Provider::Command { "" } else { "m" })
+        };
+        assert_eq!(with(Provider::Openai, None).tool_rounds(), DEFAULT_MAX_TOOL_ROUNDS);
+        assert_eq!(with(Provider::Anthropic, Some(0)).tool_rounds(), 0);
+        assert_eq!(with(Provider::Command, None).tool_rounds(), 0);
+        assert!(with(Provider::Openai, Some(MAX_TOOL_ROUNDS)).validate().is_ok());
+        assert_eq!(
+            with(Provider::Openai, Some(MAX_TOOL_ROUNDS + 1)).validate().unwrap_err().field,
+            "model.maxToolRounds"
+        );
+        assert_eq!(with(Provider::Command, Some(1)).validate().unwrap_err().field, "model.maxToolRounds");
+        let fallback = ModelConfig {
+            fallback: Some(Box::new(with(Provider::Openai, Some(1)))),
+            ..with(Provider::Openai, None)
+        };
+        assert_eq!(fallback.validate().unwrap_err().field, "model.fallback.maxToolRounds");
+        let parsed: Result<ModelConfig, _> =
+            serde_json::from_value(serde_json::json!({"provider": "openai", "model": "m", "maxToolRounds": "2"}));
+        assert!(parsed.is_err(), "a wrong type is refused");
+    }
+
+    #[test]
     fn http_fields_on_a_command_model_are_refused_as_unused() {
         let cfg = ModelConfig {
             command: Some(vec!["claude".into(), "{message}".into()]),
