@@ -17,6 +17,7 @@ pub mod config;
 pub mod dispatch;
 pub mod instance;
 pub mod logging;
+pub mod memory_tools;
 pub mod model;
 pub mod ops;
 pub mod pipeline;

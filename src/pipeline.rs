@@ -12,7 +12,9 @@
 use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
+use crate::memory_tools::MemoryTools;
 use crate::model::ModelRequest;
+use crate::model::tools::{self, ToolLimits};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -163,6 +165,7 @@ impl Pipeline {
             let caller = commands::Caller {
                 user: &user,
                 display_name: message.user_name.as_deref(),
+                max_profile_chars: memory.config.ltm.max_profile_chars,
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
             // A command may have changed the files (clear, forget, …).
@@ -205,10 +208,11 @@ impl Pipeline {
 
         let request = self.request_for(memory, &user, &message).await?;
         trace.lap(Phase::Memory);
+        let (tools, limits) = self.memory_tools(memory, &user, &request);
         let answer = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
             let _typing = self.keep_typing(&message);
-            self.parts.model.complete(&request).await
+            tools::answer(&*self.parts.model, request, Some(&tools), limits).await
         };
         trace.lap(Phase::Model);
         let outcome = match answer {
@@ -286,6 +290,24 @@ impl Pipeline {
             max_tokens: memory.config.context.max_tokens,
         });
         Ok(ModelRequest::new(context, message.text.clone()))
+    }
+
+    /// The memory tools of this turn, built for this caller only (the
+    /// scope is never a tool argument), and what the tool loop may spend:
+    /// `model.maxToolRounds`, and tool results within what the context
+    /// left of `context.maxTokens` (chars/4).
+    fn memory_tools(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        request: &ModelRequest,
+    ) -> (MemoryTools, ToolLimits) {
+        let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
+        let limits = ToolLimits {
+            max_rounds: self.parts.max_tool_rounds,
+            budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
+        };
+        (MemoryTools::for_caller(memory, user, Utc::now()), limits)
     }
 
     /// Folds the user's older messages in the background: the counters said

@@ -206,6 +206,44 @@ async fn metrics_count_real_turns_and_tokens_and_each_turn_logs_one_line_without
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_tool_calls_are_counted_by_tool_and_outcome_and_logged_without_their_text() {
+    let (model, model_url) = FakeModel::start().await;
+    model.script_tools(vec![
+        vec![
+            ("memory_remember", json!({"text": "canary-TEA-5501 is my tea"})),
+            ("memory_forget", json!({"key": "canary-NOPE-5502"})),
+        ],
+        vec![],
+    ]);
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "remember my tea"));
+    api.wait_for_calls("sendMessage", 1).await;
+    let ok = r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_remember",outcome="ok"}"#;
+    let scrape = until(&run.ops, "/metrics", "a counted tool call", |_, b| sample(b, ok) == 1.0).await;
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_forget",outcome="not_found"}"#
+        ),
+        1.0,
+        "{scrape}"
+    );
+    let logs = log_text(run.dir.path());
+    let calls: Vec<&str> = logs.lines().filter(|l| l.contains("memory tool call")).collect();
+    for tool in ["memory_remember", "memory_forget"] {
+        assert!(calls.iter().any(|l| l.contains(tool)), "a line for {tool}: {logs}");
+    }
+    for field in ["tool", "args_bytes", "result_bytes", "outcome"] {
+        assert!(calls[0].contains(field), "{field} in {}", calls[0]);
+    }
+    assert!(
+        !logs.contains("canary-TEA-5501") && !logs.contains("canary-NOPE-5502"),
+        "no tool argument text in logs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_turns_false_while_the_platform_drops_and_back_when_it_returns() {
     let (_model, model_url) = FakeModel::start().await;
     let api = FakeBotApi::start().await;

@@ -286,6 +286,38 @@ async fn session_slash_commands_answer_privately_and_export_uploads_the_archive(
 }
 
 #[tokio::test]
+async fn remember_history_and_undo_slash_commands_edit_long_term_memory_privately() {
+    let (model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let _bot = running_after_a_dm(&model_url, &fake, "hello").await;
+    for (n, text) in ["remember I keep bees", "history", "undo"].into_iter().enumerate() {
+        let url = fake.response_url(&format!("memory-{n}"));
+        fake.send(command_envelope(
+            &format!("env-m{n}"),
+            command_payload("U1", "C1", text, &url, &format!("trm{n}")),
+        ));
+        fake.wait_until("the command's answer", |f| f.responses().len() == n + 1)
+            .await;
+    }
+    let texts: Vec<String> = fake
+        .responses()
+        .iter()
+        .map(|r| r["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(texts[0].contains("`i-keep-bees`"), "{texts:?}");
+    assert!(
+        texts[1].contains("remembered `i-keep-bees` by your command"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[2].starts_with("Undid the last change to your profile"),
+        "{texts:?}"
+    );
+    assert!(fake.responses().iter().all(|r| r["response_type"] == "ephemeral"));
+    assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
+}
+
+#[tokio::test]
 async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;

@@ -328,6 +328,45 @@ async fn session_commands_answer_from_memory_and_export_uploads_a_document() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_history_and_undo_edit_long_term_memory_without_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+    let say = |text: &str| api.push_message(text_message(ADA, user(ADA, "Ada"), text));
+    let profile = Layout::new(mnemo.state(), "telegram").profile_path(&SafeName::of(&ADA.to_string()));
+
+    say("/session remember I keep bees");
+    assert!(
+        api.wait_for_calls("sendMessage", 1).await[0].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("<code>i-keep-bees</code>")
+    );
+    assert!(
+        std::fs::read_to_string(&profile)
+            .unwrap()
+            .contains("- i-keep-bees: I keep bees")
+    );
+    say("/session history");
+    assert!(
+        api.wait_for_calls("sendMessage", 2).await[1].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("remembered <code>i-keep-bees</code> by your command")
+    );
+    say("/session undo");
+    assert!(
+        api.wait_for_calls("sendMessage", 3).await[2].params["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Undid the last change to your profile")
+    );
+    assert!(!profile.exists(), "undo put back the state before: no profile");
+    assert!(model.chat_requests().is_empty(), "commands never ask the model");
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_command_addressed_to_the_bot_by_name_is_answered() {
     let (model, model_url) = FakeModel::start().await;
     let api = FakeBotApi::start().await;

@@ -80,6 +80,7 @@ use crate::stm::{StagedDrop, Stm, StmError};
 use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
 use crate::summary::{self, SummaryError, SummaryFile};
 use crate::topics;
+use crate::versions::{Author, Change};
 use chrono::{DateTime, Utc};
 use plan::Decision;
 use std::collections::HashSet;
@@ -484,12 +485,21 @@ impl Compactor {
             .filter(|r| r.role == Role::User)
             .find_map(|r| r.user_name.as_deref());
         let owner = Owner { display_name };
-        let report = profile::merge_facts(layout, user, owner, &output.facts, max_chars, now).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
-            MergeReport::default()
-        });
+        let change = Change {
+            by: Author::Compaction,
+            what: "facts from older messages",
+        };
+        let report =
+            profile::merge_facts(layout, user, owner, &output.facts, max_chars, change, now).unwrap_or_else(|e| {
+                tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
+                MergeReport::default()
+            });
         for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
-            if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, now) {
+            let change = Change {
+                by: Author::Compaction,
+                what: "ongoing topic from older messages",
+            };
+            if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, change, now) {
                 tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
             }
         }

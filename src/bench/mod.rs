@@ -155,6 +155,8 @@ pub fn app_parts(root: &Path) -> AppParts {
         },
         model_timeout: Duration::from_secs(5),
         summarizer: Arc::new(ModelSummarizer::new(model.clone())),
+        // The instant model has no tool calling, so this offers none.
+        max_tool_rounds: crate::model::config::DEFAULT_MAX_TOOL_ROUNDS as usize,
         model,
     }
 }

@@ -2,6 +2,10 @@
 //! `anthropic-version: 2023-06-01`), whole or streamed (`content_block_delta`
 //! … `message_stop`, or `error`).
 //!
+//! Memory tools go out as `tools` (+ `tool_choice`), come back as
+//! `tool_use` blocks, and their results return as `tool_result` blocks in
+//! the user message after the assistant's.
+//!
 //! It owns that API's request and reply JSON, including its two rules a
 //! chat log does not follow by itself: roles must alternate starting with
 //! the user, and `max_tokens` is required. Status mapping, timeouts and
@@ -12,7 +16,7 @@ use super::config::{ANTHROPIC_DEFAULT_MAX_TOKENS, ModelConfig};
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
 use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, Usage, redact};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ToolCall, Usage, redact};
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -79,6 +83,14 @@ impl AnthropicBackend {
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
         }
+        if let Some(offer) = &request.tools {
+            body["tools"] = offer
+                .specs
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            body["tool_choice"] = json!({"type": if offer.may_call { "auto" } else { "none" }});
+        }
         if stream {
             body["stream"] = json!(true);
         }
@@ -106,7 +118,7 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     if merged.first().is_some_and(|(role, _)| *role == Role::Assistant) {
         merged.insert(0, (Role::User, LEADING_USER_TURN.to_string()));
     }
-    merged
+    let mut out: Vec<Value> = merged
         .into_iter()
         .map(|(role, content)| {
             let role = match role {
@@ -115,7 +127,31 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
             };
             json!({"role": role, "content": content})
         })
-        .collect()
+        .collect();
+    // Each tool round: the assistant's `tool_use` blocks, then one user
+    // message with a `tool_result` block per call (the API's alternation).
+    for round in &request.rounds {
+        let mut blocks = Vec::new();
+        if !round.text.trim().is_empty() {
+            blocks.push(json!({"type": "text", "text": round.text}));
+        }
+        blocks.extend(round.calls.iter().map(|c| {
+            let input = if c.arguments.is_object() {
+                c.arguments.clone()
+            } else {
+                json!({})
+            };
+            json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+        }));
+        out.push(json!({"role": "assistant", "content": blocks}));
+        let results: Vec<Value> = round
+            .results
+            .iter()
+            .map(|r| json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}))
+            .collect();
+        out.push(json!({"role": "user", "content": results}));
+    }
+    out
 }
 
 #[derive(Deserialize)]
@@ -131,6 +167,13 @@ struct Block {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// `tool_use` blocks: the call's id, tool name and arguments.
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -154,17 +197,25 @@ impl Model for AnthropicBackend {
         let raw = || self.endpoint.redact(&reply.to_string());
         let message: Message =
             serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a Messages API reply", &raw()))?;
-        let text: String = message
-            .content
-            .into_iter()
-            .filter(|b| b.kind == "text")
-            .filter_map(|b| b.text)
-            .collect();
-        if text.is_empty() {
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for block in message.content {
+            match block.kind.as_str() {
+                "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
+                "tool_use" => tool_calls.push(ToolCall {
+                    id: block.id.unwrap_or_default(),
+                    name: block.name.unwrap_or_default(),
+                    arguments: block.input.unwrap_or(Value::Null),
+                }),
+                _ => {}
+            }
+        }
+        if text.is_empty() && tool_calls.is_empty() {
             return Err(unreadable("the reply has no text", &raw()));
         }
         Ok(ModelReply {
             text,
+            tool_calls,
             usage: message.usage.map(|u| Usage {
                 input_tokens: u.input_tokens,
                 output_tokens: u.output_tokens,
@@ -179,6 +230,10 @@ impl Model for AnthropicBackend {
 
     fn describe(&self) -> String {
         format!("anthropic {} @ {}", self.model, self.shown_base)
+    }
+
+    fn supports_tools(&self) -> bool {
+        true
     }
 }
 

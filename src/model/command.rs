@@ -155,6 +155,7 @@ impl Model for CommandBackend {
         Ok(ModelReply {
             text: self.run(request).await?,
             usage: None,
+            tool_calls: Vec::new(),
         })
     }
 

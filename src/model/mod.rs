@@ -20,6 +20,7 @@ pub mod redact;
 mod retry;
 mod sse;
 mod summarizer;
+pub mod tools;
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -31,6 +32,7 @@ pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provide
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
 pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
+pub use tools::{ToolCall, ToolExecutor, ToolLimits, ToolOffer, ToolResult, ToolRound, ToolSpec};
 
 /// Text deltas of a streamed reply, in order. The stream ends with `None`
 /// only after the backend's end marker (`[DONE]`, `message_stop`); a reply
@@ -51,6 +53,12 @@ pub trait Model: Send + Sync {
     /// One line for logs and `mnemo config check`, e.g.
     /// `openai gpt-4o-mini @ https://api.openai.com/v1`. Never a secret.
     fn describe(&self) -> String;
+
+    /// Whether [`ModelRequest::tools`] reaches the model (native tool
+    /// calling). A backend without it is never offered tools.
+    fn supports_tools(&self) -> bool {
+        false
+    }
 }
 
 /// What one model call is given: the structured context and the message
@@ -61,6 +69,11 @@ pub struct ModelRequest {
     pub message: String,
     /// Per request, not per backend: the summarizer wants JSON, chat does not.
     pub format: ReplyFormat,
+    /// Tools offered to the model (only by [`tools::answer`], only to a
+    /// backend that [`Model::supports_tools`]).
+    pub tools: Option<ToolOffer>,
+    /// Tool rounds of this turn so far, sent after the message.
+    pub rounds: Vec<ToolRound>,
 }
 
 impl ModelRequest {
@@ -69,6 +82,8 @@ impl ModelRequest {
             context,
             message: message.into(),
             format: ReplyFormat::Text,
+            tools: None,
+            rounds: Vec::new(),
         }
     }
 
@@ -94,6 +109,9 @@ pub struct ModelReply {
     pub text: String,
     /// Present when the backend reports it (HTTP backends do; commands don't).
     pub usage: Option<Usage>,
+    /// Tools the model wants called before it answers (empty for a final
+    /// reply); only when the request offered tools.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Token counts as the backend reported them, for logs and cost tracking.

@@ -2,6 +2,10 @@
 //! (OpenAI, Mistral, Ollama, vLLM, llama.cpp server, OpenRouter), whole or
 //! streamed as SSE (`data: {…}` … `data: [DONE]`).
 //!
+//! Memory tools go out as `tools` (+ `tool_choice`), come back as
+//! `tool_calls` (arguments a JSON string), and their results return as
+//! `role: tool` messages after the assistant message that called them.
+//!
 //! It owns only the request and reply JSON of that API; status mapping,
 //! timeouts and redaction are [`super::http`]'s, retries are
 //! [`super::retry`]'s. It must not send anything but the context and the
@@ -12,7 +16,7 @@ use super::config::ModelConfig;
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
 use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, Usage, redact};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, ToolCall, Usage, redact};
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -69,6 +73,14 @@ impl OpenAiBackend {
         if request.format == ReplyFormat::Json {
             body["response_format"] = json!({"type": "json_object"});
         }
+        if let Some(offer) = &request.tools {
+            body["tools"] = offer
+                .specs
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect();
+            body["tool_choice"] = json!(if offer.may_call { "auto" } else { "none" });
+        }
         if stream {
             body["stream"] = json!(true);
         }
@@ -90,6 +102,18 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
         out.push(json!({"role": role, "content": turn.content}));
     }
     out.push(json!({"role": "user", "content": request.message}));
+    for round in &request.rounds {
+        let calls: Vec<Value> = round
+            .calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+            .collect();
+        let text = (!round.text.is_empty()).then_some(round.text.as_str());
+        out.push(json!({"role": "assistant", "content": text, "tool_calls": calls}));
+        for result in &round.results {
+            out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": result.content}));
+        }
+    }
     out
 }
 
@@ -111,6 +135,32 @@ struct Choice {
 #[derive(Deserialize)]
 struct ChoiceMessage {
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    id: String,
+    function: WireFunction,
+}
+
+/// `arguments` is a JSON object *encoded as a string*, as the API sends it.
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+impl WireToolCall {
+    fn into_call(self) -> ToolCall {
+        ToolCall {
+            id: self.id,
+            name: self.function.name,
+            arguments: serde_json::from_str(&self.function.arguments).unwrap_or(Value::Null),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -134,15 +184,20 @@ impl Model for OpenAiBackend {
         let raw = || self.endpoint.redact(&reply.to_string());
         let completion: Completion =
             serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a chat completion", &raw()))?;
-        let text = completion
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|c| c.message)
-            .and_then(|m| m.content)
-            .ok_or_else(|| unreadable("the completion has no text", &raw()))?;
+        let message = completion.choices.into_iter().next().and_then(|c| c.message);
+        let (text, tool_calls) = match message {
+            Some(m) if !m.tool_calls.is_empty() => (
+                m.content.unwrap_or_default(),
+                m.tool_calls.into_iter().map(WireToolCall::into_call).collect(),
+            ),
+            Some(ChoiceMessage {
+                content: Some(text), ..
+            }) => (text, Vec::new()),
+            _ => return Err(unreadable("the completion has no text", &raw())),
+        };
         Ok(ModelReply {
             text,
+            tool_calls,
             usage: completion.usage.map(|u| Usage {
                 input_tokens: u.prompt_tokens,
                 output_tokens: u.completion_tokens,
@@ -161,6 +216,10 @@ impl Model for OpenAiBackend {
 
     fn describe(&self) -> String {
         format!("openai {} @ {}", self.model, self.shown_base)
+    }
+
+    fn supports_tools(&self) -> bool {
+        true
     }
 }
 

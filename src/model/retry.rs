@@ -77,6 +77,10 @@ impl Model for Retrying {
         self.run(|| self.inner.stream(request)).await
     }
 
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
+    }
+
     fn describe(&self) -> String {
         let retries = match self.policy.max_retries {
             1 => "1 retry".to_string(),
@@ -132,5 +136,11 @@ impl Model for WithFallback {
 
     fn describe(&self) -> String {
         format!("{}; fallback: {}", self.primary.describe(), self.fallback.describe())
+    }
+
+    /// The primary's: a fallback without tools answers a request that
+    /// offers them as plain text (it never asks for a call).
+    fn supports_tools(&self) -> bool {
+        self.primary.supports_tools()
     }
 }

@@ -101,4 +101,8 @@ impl Model for Metered {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
+    }
 }

@@ -178,6 +178,7 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         limits,
         model_timeout: Duration::from_secs(5),
         summarizer: Arc::new(mnemo::model::ModelSummarizer::new(chat.clone())),
+        max_tool_rounds: config.tool_rounds() as usize,
         model: chat,
     }
 }
