@@ -22,10 +22,13 @@ use std::time::Duration;
 /// `tool_choice: none`, one scripted round per request; and like them it
 /// refuses (400) a conversation whose tool results do not answer the
 /// calls just before them.
+/// One scripted round of tool calls: (tool, arguments) each.
+pub type ToolRound = Vec<(String, Value)>;
+
 #[derive(Clone, Default)]
 pub struct FakeModel {
     /// Rounds of tool calls still to make: each a list of (tool, arguments).
-    pub tool_script: Arc<Mutex<std::collections::VecDeque<Vec<(String, Value)>>>>,
+    pub tool_script: Arc<Mutex<std::collections::VecDeque<ToolRound>>>,
     pub requests: Arc<Mutex<Vec<Value>>>,
     pub in_flight: Arc<AtomicUsize>,
     pub max_in_flight: Arc<AtomicUsize>,
@@ -58,7 +61,7 @@ impl FakeModel {
     }
 
     /// The next scripted round, if the request lets the model call tools.
-    fn next_tool_round(&self, body: &Value) -> Option<Vec<(String, Value)>> {
+    fn next_tool_round(&self, body: &Value) -> Option<ToolRound> {
         let offered = body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let none = body["tool_choice"] == "none" || body["tool_choice"]["type"] == "none";
         if !offered || none {
