@@ -2,8 +2,10 @@
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
 //! nothing stored) → `/session` command → answered from memory, no model;
 //! otherwise append to STM (durable) and to the recall index → recall the
-//! user's older history → build context → model → append reply (and index
-//! it) → send (split for the platform) → compaction in the background.
+//! user's older history → build context → model, with the caller's memory
+//! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
+//! append reply (and index it) → send (split for the platform) →
+//! compaction in the background.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -13,8 +15,8 @@ use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
 use crate::memory_tools::MemoryTools;
-use crate::model::tools::{self, ToolLimits};
 use crate::model::ModelRequest;
+use crate::model::tools::{self, ToolLimits};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -294,7 +296,12 @@ impl Pipeline {
     /// scope is never a tool argument), and what the tool loop may spend:
     /// `model.maxToolRounds`, and tool results within what the context
     /// left of `context.maxTokens` (chars/4).
-    fn memory_tools(&self, memory: &ChannelMemory, user: &SafeName, request: &ModelRequest) -> (MemoryTools, ToolLimits) {
+    fn memory_tools(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        request: &ModelRequest,
+    ) -> (MemoryTools, ToolLimits) {
         let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
         let limits = ToolLimits {
             max_rounds: self.parts.max_tool_rounds,

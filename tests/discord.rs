@@ -317,13 +317,28 @@ async fn remember_history_and_undo_subcommands_edit_long_term_memory_without_the
     let profile = mnemo_sessions::Layout::new(dir.path().join("state"), "discord")
         .profile_path(&mnemo_sessions::SafeName::of("1100000000000000001"));
 
-    discord.dispatch("INTERACTION_CREATE", slash_with("1400000000000000061", "remember", "text", "I keep bees"));
+    discord.dispatch(
+        "INTERACTION_CREATE",
+        slash_with("1400000000000000061", "remember", "text", "I keep bees"),
+    );
     let answers = discord.wait_for(1, |r| r.method == "PATCH").await;
-    assert!(answers[0].content().contains("`i-keep-bees`"), "{}", answers[0].content());
-    assert!(std::fs::read_to_string(&profile).expect("profile").contains("- i-keep-bees: I keep bees"));
+    assert!(
+        answers[0].content().contains("`i-keep-bees`"),
+        "{}",
+        answers[0].content()
+    );
+    assert!(
+        std::fs::read_to_string(&profile)
+            .expect("profile")
+            .contains("- i-keep-bees: I keep bees")
+    );
     discord.dispatch("INTERACTION_CREATE", slash("1400000000000000062", "history"));
     let answers = discord.wait_for(2, |r| r.method == "PATCH").await;
-    assert!(answers[1].content().contains("remembered `i-keep-bees`"), "{}", answers[1].content());
+    assert!(
+        answers[1].content().contains("remembered `i-keep-bees`"),
+        "{}",
+        answers[1].content()
+    );
     discord.dispatch("INTERACTION_CREATE", slash("1400000000000000063", "undo"));
     let answers = discord.wait_for(3, |r| r.method == "PATCH").await;
     assert!(answers[2].content().starts_with("Undid"), "{}", answers[2].content());

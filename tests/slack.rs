@@ -306,8 +306,14 @@ async fn remember_history_and_undo_slash_commands_edit_long_term_memory_privatel
         .map(|r| r["text"].as_str().unwrap_or_default().to_string())
         .collect();
     assert!(texts[0].contains("`i-keep-bees`"), "{texts:?}");
-    assert!(texts[1].contains("remembered `i-keep-bees` by your command"), "{texts:?}");
-    assert!(texts[2].starts_with("Undid the last change to your profile"), "{texts:?}");
+    assert!(
+        texts[1].contains("remembered `i-keep-bees` by your command"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[2].starts_with("Undid the last change to your profile"),
+        "{texts:?}"
+    );
     assert!(fake.responses().iter().all(|r| r["response_type"] == "ephemeral"));
     assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
 }

@@ -338,12 +338,31 @@ async fn remember_history_and_undo_edit_long_term_memory_without_the_model() {
     let profile = Layout::new(mnemo.state(), "telegram").profile_path(&SafeName::of(&ADA.to_string()));
 
     say("/session remember I keep bees");
-    assert!(api.wait_for_calls("sendMessage", 1).await[0].params["text"].as_str().unwrap().contains("<code>i-keep-bees</code>"));
-    assert!(std::fs::read_to_string(&profile).unwrap().contains("- i-keep-bees: I keep bees"));
+    assert!(
+        api.wait_for_calls("sendMessage", 1).await[0].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("<code>i-keep-bees</code>")
+    );
+    assert!(
+        std::fs::read_to_string(&profile)
+            .unwrap()
+            .contains("- i-keep-bees: I keep bees")
+    );
     say("/session history");
-    assert!(api.wait_for_calls("sendMessage", 2).await[1].params["text"].as_str().unwrap().contains("remembered <code>i-keep-bees</code> by your command"));
+    assert!(
+        api.wait_for_calls("sendMessage", 2).await[1].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("remembered <code>i-keep-bees</code> by your command")
+    );
     say("/session undo");
-    assert!(api.wait_for_calls("sendMessage", 3).await[2].params["text"].as_str().unwrap().starts_with("Undid the last change to your profile"));
+    assert!(
+        api.wait_for_calls("sendMessage", 3).await[2].params["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Undid the last change to your profile")
+    );
     assert!(!profile.exists(), "undo put back the state before: no profile");
     assert!(model.chat_requests().is_empty(), "commands never ask the model");
     mnemo.stop(&api).await;

@@ -131,7 +131,9 @@ pub async fn try_execute(
         SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(stm, user)?),
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
         SessionCommand::Forget { topic } => Reply::text(memory::forget(stm, caller, topic, now).await?),
-        SessionCommand::ForgetConfirmed { words } => Reply::text(memory::forget_confirmed(stm, caller, words, now).await?),
+        SessionCommand::ForgetConfirmed { words } => {
+            Reply::text(memory::forget_confirmed(stm, caller, words, now).await?)
+        }
         SessionCommand::Remember { text } => Reply::text(memory::remember(stm, caller, text, now).await?),
         SessionCommand::History { topic } => Reply::text(memory::history(stm, caller, topic.as_deref()).await?),
         SessionCommand::Undo => Reply::text(memory::undo(stm, caller).await?),

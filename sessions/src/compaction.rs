@@ -426,10 +426,11 @@ impl Compactor {
             by: Author::Compaction,
             what: "facts from older messages",
         };
-        let report = profile::merge_facts(layout, user, owner, &output.facts, max_chars, change, now).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
-            MergeReport::default()
-        });
+        let report =
+            profile::merge_facts(layout, user, owner, &output.facts, max_chars, change, now).unwrap_or_else(|e| {
+                tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
+                MergeReport::default()
+            });
         for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
             let change = Change {
                 by: Author::Compaction,

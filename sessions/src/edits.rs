@@ -86,7 +86,9 @@ pub fn check_key(key: &str) -> Result<String, EditError> {
         return Err(EditError::Invalid("the key is longer than 64 characters"));
     }
     if key.chars().any(char::is_control) || key.contains(": ") {
-        return Err(EditError::Invalid("the key has a line break, a control character or `: `"));
+        return Err(EditError::Invalid(
+            "the key has a line break, a control character or `: `",
+        ));
     }
     Ok(key.to_string())
 }
@@ -268,8 +270,14 @@ mod tests {
         let layout = Layout::new(dir.path(), "slack");
         let user = SafeName::of("U1");
         let e = editor(&layout, &user);
-        assert!(matches!(e.remember(FactSection::Facts, &"x".repeat(301)), Err(EditError::Invalid(_))));
-        assert!(matches!(e.remember(FactSection::Facts, "  "), Err(EditError::Invalid(_))));
+        assert!(matches!(
+            e.remember(FactSection::Facts, &"x".repeat(301)),
+            Err(EditError::Invalid(_))
+        ));
+        assert!(matches!(
+            e.remember(FactSection::Facts, "  "),
+            Err(EditError::Invalid(_))
+        ));
         assert!(matches!(e.forget("a\nb"), Err(EditError::Invalid(_))));
         assert!(matches!(e.forget(&"k".repeat(65)), Err(EditError::Invalid(_))));
         assert!(matches!(e.update("k: v", "x"), Err(EditError::Invalid(_))));

@@ -322,7 +322,10 @@ mod tests {
             replace(&layout, &user, &profile, Some(n.to_string().as_bytes()), BY_TOOL, at(n)).unwrap();
         }
         let kept = history(&layout, &user).unwrap();
-        assert_eq!(kept.iter().filter(|v| v.file_label() == "profile").count(), KEEP_PER_FILE);
+        assert_eq!(
+            kept.iter().filter(|v| v.file_label() == "profile").count(),
+            KEEP_PER_FILE
+        );
         assert_eq!(kept.iter().filter(|v| v.file_label() == "topic boat").count(), 1);
         assert_eq!(kept[0].before.as_deref(), Some("38"));
     }

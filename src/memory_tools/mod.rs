@@ -19,13 +19,13 @@ use crate::app::ChannelMemory;
 use crate::model::{ToolCall, ToolExecutor, ToolResult, ToolSpec};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use mnemo_sessions::SafeName;
 use mnemo_sessions::edits::{EditError, Editor, Forgotten};
 use mnemo_sessions::profile::clipped_line;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::versions::Author;
-use mnemo_sessions::SafeName;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -110,7 +110,9 @@ impl MemoryTools {
                 let [query] = fields(args, [("query", true)])?;
                 let query = query.unwrap_or_default();
                 if query.trim().is_empty() || query.chars().count() > MAX_QUERY_CHARS {
-                    return Err(Refusal::invalid(format!("the query must be 1 to {MAX_QUERY_CHARS} characters")));
+                    return Err(Refusal::invalid(format!(
+                        "the query must be 1 to {MAX_QUERY_CHARS} characters"
+                    )));
                 }
                 let hits = self.recall.search(&self.user, query, SEARCH_HITS);
                 if hits.is_empty() {

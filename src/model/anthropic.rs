@@ -136,7 +136,11 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
             blocks.push(json!({"type": "text", "text": round.text}));
         }
         blocks.extend(round.calls.iter().map(|c| {
-            let input = if c.arguments.is_object() { c.arguments.clone() } else { json!({}) };
+            let input = if c.arguments.is_object() {
+                c.arguments.clone()
+            } else {
+                json!({})
+            };
             json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
         }));
         out.push(json!({"role": "assistant", "content": blocks}));

@@ -300,7 +300,9 @@ impl ModelConfig {
             if rounds > MAX_TOOL_ROUNDS {
                 return fail(
                     "maxToolRounds",
-                    format!("must be at most {MAX_TOOL_ROUNDS}; each round is one more model call the person waits for"),
+                    format!(
+                        "must be at most {MAX_TOOL_ROUNDS}; each round is one more model call the person waits for"
+                    ),
                 );
             }
         }
@@ -556,10 +558,16 @@ mod tests {
         assert_eq!(with(Provider::Command, None).tool_rounds(), 0);
         assert!(with(Provider::Openai, Some(MAX_TOOL_ROUNDS)).validate().is_ok());
         assert_eq!(
-            with(Provider::Openai, Some(MAX_TOOL_ROUNDS + 1)).validate().unwrap_err().field,
+            with(Provider::Openai, Some(MAX_TOOL_ROUNDS + 1))
+                .validate()
+                .unwrap_err()
+                .field,
             "model.maxToolRounds"
         );
-        assert_eq!(with(Provider::Command, Some(1)).validate().unwrap_err().field, "model.maxToolRounds");
+        assert_eq!(
+            with(Provider::Command, Some(1)).validate().unwrap_err().field,
+            "model.maxToolRounds"
+        );
         let fallback = ModelConfig {
             fallback: Some(Box::new(with(Provider::Openai, Some(1)))),
             ..with(Provider::Openai, None)

@@ -190,7 +190,9 @@ impl Model for OpenAiBackend {
                 m.content.unwrap_or_default(),
                 m.tool_calls.into_iter().map(WireToolCall::into_call).collect(),
             ),
-            Some(ChoiceMessage { content: Some(text), .. }) => (text, Vec::new()),
+            Some(ChoiceMessage {
+                content: Some(text), ..
+            }) => (text, Vec::new()),
             _ => return Err(unreadable("the completion has no text", &raw())),
         };
         Ok(ModelReply {

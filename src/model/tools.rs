@@ -156,7 +156,10 @@ fn within_budget(mut result: ToolResult, budget: &mut usize) -> ToolResult {
     if total > room {
         let kept: String = result.content.chars().take(room).collect();
         tracing::info!(cut_chars = total - room, "tool result cut to the context budget");
-        result.content = format!("{kept}\n[cut: {} more characters did not fit the context budget]", total - room);
+        result.content = format!(
+            "{kept}\n[cut: {} more characters did not fit the context budget]",
+            total - room
+        );
     }
     *budget = budget.saturating_sub(total.min(room));
     result
@@ -235,13 +238,19 @@ mod tests {
             max_rounds: 2,
             budget_chars: 50,
         };
-        let reply = answer(&model, ModelRequest::default(), Some(&Echo), limits).await.unwrap();
+        let reply = answer(&model, ModelRequest::default(), Some(&Echo), limits)
+            .await
+            .unwrap();
         assert_eq!(reply.text, "done");
         assert_eq!(reply.usage.map(|u| u.input_tokens), Some(30));
         let requests = model.requests.lock().unwrap();
         assert_eq!(requests.len(), 3);
         assert!(!requests[2].tools.as_ref().unwrap().may_call);
-        let results: Vec<&str> = requests[2].rounds.iter().map(|r| r.results[0].content.as_str()).collect();
+        let results: Vec<&str> = requests[2]
+            .rounds
+            .iter()
+            .map(|r| r.results[0].content.as_str())
+            .collect();
         assert_eq!(results[0], "x".repeat(30));
         assert!(results[1].starts_with(&"x".repeat(20)) && results[1].contains("[cut: 10 more"));
     }
@@ -255,7 +264,9 @@ mod tests {
             max_rounds: 0,
             budget_chars: 50,
         };
-        let reply = answer(&model, ModelRequest::default(), Some(&Echo), limits).await.unwrap();
+        let reply = answer(&model, ModelRequest::default(), Some(&Echo), limits)
+            .await
+            .unwrap();
         assert_eq!(reply.text, "done");
         assert!(model.requests.lock().unwrap()[0].tools.is_none());
     }

@@ -205,7 +205,11 @@ async fn tool_use_blocks_come_back_as_calls_and_results_go_out_as_tool_result_bl
         "usage": {"input_tokens": 30, "output_tokens": 5}
     });
     let server = FakeServer::start(vec![Reply::Json(200, tool_use), Reply::Json(200, message("Done."))]).await;
-    let model = build(&server.anthropic(json!({})), &env(&[("ANTHROPIC_API_KEY", "sk-ant-test")])).unwrap();
+    let model = build(
+        &server.anthropic(json!({})),
+        &env(&[("ANTHROPIC_API_KEY", "sk-ant-test")]),
+    )
+    .unwrap();
     let limits = mnemo::model::ToolLimits {
         max_rounds: 1,
         budget_chars: 10_000,
@@ -220,7 +224,11 @@ async fn tool_use_blocks_come_back_as_calls_and_results_go_out_as_tool_result_bl
     assert_eq!(sent[0].body["tools"][0]["name"], "memory_forget");
     assert!(sent[0].body["tools"][0]["input_schema"].is_object());
     assert_eq!(sent[0].body["tool_choice"], json!({"type": "auto"}));
-    assert_eq!(sent[1].body["tool_choice"], json!({"type": "none"}), "the last round must answer");
+    assert_eq!(
+        sent[1].body["tool_choice"],
+        json!({"type": "none"}),
+        "the last round must answer"
+    );
     assert_eq!(
         sent[1].body["messages"],
         json!([

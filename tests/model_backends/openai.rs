@@ -213,7 +213,10 @@ async fn tool_calls_come_back_parsed_and_their_results_go_out_as_tool_messages()
     assert_eq!(sent[0].body["tool_choice"], "auto");
     let messages = sent[1].body["messages"].as_array().unwrap();
     let n = messages.len();
-    assert_eq!(messages[n - 2]["tool_calls"][0]["function"]["arguments"], "{\"query\":\"tea\"}");
+    assert_eq!(
+        messages[n - 2]["tool_calls"][0]["function"]["arguments"],
+        "{\"query\":\"tea\"}"
+    );
     assert_eq!(
         messages[n - 1],
         json!({"role": "tool", "tool_call_id": "call_1", "content": "[2026-03-01, you] I like tea"})

@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// One scripted round of tool calls: (tool name, arguments) each.
+pub type ToolRound = Vec<(String, Value)>;
+
 /// A fake `/v1/chat/completions` (OpenAI-compatible) and `/v1/messages`
 /// (Anthropic). It answers `echo: <last user message>` (plus ` | tools: …`
 /// with this turn's tool results), records every request body, and counts
@@ -28,7 +31,7 @@ use tokio::sync::mpsc;
 #[derive(Clone, Default)]
 pub struct FakeModel {
     /// Rounds of tool calls still to make: each a list of (tool, arguments).
-    pub tool_script: Arc<Mutex<std::collections::VecDeque<Vec<(String, Value)>>>>,
+    pub tool_script: Arc<Mutex<std::collections::VecDeque<ToolRound>>>,
     pub requests: Arc<Mutex<Vec<Value>>>,
     pub in_flight: Arc<AtomicUsize>,
     pub max_in_flight: Arc<AtomicUsize>,
@@ -61,14 +64,18 @@ impl FakeModel {
     }
 
     /// The next scripted round, if the request lets the model call tools.
-    fn next_tool_round(&self, body: &Value) -> Option<Vec<(String, Value)>> {
+    fn next_tool_round(&self, body: &Value) -> Option<ToolRound> {
         let offered = body["tools"].as_array().is_some_and(|t| !t.is_empty());
         let none = body["tool_choice"] == "none" || body["tool_choice"]["type"] == "none";
         if !offered || none {
             return None;
         }
         // An empty round stands for "answer in text this time".
-        self.tool_script.lock().unwrap().pop_front().filter(|round| !round.is_empty())
+        self.tool_script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .filter(|round| !round.is_empty())
     }
 
     pub fn set_delay(&self, d: Duration) {
@@ -120,7 +127,11 @@ fn tool_echo(results: Vec<String>) -> String {
 }
 
 fn bad_request(message: String) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"error": {"message": message, "type": "invalid_request_error"}}))).into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
 }
 
 /// OpenAI's rule: each `role: tool` message answers a call of the assistant
@@ -148,7 +159,11 @@ fn openai_tool_order(messages: &[Value]) -> Result<(), String> {
             _ => {}
         }
     }
-    if open.is_empty() { Ok(()) } else { Err(format!("tool calls {open:?} have no tool messages")) }
+    if open.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("tool calls {open:?} have no tool messages"))
+    }
 }
 
 async fn complete(State(fake): State<FakeModel>, Json(body): Json<Value>) -> Response {
@@ -207,7 +222,9 @@ fn anthropic_order(messages: &[Value]) -> Result<(), String> {
     for (i, m) in messages.iter().enumerate() {
         let want = if i % 2 == 0 { "user" } else { "assistant" };
         if m["role"] != want {
-            return Err(format!("messages: roles must alternate starting with user (message {i})"));
+            return Err(format!(
+                "messages: roles must alternate starting with user (message {i})"
+            ));
         }
         let blocks = m["content"].as_array().cloned().unwrap_or_default();
         let ids = |kind: &str, field: &str| -> Vec<String> {
@@ -222,7 +239,9 @@ fn anthropic_order(messages: &[Value]) -> Result<(), String> {
             answered.sort();
             open.sort();
             if answered != open {
-                return Err(format!("tool_result blocks {answered:?} do not answer tool_use blocks {open:?}"));
+                return Err(format!(
+                    "tool_result blocks {answered:?} do not answer tool_use blocks {open:?}"
+                ));
             }
             open.clear();
         } else {
@@ -249,8 +268,10 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
             .enumerate()
             .map(|(i, (name, input))| json!({"type": "tool_use", "id": format!("toolu_{turn}_{i}"), "name": name, "input": input}))
             .collect();
-        return Json(json!({"id": "msg_test", "type": "message", "role": "assistant", "model": "fake-1",
-            "content": blocks, "stop_reason": "tool_use", "usage": usage}))
+        return Json(
+            json!({"id": "msg_test", "type": "message", "role": "assistant", "model": "fake-1",
+            "content": blocks, "stop_reason": "tool_use", "usage": usage}),
+        )
         .into_response();
     }
     let last_text = messages
@@ -266,8 +287,10 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
         .filter_map(|b| b["content"].as_str().map(str::to_string))
         .collect();
     let text = format!("echo: {last_text}{}", tool_echo(results));
-    Json(json!({"id": "msg_test", "type": "message", "role": "assistant", "model": "fake-1",
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": usage}))
+    Json(
+        json!({"id": "msg_test", "type": "message", "role": "assistant", "model": "fake-1",
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": usage}),
+    )
     .into_response()
 }
 

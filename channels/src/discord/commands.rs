@@ -24,7 +24,10 @@ const SUBCOMMANDS: [(&str, &str); 12] = [
         "Clear all your data: messages, long-term memory, topics, summaries, archive",
     ),
     ("profile", "Show your long-term profile"),
-    ("forget", "Forget a fact (by key, or list the ones matching words) or a topic note"),
+    (
+        "forget",
+        "Forget a fact (by key, or list the ones matching words) or a topic note",
+    ),
     ("forget-confirm", "Forget every fact matching these words (undoable)"),
     ("export", "All your data as one archive file"),
     ("search", "Search your own memory"),

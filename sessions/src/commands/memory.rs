@@ -39,7 +39,12 @@ fn refused(e: EditError) -> Result<String, CommandError> {
     }
 }
 
-pub(super) async fn remember(stm: &Stm, caller: Caller<'_>, text: &str, now: DateTime<Utc>) -> Result<String, CommandError> {
+pub(super) async fn remember(
+    stm: &Stm,
+    caller: Caller<'_>,
+    text: &str,
+    now: DateTime<Utc>,
+) -> Result<String, CommandError> {
     let _guard = stm.lock(caller.user).await;
     match editor(stm, &caller, now).remember(FactSection::Notes, text) {
         Ok(key) => {
@@ -55,7 +60,12 @@ pub(super) async fn remember(stm: &Stm, caller: Caller<'_>, text: &str, now: Dat
 /// By exact key or topic name: forgotten at once (undoable). Otherwise the
 /// facts holding all the words are listed, and nothing goes until
 /// `/session forget confirm <words>`.
-pub(super) async fn forget(stm: &Stm, caller: Caller<'_>, what: &str, now: DateTime<Utc>) -> Result<String, CommandError> {
+pub(super) async fn forget(
+    stm: &Stm,
+    caller: Caller<'_>,
+    what: &str,
+    now: DateTime<Utc>,
+) -> Result<String, CommandError> {
     let _guard = stm.lock(caller.user).await;
     let editor = editor(stm, &caller, now);
     match editor.forget(what) {

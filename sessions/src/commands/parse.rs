@@ -181,12 +181,32 @@ mod tests {
         assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
         assert_eq!(p("/session export"), Some(Export));
         assert_eq!(p("/session help"), Some(Help));
-        assert_eq!(p("/session remember I like tea"), Some(Remember { text: "I like tea".into() }));
+        assert_eq!(
+            p("/session remember I like tea"),
+            Some(Remember {
+                text: "I like tea".into()
+            })
+        );
         assert_eq!(p("/session history"), Some(History { topic: None }));
-        assert_eq!(p("/session history boat"), Some(History { topic: Some("boat".into()) }));
+        assert_eq!(
+            p("/session history boat"),
+            Some(History {
+                topic: Some("boat".into())
+            })
+        );
         assert_eq!(p("/session undo"), Some(Undo));
-        assert_eq!(p("/session forget CONFIRM tea  time"), Some(ForgetConfirmed { words: "tea  time".into() }));
-        assert_eq!(p("/session forget confirm"), Some(Forget { topic: "confirm".into() }));
+        assert_eq!(
+            p("/session forget CONFIRM tea  time"),
+            Some(ForgetConfirmed {
+                words: "tea  time".into()
+            })
+        );
+        assert_eq!(
+            p("/session forget confirm"),
+            Some(Forget {
+                topic: "confirm".into()
+            })
+        );
         assert!(matches!(p("/session undo everything"), Some(Unknown { .. })));
         assert!(matches!(p("/session remember"), Some(Unknown { .. })));
     }

@@ -106,7 +106,18 @@ async fn nothing_is_recalled_from_another_user_or_the_same_id_in_another_channel
         tags: &[],
         body: "locker code canary-BOBNOTE",
     };
-    topics::write(slack.layout(), &bob, "lockers", note, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, day(4, 9)).unwrap();
+    topics::write(
+        slack.layout(),
+        &bob,
+        "lockers",
+        note,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        day(4, 9),
+    )
+    .unwrap();
     history(&slack, &SafeName::of("_shared"), "canary-SHAREDUSER").await;
     say(&slack, &alice, rec(day(20, 9), Role::User, "a1", "hello there")).await;
 
@@ -180,7 +191,18 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
         tags: &[],
         body: "the boat is moored at pier canary-NOTE",
     };
-    topics::write(stm.layout(), &alice, "boat", note, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, day(5, 9)).unwrap();
+    topics::write(
+        stm.layout(),
+        &alice,
+        "boat",
+        note,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        day(5, 9),
+    )
+    .unwrap();
     assert!(recalled(&stm, &alice, "bike lock code").contains("canary-LIVE"));
     assert!(recalled(&stm, &alice, "where is the boat moored").contains("canary-NOTE"));
 

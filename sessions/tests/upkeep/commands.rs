@@ -32,14 +32,36 @@ async fn populate(stm: &Stm, user: &str, canary: &str) {
         key: "drink".into(),
         value: format!("{canary} tea"),
     };
-    profile::merge_facts(layout, &name, Owner::default(), &[fact], 4000, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, utc(NOW)).unwrap();
+    profile::merge_facts(
+        layout,
+        &name,
+        Owner::default(),
+        &[fact],
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        utc(NOW),
+    )
+    .unwrap();
     for slug in ["trip", &format!("{user}-only")] {
         let body = format!("{canary} note {slug}\n");
-        topics::write(layout, &name, slug, TopicWrite {
+        topics::write(
+            layout,
+            &name,
+            slug,
+            TopicWrite {
                 title: slug,
                 tags: &[],
                 body: &body,
-            }, mnemo_sessions::versions::Change { by: mnemo_sessions::versions::Author::Command, what: "test" }, utc(NOW))
+            },
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test",
+            },
+            utc(NOW),
+        )
         .unwrap();
     }
     let daily = layout.daily_path(&name, NaiveDate::from_ymd_opt(2026, 3, 19).unwrap());
