@@ -2,8 +2,10 @@
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
 //! nothing stored) → `/session` command → answered from memory, no model;
 //! otherwise append to STM (durable) and to the recall index → recall the
-//! user's older history → build context → model → append reply (and index
-//! it) → send (split for the platform) → compaction in the background.
+//! user's older history → build context → model, with the caller's memory
+//! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
+//! append reply (and index it) → send (split for the platform) →
+//! compaction in the background.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
