@@ -65,7 +65,10 @@ fn seed_other_user(dir: &Path) -> PathBuf {
         &layout,
         &bob,
         profile::Owner::default(),
-        &[fact],
+        profile::Learned {
+            facts: &[fact],
+            batch: &[],
+        },
         4000,
         change,
         chrono::Utc::now(),

@@ -136,7 +136,7 @@ pub async fn try_execute(
         }
         SessionCommand::Remember { text } => Reply::text(memory::remember(stm, caller, text, now).await?),
         SessionCommand::History { topic } => Reply::text(memory::history(stm, caller, topic.as_deref()).await?),
-        SessionCommand::Undo => Reply::text(memory::undo(stm, caller).await?),
+        SessionCommand::Undo => Reply::text(memory::undo(stm, caller, now).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
         SessionCommand::Search { words } => Reply::text(search::search(stm, user, words).await),
         SessionCommand::Help => Reply::text(HELP),

@@ -21,8 +21,9 @@
 //! records of the snapshot) in this order, each step atomic (unique temp
 //! file, fsync, rename):
 //!
-//! 1. merge the facts into the profile and topic notes — idempotent: a
-//!    repeated fact changes nothing;
+//! 1. merge the facts into the profile and topic notes and append what
+//!    changed to the dated fact log ([`crate::facts`]) — idempotent: a
+//!    repeated fact changes nothing and adds no entry;
 //! 2. write `summary.md`: the new body and a [`FoldMarker`] naming `B`
 //!    (length, last record, SHA-256 of its lines);
 //! 3. [`archive::write_batch`]`(B)` — the file name is derived from `B`'s
@@ -74,7 +75,7 @@ use crate::config::SessionConfig;
 use crate::layout::Layout;
 use crate::locks::FoldGuard;
 use crate::names::SafeName;
-use crate::profile::{self, MergeReport, Owner};
+use crate::profile::{self, Learned, MergeReport, Owner};
 use crate::record::{Record, Role};
 use crate::stm::{StagedDrop, Stm, StmError};
 use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
@@ -489,11 +490,14 @@ impl Compactor {
             by: Author::Compaction,
             what: "facts from older messages",
         };
-        let report =
-            profile::merge_facts(layout, user, owner, &output.facts, max_chars, change, now).unwrap_or_else(|e| {
-                tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
-                MergeReport::default()
-            });
+        let learned = Learned {
+            facts: &output.facts,
+            batch,
+        };
+        let report = profile::merge_facts(layout, user, owner, learned, max_chars, change, now).unwrap_or_else(|e| {
+            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
+            MergeReport::default()
+        });
         for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
             let change = Change {
                 by: Author::Compaction,

@@ -3,18 +3,20 @@
 //! fact, update one by key, forget a fact or a topic note, find facts by
 //! words. Every write goes through [`crate::profile::write`] or
 //! [`crate::topics::delete`], so it keeps the previous version and can be
-//! undone ([`crate::versions`]).
+//! undone ([`crate::versions`]), and every change of a fact is appended to
+//! the fact log ([`crate::facts`]) so the log and the profile never disagree.
 //!
 //! Arguments are validated here (sizes, key shape) before any file is
 //! touched; the caller is a [`SafeName`] the broker computed, never an
 //! argument. Callers hold the user's lock. Files only; `now` is a parameter.
 
+use crate::facts::{self, FactBy, FactEdit};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{self, Body, Merged, ProfileError, normalized};
 use crate::summarizer::FactSection;
 use crate::topics::{self, TopicError};
-use crate::versions::{Author, Change};
+use crate::versions::{self, Author, Change, Version};
 use chrono::{DateTime, Utc};
 
 /// Longest fact text accepted, in characters (the profile's bullet limit).
@@ -105,11 +107,25 @@ impl Editor<'_> {
         Ok((profile, body))
     }
 
+    /// [`Editor::body`] about to be edited: hand edits of the file are
+    /// recorded in the fact log first, so the edit's entries are its own.
+    fn body_to_edit(&self) -> Result<(profile::Profile, Body), EditError> {
+        let (profile, body) = self.body()?;
+        facts::sync(self.layout, self.user, &body, FactBy::Operator, self.now).map_err(profile::ProfileError::from)?;
+        Ok((profile, body))
+    }
+
     fn save(&self, mut profile: profile::Profile, mut body: Body, what: &str) -> Result<(), EditError> {
-        body.cap(self.max_chars);
+        let dropped = body.cap(self.max_chars);
         profile.body = body.render(self.max_chars);
         profile.meta.updated = Some(self.now);
         profile::write(self.layout, self.user, &profile, self.change(what), self.now)?;
+        let edit = FactEdit {
+            by: self.by.into(),
+            batch: &[],
+            now: self.now,
+        };
+        profile::record_in_log(self.layout, self.user, &body, &dropped, edit);
         Ok(())
     }
 
@@ -131,7 +147,7 @@ impl Editor<'_> {
     /// (made unique); returns the key.
     pub fn remember(&self, section: FactSection, text: &str) -> Result<String, EditError> {
         let text = check_text(text)?;
-        let (profile, mut body) = self.body()?;
+        let (profile, mut body) = self.body_to_edit()?;
         let taken: Vec<String> = body.all_bullets().iter().map(|(_, k, _)| normalized(k)).collect();
         let base = derived_key(&text);
         let key = (1..)
@@ -147,7 +163,7 @@ impl Editor<'_> {
     pub fn update(&self, key: &str, text: &str) -> Result<(), EditError> {
         let key = check_key(key)?;
         let text = check_text(text)?;
-        let (profile, mut body) = self.body()?;
+        let (profile, mut body) = self.body_to_edit()?;
         let wanted = normalized(&key);
         let Some((section, found, _)) = body
             .all_bullets()
@@ -184,7 +200,7 @@ impl Editor<'_> {
     /// Removes the facts with these keys in one write (one version);
     /// returns how many went.
     pub fn forget_facts(&self, keys: &[&str]) -> Result<usize, EditError> {
-        let (profile, mut body) = self.body()?;
+        let (profile, mut body) = self.body_to_edit()?;
         let removed = body.remove_keys(keys);
         if removed > 0 {
             let what = match keys {
@@ -194,6 +210,24 @@ impl Editor<'_> {
             self.save(profile, body, &what)?;
         }
         Ok(removed)
+    }
+
+    /// Puts back the newest kept version of the user's long-term memory
+    /// (`/session undo`) and records in the fact log what that changed in
+    /// the profile; `None` when there is nothing to undo.
+    pub fn undo(&self) -> Result<Option<Version>, EditError> {
+        self.body_to_edit()?;
+        let undone = versions::undo(self.layout, self.user).map_err(ProfileError::from)?;
+        if undone.is_some() {
+            match self.body() {
+                Ok((_, body)) => {
+                    facts::sync(self.layout, self.user, &body, self.by.into(), self.now).map_err(ProfileError::from)?;
+                }
+                // The restored profile does not parse: the next edit that can read it records it.
+                Err(e) => tracing::warn!(user = %self.user, error = %e, "fact log not updated after undo"),
+            }
+        }
+        Ok(undone)
     }
 
     /// Facts whose key and text hold every word of `words` (case and
@@ -232,7 +266,6 @@ fn derived_key(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::versions;
     use chrono::TimeZone;
 
     fn editor<'a>(layout: &'a Layout, user: &'a SafeName) -> Editor<'a> {

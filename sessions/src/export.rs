@@ -176,6 +176,9 @@ fn describe(relative: &Path) -> &'static str {
         ["stm", _, "malformed.jsonl"] => "lines of your message log that could not be read, kept as they were",
         ["stm", ..] => "short-term memory",
         ["ltm", "users", _] => "your long-term profile: preferences and facts the bot remembers",
+        ["ltm", "facts", _] => {
+            "the dated log of facts the bot learned about you: when each was said, what it replaced, one JSON record per line"
+        }
         ["ltm", "topics", ..] => "one of your topic notes",
         ["summaries", _, "daily", _] => "the summary of one day's conversation",
         ["summaries", _, "weekly", _] => "the summary of one ISO week, made from the daily summaries",

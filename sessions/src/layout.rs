@@ -97,6 +97,15 @@ impl Layout {
         self.profiles_dir().join(format!("{user}.md"))
     }
 
+    /// `ltm/facts/`: one dated fact log per user (see `crate::facts`).
+    pub fn facts_dir(&self) -> PathBuf {
+        self.ltm_root().join("facts")
+    }
+
+    pub fn facts_path(&self, user: &SafeName) -> PathBuf {
+        self.facts_dir().join(format!("{user}.jsonl"))
+    }
+
     pub fn topics_root(&self) -> PathBuf {
         self.ltm_root().join("topics")
     }

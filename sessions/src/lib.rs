@@ -27,6 +27,7 @@ pub mod stm;
 // Summaries and long-term memory.
 pub mod compaction;
 pub mod edits;
+pub mod facts;
 pub mod frontmatter;
 pub mod profile;
 pub mod recall;

@@ -5,8 +5,10 @@
 //!
 //! This module reads the profile and merges facts into it (a repeated fact is
 //! not added twice, a changed one replaces the old, the size is capped with a
-//! visible cut). It never overwrites a profile it cannot parse: that file is
-//! reported and kept as it is. Topic notes belong to [`crate::topics`];
+//! visible cut), recording every change in the dated fact log
+//! ([`crate::facts`]), of which the profile is the current view. It never
+//! overwrites a profile it cannot parse: that file is reported and kept as
+//! it is. Topic notes belong to [`crate::topics`];
 //! recall notices a write by the file's stamp ([`crate::recall`]).
 
 mod body;
@@ -14,9 +16,11 @@ mod body;
 pub use body::clipped_line;
 pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
 
+use crate::facts::{self, FactBy, FactEdit, FactError};
 use crate::frontmatter::{self, Document, FrontmatterError};
 use crate::layout::Layout;
 use crate::names::SafeName;
+use crate::record::Record;
 use crate::summarizer::{Fact, FactSection};
 use crate::versions::{self, Change, VersionError};
 use chrono::{DateTime, Utc};
@@ -61,6 +65,8 @@ pub enum ProfileError {
     Frontmatter(#[from] FrontmatterError),
     #[error(transparent)]
     Version(#[from] VersionError),
+    #[error(transparent)]
+    Facts(#[from] FactError),
 }
 
 /// Who a new or updated profile belongs to.
@@ -69,6 +75,14 @@ pub struct Owner<'a> {
     /// The name the user goes by on the platform, if known; a newer one
     /// replaces an older one.
     pub display_name: Option<&'a str>,
+}
+
+/// What compaction learned: the summarizer's facts and the messages they
+/// came from (named in the fact log as each fact's sources).
+#[derive(Clone, Copy, Debug)]
+pub struct Learned<'a> {
+    pub facts: &'a [Fact],
+    pub batch: &'a [Record],
 }
 
 /// What a merge did, for the log and for tests.
@@ -108,16 +122,17 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Pro
     }
 }
 
-/// Merges `facts` into the user's profile, creating it if needed, and caps
-/// it at `max_chars` characters of body. Facts of section `Topics` land under
-/// `## Ongoing topics` here; their topic notes are [`crate::topics`]'s job.
-/// Writes (atomically, keeping the previous version) only if something
-/// changed.
+/// Merges the learned facts into the user's profile, creating it if
+/// needed, and caps it at `max_chars` characters of body. Facts of section
+/// `Topics` land under `## Ongoing topics` here; their topic notes are
+/// [`crate::topics`]'s job. Writes (atomically, keeping the previous
+/// version) only if something changed, then appends what changed to the
+/// fact log (hand edits of the profile found first are recorded before).
 pub fn merge_facts(
     layout: &Layout,
     user: &SafeName,
     owner: Owner<'_>,
-    facts: &[Fact],
+    learned: Learned<'_>,
     max_chars: usize,
     change: Change<'_>,
     now: DateTime<Utc>,
@@ -128,8 +143,9 @@ pub fn merge_facts(
     let existed = existing.is_some();
     let mut profile = existing.unwrap_or_else(|| new_profile(layout, user, now));
     let mut body = Body::parse(&profile.body);
+    facts::sync(layout, user, &body, FactBy::Operator, now)?;
     let mut report = MergeReport::default();
-    for fact in facts {
+    for fact in learned.facts {
         match body.merge(fact.section, &fact.key, &fact.value) {
             Some(Merged::Added) => report.added += 1,
             Some(Merged::Replaced) => report.replaced += 1,
@@ -137,7 +153,8 @@ pub fn merge_facts(
             None => report.ignored += 1,
         }
     }
-    report.dropped = body.cap(max_chars);
+    let dropped = body.cap(max_chars);
+    report.dropped = dropped.len();
     if report.dropped > 0 {
         tracing::info!(user = %user, dropped = report.dropped, max_chars, "profile capped: oldest entries dropped");
     }
@@ -156,7 +173,28 @@ pub fn merge_facts(
     profile.body = body.render(max_chars);
     profile.meta.updated = Some(now);
     write(layout, user, &profile, change, now)?;
+    let edit = FactEdit {
+        by: change.by.into(),
+        batch: learned.batch,
+        now,
+    };
+    record_in_log(layout, user, &body, &dropped, edit);
     Ok(report)
+}
+
+/// Appends what the profile now says to the fact log. A failure is logged,
+/// not returned: the profile is written, and the next edit's
+/// [`facts::sync`] records what the log missed.
+pub(crate) fn record_in_log(
+    layout: &Layout,
+    user: &SafeName,
+    body: &Body,
+    dropped: &[facts::LiveFact],
+    edit: FactEdit<'_>,
+) {
+    if let Err(e) = facts::commit(layout, user, body, dropped, edit) {
+        tracing::warn!(user = %user, error = %e, "fact log not updated; the next edit of the profile records it");
+    }
 }
 
 /// Replaces the profile atomically, keeping the previous version
@@ -235,7 +273,10 @@ mod tests {
             Owner {
                 display_name: Some("Kevin"),
             },
-            &facts,
+            Learned {
+                facts: &facts,
+                batch: &[],
+            },
             4000,
             TEST_CHANGE,
             at(1),
@@ -259,8 +300,12 @@ mod tests {
         let layout = Layout::new(dir.path(), "slack");
         let user = SafeName::of("U1");
         let facts = [fact(FactSection::Facts, "job", "teacher")];
-        merge_facts(&layout, &user, Owner::default(), &facts, 4000, TEST_CHANGE, at(1)).unwrap();
-        let report = merge_facts(&layout, &user, Owner::default(), &facts, 4000, TEST_CHANGE, at(2)).unwrap();
+        let learned = Learned {
+            facts: &facts,
+            batch: &[],
+        };
+        merge_facts(&layout, &user, Owner::default(), learned, 4000, TEST_CHANGE, at(1)).unwrap();
+        let report = merge_facts(&layout, &user, Owner::default(), learned, 4000, TEST_CHANGE, at(2)).unwrap();
         assert_eq!(
             report,
             MergeReport {
@@ -279,7 +324,8 @@ mod tests {
         let owner = Owner {
             display_name: Some("Kevin"),
         };
-        merge_facts(&layout, &user, owner, &[], 4000, TEST_CHANGE, at(1)).unwrap();
+        let learned = Learned { facts: &[], batch: &[] };
+        merge_facts(&layout, &user, owner, learned, 4000, TEST_CHANGE, at(1)).unwrap();
         assert!(read(&layout, &user).unwrap().is_none());
     }
 }

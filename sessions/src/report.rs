@@ -101,13 +101,13 @@ impl std::fmt::Display for ChannelStorage {
 }
 
 /// Every file or folder that holds data of `user` and nothing of anyone
-/// else's: STM folder, profile, own topics, daily/weekly summaries, archive,
+/// else's: STM folder, profile, fact log, own topics, daily/weekly summaries, archive,
 /// and the user's export bundles. (The user's recall index is derived from
 /// these and handled by [`crate::recall`].)
 /// A user whose encoded name is `_shared` has no topic folder: that one is
 /// the operator's.
 pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ReportError> {
-    let mut roots = vec![layout.stm_dir(user), layout.profile_path(user)];
+    let mut roots = vec![layout.stm_dir(user), layout.profile_path(user), layout.facts_path(user)];
     roots.extend(layout.user_topics_dir(user));
     roots.push(layout.versions_dir(user));
     roots.push(layout.summaries_dir(user));
@@ -213,7 +213,7 @@ pub fn channel_storage(stm: &Stm) -> Result<ChannelStorage, ReportError> {
     })
 }
 
-/// Every user with any data in the channel: an STM folder, a profile, own
+/// Every user with any data in the channel: an STM folder, a profile, a fact log, own
 /// topics, summaries, an archive or an export. Names that are not valid
 /// encodings (stray files an operator dropped in) are ignored.
 pub fn known_users(layout: &Layout) -> Result<BTreeSet<SafeName>, ReportError> {
@@ -233,6 +233,9 @@ pub fn known_users(layout: &Layout) -> Result<BTreeSet<SafeName>, ReportError> {
     }
     for name in dir_names(&layout.profiles_dir(), false)? {
         users.extend(name.strip_suffix(".md").and_then(SafeName::from_encoded));
+    }
+    for name in dir_names(&layout.facts_dir(), false)? {
+        users.extend(name.strip_suffix(".jsonl").and_then(SafeName::from_encoded));
     }
     for name in dir_names(&layout.exports_dir(), false)? {
         users.extend(export::owner_of(&name));

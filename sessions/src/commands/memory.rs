@@ -171,9 +171,13 @@ pub(super) async fn history(stm: &Stm, caller: Caller<'_>, topic: Option<&str>) 
     Ok(out)
 }
 
-pub(super) async fn undo(stm: &Stm, caller: Caller<'_>) -> Result<String, CommandError> {
+pub(super) async fn undo(stm: &Stm, caller: Caller<'_>, now: DateTime<Utc>) -> Result<String, CommandError> {
     let _guard = stm.lock(caller.user).await;
-    match versions::undo(stm.layout(), caller.user)? {
+    let undone = match editor(stm, &caller, now).undo() {
+        Ok(undone) => undone,
+        Err(e) => return refused(e),
+    };
+    match undone {
         None => Ok("There is no change to your long-term memory to undo.".to_string()),
         Some(v) => {
             Recall::of(stm).forget(caller.user)?;

@@ -7,6 +7,7 @@
 //! Pure text: no file access. The visible cut marker and the one-line
 //! cleaning of model output live here too, because topic notes use them.
 
+use crate::facts::LiveFact;
 use crate::summarizer::FactSection;
 
 /// Sections in the order a new profile lists them.
@@ -59,9 +60,11 @@ pub(crate) fn parse_cut_marker(line: &str) -> Option<usize> {
 }
 
 /// Model output made safe for one bullet line: whitespace (newlines too)
-/// collapsed, trimmed, clipped to [`MAX_FACT_CHARS`] with a visible `…`.
+/// collapsed, other control characters (NUL, escapes) removed, trimmed,
+/// clipped to [`MAX_FACT_CHARS`] with a visible `…`.
 pub(crate) fn one_line(text: &str) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let visible: String = text.chars().filter(|c| c.is_whitespace() || !c.is_control()).collect();
+    let collapsed = visible.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.chars().count() <= MAX_FACT_CHARS {
         return collapsed;
     }
@@ -292,10 +295,11 @@ impl Body {
     /// Drops the oldest bullets until the rendered body fits `max_chars`:
     /// each step removes the first (oldest) bullet of the known section that
     /// has the most, so no one section is wiped out while others stay full.
-    /// Returns how many were dropped this time. Text that is not a bullet is
-    /// never dropped, so a body of prose alone may stay over the cap.
-    pub(crate) fn cap(&mut self, max_chars: usize) -> usize {
-        let mut dropped_now = 0;
+    /// Returns the bullets dropped this time (the fact log records them).
+    /// Text that is not a bullet is never dropped, so a body of prose alone
+    /// may stay over the cap.
+    pub(crate) fn cap(&mut self, max_chars: usize) -> Vec<LiveFact> {
+        let mut dropped_now = Vec::new();
         while self.render(max_chars).chars().count() > max_chars {
             let fullest = self
                 .sections
@@ -306,9 +310,14 @@ impl Body {
             let Some(first) = section.lines.iter().position(|l| matches!(l, Line::Bullet { .. })) else {
                 break;
             };
-            section.lines.remove(first);
+            if let (Some(kind), Line::Bullet { key, value, .. }) = (section.kind, section.lines.remove(first)) {
+                dropped_now.push(LiveFact {
+                    section: kind,
+                    key,
+                    value,
+                });
+            }
             self.dropped += 1;
-            dropped_now += 1;
         }
         dropped_now
     }
@@ -448,7 +457,7 @@ mod tests {
             body.merge(FactSection::Facts, &format!("fact{i:02}"), "some value here");
         }
         body.merge(FactSection::Preferences, "language", "English");
-        let dropped = body.cap(400);
+        let dropped = body.cap(400).len();
         let text = body.render(400);
         assert!(dropped > 0 && text.chars().count() <= 400, "{text}");
         assert!(text.starts_with(&cut_marker(dropped, 400)));
@@ -456,14 +465,14 @@ mod tests {
         // The count accumulates over later cuts.
         let mut again = Body::parse(&text);
         again.merge(FactSection::Facts, "fact30", "some value here");
-        let more = again.cap(400);
+        let more = again.cap(400).len();
         assert_eq!(Body::parse(&again.render(400)).dropped, dropped + more);
     }
 
     #[test]
     fn cap_never_drops_prose() {
         let mut body = Body::parse(&format!("{}\n## Notes\n- a: b\n", "p".repeat(50)));
-        assert_eq!(body.cap(10), 1);
+        assert_eq!(body.cap(10).len(), 1);
         assert!(body.render(10).starts_with(&"p".repeat(50)));
     }
 }

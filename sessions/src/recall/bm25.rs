@@ -7,7 +7,7 @@
 //! [`super::store`] and [`super::sources`], scoring in [`super::score`].
 
 use super::tokenize;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::HashMap;
 
 /// Where a document came from; decides its label and whether a turn may
@@ -29,6 +29,15 @@ pub enum Source {
     Note(String),
     /// An operator note from `_shared` (slug).
     SharedNote(String),
+    /// An entry of the fact log: `was` the value it replaced, `until` the
+    /// day a later entry replaced it; `in_profile` while the profile shows
+    /// it (then turns skip it unless it replaced something, as the
+    /// profile does not say what it was).
+    Fact {
+        was: Option<String>,
+        until: Option<NaiveDate>,
+        in_profile: bool,
+    },
 }
 
 impl Source {
@@ -36,9 +45,19 @@ impl Source {
         matches!(self, Source::User | Source::Assistant)
     }
 
-    /// True for what is in every context anyway (profile, rolling summary).
+    /// True for what is in every context anyway (profile, rolling summary,
+    /// a fact the profile shows as it always was).
     pub fn always_in_context(&self) -> bool {
-        matches!(self, Source::Rolling | Source::Profile)
+        matches!(
+            self,
+            Source::Rolling
+                | Source::Profile
+                | Source::Fact {
+                    was: None,
+                    in_profile: true,
+                    ..
+                }
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! Recalled documents to text: each item labelled with its date and source
 //! (`[2026-03-07, you]`, `[2026-03-07, assistant]`, `[summary 2026-W10]`,
-//! `[note: slug]`), packed in priority order under a token budget
+//! `[note: slug]`, `[2026-03-07, fact; was: …]`, `[2026-03-01, fact; until
+//! 2026-03-07]`), packed in priority order under a token budget
 //! (characters / 4, as the context builder counts), then shown oldest
 //! first. What does not fit is counted, never dropped silently.
 //!
@@ -12,6 +13,8 @@ use chrono::{DateTime, Utc};
 
 /// Longest text of one recalled item, in characters.
 const ITEM_CHARS: usize = 600;
+/// Longest earlier value quoted in a fact's label.
+const WAS_CHARS: usize = 120;
 
 /// One recalled item, ready to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +36,11 @@ impl Item {
             Source::Profile => "[profile]".to_string(),
             Source::Note(slug) => format!("[note: {slug}]"),
             Source::SharedNote(slug) => format!("[shared note: {slug}]"),
+            Source::Fact { was: Some(old), .. } => {
+                format!("[{day}, fact; was: {}]", clipped_line(old, WAS_CHARS))
+            }
+            Source::Fact { until: Some(end), .. } => format!("[{day}, fact; until {end}]"),
+            Source::Fact { .. } => format!("[{day}, fact]"),
         };
         Item {
             at: doc.at,

@@ -1,6 +1,8 @@
-//! The markdown sources of recall — profile, rolling summary, topic notes,
-//! daily and weekly summaries, `_shared` operator notes — cut into
-//! searchable pieces and kept in step with the files by their stamps
+//! The file sources of recall — profile, rolling summary, topic notes,
+//! daily and weekly summaries, `_shared` operator notes (markdown), and the
+//! fact log (one piece per entry, dated, labelled with what it replaced or
+//! until when it held; entries of a forgotten fact are left out) — cut
+//! into searchable pieces and kept in step with the files by their stamps
 //! (modification time and length).
 //!
 //! Each search first asks [`FileSet::refresh`] to compare stamps: a file
@@ -14,9 +16,11 @@
 
 use super::bm25::{Bm25, Source};
 use super::key_of;
+use crate::facts::{FactEntry, FactOp};
 use crate::frontmatter;
 use crate::layout::Layout;
 use crate::names::SafeName;
+use crate::profile::normalized;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +39,8 @@ pub enum Kind {
     SharedNote,
     Daily,
     Weekly,
+    /// The user's fact log (`ltm/facts/<user>.jsonl`).
+    Facts,
 }
 
 /// One file, or a folder of `*.md` files, that feeds an owner's index.
@@ -69,6 +75,7 @@ pub fn user_specs(layout: &Layout, user: &SafeName) -> Vec<Spec> {
     };
     let mut specs = vec![
         file(Kind::Profile, layout.profile_path(user)),
+        file(Kind::Facts, layout.facts_path(user)),
         file(Kind::Rolling, layout.summary_path(user)),
         dir(Kind::Daily, layout.daily_dir(user)),
         dir(Kind::Weekly, layout.weekly_dir(user)),
@@ -144,7 +151,9 @@ impl FileSet {
             Some(pieces) => pieces
                 .into_iter()
                 .map(|(at, source, text)| {
-                    let key = key_of(&[path.to_string_lossy().as_bytes(), text.as_bytes()]);
+                    // The date too: a fact log may say the same words twice.
+                    let when = at.timestamp_micros().to_le_bytes();
+                    let key = key_of(&[path.to_string_lossy().as_bytes(), &when, text.as_bytes()]);
                     index.add(key, at, source, text);
                     key
                 })
@@ -170,6 +179,10 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
     struct Loose {
         #[serde(default)]
         updated: Option<DateTime<Utc>>,
+    }
+    if kind == Kind::Facts {
+        let bytes = crate::fsutil::read_nofollow(root, path).ok()?;
+        return Some(fact_pieces(&crate::facts::parse(path, &bytes).entries));
     }
     let text = crate::fsutil::read_to_string_nofollow(root, path).ok()?;
     let doc = match frontmatter::parse::<Loose>(path, &text) {
@@ -200,6 +213,7 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
             let day = NaiveDate::parse_from_str(&stem, "%Y-%m-%d").ok()?;
             (day.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
         }
+        Kind::Facts => return None,
         Kind::Weekly => {
             let (year, week) = stem.split_once("-W")?;
             let monday = NaiveDate::from_isoywd_opt(year.parse().ok()?, week.parse().ok()?, chrono::Weekday::Mon)?;
@@ -207,6 +221,52 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
         }
     };
     Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
+}
+
+/// One piece per `set` entry of the fact log, `key: value`, labelled by
+/// what became of it: replaced (until the day it was), dropped from the
+/// profile by the cap (still true), or standing. Entries before a fact's
+/// last `forget` are left out, and a re-set of the same value counts once.
+fn fact_pieces(entries: &[FactEntry]) -> Vec<(DateTime<Utc>, Source, String)> {
+    let id = |e: &FactEntry| (e.section, normalized(&e.key));
+    // The entry after each one of the same fact, walking backwards.
+    let mut after: HashMap<_, usize> = HashMap::new();
+    let mut next: Vec<Option<usize>> = vec![None; entries.len()];
+    let mut forgotten_before: HashMap<_, usize> = HashMap::new();
+    for (i, entry) in entries.iter().enumerate().rev() {
+        next[i] = after.insert(id(entry), i);
+        if entry.op == FactOp::Forget {
+            forgotten_before.entry(id(entry)).or_insert(i);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let (FactOp::Set, Some(value)) = (entry.op, &entry.value) else {
+            continue;
+        };
+        if forgotten_before.get(&id(entry)).is_some_and(|&f| i < f) {
+            continue;
+        }
+        let later = next[i].map(|j| &entries[j]);
+        let (until, in_profile) = match later {
+            None => (None, true),
+            Some(l) if l.op == FactOp::Drop => (None, false),
+            Some(l) if l.value.as_deref().map(normalized) == Some(normalized(value)) => continue,
+            Some(l) => (Some(l.ts.date_naive()), false),
+        };
+        let source = Source::Fact {
+            was: entry.supersedes.clone(),
+            until,
+            in_profile,
+        };
+        let text = if value.is_empty() {
+            entry.key.clone()
+        } else {
+            format!("{}: {value}", entry.key)
+        };
+        out.push((entry.ts, source, text));
+    }
+    out
 }
 
 /// Splits a markdown body into paragraphs and bullets, each a piece of at
@@ -294,6 +354,55 @@ mod tests {
         assert_eq!(p.len(), 3, "{p:?}");
         assert!(p[0].starts_with("- sister: Ana"));
         assert!(p[1].contains("Pixel") && p[2] == "- likes tea");
+    }
+
+    #[test]
+    fn fact_entries_are_dated_and_say_what_they_replaced_and_a_forgotten_fact_is_left_out() {
+        let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 3, d).unwrap();
+        let line = |d: u32, op: &str, key: &str, value: Option<&str>, was: Option<&str>| {
+            let mut entry = serde_json::json!({"ts": format!("2026-03-{d:02}T09:00:00Z"), "op": op,
+                "section": "facts", "key": key, "by": "compaction"});
+            if let Some(v) = value {
+                entry["value"] = v.into();
+            }
+            if let Some(w) = was {
+                entry["supersedes"] = w.into();
+            }
+            entry.to_string()
+        };
+        let log = [
+            line(1, "set", "city", Some("Paris"), None),
+            line(7, "set", "City", Some("Berlin"), Some("Paris")),
+            line(2, "set", "pin", Some("1234"), None),
+            line(3, "forget", "pin", None, None),
+            line(4, "set", "dog", Some("Pixel"), None),
+            line(5, "drop", "dog", Some("Pixel"), None),
+        ]
+        .join("\n");
+        let entries = crate::facts::parse(Path::new("f.jsonl"), log.as_bytes()).entries;
+        let pieces = fact_pieces(&entries);
+        let shown: Vec<(NaiveDate, &str, &Source)> = pieces
+            .iter()
+            .map(|(at, s, t)| (at.date_naive(), t.as_str(), s))
+            .collect();
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        assert_eq!((shown[0].0, shown[0].1), (day(1), "city: Paris"));
+        assert_eq!(
+            shown[0].2,
+            &Source::Fact {
+                was: None,
+                until: Some(day(7)),
+                in_profile: false
+            }
+        );
+        assert!(matches!(shown[1].2, Source::Fact { was: Some(w), in_profile: true, .. } if w == "Paris"));
+        assert!(
+            !shown[1].2.always_in_context(),
+            "the earlier value is news to the model"
+        );
+        assert_eq!(shown[2].1, "dog: Pixel");
+        assert!(!shown[2].2.always_in_context(), "dropped from the profile, still true");
+        assert!(shown.iter().all(|(_, t, _)| !t.contains("1234")));
     }
 
     #[test]

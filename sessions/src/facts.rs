@@ -1,0 +1,457 @@
+//! The fact log `ltm/facts/<user>.jsonl`: every change to the facts of a
+//! user's profile, dated, appended and never rewritten — who set a fact,
+//! when, from which messages, what it replaced; when it was forgotten, or
+//! dropped from the profile by its size cap (still true, only not shown).
+//! The profile (`ltm/users/<user>.md`) is the current view of this log: after
+//! every write of mnemo's, the bullets of its known sections are exactly
+//! the log's live facts ([`live`]).
+//!
+//! Writers keep the two in step in three moves: [`sync`] before an edit
+//! (bullets an operator changed by hand, or a profile that has no log yet,
+//! become entries by `operator` / `import`, dated at the file's mtime), the
+//! profile write itself ([`crate::profile`], [`crate::edits`], which keep
+//! versions), then [`commit`] with what the profile now says. A crash
+//! between the profile write and [`commit`] leaves the change in the profile
+//! only; the next [`sync`] records it (as `operator`), so nothing is lost.
+//!
+//! The log is read like the short-term log: a malformed line or a torn last
+//! line is skipped with a warning naming file and line (never its text),
+//! and an append after a torn line starts on a new line. Files only, through
+//! [`crate::fsutil`]; the caller holds the user's lock; `now` is a parameter.
+
+use crate::fsutil;
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::profile::{Body, normalized};
+use crate::record::Record;
+use crate::summarizer::FactSection;
+use crate::versions::Author;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// What an entry does to its fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FactOp {
+    /// The fact is (now) `value`.
+    Set,
+    /// The fact was deleted on request; earlier entries of it are no
+    /// longer recalled.
+    Forget,
+    /// The profile's size cap dropped the fact from view: still true and
+    /// still recalled, only not shown in the profile.
+    Drop,
+}
+
+/// Who wrote an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FactBy {
+    /// The summarizer's facts, merged when old messages were folded.
+    Compaction,
+    /// A memory tool the model called.
+    Tool,
+    /// A `/session` command of the user (remember, forget, undo).
+    Command,
+    /// Found in the profile file but not in the log: a hand edit.
+    Operator,
+    /// A profile that existed before its log, taken as the first entries.
+    Import,
+}
+
+impl From<Author> for FactBy {
+    fn from(author: Author) -> FactBy {
+        match author {
+            Author::Compaction => FactBy::Compaction,
+            Author::Tool => FactBy::Tool,
+            Author::Command => FactBy::Command,
+        }
+    }
+}
+
+/// One line of the log (contract: add fields, never rename).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactEntry {
+    #[serde(serialize_with = "rfc3339")]
+    pub ts: DateTime<Utc>,
+    pub op: FactOp,
+    pub section: FactSection,
+    pub key: String,
+    /// The fact's text (`set`, `drop`); absent for `forget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Ids of the messages it came from (compaction only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// The value this `set` replaced, if the fact had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    pub by: FactBy,
+}
+
+fn rfc3339<S: serde::Serializer>(ts: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&ts.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FactError {
+    #[error("cannot read the fact log {path}: {source}; check the file's permissions")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot append to the fact log {path}: {source}; check the disk and the folder's permissions")]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// The log as read: its valid entries in order, and whether the file exists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FactLog {
+    pub entries: Vec<FactEntry>,
+    pub exists: bool,
+    /// Lines that could not be read (warned, skipped).
+    pub skipped_lines: usize,
+}
+
+/// One live fact: what the profile shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveFact {
+    pub section: FactSection,
+    pub key: String,
+    pub value: String,
+}
+
+/// Reads the user's log; a missing file is an empty log.
+pub fn read(layout: &Layout, user: &SafeName) -> Result<FactLog, FactError> {
+    let path = layout.facts_path(user);
+    let bytes = match fsutil::read_nofollow(layout.state_root(), &path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FactLog::default()),
+        Err(source) => return Err(FactError::Read { path, source }),
+    };
+    Ok(parse(&path, &bytes))
+}
+
+/// Every valid entry of the log bytes read from `path` (named in warnings).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> FactLog {
+    let mut log = FactLog {
+        exists: true,
+        ..FactLog::default()
+    };
+    for (number, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<FactEntry>(line) {
+            Ok(entry) => log.entries.push(entry),
+            Err(e) => {
+                log.skipped_lines += 1;
+                tracing::warn!(file = %path.display(), line = number + 1, column = e.column(), "malformed line in the fact log; skipped");
+            }
+        }
+    }
+    log
+}
+
+/// The facts `entries` leave standing, in the order they were last set.
+pub fn live(entries: &[FactEntry]) -> Vec<LiveFact> {
+    let mut out: Vec<LiveFact> = Vec::new();
+    for entry in entries {
+        let wanted = normalized(&entry.key);
+        out.retain(|f| !(f.section == entry.section && normalized(&f.key) == wanted));
+        if let (FactOp::Set, Some(value)) = (entry.op, &entry.value) {
+            out.push(LiveFact {
+                section: entry.section,
+                key: entry.key.clone(),
+                value: value.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Appends `entries` in one write (after a `\n` if a crash tore the last
+/// line), then syncs the data.
+fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let path = layout.facts_path(user);
+    let write_err = |source| FactError::Write {
+        path: path.clone(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    for entry in entries {
+        serde_json::to_writer(&mut bytes, entry).map_err(|e| write_err(io::Error::other(e)))?;
+        bytes.push(b'\n');
+    }
+    let mut file = fsutil::open_append_nofollow(layout.state_root(), &path).map_err(write_err)?;
+    if ends_torn(&mut file).map_err(write_err)? {
+        bytes.insert(0, b'\n');
+    }
+    file.write_all(&bytes).map_err(write_err)?;
+    file.sync_data().map_err(write_err)
+}
+
+fn ends_torn(file: &mut std::fs::File) -> io::Result<bool> {
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+/// Who makes a change, when, and the messages it came from. A `set`
+/// learned from messages is dated at the newest of them.
+#[derive(Clone, Copy, Debug)]
+pub struct FactEdit<'a> {
+    pub by: FactBy,
+    /// The folded messages (compaction), to name a fact's sources.
+    pub batch: &'a [Record],
+    pub now: DateTime<Utc>,
+}
+
+/// Records what changed between the log's live facts and `after` (the
+/// profile's body as just written): a `set` for each new or changed bullet,
+/// a `drop` for each in `dropped` (cut by the size cap), a `forget` for any
+/// other that went. Returns how many entries were appended.
+pub(crate) fn commit(
+    layout: &Layout,
+    user: &SafeName,
+    after: &Body,
+    dropped: &[LiveFact],
+    edit: FactEdit<'_>,
+) -> Result<usize, FactError> {
+    let log = read(layout, user)?;
+    let entries = diff(&live(&log.entries), &bullets(after), dropped, edit);
+    append(layout, user, &entries)?;
+    Ok(entries.len())
+}
+
+/// Brings the log in line with the profile as it is on disk before an
+/// edit: bullets it does not know become `set` entries, facts the file no
+/// longer shows become `forget` entries — by `import` if there was no log
+/// yet, else by `by` (normally [`FactBy::Operator`]), dated at the
+/// profile's mtime (or `now`). Returns how many entries were appended.
+pub(crate) fn sync(
+    layout: &Layout,
+    user: &SafeName,
+    body: &Body,
+    by: FactBy,
+    now: DateTime<Utc>,
+) -> Result<usize, FactError> {
+    let log = read(layout, user)?;
+    let on_disk = bullets(body);
+    if !log.exists && on_disk.is_empty() {
+        return Ok(0);
+    }
+    let path = layout.profile_path(user);
+    let at = std::fs::symlink_metadata(&path)
+        .and_then(|m| m.modified())
+        .map(DateTime::<Utc>::from)
+        .unwrap_or(now);
+    let by = if log.exists { by } else { FactBy::Import };
+    let edit = FactEdit {
+        by,
+        batch: &[],
+        now: at,
+    };
+    let entries = diff(&live(&log.entries), &on_disk, &[], edit);
+    if !entries.is_empty() {
+        tracing::info!(user = %user, entries = entries.len(), by = ?by, "profile and fact log differed; the profile's facts recorded");
+    }
+    append(layout, user, &entries)?;
+    Ok(entries.len())
+}
+
+fn bullets(body: &Body) -> Vec<LiveFact> {
+    body.all_bullets()
+        .into_iter()
+        .map(|(section, key, value)| LiveFact {
+            section,
+            key: key.to_string(),
+            value: value.to_string(),
+        })
+        .collect()
+}
+
+fn same_key(a: &LiveFact, b: &LiveFact) -> bool {
+    a.section == b.section && normalized(&a.key) == normalized(&b.key)
+}
+
+/// The entries that turn `before` into `after`.
+fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: FactEdit<'_>) -> Vec<FactEntry> {
+    let entry = |op, fact: &LiveFact, value: Option<String>| FactEntry {
+        ts: edit.now,
+        op,
+        section: fact.section,
+        key: fact.key.clone(),
+        value,
+        sources: Vec::new(),
+        supersedes: None,
+        by: edit.by,
+    };
+    let mut out = Vec::new();
+    for old in before.iter().filter(|old| !after.iter().any(|new| same_key(old, new))) {
+        if dropped.iter().any(|d| same_key(old, d)) {
+            out.push(entry(FactOp::Drop, old, Some(old.value.clone())));
+        } else {
+            out.push(entry(FactOp::Forget, old, None));
+        }
+    }
+    for new in after {
+        let old = before.iter().find(|old| same_key(old, new));
+        if old.is_some_and(|old| normalized(&old.value) == normalized(&new.value)) {
+            continue;
+        }
+        let mut set = entry(FactOp::Set, new, Some(new.value.clone()));
+        set.supersedes = old.map(|old| old.value.clone());
+        let sources = sources_of(&new.value, edit.batch);
+        // Dated when it was said, not when it was folded.
+        set.ts = sources.iter().map(|r| r.ts).max().unwrap_or(edit.now);
+        set.sources = sources.into_iter().map(|r| r.msg_id.clone()).collect();
+        out.push(set);
+    }
+    out
+}
+
+/// Shortest word that ties a fact to a message.
+const SOURCE_WORD_CHARS: usize = 4;
+
+/// The batch's messages that share a word (of at least
+/// [`SOURCE_WORD_CHARS`] letters) with `value`; every user message of the
+/// batch when none does (the summarizer may have paraphrased).
+fn sources_of<'b>(value: &str, batch: &'b [Record]) -> Vec<&'b Record> {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= SOURCE_WORD_CHARS)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let wanted = words(value);
+    let matching: Vec<&Record> = batch
+        .iter()
+        .filter(|r| words(&r.text).iter().any(|w| wanted.contains(w)))
+        .collect();
+    if !matching.is_empty() {
+        return matching;
+    }
+    batch.iter().filter(|r| r.role == crate::record::Role::User).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(day: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap()
+    }
+
+    fn body(text: &str) -> Body {
+        Body::parse(text)
+    }
+
+    fn edit(day: u32) -> FactEdit<'static> {
+        FactEdit {
+            by: FactBy::Compaction,
+            batch: &[],
+            now: at(day),
+        }
+    }
+
+    #[test]
+    fn a_changed_fact_supersedes_the_old_one_and_both_stay_dated() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        commit(&layout, &user, &body("## Facts\n- city: Paris\n"), &[], edit(1)).unwrap();
+        commit(&layout, &user, &body("## Facts\n- city: Paris\n"), &[], edit(2)).unwrap();
+        commit(&layout, &user, &body("## Facts\n- City: Berlin\n"), &[], edit(3)).unwrap();
+        let log = read(&layout, &user).unwrap();
+        assert_eq!(log.entries.len(), 2, "a repeat adds nothing: {:?}", log.entries);
+        assert_eq!(
+            (log.entries[0].ts, log.entries[0].value.as_deref()),
+            (at(1), Some("Paris"))
+        );
+        assert_eq!(log.entries[1].supersedes.as_deref(), Some("Paris"));
+        assert_eq!(log.entries[1].ts, at(3));
+        assert_eq!(
+            live(&log.entries),
+            vec![LiveFact {
+                section: FactSection::Facts,
+                key: "City".into(),
+                value: "Berlin".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_fact_that_went_is_forgotten_unless_the_cap_dropped_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        commit(&layout, &user, &body("## Facts\n- a: 1\n- b: 2\n"), &[], edit(1)).unwrap();
+        let dropped = [LiveFact {
+            section: FactSection::Facts,
+            key: "a".into(),
+            value: "1".into(),
+        }];
+        commit(&layout, &user, &body("## Facts\n"), &dropped, edit(2)).unwrap();
+        let log = read(&layout, &user).unwrap();
+        let ops: Vec<(FactOp, Option<&str>)> = log.entries[2..].iter().map(|e| (e.op, e.value.as_deref())).collect();
+        assert_eq!(ops, vec![(FactOp::Drop, Some("1")), (FactOp::Forget, None)]);
+        assert!(live(&read(&layout, &user).unwrap().entries).is_empty());
+    }
+
+    #[test]
+    fn a_torn_or_malformed_line_is_skipped_and_the_next_append_starts_a_new_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        commit(&layout, &user, &body("## Facts\n- a: 1\n"), &[], edit(1)).unwrap();
+        let path = layout.facts_path(&user);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"not json\n{\"ts\":\"2026-03-0").unwrap();
+        commit(&layout, &user, &body("## Facts\n- a: 1\n- b: 2\n"), &[], edit(2)).unwrap();
+        let log = read(&layout, &user).unwrap();
+        assert_eq!(log.skipped_lines, 2);
+        assert_eq!(log.entries.len(), 2);
+        assert_eq!(live(&log.entries).len(), 2);
+    }
+
+    #[test]
+    fn an_existing_profile_without_a_log_is_imported_at_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let profile = body("Prose.\n## Preferences\n- language: English\n## Notes\n- likes tea\n");
+        assert_eq!(sync(&layout, &user, &profile, FactBy::Operator, at(5)).unwrap(), 2);
+        let log = read(&layout, &user).unwrap();
+        assert!(log.entries.iter().all(|e| e.by == FactBy::Import && e.ts == at(5)));
+        assert_eq!(sync(&layout, &user, &profile, FactBy::Operator, at(6)).unwrap(), 0);
+    }
+
+    #[test]
+    fn sources_are_the_messages_that_mention_the_fact() {
+        let rec = |id: &str, text: &str| Record {
+            ts: at(1),
+            role: crate::record::Role::User,
+            text: text.into(),
+            msg_id: id.into(),
+            channel: "slack".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        };
+        let batch = [
+            rec("1", "hello"),
+            rec("2", "I moved to Berlin last week"),
+            rec("3", "ok"),
+        ];
+        assert_eq!(sources_of("lives in Berlin", &batch), vec![&batch[1]]);
+        assert_eq!(sources_of("xyz", &batch).len(), 3);
+    }
+}
