@@ -294,14 +294,8 @@ fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: Fac
         by: edit.by,
     };
     let mut out = Vec::new();
-    for old in before.iter().filter(|old| !after.iter().any(|new| same_key(old, new))) {
-        if dropped.iter().any(|d| same_key(old, d)) {
-            out.push(entry(FactOp::Drop, old, Some(old.value.clone())));
-        } else {
-            out.push(entry(FactOp::Forget, old, None));
-        }
-    }
-    for new in after {
+    // What the cap dropped was learned all the same (maybe in this very edit).
+    for new in after.iter().chain(dropped) {
         let old = before.iter().find(|old| same_key(old, new));
         if old.is_some_and(|old| normalized(&old.value) == normalized(&new.value)) {
             continue;
@@ -313,6 +307,16 @@ fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: Fac
         set.ts = sources.iter().map(|r| r.ts).max().unwrap_or(edit.now);
         set.sources = sources.into_iter().map(|r| r.msg_id.clone()).collect();
         out.push(set);
+    }
+    let shown = |fact: &LiveFact| after.iter().any(|new| same_key(fact, new));
+    for old in before
+        .iter()
+        .filter(|old| !shown(old) && !dropped.iter().any(|d| same_key(old, d)))
+    {
+        out.push(entry(FactOp::Forget, old, None));
+    }
+    for cut in dropped.iter().filter(|d| !shown(d)) {
+        out.push(entry(FactOp::Drop, cut, Some(cut.value.clone())));
     }
     out
 }

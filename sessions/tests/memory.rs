@@ -28,3 +28,6 @@ mod session;
 
 #[path = "memory/recall.rs"]
 mod recall;
+
+#[path = "memory/facts.rs"]
+mod facts;

@@ -317,11 +317,12 @@ async fn facts_from_compaction_fill_profile_topics_and_index() {
     );
     let note = topics::read(&m.sb.layout, &m.user, "toeic-860").unwrap().unwrap();
     assert!(note.body.contains("listening drills"));
-    // Both the profile bullet and the topic note are searchable at once.
+    // The profile bullet, its entry in the fact log and the topic note are
+    // searchable at once.
     let hits = Recall::of(&m.stm).search(&m.user, "listening", 10);
     assert_eq!(
         hits.iter().filter(|h| h.text.contains("listening drills")).count(),
-        2,
+        3,
         "{hits:?}"
     );
 

@@ -26,7 +26,10 @@ fn profile_merge_does_not_repeat_a_fact_and_replaces_a_changed_one() {
         &sb.layout,
         &user,
         Owner::default(),
-        &first,
+        profile::Learned {
+            facts: &first,
+            batch: &[],
+        },
         4000,
         mnemo_sessions::versions::Change {
             by: mnemo_sessions::versions::Author::Command,
@@ -45,7 +48,10 @@ fn profile_merge_does_not_repeat_a_fact_and_replaces_a_changed_one() {
         &sb.layout,
         &user,
         Owner::default(),
-        &second,
+        profile::Learned {
+            facts: &second,
+            batch: &[],
+        },
         4000,
         mnemo_sessions::versions::Change {
             by: mnemo_sessions::versions::Author::Command,
@@ -94,7 +100,10 @@ fn profile_keeps_hand_written_text_and_operator_fields() {
         Owner {
             display_name: Some("Kevin"),
         },
-        &facts,
+        profile::Learned {
+            facts: &facts,
+            batch: &[],
+        },
         4000,
         mnemo_sessions::versions::Change {
             by: mnemo_sessions::versions::Author::Command,
@@ -134,7 +143,10 @@ fn profile_over_its_cap_drops_oldest_entries_with_a_visible_marker() {
             &sb.layout,
             &user,
             Owner::default(),
-            &facts,
+            profile::Learned {
+                facts: &facts,
+                batch: &[],
+            },
             1000,
             mnemo_sessions::versions::Change {
                 by: mnemo_sessions::versions::Author::Command,
@@ -173,7 +185,10 @@ fn profile_with_broken_frontmatter_is_reported_and_kept() {
         &sb.layout,
         &user,
         Owner::default(),
-        &facts,
+        profile::Learned {
+            facts: &facts,
+            batch: &[],
+        },
         4000,
         mnemo_sessions::versions::Change {
             by: mnemo_sessions::versions::Author::Command,
