@@ -406,7 +406,7 @@ mod tests {
         commit(&layout, &user, &body("## Facts\n"), &dropped, edit(2)).unwrap();
         let log = read(&layout, &user).unwrap();
         let ops: Vec<(FactOp, Option<&str>)> = log.entries[2..].iter().map(|e| (e.op, e.value.as_deref())).collect();
-        assert_eq!(ops, vec![(FactOp::Drop, Some("1")), (FactOp::Forget, None)]);
+        assert_eq!(ops, vec![(FactOp::Forget, None), (FactOp::Drop, Some("1"))]);
         assert!(live(&read(&layout, &user).unwrap().entries).is_empty());
     }
 

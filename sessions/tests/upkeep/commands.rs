@@ -36,7 +36,10 @@ async fn populate(stm: &Stm, user: &str, canary: &str) {
         layout,
         &name,
         Owner::default(),
-        &[fact],
+        profile::Learned {
+            facts: &[fact],
+            batch: &[],
+        },
         4000,
         mnemo_sessions::versions::Change {
             by: mnemo_sessions::versions::Author::Command,
@@ -231,7 +234,7 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
     as_user(&stm, "bob", "/session export").await;
     let bob_before = everything_but_alices(&stm);
     let bob_hits = bob_search_hits(&stm).await;
-    assert!(bob_hits.contains("Found 9 matches"), "{bob_hits}");
+    assert!(bob_hits.contains("Found 10 matches"), "{bob_hits}");
 
     let asked = as_user(&stm, "alice", "/session clear all").await;
     assert!(
@@ -342,7 +345,7 @@ async fn search_finds_the_callers_memory_in_every_source_and_nothing_of_anyone_e
     let (_dir, stm) = two_users().await;
     let bob_before = everything_but_alices(&stm);
     let reply = as_user(&stm, "alice", "/session search canary").await.text;
-    assert!(reply.starts_with("Found 9 matches"), "{reply}");
+    assert!(reply.starts_with("Found 10 matches"), "{reply}");
     for piece in [
         "[2026-03-20, you] CANARY-ALICE message",
         "[2026-03-01, you] CANARY-ALICE archived",
@@ -351,6 +354,7 @@ async fn search_finds_the_callers_memory_in_every_source_and_nothing_of_anyone_e
         "[note: trip] CANARY-ALICE note trip",
         "CANARY-ALICE rolling summary",
         "[profile] - drink: CANARY-ALICE tea",
+        "fact] drink: CANARY-ALICE tea",
     ] {
         assert!(reply.contains(piece), "{piece:?} missing from {reply}");
     }
