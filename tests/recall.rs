@@ -2,7 +2,11 @@
 //! network edge. A fact told weeks ago, folded out of STM into the archive
 //! by real compaction, reaches the model request of a later question —
 //! dated, and only for the user who told it, in the channel they told it
-//! in; across restarts; and not when the operator turns recall off.
+//! in; across restarts; and not when the operator turns recall off. Facts
+//! the summarizer found go to the dated fact log: a changed fact keeps its
+//! old value with its dates, which recall brings to a "before" question;
+//! a plain-string fact is kept as a note and a malformed one is logged
+//! (without its text) while the fold goes on.
 
 mod support;
 
@@ -42,6 +46,8 @@ async fn run(state: &Path, url: &str, messages: Vec<Inbound>) -> Vec<String> {
     }
     drop((fake_in, other_in));
     assert!(serving.await.unwrap(), "every turn finished");
+    // Folds still running finish (bounded) before the next run reads the files.
+    app.wait_background(std::time::Duration::from_secs(10)).await;
     [fake.sent(), other.sent()]
         .concat()
         .into_iter()
@@ -154,4 +160,146 @@ async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() 
     run(state, &url, vec![dm("fake", "ada", "c1", "/session clear all confirm")]).await;
     run(state, &url, vec![dm("fake", "ada", "q5", QUESTION)]).await;
     assert!(!question_request(&fake).contains(CANARY));
+}
+
+/// `count` messages of small talk from `days_ago` on, one per few hours.
+fn small_talk(user: &str, tag: &str, days_ago: i64, count: usize) -> Vec<Inbound> {
+    (0..count)
+        .map(|i| {
+            let mut m = said(
+                "fake",
+                user,
+                &format!("{tag}{i}"),
+                days_ago,
+                &format!("Small talk number {i}."),
+            );
+            m.ts += TimeDelta::hours(3 * i as i64 + 1);
+            m
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_fact_keeps_its_dated_old_value_which_recall_brings_to_a_before_question() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    support::open_access(state, "fake", &[]);
+    small_memory(state, "fake", json!({}));
+    let lisbon = json!({"summary": "Ada talked about home.", "facts": [
+        {"section": "facts", "key": "home city", "value": "Lisbon"},
+        "Has a cat named Miso"
+    ]});
+    let oslo = json!({"summary": "Ada talked about moving.", "facts": [
+        {"section": "facts", "key": "home city", "value": "Oslo"}
+    ]});
+    fake.summarize_when("I live in Lisbon", lisbon.to_string());
+    fake.summarize_when("I moved to Oslo", oslo.to_string());
+    let mut history = vec![said("fake", "ada", "a", 30, "I live in Lisbon, by the river.")];
+    history.extend(small_talk("ada", "s", 30, 14));
+    history.push(said("fake", "ada", "b", 10, "I moved to Oslo, it is cold."));
+    history.extend(small_talk("ada", "t", 10, 14));
+    run(state, &url, history).await;
+
+    let layout = Layout::new(state, "fake");
+    let ada = SafeName::of("ada");
+    let profile = std::fs::read_to_string(layout.profile_path(&ada)).unwrap();
+    assert!(
+        profile.contains("- home city: Oslo") && !profile.contains("Lisbon"),
+        "{profile}"
+    );
+    assert!(
+        profile.contains("Has a cat named Miso"),
+        "a plain-string fact is a note: {profile}"
+    );
+    let log = std::fs::read_to_string(layout.facts_path(&ada)).unwrap();
+    let entries: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let day = |ago: i64| (Utc::now() - TimeDelta::days(ago)).format("%Y-%m-%d").to_string();
+    let city: Vec<(&str, String, &str)> = entries
+        .iter()
+        .filter(|e| e["key"] == "home city")
+        .map(|e| {
+            (
+                e["value"].as_str().unwrap(),
+                e["ts"].as_str().unwrap()[..10].to_string(),
+                e["by"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        city,
+        vec![("Lisbon", day(30), "compaction"), ("Oslo", day(10), "compaction")],
+        "{log}"
+    );
+    assert!(
+        log.contains(r#""supersedes":"Lisbon""#) && log.contains(r#""sources":["a""#),
+        "{log}"
+    );
+
+    run(
+        state,
+        &url,
+        vec![dm("fake", "ada", "q", "Which city did I live in before?")],
+    )
+    .await;
+    let requests = fake.chat_requests();
+    let text = request_text(requests.last().unwrap());
+    assert!(
+        text.contains(&format!("[{}, fact; until {}] home city: Lisbon", day(30), day(10))),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_fact_is_logged_without_its_text_the_fold_goes_on_and_clear_all_removes_the_log() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &url, json!({}));
+    let state = dir.path().join("state");
+    small_memory(&state, "console", json!({}));
+    let reply = json!({"summary": "Ada keeps bees.", "facts": [
+        {"section": "mood", "key": "feeling", "value": "SECRET-MOOD-TEXT"},
+        42,
+        {"section": "facts", "key": "hobby", "value": "beekeeping"}
+    ]});
+    fake.summarize_when("I keep bees", reply.to_string());
+    let mut input = String::from("I keep bees on the roof\n");
+    for i in 0..14 {
+        input.push_str(&format!("small talk {i}\n"));
+    }
+    let chat = |input: String| {
+        let (config, home) = (config.clone(), dir.path().to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = support::mnemo(&config, &home);
+            cmd.arg("chat");
+            let out = support::with_input(cmd, input.as_bytes());
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        })
+    };
+    let stderr = chat(input).await.unwrap();
+
+    let layout = Layout::new(&state, "console");
+    let ada = SafeName::of("ada");
+    let log = std::fs::read_to_string(layout.facts_path(&ada)).unwrap();
+    assert!(
+        log.contains(r#""key":"hobby","value":"beekeeping""#) && log.lines().count() == 1,
+        "{log}"
+    );
+    assert!(
+        !archive::read_all(&layout, &ada).unwrap().is_empty(),
+        "the fold went on"
+    );
+    let mut logged = stderr;
+    for entry in std::fs::read_dir(state.join("logs")).unwrap() {
+        logged += &std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+    }
+    assert!(logged.contains("summarizer fact skipped"), "{logged}");
+    assert!(
+        !logged.contains("SECRET-MOOD-TEXT") && !logged.contains("beekeeping"),
+        "{logged}"
+    );
+
+    chat("/session clear all confirm\n".into()).await.unwrap();
+    assert!(!layout.facts_path(&ada).exists());
 }

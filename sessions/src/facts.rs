@@ -23,7 +23,7 @@ use crate::fsutil;
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{Body, normalized};
-use crate::record::Record;
+use crate::record::{Record, Role};
 use crate::summarizer::FactSection;
 use crate::versions::Author;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -204,7 +204,7 @@ fn ends_torn(file: &mut std::fs::File) -> io::Result<bool> {
 }
 
 /// Who makes a change, when, and the messages it came from. A `set`
-/// learned from messages is dated at the newest of them.
+/// learned from messages is dated at the newest of the user's among them.
 #[derive(Clone, Copy, Debug)]
 pub struct FactEdit<'a> {
     pub by: FactBy,
@@ -303,8 +303,10 @@ fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: Fac
         let mut set = entry(FactOp::Set, new, Some(new.value.clone()));
         set.supersedes = old.map(|old| old.value.clone());
         let sources = sources_of(&new.value, edit.batch);
-        // Dated when it was said, not when it was folded.
-        set.ts = sources.iter().map(|r| r.ts).max().unwrap_or(edit.now);
+        // Dated when the user said it (a reply is stamped when it was
+        // sent), not when it was folded.
+        let said = sources.iter().filter(|r| r.role == Role::User).map(|r| r.ts).max();
+        set.ts = said.or_else(|| sources.iter().map(|r| r.ts).max()).unwrap_or(edit.now);
         set.sources = sources.into_iter().map(|r| r.msg_id.clone()).collect();
         out.push(set);
     }
@@ -342,7 +344,7 @@ fn sources_of<'b>(value: &str, batch: &'b [Record]) -> Vec<&'b Record> {
     if !matching.is_empty() {
         return matching;
     }
-    batch.iter().filter(|r| r.role == crate::record::Role::User).collect()
+    batch.iter().filter(|r| r.role == Role::User).collect()
 }
 
 #[cfg(test)]
@@ -442,7 +444,7 @@ mod tests {
     fn sources_are_the_messages_that_mention_the_fact() {
         let rec = |id: &str, text: &str| Record {
             ts: at(1),
-            role: crate::record::Role::User,
+            role: Role::User,
             text: text.into(),
             msg_id: id.into(),
             channel: "slack".into(),

@@ -1,7 +1,7 @@
 //! A fake OpenAI-compatible (`/v1/chat/completions`) and Anthropic
 //! (`/v1/messages`) model server on 127.0.0.1 for the broker's end-to-end
 //! tests: answers `echo: <last user message>` (or a summary when JSON is
-//! asked for), records every request, counts calls in flight, calls tools
+//! asked for, scripted by words of the request if the test wants facts), records every request, counts calls in flight, calls tools
 //! when scripted to, and can be slowed down or taken down (503) by the test.
 
 use axum::extract::State;
@@ -35,6 +35,9 @@ pub struct FakeModel {
     /// While true, every call answers 503.
     pub down: Arc<AtomicBool>,
     pub delay: Arc<Mutex<Duration>>,
+    /// Summaries to give instead of the default: (words the request must
+    /// hold, the reply's content), the latest added tried first.
+    pub summaries: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl FakeModel {
@@ -73,6 +76,24 @@ impl FakeModel {
             .unwrap()
             .pop_front()
             .filter(|round| !round.is_empty())
+    }
+
+    /// Answers a summarizer request (JSON asked for) whose text holds
+    /// `words` with `content`, as a model would answer: any text, well
+    /// formed or not. Rules added later are tried first.
+    pub fn summarize_when(&self, words: &str, content: impl Into<String>) {
+        self.summaries.lock().unwrap().push((words.to_string(), content.into()));
+    }
+
+    fn summary_for(&self, body: &Value) -> String {
+        let text = request_text(body);
+        let rules = self.summaries.lock().unwrap();
+        rules
+            .iter()
+            .rev()
+            .find(|(words, _)| text.contains(words.as_str()))
+            .map(|(_, content)| content.clone())
+            .unwrap_or_else(|| json!({"summary": "the user chatted", "facts": []}).to_string())
     }
 
     pub fn set_delay(&self, d: Duration) {
@@ -198,7 +219,7 @@ async fn complete(State(fake): State<FakeModel>, Json(body): Json<Value>) -> Res
     tokio::time::sleep(delay).await;
     fake.in_flight.fetch_sub(1, Ordering::SeqCst);
     let content = if body.get("response_format").is_some() {
-        json!({"summary": "the user chatted", "facts": []}).to_string()
+        fake.summary_for(&body)
     } else {
         format!("echo: {}{}", last_user_message(&body), tool_echo(results))
     };
