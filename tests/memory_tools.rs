@@ -161,6 +161,25 @@ async fn the_model_remembers_searches_updates_and_forgets_with_openai_tool_calls
     );
     assert!(text.contains("Undid the last change to your profile"), "{text}");
     assert!(profile_text(dir.path(), "ada").contains("- ada-likes-green-tea: Ada likes oolong"));
+
+    // Each change is in the dated fact log too, the undo included.
+    let log = std::fs::read_to_string(console(dir.path()).facts_path(&SafeName::of("ada"))).unwrap();
+    let steps: Vec<(String, String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|e| (e["op"].to_string(), e["by"].to_string(), e["value"].to_string()))
+        .collect();
+    let step = |op: &str, by: &str, value: &str| (format!("\"{op}\""), format!("\"{by}\""), value.to_string());
+    assert_eq!(
+        steps,
+        [
+            step("set", "tool", "\"Ada likes green tea\""),
+            step("set", "tool", "\"Ada likes oolong\""),
+            step("forget", "tool", "null"),
+            step("set", "command", "\"Ada likes oolong\""),
+        ],
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
