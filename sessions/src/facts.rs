@@ -356,6 +356,12 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap()
     }
 
+    fn folder() -> (tempfile::TempDir, Layout, SafeName) {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        (dir, layout, SafeName::of("U1"))
+    }
+
     fn body(text: &str) -> Body {
         Body::parse(text)
     }
@@ -370,9 +376,7 @@ mod tests {
 
     #[test]
     fn a_changed_fact_supersedes_the_old_one_and_both_stay_dated() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path(), "slack");
-        let user = SafeName::of("U1");
+        let (_dir, layout, user) = folder();
         commit(&layout, &user, &body("## Facts\n- city: Paris\n"), &[], edit(1)).unwrap();
         commit(&layout, &user, &body("## Facts\n- city: Paris\n"), &[], edit(2)).unwrap();
         commit(&layout, &user, &body("## Facts\n- City: Berlin\n"), &[], edit(3)).unwrap();
@@ -396,9 +400,7 @@ mod tests {
 
     #[test]
     fn a_fact_that_went_is_forgotten_unless_the_cap_dropped_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path(), "slack");
-        let user = SafeName::of("U1");
+        let (_dir, layout, user) = folder();
         commit(&layout, &user, &body("## Facts\n- a: 1\n- b: 2\n"), &[], edit(1)).unwrap();
         let dropped = [LiveFact {
             section: FactSection::Facts,
@@ -414,9 +416,7 @@ mod tests {
 
     #[test]
     fn a_torn_or_malformed_line_is_skipped_and_the_next_append_starts_a_new_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path(), "slack");
-        let user = SafeName::of("U1");
+        let (_dir, layout, user) = folder();
         commit(&layout, &user, &body("## Facts\n- a: 1\n"), &[], edit(1)).unwrap();
         let path = layout.facts_path(&user);
         let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
@@ -430,9 +430,7 @@ mod tests {
 
     #[test]
     fn an_existing_profile_without_a_log_is_imported_at_its_mtime() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path(), "slack");
-        let user = SafeName::of("U1");
+        let (_dir, layout, user) = folder();
         let profile = body("Prose.\n## Preferences\n- language: English\n## Notes\n- likes tea\n");
         assert_eq!(sync(&layout, &user, &profile, FactBy::Operator, at(5)).unwrap(), 2);
         let log = read(&layout, &user).unwrap();

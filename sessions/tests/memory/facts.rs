@@ -57,6 +57,15 @@ async fn fold(m: &Memory, facts: Vec<Fact>, d: u32) -> CompactionOutcome {
         .unwrap()
 }
 
+/// A user who said they live in Paris on day 1, folded.
+async fn told_paris() -> Memory {
+    let m = memory(config(4, 2, 60));
+    chat(&m, 1, 0, "I live in Paris these days").await;
+    let outcome = fold(&m, vec![city("Paris")], 1).await;
+    assert!(matches!(outcome, CompactionOutcome::Compacted { .. }), "{outcome:?}");
+    m
+}
+
 fn body(m: &Memory) -> String {
     profile::read_body(&m.sb.layout, &m.user).unwrap().unwrap_or_default()
 }
@@ -111,12 +120,7 @@ fn caller(m: &Memory) -> Caller<'_> {
 
 #[tokio::test]
 async fn a_fact_changed_over_two_folds_keeps_both_with_dates_and_the_profile_shows_the_new_one() {
-    let m = memory(config(4, 2, 60));
-    chat(&m, 1, 0, "I live in Paris these days").await;
-    assert!(matches!(
-        fold(&m, vec![city("Paris")], 1).await,
-        CompactionOutcome::Compacted { .. }
-    ));
+    let m = told_paris().await;
     chat(&m, 9, 10, "I moved to Berlin last week").await;
     assert!(matches!(
         fold(&m, vec![city("Berlin")], 9).await,
@@ -138,9 +142,7 @@ async fn a_fact_changed_over_two_folds_keeps_both_with_dates_and_the_profile_sho
 
 #[tokio::test]
 async fn recall_finds_the_old_value_with_its_date_and_the_new_one_says_what_it_was() {
-    let m = memory(config(4, 2, 60));
-    chat(&m, 1, 0, "hello").await;
-    fold(&m, vec![city("Paris")], 1).await;
+    let m = told_paris().await;
     chat(&m, 9, 10, "hello again").await;
     fold(&m, vec![city("Berlin")], 9).await;
     let text = recalled(&m, "which home city did I name before?");
@@ -244,9 +246,7 @@ async fn remember_forget_and_undo_go_through_the_log_and_a_forgotten_fact_is_not
 
 #[tokio::test]
 async fn clear_all_removes_the_fact_log() {
-    let m = memory(config(4, 2, 60));
-    chat(&m, 1, 0, "I live in Paris").await;
-    fold(&m, vec![city("Paris")], 1).await;
+    let m = told_paris().await;
     let path = m.sb.layout.facts_path(&m.user);
     assert!(path.exists());
     commands::try_execute(&m.stm, caller(&m), &SessionCommand::ClearAllConfirmed, day(2))
@@ -258,9 +258,7 @@ async fn clear_all_removes_the_fact_log() {
 
 #[tokio::test]
 async fn an_operators_edit_of_the_profile_is_kept_and_recorded_before_the_next_fold() {
-    let m = memory(config(4, 2, 60));
-    chat(&m, 1, 0, "I live in Paris").await;
-    fold(&m, vec![city("Paris")], 1).await;
+    let m = told_paris().await;
     let path = m.sb.layout.profile_path(&m.user);
     let edited = std::fs::read_to_string(&path)
         .unwrap()
