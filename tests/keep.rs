@@ -28,7 +28,8 @@ fn sessions(state: &Path) -> PathBuf {
     state.join("channels/console/sessions")
 }
 
-/// Plants a short conversation and a profile for `user` on the console.
+/// Plants a short conversation, a profile and its fact log for `user` on
+/// the console.
 fn plant(state: &Path, user: &str) {
     let stm = sessions(state).join("stm").join(user);
     std::fs::create_dir_all(&stm).unwrap();
@@ -42,6 +43,10 @@ fn plant(state: &Path, user: &str) {
         "---\nupdated: 2026-01-01T00:00:00Z\n---\n- likes tea\n",
     )
     .unwrap();
+    let facts = sessions(state).join("ltm/facts");
+    std::fs::create_dir_all(&facts).unwrap();
+    let entry = json!({"ts": at, "op": "set", "section": "notes", "key": "likes tea", "value": "", "by": "import"});
+    std::fs::write(facts.join(format!("{user}.jsonl")), format!("{entry}\n")).unwrap();
 }
 
 /// Everything in `<state>/logs/`.
@@ -53,7 +58,9 @@ fn logs(state: &Path) -> String {
 }
 
 fn stored(state: &Path, user: &str) -> bool {
-    sessions(state).join("stm").join(user).exists() || sessions(state).join(format!("ltm/users/{user}.md")).exists()
+    ["stm/{user}", "ltm/users/{user}.md", "ltm/facts/{user}.jsonl"]
+        .iter()
+        .any(|p| sessions(state).join(p.replace("{user}", user)).exists())
 }
 
 /// `mnemo chat` with stdin and stdout piped; replies collected as they come.
