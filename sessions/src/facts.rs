@@ -429,6 +429,25 @@ mod tests {
     }
 
     #[test]
+    fn the_log_is_private_and_a_link_in_its_place_is_refused_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, layout, user) = folder();
+        commit(&layout, &user, &body("## Facts\n- a: 1\n"), &[], edit(1)).unwrap();
+        let path = layout.facts_path(&user);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&path), mode(&layout.facts_dir())), (0o600, 0o700));
+
+        let elsewhere = dir.path().join("elsewhere.jsonl");
+        std::fs::write(&elsewhere, "untouched\n").unwrap();
+        let other = SafeName::of("U2");
+        std::os::unix::fs::symlink(&elsewhere, layout.facts_path(&other)).unwrap();
+        let refused = commit(&layout, &other, &body("## Facts\n- b: 2\n"), &[], edit(2));
+        assert!(matches!(refused, Err(FactError::Read { .. })), "{refused:?}");
+        assert!(matches!(read(&layout, &other), Err(FactError::Read { .. })));
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched\n");
+    }
+
+    #[test]
     fn an_existing_profile_without_a_log_is_imported_at_its_mtime() {
         let (_dir, layout, user) = folder();
         let profile = body("Prose.\n## Preferences\n- language: English\n## Notes\n- likes tea\n");
