@@ -1,6 +1,7 @@
 //! Recall: every turn gets the memory that answers it. A derived,
 //! rebuildable BM25 index over the caller's whole history — live STM, the
-//! archive, rolling/daily/weekly summaries, profile, topic notes — plus one
+//! archive, rolling/daily/weekly summaries, profile, the dated fact log,
+//! topic notes — plus one
 //! index of the channel's `_shared` operator notes; [`Recall::for_turn`]
 //! picks dated items for the context under `recall.maxTokens`, and
 //! [`Recall::search`] answers `/session search`.
@@ -11,7 +12,7 @@
 //! user's memory deletes their index ([`Recall::forget`]). Code map:
 //! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
 //! `store` (a user's index on disk: load, catch up, rebuild), `sources`
-//! (the markdown files, kept in step by stamps), `plan` (queries, fusion,
+//! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget).
 //!
 //! No network, no clock: dates come from the records and files.

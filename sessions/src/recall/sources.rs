@@ -213,6 +213,7 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
             let day = NaiveDate::parse_from_str(&stem, "%Y-%m-%d").ok()?;
             (day.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
         }
+        // Read above, entry by entry.
         Kind::Facts => return None,
         Kind::Weekly => {
             let (year, week) = stem.split_once("-W")?;
