@@ -1,7 +1,11 @@
 //! The fact log `ltm/facts/<user>.jsonl`: every change to the facts of a
-//! user's profile, dated, appended and never rewritten — who set a fact,
-//! when, from which messages, what it replaced; when it was forgotten, or
-//! dropped from the profile by its size cap (still true, only not shown).
+//! user's profile, dated and appended — who set a fact, when, from which
+//! messages, what it replaced (the old entry stays: when it was true is not
+//! erased), and when the profile's size cap dropped it from view (still
+//! true, only not shown). Forgetting is the one rewrite: a fact the user
+//! (or a tool, or an operator's edit) deletes leaves the log with every
+//! entry of it, so its text survives only in the profile's versions kept
+//! for undo ([`crate::versions`]), as before the log.
 //! The profile (`ltm/users/<user>.md`) is the current view of this log: after
 //! every write of mnemo's, the bullets of its known sections are exactly
 //! the log's live facts ([`live`]).
@@ -37,9 +41,6 @@ use std::path::{Path, PathBuf};
 pub enum FactOp {
     /// The fact is (now) `value`.
     Set,
-    /// The fact was deleted on request; earlier entries of it are no
-    /// longer recalled.
-    Forget,
     /// The profile's size cap dropped the fact from view: still true and
     /// still recalled, only not shown in the profile.
     Drop,
@@ -79,9 +80,8 @@ pub struct FactEntry {
     pub op: FactOp,
     pub section: FactSection,
     pub key: String,
-    /// The fact's text (`set`, `drop`); absent for `forget`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    /// The fact's text.
+    pub value: String,
     /// Ids of the messages it came from (compaction only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
@@ -158,11 +158,11 @@ pub fn live(entries: &[FactEntry]) -> Vec<LiveFact> {
     for entry in entries {
         let wanted = normalized(&entry.key);
         out.retain(|f| !(f.section == entry.section && normalized(&f.key) == wanted));
-        if let (FactOp::Set, Some(value)) = (entry.op, &entry.value) {
+        if entry.op == FactOp::Set {
             out.push(LiveFact {
                 section: entry.section,
                 key: entry.key.clone(),
-                value: value.clone(),
+                value: entry.value.clone(),
             });
         }
     }
@@ -193,6 +193,44 @@ fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(),
     file.sync_data().map_err(write_err)
 }
 
+/// Applies `changes`: an append, or — when a fact is forgotten — one atomic
+/// rewrite without any entry of it (lines that do not parse are kept as
+/// they are), the new entries at the end.
+fn apply(layout: &Layout, user: &SafeName, changes: &Changes) -> Result<usize, FactError> {
+    if changes.forget.is_empty() {
+        append(layout, user, &changes.append)?;
+        return Ok(changes.append.len());
+    }
+    let path = layout.facts_path(user);
+    let root = layout.state_root();
+    let bytes = match fsutil::read_nofollow(root, &path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => return Err(FactError::Read { path, source }),
+    };
+    let forgotten = |line: &[u8]| {
+        serde_json::from_slice::<FactEntry>(line)
+            .is_ok_and(|e| changes.forget.iter().any(|f| same_key(f, &LiveFact::of(&e))))
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) || forgotten(line) {
+            continue;
+        }
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    for entry in &changes.append {
+        serde_json::to_writer(&mut out, entry).map_err(|e| FactError::Write {
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        out.push(b'\n');
+    }
+    fsutil::atomic_write(root, &path, &out).map_err(|source| FactError::Write { path, source })?;
+    Ok(changes.append.len() + changes.forget.len())
+}
+
 fn ends_torn(file: &mut std::fs::File) -> io::Result<bool> {
     if file.metadata()?.len() == 0 {
         return Ok(false);
@@ -215,8 +253,9 @@ pub struct FactEdit<'a> {
 
 /// Records what changed between the log's live facts and `after` (the
 /// profile's body as just written): a `set` for each new or changed bullet,
-/// a `drop` for each in `dropped` (cut by the size cap), a `forget` for any
-/// other that went. Returns how many entries were appended.
+/// a `drop` for each in `dropped` (cut by the size cap); any other fact
+/// that went is forgotten (its entries leave the log). Returns how many
+/// facts changed.
 pub(crate) fn commit(
     layout: &Layout,
     user: &SafeName,
@@ -225,16 +264,14 @@ pub(crate) fn commit(
     edit: FactEdit<'_>,
 ) -> Result<usize, FactError> {
     let log = read(layout, user)?;
-    let entries = diff(&live(&log.entries), &bullets(after), dropped, edit);
-    append(layout, user, &entries)?;
-    Ok(entries.len())
+    apply(layout, user, &diff(&live(&log.entries), &bullets(after), dropped, edit))
 }
 
 /// Brings the log in line with the profile as it is on disk before an
-/// edit: bullets it does not know become `set` entries, facts the file no
-/// longer shows become `forget` entries — by `import` if there was no log
-/// yet, else by `by` (normally [`FactBy::Operator`]), dated at the
-/// profile's mtime (or `now`). Returns how many entries were appended.
+/// edit: bullets it does not know become `set` entries — by `import` if
+/// there was no log yet, else by `by` (normally [`FactBy::Operator`]),
+/// dated at the profile's mtime (or `now`) — and facts the file no longer
+/// shows are forgotten. Returns how many facts changed.
 pub(crate) fn sync(
     layout: &Layout,
     user: &SafeName,
@@ -258,12 +295,12 @@ pub(crate) fn sync(
         batch: &[],
         now: at,
     };
-    let entries = diff(&live(&log.entries), &on_disk, &[], edit);
-    if !entries.is_empty() {
-        tracing::info!(user = %user, entries = entries.len(), by = ?by, "profile and fact log differed; the profile's facts recorded");
+    let changes = diff(&live(&log.entries), &on_disk, &[], edit);
+    let changed = apply(layout, user, &changes)?;
+    if changed > 0 {
+        tracing::info!(user = %user, changed, by = ?by, "profile and fact log differed; the profile's facts recorded");
     }
-    append(layout, user, &entries)?;
-    Ok(entries.len())
+    Ok(changed)
 }
 
 fn bullets(body: &Body) -> Vec<LiveFact> {
@@ -281,26 +318,43 @@ fn same_key(a: &LiveFact, b: &LiveFact) -> bool {
     a.section == b.section && normalized(&a.key) == normalized(&b.key)
 }
 
-/// The entries that turn `before` into `after`.
-fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: FactEdit<'_>) -> Vec<FactEntry> {
-    let entry = |op, fact: &LiveFact, value: Option<String>| FactEntry {
+/// What turns the log's `before` into `after`.
+#[derive(Debug, Default)]
+struct Changes {
+    append: Vec<FactEntry>,
+    /// Facts whose every entry leaves the log.
+    forget: Vec<LiveFact>,
+}
+
+impl LiveFact {
+    fn of(entry: &FactEntry) -> LiveFact {
+        LiveFact {
+            section: entry.section,
+            key: entry.key.clone(),
+            value: entry.value.clone(),
+        }
+    }
+}
+
+fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: FactEdit<'_>) -> Changes {
+    let entry = |op, fact: &LiveFact| FactEntry {
         ts: edit.now,
         op,
         section: fact.section,
         key: fact.key.clone(),
-        value,
+        value: fact.value.clone(),
         sources: Vec::new(),
         supersedes: None,
         by: edit.by,
     };
-    let mut out = Vec::new();
+    let mut out = Changes::default();
     // What the cap dropped was learned all the same (maybe in this very edit).
     for new in after.iter().chain(dropped) {
         let old = before.iter().find(|old| same_key(old, new));
         if old.is_some_and(|old| normalized(&old.value) == normalized(&new.value)) {
             continue;
         }
-        let mut set = entry(FactOp::Set, new, Some(new.value.clone()));
+        let mut set = entry(FactOp::Set, new);
         set.supersedes = old.map(|old| old.value.clone());
         let sources = sources_of(&new.value, edit.batch);
         // Dated when the user said it (a reply is stamped when it was
@@ -308,17 +362,17 @@ fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: Fac
         let said = sources.iter().filter(|r| r.role == Role::User).map(|r| r.ts).max();
         set.ts = said.or_else(|| sources.iter().map(|r| r.ts).max()).unwrap_or(edit.now);
         set.sources = sources.into_iter().map(|r| r.msg_id.clone()).collect();
-        out.push(set);
+        out.append.push(set);
     }
     let shown = |fact: &LiveFact| after.iter().any(|new| same_key(fact, new));
     for old in before
         .iter()
         .filter(|old| !shown(old) && !dropped.iter().any(|d| same_key(old, d)))
     {
-        out.push(entry(FactOp::Forget, old, None));
+        out.forget.push(old.clone());
     }
     for cut in dropped.iter().filter(|d| !shown(d)) {
-        out.push(entry(FactOp::Drop, cut, Some(cut.value.clone())));
+        out.append.push(entry(FactOp::Drop, cut));
     }
     out
 }
@@ -382,10 +436,7 @@ mod tests {
         commit(&layout, &user, &body("## Facts\n- City: Berlin\n"), &[], edit(3)).unwrap();
         let log = read(&layout, &user).unwrap();
         assert_eq!(log.entries.len(), 2, "a repeat adds nothing: {:?}", log.entries);
-        assert_eq!(
-            (log.entries[0].ts, log.entries[0].value.as_deref()),
-            (at(1), Some("Paris"))
-        );
+        assert_eq!((log.entries[0].ts, log.entries[0].value.as_str()), (at(1), "Paris"));
         assert_eq!(log.entries[1].supersedes.as_deref(), Some("Paris"));
         assert_eq!(log.entries[1].ts, at(3));
         assert_eq!(
@@ -399,19 +450,37 @@ mod tests {
     }
 
     #[test]
-    fn a_fact_that_went_is_forgotten_unless_the_cap_dropped_it() {
+    fn a_fact_that_went_is_erased_from_the_log_unless_the_cap_dropped_it() {
         let (_dir, layout, user) = folder();
         commit(&layout, &user, &body("## Facts\n- a: 1\n- b: 2\n"), &[], edit(1)).unwrap();
+        commit(&layout, &user, &body("## Facts\n- a: 1\n- b: 3\n"), &[], edit(2)).unwrap();
+        let path = layout.facts_path(&user);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"kept: not json\n").unwrap();
         let dropped = [LiveFact {
             section: FactSection::Facts,
             key: "a".into(),
             value: "1".into(),
         }];
-        commit(&layout, &user, &body("## Facts\n"), &dropped, edit(2)).unwrap();
+        commit(&layout, &user, &body("## Facts\n"), &dropped, edit(3)).unwrap();
         let log = read(&layout, &user).unwrap();
-        let ops: Vec<(FactOp, Option<&str>)> = log.entries[2..].iter().map(|e| (e.op, e.value.as_deref())).collect();
-        assert_eq!(ops, vec![(FactOp::Forget, None), (FactOp::Drop, Some("1"))]);
-        assert!(live(&read(&layout, &user).unwrap().entries).is_empty());
+        let ops: Vec<(FactOp, &str, &str)> = log
+            .entries
+            .iter()
+            .map(|e| (e.op, e.key.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![(FactOp::Set, "a", "1"), (FactOp::Drop, "a", "1")],
+            "b and both its values are gone; a is still true"
+        );
+        assert!(live(&log.entries).is_empty());
+        assert_eq!(
+            log.skipped_lines, 1,
+            "a line that does not parse is not lost by the rewrite"
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

@@ -226,44 +226,35 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
 
 /// One piece per `set` entry of the fact log, `key: value`, labelled by
 /// what became of it: replaced (until the day it was), dropped from the
-/// profile by the cap (still true), or standing. Entries before a fact's
-/// last `forget` are left out, and a re-set of the same value counts once.
+/// profile by the cap (still true), or standing; a re-set of the same value
+/// counts once.
 fn fact_pieces(entries: &[FactEntry]) -> Vec<(DateTime<Utc>, Source, String)> {
-    let id = |e: &FactEntry| (e.section, normalized(&e.key));
     // The entry after each one of the same fact, walking backwards.
     let mut after: HashMap<_, usize> = HashMap::new();
     let mut next: Vec<Option<usize>> = vec![None; entries.len()];
-    let mut forgotten_before: HashMap<_, usize> = HashMap::new();
     for (i, entry) in entries.iter().enumerate().rev() {
-        next[i] = after.insert(id(entry), i);
-        if entry.op == FactOp::Forget {
-            forgotten_before.entry(id(entry)).or_insert(i);
-        }
+        next[i] = after.insert((entry.section, normalized(&entry.key)), i);
     }
     let mut out = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        let (FactOp::Set, Some(value)) = (entry.op, &entry.value) else {
-            continue;
-        };
-        if forgotten_before.get(&id(entry)).is_some_and(|&f| i < f) {
+        if entry.op != FactOp::Set {
             continue;
         }
-        let later = next[i].map(|j| &entries[j]);
-        let (until, in_profile) = match later {
+        let (until, in_profile) = match next[i].map(|j| &entries[j]) {
             None => (None, true),
-            Some(l) if l.op == FactOp::Drop => (None, false),
-            Some(l) if l.value.as_deref().map(normalized) == Some(normalized(value)) => continue,
-            Some(l) => (Some(l.ts.date_naive()), false),
+            Some(later) if later.op == FactOp::Drop => (None, false),
+            Some(later) if normalized(&later.value) == normalized(&entry.value) => continue,
+            Some(later) => (Some(later.ts.date_naive()), false),
         };
         let source = Source::Fact {
             was: entry.supersedes.clone(),
             until,
             in_profile,
         };
-        let text = if value.is_empty() {
+        let text = if entry.value.is_empty() {
             entry.key.clone()
         } else {
-            format!("{}: {value}", entry.key)
+            format!("{}: {}", entry.key, entry.value)
         };
         out.push((entry.ts, source, text));
     }
@@ -358,26 +349,23 @@ mod tests {
     }
 
     #[test]
-    fn fact_entries_are_dated_and_say_what_they_replaced_and_a_forgotten_fact_is_left_out() {
+    fn fact_entries_are_dated_and_say_what_they_replaced_or_until_when_they_held() {
         let day = |d: u32| chrono::NaiveDate::from_ymd_opt(2026, 3, d).unwrap();
-        let line = |d: u32, op: &str, key: &str, value: Option<&str>, was: Option<&str>| {
+        let line = |d: u32, op: &str, key: &str, value: &str, was: Option<&str>| {
             let mut entry = serde_json::json!({"ts": format!("2026-03-{d:02}T09:00:00Z"), "op": op,
-                "section": "facts", "key": key, "by": "compaction"});
-            if let Some(v) = value {
-                entry["value"] = v.into();
-            }
+                "section": "facts", "key": key, "value": value, "by": "compaction"});
             if let Some(w) = was {
                 entry["supersedes"] = w.into();
             }
             entry.to_string()
         };
         let log = [
-            line(1, "set", "city", Some("Paris"), None),
-            line(7, "set", "City", Some("Berlin"), Some("Paris")),
-            line(2, "set", "pin", Some("1234"), None),
-            line(3, "forget", "pin", None, None),
-            line(4, "set", "dog", Some("Pixel"), None),
-            line(5, "drop", "dog", Some("Pixel"), None),
+            line(1, "set", "city", "Paris", None),
+            line(7, "set", "City", "Berlin", Some("Paris")),
+            line(2, "set", "cat", "Miso", None),
+            line(3, "set", "cat", "miso", None),
+            line(4, "set", "dog", "Pixel", None),
+            line(5, "drop", "dog", "Pixel", None),
         ]
         .join("\n");
         let entries = crate::facts::parse(Path::new("f.jsonl"), log.as_bytes()).entries;
@@ -386,7 +374,7 @@ mod tests {
             .iter()
             .map(|(at, s, t)| (at.date_naive(), t.as_str(), s))
             .collect();
-        assert_eq!(shown.len(), 3, "{shown:?}");
+        assert_eq!(shown.len(), 4, "a repeated value counts once: {shown:?}");
         assert_eq!((shown[0].0, shown[0].1), (day(1), "city: Paris"));
         assert_eq!(
             shown[0].2,
@@ -401,9 +389,10 @@ mod tests {
             !shown[1].2.always_in_context(),
             "the earlier value is news to the model"
         );
-        assert_eq!(shown[2].1, "dog: Pixel");
-        assert!(!shown[2].2.always_in_context(), "dropped from the profile, still true");
-        assert!(shown.iter().all(|(_, t, _)| !t.contains("1234")));
+        assert_eq!((shown[2].0, shown[2].1), (day(3), "cat: miso"));
+        assert!(shown[2].2.always_in_context(), "the profile shows it as it is");
+        assert_eq!(shown[3].1, "dog: Pixel");
+        assert!(!shown[3].2.always_in_context(), "dropped from the profile, still true");
     }
 
     #[test]
