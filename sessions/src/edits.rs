@@ -215,19 +215,25 @@ impl Editor<'_> {
     /// Puts back the newest kept version of the user's long-term memory
     /// (`/session undo`) and records in the fact log what that changed in
     /// the profile; `None` when there is nothing to undo.
+    /// Undo works on a profile that does not parse (putting back the
+    /// version before a bad hand edit is how to fix one): the log is then
+    /// brought in line by the next edit that can read the profile.
     pub fn undo(&self) -> Result<Option<Version>, EditError> {
-        self.body_to_edit()?;
+        self.sync_if_readable(FactBy::Operator);
         let undone = versions::undo(self.layout, self.user).map_err(ProfileError::from)?;
         if undone.is_some() {
-            match self.body() {
-                Ok((_, body)) => {
-                    facts::sync(self.layout, self.user, &body, self.by.into(), self.now).map_err(ProfileError::from)?;
-                }
-                // The restored profile does not parse: the next edit that can read it records it.
-                Err(e) => tracing::warn!(user = %self.user, error = %e, "fact log not updated after undo"),
-            }
+            self.sync_if_readable(self.by.into());
         }
         Ok(undone)
+    }
+
+    fn sync_if_readable(&self, by: FactBy) {
+        let synced = self.body().and_then(|(_, body)| {
+            facts::sync(self.layout, self.user, &body, by, self.now).map_err(|e| EditError::Profile(e.into()))
+        });
+        if let Err(e) = synced {
+            tracing::warn!(user = %self.user, error = %e, "fact log not brought in line with the profile; the next edit does it");
+        }
     }
 
     /// Facts whose key and text hold every word of `words` (case and

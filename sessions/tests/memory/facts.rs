@@ -334,3 +334,26 @@ async fn facts_the_cap_drops_stay_true_in_the_log_and_recallable() {
     assert_view_matches_log(&m);
     assert!(recalled(&m, "what was pet number 0 called? Shelly0").contains("Shelly0"));
 }
+
+#[tokio::test]
+async fn undo_still_repairs_a_profile_broken_by_hand_and_the_log_follows() {
+    let m = told_paris().await;
+    let path = m.sb.layout.profile_path(&m.user);
+    commands::try_execute(
+        &m.stm,
+        caller(&m),
+        &SessionCommand::Remember {
+            text: "I keep bees".into(),
+        },
+        day(2),
+    )
+    .await
+    .unwrap();
+    std::fs::write(&path, "---\nuser_id: [unclosed\n---\n## Facts\n- home city: Rome\n").unwrap();
+    let reply = commands::try_execute(&m.stm, caller(&m), &SessionCommand::Undo, day(3))
+        .await
+        .unwrap();
+    assert!(reply.text.starts_with("Undid the last change"), "{}", reply.text);
+    assert!(body(&m).contains("home city: Paris") && !body(&m).contains("bees"));
+    assert_view_matches_log(&m);
+}
