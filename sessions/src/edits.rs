@@ -215,6 +215,7 @@ impl Editor<'_> {
     /// Puts back the newest kept version of the user's long-term memory
     /// (`/session undo`) and records in the fact log what that changed in
     /// the profile; `None` when there is nothing to undo.
+    ///
     /// Undo works on a profile that does not parse (putting back the
     /// version before a bad hand edit is how to fix one): the log is then
     /// brought in line by the next edit that can read the profile.
