@@ -74,6 +74,10 @@ pub struct Bm25 {
     /// Message documents in the order they were said.
     messages: Vec<u32>,
     keys: HashMap<u64, u32>,
+    /// Live documents already in every context (profile, rolling
+    /// summary), which a turn skips: a handful, kept by id so a turn
+    /// never scans the documents to find them.
+    pinned: Vec<u32>,
     pub(super) live_docs: u32,
     pub(super) live_len: u64,
     dead_docs: u32,
@@ -89,6 +93,17 @@ pub struct Hit {
 impl Bm25 {
     pub fn contains(&self, key: u64) -> bool {
         self.keys.contains_key(&key)
+    }
+
+    /// The id of the live document with `key`, if any.
+    pub fn id_of(&self, key: u64) -> Option<u32> {
+        self.keys.get(&key).copied()
+    }
+
+    /// The live documents that are in every context anyway (see
+    /// [`Source::always_in_context`]).
+    pub fn pinned(&self) -> &[u32] {
+        &self.pinned
     }
 
     pub fn doc(&self, id: u32) -> &Doc {
@@ -141,6 +156,9 @@ impl Bm25 {
             self.messages.push(id);
             u32::try_from(self.messages.len() - 1).unwrap_or(u32::MAX)
         });
+        if source.always_in_context() {
+            self.pinned.push(id);
+        }
         let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
         self.lens.push(len);
         self.docs.push(Doc {
@@ -167,6 +185,7 @@ impl Bm25 {
             return;
         }
         doc.dead = true;
+        self.pinned.retain(|&p| p != id);
         self.lens[id as usize] = DEAD;
         self.live_docs -= 1;
         self.live_len -= u64::from(doc.len);
