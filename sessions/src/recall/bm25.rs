@@ -8,7 +8,7 @@
 
 use super::tokenize;
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Where a document came from; decides its label and whether a turn may
 /// recall it.
@@ -70,10 +70,10 @@ pub struct Bm25 {
     /// `docs`, so scoring reads four bytes a posting, not a whole [`Doc`].
     pub(super) lens: Vec<u32>,
     /// term → (doc index, term frequency), doc indexes ascending.
-    pub(super) postings: HashMap<String, Vec<(u32, u16)>>,
+    pub(super) postings: FxHashMap<String, Vec<(u32, u16)>>,
     /// Message documents in the order they were said.
     messages: Vec<u32>,
-    keys: HashMap<u64, u32>,
+    keys: FxHashMap<u64, u32>,
     /// Live documents already in every context (profile, rolling
     /// summary), which a turn skips: a handful, kept by id so a turn
     /// never scans the documents to find them.
@@ -139,7 +139,8 @@ impl Bm25 {
             return id;
         }
         let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
-        let mut tf: HashMap<&str, u16> = HashMap::with_capacity(terms.len());
+        let mut tf: FxHashMap<&str, u16> = FxHashMap::default();
+        tf.reserve(terms.len());
         for term in terms {
             let n = tf.entry(term.as_ref()).or_default();
             *n = n.saturating_add(1);

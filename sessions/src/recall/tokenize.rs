@@ -48,8 +48,8 @@ const STEM_CACHE_WORDS: usize = 1 << 16;
 /// stems the same few thousand words a million times.
 fn stem(word: &str) -> String {
     thread_local! {
-        static STEMS: std::cell::RefCell<std::collections::HashMap<String, String>> =
-            std::cell::RefCell::new(std::collections::HashMap::new());
+        static STEMS: std::cell::RefCell<rustc_hash::FxHashMap<String, String>> =
+            std::cell::RefCell::new(rustc_hash::FxHashMap::default());
     }
     STEMS.with_borrow_mut(|stems| {
         if let Some(stem) = stems.get(word) {
@@ -94,6 +94,14 @@ fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
     let mut word = String::new();
     let mut length = 0usize;
     for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() {
+            // The common case, without Unicode case tables.
+            if length < MAX_TERM_CHARS {
+                word.push(c.to_ascii_lowercase());
+                length += 1;
+            }
+            continue;
+        }
         if c.is_alphanumeric() {
             if length < MAX_TERM_CHARS {
                 word.extend(c.to_lowercase());
