@@ -226,7 +226,13 @@ mod tests {
             user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
         }
         user.add(2, at(9), Source::User, "Ana moved to Lisbon last month".into());
-        let picks = plan(&user, &Bm25::default(), "Where does my sister live?", &[], &HashSet::new());
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "Where does my sister live?",
+            &[],
+            &HashSet::new(),
+        );
         let found = texts(&user, &picks);
         assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
     }
