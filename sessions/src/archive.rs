@@ -171,7 +171,8 @@ fn read_filtered(
 
 /// The valid records of one archive batch, in file order (see
 /// [`read_file`] for what is skipped). No line is hashed: the recall
-/// rebuild reads every batch through here.
+/// rebuild reads every batch through here and drops repeats by its own
+/// message key.
 pub fn read_batch(layout: &Layout, path: &Path) -> Result<Vec<Record>, ArchiveError> {
     read_file_with(layout, path, |_, record| record)
 }
