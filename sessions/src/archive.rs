@@ -170,15 +170,26 @@ fn read_filtered(
 }
 
 /// The valid records of one archive batch, in file order (see
-/// [`read_file`] for what is skipped).
+/// [`read_file`] for what is skipped). No line is hashed: the recall
+/// rebuild reads every batch through here and drops repeats by its own
+/// message key.
 pub fn read_batch(layout: &Layout, path: &Path) -> Result<Vec<Record>, ArchiveError> {
-    Ok(read_file(layout, path)?.into_iter().map(|(_, record)| record).collect())
+    read_file_with(layout, path, |_, record| record)
 }
 
 /// The valid records of one archive file, each with the SHA-256 of its
 /// line. Malformed lines and a corrupt gzip stream are logged and skipped:
 /// one damaged file must not hide the rest of the user's history.
 fn read_file(layout: &Layout, path: &Path) -> Result<Vec<([u8; 32], Record)>, ArchiveError> {
+    read_file_with(layout, path, |line, record| (Sha256::digest(line).into(), record))
+}
+
+/// [`read_file`], keeping what `keep` makes of each valid line and record.
+fn read_file_with<T>(
+    layout: &Layout,
+    path: &Path,
+    mut keep: impl FnMut(&[u8], Record) -> T,
+) -> Result<Vec<T>, ArchiveError> {
     let file = crate::fsutil::open_nofollow(layout.state_root(), path).map_err(io_err("open", path))?;
     let reader = BufReader::new(GzDecoder::new(file));
     let mut out = Vec::new();
@@ -194,7 +205,7 @@ fn read_file(layout: &Layout, path: &Path) -> Result<Vec<([u8; 32], Record)>, Ar
             continue;
         }
         match serde_json::from_slice::<Record>(&line) {
-            Ok(record) => out.push((Sha256::digest(&line).into(), record)),
+            Ok(record) => out.push(keep(&line, record)),
             Err(e) => {
                 tracing::warn!(file = %path.display(), line = number + 1, error = %e, "malformed line in the archive; skipped")
             }

@@ -8,7 +8,7 @@
 
 use super::tokenize;
 use chrono::{DateTime, NaiveDate, Utc};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Where a document came from; decides its label and whether a turn may
 /// recall it.
@@ -89,10 +89,14 @@ pub struct Bm25 {
     /// `docs`, so scoring reads four bytes a posting, not a whole [`Doc`].
     pub(super) lens: Vec<u32>,
     /// term → (doc index, term frequency), doc indexes ascending.
-    pub(super) postings: HashMap<String, Vec<(u32, u16)>>,
+    pub(super) postings: FxHashMap<String, Vec<(u32, u16)>>,
     /// Message documents in the order they were said.
     messages: Vec<u32>,
-    keys: HashMap<u64, u32>,
+    keys: FxHashMap<u64, u32>,
+    /// Live documents already in every context (profile, rolling
+    /// summary), which a turn skips: a handful, kept by id so a turn
+    /// never scans the documents to find them.
+    pinned: Vec<u32>,
     pub(super) live_docs: u32,
     pub(super) live_len: u64,
     dead_docs: u32,
@@ -108,6 +112,17 @@ pub struct Hit {
 impl Bm25 {
     pub fn contains(&self, key: u64) -> bool {
         self.keys.contains_key(&key)
+    }
+
+    /// The id of the live document with `key`, if any.
+    pub fn id_of(&self, key: u64) -> Option<u32> {
+        self.keys.get(&key).copied()
+    }
+
+    /// The live documents that are in every context anyway (see
+    /// [`Source::always_in_context`]).
+    pub fn pinned(&self) -> &[u32] {
+        &self.pinned
     }
 
     pub fn doc(&self, id: u32) -> &Doc {
@@ -143,7 +158,8 @@ impl Bm25 {
             return id;
         }
         let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
-        let mut tf: HashMap<&str, u16> = HashMap::with_capacity(terms.len());
+        let mut tf: FxHashMap<&str, u16> = FxHashMap::default();
+        tf.reserve(terms.len());
         for term in terms {
             let n = tf.entry(term.as_ref()).or_default();
             *n = n.saturating_add(1);
@@ -160,6 +176,9 @@ impl Bm25 {
             self.messages.push(id);
             u32::try_from(self.messages.len() - 1).unwrap_or(u32::MAX)
         });
+        if source.always_in_context() {
+            self.pinned.push(id);
+        }
         let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
         self.lens.push(len);
         self.docs.push(Doc {
@@ -186,6 +205,7 @@ impl Bm25 {
             return;
         }
         doc.dead = true;
+        self.pinned.retain(|&p| p != id);
         self.lens[id as usize] = DEAD;
         self.live_docs -= 1;
         self.live_len -= u64::from(doc.len);

@@ -208,9 +208,7 @@ impl Recall {
             .map(|r| r.text.as_str())
             .collect();
         let items = self.ranked(user, |user_index, shared| {
-            plan::plan(user_index, shared, query.message, &context, &|d| {
-                excluded.contains(&d.key)
-            })
+            plan::plan(user_index, shared, query.message, &context, &excluded)
         });
         pack::pack(items, query.max_tokens)
     }

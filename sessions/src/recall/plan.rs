@@ -41,9 +41,9 @@ pub struct Pick {
 }
 
 /// The ranked documents for `message` (plus `context`, earlier messages of
-/// the recent window), leaving out documents `excluded` says are already
-/// in the context.
-pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], excluded: &dyn Fn(&Doc) -> bool) -> Vec<Pick> {
+/// the recent window), leaving out the documents whose keys are in
+/// `excluded` (already in the context) and those in every context anyway.
+pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], excluded: &HashSet<u64>) -> Vec<Pick> {
     let main = tokenize::query_terms(message);
     if main.is_empty() {
         return Vec::new();
@@ -67,11 +67,20 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
         }
     }
 
-    let keep = |d: &Doc| !d.source.always_in_context() && !excluded(d);
+    // What each index skips, by id: found once per turn, not asked of
+    // every document a query term names.
+    let skip = |index: &Bm25| -> Vec<u32> {
+        let mut ids: Vec<u32> = index.pinned().to_vec();
+        ids.extend(excluded.iter().filter_map(|&key| index.id_of(key)));
+        ids
+    };
+    let (user_skip, shared_skip) = (skip(user), skip(shared));
+    let excluded = |d: &Doc| excluded.contains(&d.key);
     let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
     let mut scratch = Scratch::default();
     let mut run = |index: &Bm25, side: Side, query: &[(String, f32)], weight: f32| -> Vec<Hit> {
-        let hits = strong(index.search_with(&mut scratch, query, PER_QUERY, keep));
+        let skip = if side == Side::User { &user_skip } else { &shared_skip };
+        let hits = strong(index.search_with(&mut scratch, query, PER_QUERY, skip));
         for (rank, hit) in hits.iter().enumerate() {
             *fused.entry((side, hit.doc)).or_default() += weight / (RRF_K + rank as f32 + 1.0);
         }
@@ -104,7 +113,7 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
             picks.push(Pick { side, doc });
         }
         if side == Side::User {
-            for n in neighbours(user, doc, &main_set, excluded) {
+            for n in neighbours(user, doc, &main_set, &excluded) {
                 if taken.insert((Side::User, n)) {
                     picks.push(Pick { side, doc: n });
                 }
@@ -217,7 +226,13 @@ mod tests {
             user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
         }
         user.add(2, at(9), Source::User, "Ana moved to Lisbon last month".into());
-        let picks = plan(&user, &Bm25::default(), "Where does my sister live?", &[], &|_| false);
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "Where does my sister live?",
+            &[],
+            &HashSet::new(),
+        );
         let found = texts(&user, &picks);
         assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
     }
@@ -226,9 +241,13 @@ mod tests {
     fn excluded_documents_are_never_picked() {
         let mut user = Bm25::default();
         user.add(1, at(1), Source::User, "the piano recital is on friday".into());
-        let picks = plan(&user, &Bm25::default(), "when is the piano recital", &[], &|d| {
-            d.key == 1
-        });
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "when is the piano recital",
+            &[],
+            &HashSet::from([1]),
+        );
         assert!(picks.is_empty());
     }
 
@@ -236,7 +255,7 @@ mod tests {
     fn a_question_of_stop_words_recalls_nothing() {
         let mut user = Bm25::default();
         user.add(1, at(1), Source::User, "what is it".into());
-        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &|_| false).is_empty());
+        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &HashSet::new()).is_empty());
     }
 
     #[test]

@@ -84,22 +84,33 @@ fn gallop(list: &[(u32, u16)], from: usize, id: u32) -> usize {
 
 impl Bm25 {
     /// BM25 over weighted query terms; the `limit` best live documents for
-    /// which `keep` holds, best first.
+    /// which `keep` holds, best first. Asks `keep` of every document: for
+    /// `/session search` and tests; a turn names what it skips by id
+    /// ([`Bm25::search_with`]).
     pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&Doc) -> bool) -> Vec<Hit> {
-        self.search_with(&mut Scratch::default(), query, limit, keep)
+        let skip: Vec<u32> = (0..self.lens.len() as u32)
+            .filter(|&id| self.lens[id as usize] != DEAD && !keep(self.doc(id)))
+            .collect();
+        self.search_with(&mut Scratch::default(), query, limit, &skip)
     }
 
-    /// [`Bm25::search`] reusing `scratch` (one per turn).
-    pub fn search_with(
-        &self,
-        scratch: &mut Scratch,
-        query: &[(String, f32)],
-        limit: usize,
-        keep: impl Fn(&Doc) -> bool,
-    ) -> Vec<Hit> {
+    /// [`Bm25::search`] reusing `scratch` (one per turn), leaving out the
+    /// documents `skip` names. They are marked before the walk, so the
+    /// walk itself never looks at a document, only at postings.
+    pub fn search_with(&self, scratch: &mut Scratch, query: &[(String, f32)], limit: usize, skip: &[u32]) -> Vec<Hit> {
         scratch.reset(self.lens.len());
         if self.live_docs == 0 || query.is_empty() || limit == 0 {
             return Vec::new();
+        }
+        // A skipped document scores -inf: terms add nothing to it and it
+        // never passes a threshold; `reset` zeroes it like any touched one.
+        for &id in skip {
+            if let Some(score) = scratch.scores.get_mut(id as usize)
+                && *score == 0.0
+            {
+                *score = f32::NEG_INFINITY;
+                scratch.touched.push(id);
+            }
         }
         let avg_len = (self.live_len as f32 / self.live_docs as f32).max(1.0);
         let (norm_base, norm_per_term) = (K1 * (1.0 - B), K1 * B / avg_len);
@@ -164,10 +175,6 @@ impl Bm25 {
                     let score = &mut scratch.scores[id as usize];
                     if *score == 0.0 {
                         scratch.touched.push(id);
-                        if !keep(self.doc(id)) {
-                            *score = f32::NEG_INFINITY;
-                            continue;
-                        }
                     }
                     *score += term_score(weight, tf, len);
                     best = best.max(*score);
@@ -288,10 +295,11 @@ mod tests {
             }
             let query: Vec<(String, f32)> = query.iter().map(|&(n, w)| (word(n), w)).collect();
             let keep = |d: &Doc| d.key % 7 != 3;
+            let skip: Vec<u32> = (0..index.lens.len() as u32).filter(|&id| !keep(index.doc(id))).collect();
             let mut scratch = Scratch::default();
             // Twice with one scratch: a reused scratch must start clean.
             for _ in 0..2 {
-                let fast = index.search_with(&mut scratch, &query, limit, keep);
+                let fast = index.search_with(&mut scratch, &query, limit, &skip);
                 let slow = brute_force(&index, &query, keep);
                 prop_assert_eq!(fast.len(), slow.len().min(limit));
                 for (hit, (_, expected)) in fast.iter().zip(&slow) {

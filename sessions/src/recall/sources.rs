@@ -7,10 +7,12 @@
 //!
 //! Each search first asks [`FileSet::refresh`] to compare stamps: a file
 //! that changed is re-read, one that went is removed from the index at
-//! once. Folders we write atomically (every write is a rename, which moves
-//! the folder's mtime) are listed only when their own stamp moved; the
-//! operator's `_shared` folder is listed every time, since an editor may
-//! rewrite a note in place. A file without frontmatter is all body; one
+//! once. A folder is listed only when its own stamp moved: adding,
+//! removing or renaming a file (all our writes are renames) moves it. A
+//! file rewritten in place (an operator editing a `_shared` note) does not
+//! move its folder's stamp, only its own: in the `_shared` folder each
+//! known file's stamp is compared on every refresh (a `stat` each, no
+//! listing), in the user's folders (written only by us) not. A file without frontmatter is all body; one
 //! whose frontmatter does not parse is skipped with a warning (once per
 //! version of the file), never indexed half-read. Reads only; never writes a file.
 
@@ -51,8 +53,9 @@ pub struct Spec {
     pub root: PathBuf,
     pub path: PathBuf,
     pub is_dir: bool,
-    /// List the folder on every refresh (someone may edit files in place).
-    pub always_list: bool,
+    /// Files may be rewritten in place (someone edits them): compare each
+    /// known file's stamp even when the folder's did not move.
+    pub edited_in_place: bool,
 }
 
 /// The sources of one user (never another's: every path is computed for
@@ -64,14 +67,14 @@ pub fn user_specs(layout: &Layout, user: &SafeName) -> Vec<Spec> {
         root: root.clone(),
         path,
         is_dir: false,
-        always_list: false,
+        edited_in_place: false,
     };
     let dir = |kind, path| Spec {
         kind,
         root: root.clone(),
         path,
         is_dir: true,
-        always_list: false,
+        edited_in_place: false,
     };
     let mut specs = vec![
         file(Kind::Profile, layout.profile_path(user)),
@@ -91,7 +94,7 @@ pub fn shared_specs(layout: &Layout) -> Vec<Spec> {
         root: layout.state_root().to_path_buf(),
         path: layout.shared_topics_dir(),
         is_dir: true,
-        always_list: true,
+        edited_in_place: true,
     }]
 }
 
@@ -118,7 +121,20 @@ impl FileSet {
             }
             let stamp = stamp_of(&spec.path);
             let known = self.dirs.get(&spec.path).copied();
-            if !spec.always_list && known == Some(stamp) {
+            if known == Some(stamp) {
+                if !spec.edited_in_place {
+                    continue;
+                }
+                // Same entries: only the known files' own stamps can move.
+                let known: Vec<PathBuf> = self
+                    .files
+                    .keys()
+                    .filter(|p| p.parent() == Some(spec.path.as_path()))
+                    .cloned()
+                    .collect();
+                for path in known {
+                    self.refresh_file(index, spec, &path);
+                }
                 continue;
             }
             self.dirs.insert(spec.path.clone(), stamp);

@@ -300,7 +300,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
     let result = (|| {
         let file = create_new_private(root, &temp).map_err(io_err("create", &temp))?;
         let mut out = BufWriter::new(file);
-        let mut seen = HashSet::new();
+        let mut seen = rustc_hash::FxHashSet::default();
         let mut written = 0u64;
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {

@@ -39,6 +39,31 @@ fn stemmer() -> &'static Stemmer {
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
+/// Distinct words whose stems a thread remembers; past this the memory is
+/// emptied and fills again (chat reuses few words, so it rarely is).
+const STEM_CACHE_WORDS: usize = 1 << 16;
+
+/// `word` stemmed, from this thread's memory of words seen before:
+/// Snowball costs far more than a lookup, and a rebuild of 10⁵ messages
+/// stems the same few thousand words a million times.
+fn stem(word: &str) -> String {
+    thread_local! {
+        static STEMS: std::cell::RefCell<rustc_hash::FxHashMap<String, String>> =
+            std::cell::RefCell::new(rustc_hash::FxHashMap::default());
+    }
+    STEMS.with_borrow_mut(|stems| {
+        if let Some(stem) = stems.get(word) {
+            return stem.clone();
+        }
+        if stems.len() >= STEM_CACHE_WORDS {
+            stems.clear();
+        }
+        let stem = stemmer().stem(word).into_owned();
+        stems.insert(word.to_string(), stem.clone());
+        stem
+    })
+}
+
 /// Every term of `text`, in order, repeats kept (documents count them).
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -69,6 +94,14 @@ fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
     let mut word = String::new();
     let mut length = 0usize;
     for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() {
+            // The common case, without Unicode case tables.
+            if length < MAX_TERM_CHARS {
+                word.push(c.to_ascii_lowercase());
+                length += 1;
+            }
+            continue;
+        }
         if c.is_alphanumeric() {
             if length < MAX_TERM_CHARS {
                 word.extend(c.to_lowercase());
@@ -80,7 +113,7 @@ fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
             continue;
         }
         let keep = !stop_words().contains(word.as_str()) && (length > 1 || word.chars().all(|c| c.is_ascii_digit()));
-        if keep && !f(stemmer().stem(&word).into_owned()) {
+        if keep && !f(stem(&word)) {
             return;
         }
         word.clear();

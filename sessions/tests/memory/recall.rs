@@ -175,6 +175,26 @@ async fn shared_operator_notes_reach_every_user_and_hostile_frontmatter_is_skipp
 }
 
 #[tokio::test]
+async fn a_shared_note_edited_in_place_added_or_deleted_is_seen_by_the_next_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    let shared = stm.layout().shared_topics_dir();
+    write(&shared.join("wifi.md"), "The wifi password is canary-OLD\n");
+    say(&stm, &alice, rec(day(20, 9), Role::User, "a1", "hello")).await;
+    assert!(recalled(&stm, &alice, "wifi password").contains("canary-OLD"));
+    // An editor rewriting the file in place: the folder's entries (and so
+    // its stamp) stay the same, only the file's own stamp moves.
+    std::fs::write(shared.join("wifi.md"), "The wifi password is now canary-EDITED\n").unwrap();
+    let text = recalled(&stm, &alice, "wifi password");
+    assert!(text.contains("canary-EDITED") && !text.contains("canary-OLD"), "{text}");
+    write(&shared.join("printer.md"), "The printer password is canary-PRINTER\n");
+    assert!(recalled(&stm, &alice, "printer password").contains("canary-PRINTER"));
+    std::fs::remove_file(shared.join("printer.md")).unwrap();
+    assert!(!recalled(&stm, &alice, "printer password").contains("canary-PRINTER"));
+}
+
+#[tokio::test]
 async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let stm = channel(&dir, "slack");
