@@ -71,6 +71,14 @@ impl Pipeline {
         }
     }
 
+    /// Looks at `access.json` no more than once per `every` (the default
+    /// is `access::store::RECHECK`; zero: on every message), for tests that
+    /// change the rules between two messages.
+    pub fn with_access_recheck(mut self, every: Duration) -> Self {
+        self.access = self.access.with_recheck(every);
+        self
+    }
+
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
     }

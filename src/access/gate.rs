@@ -20,7 +20,7 @@ use mnemo_sessions::{Layout, SafeName};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sent with the answer to an approved sender's first message after
 /// `mnemo access pair` (the CLI cannot reach the platform itself).
@@ -45,6 +45,8 @@ pub struct Gate {
     /// One store per channel, made on first use. A std mutex, held only to
     /// look up or insert.
     stores: Mutex<HashMap<String, Arc<AccessStore>>>,
+    /// How often each store looks at its file (`store::RECHECK`).
+    recheck: Duration,
     limiter: Limiter,
     codes: Box<dyn CodeSource>,
     /// (channel, user) already told that all pairing slots are taken.
@@ -56,10 +58,20 @@ impl Gate {
         Gate {
             state_root: state_root.into(),
             stores: Mutex::new(HashMap::new()),
+            recheck: super::store::RECHECK,
             limiter: Limiter::new(limits),
             codes: Box::new(RandomCodes),
             told_busy: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Looks at each `access.json` no more than once per `every` of
+    /// message time (zero: on every message). For tests that edit the file
+    /// between two messages and do not want to wait [`super::store::RECHECK`];
+    /// only stores made after this call take it.
+    pub fn with_recheck(mut self, every: Duration) -> Self {
+        self.recheck = every;
+        self
     }
 
     /// Uses `codes` for pairing codes (tests).
@@ -139,9 +151,12 @@ impl Gate {
         if let Some(store) = stores.get(channel) {
             return Arc::clone(store);
         }
-        let store = stores
-            .entry(channel.to_string())
-            .or_insert_with(|| Arc::new(AccessStore::new(Layout::new(&self.state_root, channel).access_path())));
+        let store = stores.entry(channel.to_string()).or_insert_with(|| {
+            Arc::new(AccessStore::with_recheck(
+                Layout::new(&self.state_root, channel).access_path(),
+                self.recheck,
+            ))
+        });
         Arc::clone(store)
     }
 

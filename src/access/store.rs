@@ -1,8 +1,12 @@
 //! One channel's access rules as the running broker sees them: the last
-//! read of `access.json`, re-read whenever the file changes (a `stat` per
-//! message compares inode, size and mtime — cheap, and no watcher task to
-//! stop), so `mnemo access …` takes effect without a restart, from the next
-//! message on. The rules are shared (`Arc`), not copied, per message.
+//! read of `access.json`, re-read when the file changed. The file is
+//! looked at (one `stat` comparing inode, size and mtime; no watcher task
+//! to stop) at most once per [`RECHECK`] of message time, not per message,
+//! so `mnemo access …` takes effect without a restart, within a second.
+//! The bot's own writes (pairing, greetings) update the cache at once, and
+//! a stranger's pairing step reads the file as it is on disk, so an
+//! approval is honoured at once too. The rules are shared (`Arc`), not
+//! copied, per message.
 //!
 //! A corrupt file is moved aside as `access.json.corrupt-<ts>`, logged at
 //! error level, and the channel runs on [`restrictive_fallback`] (strangers
@@ -20,6 +24,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long the rules are used without looking at the file again (the
+/// longest an operator's edit waits to take effect).
+pub const RECHECK: Duration = Duration::from_secs(1);
 
 /// Enough of a file's metadata to tell that it changed: an atomic rename
 /// gives a new inode, an in-place edit a new size or mtime.
@@ -33,6 +42,8 @@ fn stamp(path: &Path) -> io::Result<Option<Stamp>> {
 struct Cached {
     /// `None` before the first look.
     seen: Option<Option<Stamp>>,
+    /// When the file was last looked at (message time), for [`RECHECK`].
+    checked_at: Option<DateTime<Utc>>,
     rules: Arc<AccessFile>,
     /// The last file that parsed, for the fallback's `allowFrom`.
     last_good: Option<AccessFile>,
@@ -43,22 +54,33 @@ struct Cached {
 
 pub struct AccessStore {
     path: PathBuf,
+    /// How long a look at the file stays good (see [`RECHECK`]).
+    recheck: Duration,
     /// A std mutex: held only for a `stat` and at most one small read and
     /// write, never across an `.await`.
     cached: Mutex<Cached>,
 }
 
 impl AccessStore {
-    /// The store of the `access.json` at `path` (`Layout::access_path`).
+    /// The store of the `access.json` at `path` (`Layout::access_path`),
+    /// looked at no more than once per [`RECHECK`].
     pub fn new(path: PathBuf) -> Self {
+        Self::with_recheck(path, RECHECK)
+    }
+
+    /// With the file looked at no more than once per `recheck` (zero: on
+    /// every message).
+    pub fn with_recheck(path: PathBuf, recheck: Duration) -> Self {
         let cached = Cached {
             seen: None,
+            checked_at: None,
             rules: Arc::default(),
             last_good: None,
             degraded: false,
         };
         AccessStore {
             path,
+            recheck,
             cached: Mutex::new(cached),
         }
     }
@@ -67,10 +89,19 @@ impl AccessStore {
         &self.path
     }
 
-    /// The rules in effect now, re-read first if the file changed.
+    /// The rules in effect at `now`: the file is looked at again (and
+    /// re-read if it changed) once [`RECHECK`] has passed since the last
+    /// look, or if the clock went back.
     pub fn current(&self, now: DateTime<Utc>) -> Arc<AccessFile> {
         let mut cached = self.lock();
-        self.refresh(&mut cached, now);
+        let fresh = cached
+            .checked_at
+            .and_then(|at| (now - at).to_std().ok())
+            .is_some_and(|since| since < self.recheck);
+        if !fresh {
+            self.refresh(&mut cached, now);
+            cached.checked_at = Some(now);
+        }
         Arc::clone(&cached.rules)
     }
 
@@ -245,7 +276,8 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, AccessStore) {
         let dir = tempfile::tempdir().unwrap();
-        let store = AccessStore::new(dir.path().join("access.json"));
+        // These specs change the file between looks at the same `now`.
+        let store = AccessStore::with_recheck(dir.path().join("access.json"), Duration::ZERO);
         (dir, store)
     }
 
@@ -275,6 +307,31 @@ mod tests {
         assert_eq!(*store.current(now()), f);
         fs::remove_file(store.path()).unwrap();
         assert_eq!(*store.current(now()), AccessFile::default());
+    }
+
+    #[test]
+    fn the_file_is_looked_at_once_per_recheck_not_per_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AccessStore::new(dir.path().join("access.json"));
+        write_json(store.path(), r#"{"dmPolicy": "open"}"#);
+        let t0 = now();
+        assert_eq!(store.current(t0).dm_policy, DmPolicy::Open);
+        write_json(store.path(), r#"{"dmPolicy": "disabled"}"#);
+        let soon = t0 + chrono::TimeDelta::milliseconds(999);
+        assert_eq!(
+            store.current(soon).dm_policy,
+            DmPolicy::Open,
+            "within the interval the file is not looked at"
+        );
+        let later = t0 + chrono::TimeDelta::from_std(RECHECK).unwrap();
+        assert_eq!(
+            store.current(later).dm_policy,
+            DmPolicy::Disabled,
+            "an edit is picked up"
+        );
+        // A clock that went back looks again rather than trusting the cache.
+        write_json(store.path(), r#"{"dmPolicy": "allowlist"}"#);
+        assert_eq!(store.current(t0).dm_policy, DmPolicy::Allowlist);
     }
 
     #[test]

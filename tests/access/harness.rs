@@ -16,6 +16,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// The channel every spec runs on: a platform channel, not the console.
 pub const CH: &str = "fake";
@@ -28,23 +29,35 @@ pub struct Broker {
     pipeline: Pipeline,
     url: String,
     limits: LimitsConfig,
+    /// How often the pipeline looks at `access.json` (see `start`).
+    recheck: Duration,
 }
 
-/// A real pipeline over the state folder `root`, the model at `url`.
-fn pipeline(root: &Path, url: &str, limits: LimitsConfig, channel: &Arc<FakeChannel>) -> Pipeline {
+/// A real pipeline over the state folder `root`, the model at `url`,
+/// looking at `access.json` at most once per `recheck`.
+fn pipeline(root: &Path, url: &str, limits: LimitsConfig, channel: &Arc<FakeChannel>, recheck: Duration) -> Pipeline {
     let parts = Arc::new(app_parts(root, url, limits));
     let memory = ChannelMemory::open(root, CH, &LockRegistry::new(), chrono_tz::UTC, parts.summarizer.clone()).unwrap();
     let memories = Arc::new(HashMap::from([(CH.to_string(), memory)]));
     let senders = HashMap::from([(CH.to_string(), channel.clone() as Arc<dyn Channel>)]);
-    Pipeline::new(parts, memories, senders)
+    Pipeline::new(parts, memories, senders).with_access_recheck(recheck)
 }
 
 impl Broker {
+    /// These specs change the rules between two messages and expect the
+    /// next message to see the change, so this broker looks at
+    /// `access.json` on every message; [`Broker::start_with_recheck`] keeps
+    /// the product's interval.
     pub async fn start(limits: LimitsConfig) -> Broker {
+        Self::start_with_recheck(limits, Duration::ZERO).await
+    }
+
+    /// A broker that looks at `access.json` at most once per `recheck`.
+    pub async fn start_with_recheck(limits: LimitsConfig, recheck: Duration) -> Broker {
         let (model, url) = FakeModel::start().await;
         let state = tempfile::tempdir().unwrap();
         let (channel, _inbox) = FakeChannel::new(CH);
-        let pipeline = pipeline(state.path(), &url, limits.clone(), &channel);
+        let pipeline = pipeline(state.path(), &url, limits.clone(), &channel, recheck);
         Broker {
             state,
             model,
@@ -52,13 +65,20 @@ impl Broker {
             pipeline,
             url,
             limits,
+            recheck,
         }
     }
 
     /// The broker after a restart: the same state folder, a new process's
     /// view of it (nothing carried over but the files).
     pub fn restart(&mut self) {
-        self.pipeline = pipeline(self.state.path(), &self.url, self.limits.clone(), &self.channel);
+        self.pipeline = pipeline(
+            self.state.path(),
+            &self.url,
+            self.limits.clone(),
+            &self.channel,
+            self.recheck,
+        );
     }
 
     /// Runs one whole turn and returns what the sender was sent.

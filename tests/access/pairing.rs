@@ -146,6 +146,34 @@ async fn operator_verbs_take_effect_without_a_restart() {
 }
 
 #[tokio::test]
+async fn with_the_file_looked_at_on_a_timer_an_operator_edit_still_takes_effect() {
+    // The product looks at access.json once a second (`store::RECHECK`);
+    // a shorter interval keeps the wait short, the path is the same.
+    let every = std::time::Duration::from_millis(200);
+    let b = Broker::start_with_recheck(LimitsConfig::default(), every).await;
+    assert!(b.cli(&["policy", "fake", "open"]).0);
+    assert_eq!(b.say(dm("eve", "1", "hi")).await, ["echo: hi"]);
+
+    assert!(b.cli(&["policy", "fake", "disabled"]).0);
+    tokio::time::sleep(every + every / 2).await;
+    assert!(
+        b.say(dm("eve", "2", "still there?")).await.is_empty(),
+        "the edit is seen at the first look after the interval"
+    );
+
+    // A stranger's approval does not wait for the timer: the pairing step
+    // reads the file as it is on disk.
+    assert!(b.cli(&["policy", "fake", "pairing"]).0);
+    tokio::time::sleep(every + every / 2).await;
+    let code = code_in(&b.say(dm("fay", "1", "hello")).await[0]);
+    assert!(b.cli(&["pair", "fake", &code]).0);
+    assert_eq!(
+        b.say(dm("fay", "2", "in?")).await,
+        [PAIRED.to_string(), "echo: in?".to_string()]
+    );
+}
+
+#[tokio::test]
 async fn nothing_written_in_chat_approves_anyone() {
     let b = Broker::start(LimitsConfig::default()).await;
     let code = code_in(&b.say(dm("eve", "1", "hi")).await[0]);
