@@ -82,6 +82,9 @@ pub struct AppParts {
     pub model_timeout: Duration,
     pub model: Arc<dyn Model>,
     pub summarizer: Arc<dyn Summarizer>,
+    /// The channels whose answers are shown while the model writes them
+    /// (`channels.<name>.streaming`); the others get each answer whole.
+    pub streaming: std::collections::BTreeSet<String>,
 }
 
 /// How long in-flight turns may take to finish after a shutdown signal.

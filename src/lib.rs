@@ -22,5 +22,6 @@ pub mod ops;
 pub mod pipeline;
 pub mod platforms;
 pub mod reply_limit;
+pub mod streaming;
 pub mod scheduler;
 pub mod shutdown;

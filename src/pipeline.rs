@@ -4,6 +4,8 @@
 //! otherwise append to STM (durable) and to the recall index → recall the
 //! user's older history → build context → model → append reply (and index
 //! it) → send (split for the platform) → compaction in the background.
+//! On a channel set to stream, the answer is shown while the model writes
+//! it and the send step only shows the stored final text.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -12,11 +14,11 @@
 use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
-use crate::model::ModelRequest;
+use crate::model::{ModelError, ModelRequest};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
-use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
+use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::recall::TurnQuery;
 use mnemo_sessions::session::SessionError;
@@ -207,18 +209,16 @@ impl Pipeline {
         trace.lap(Phase::Memory);
         let answer = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
-            let _typing = self.keep_typing(&message);
-            self.parts.model.complete(&request).await
+            self.answer(&message, &request).await
         };
         trace.lap(Phase::Model);
         let outcome = match answer {
-            Ok(completion) => {
-                trace.tokens(completion.usage);
-                let text = crate::reply_limit::cut(&completion.text, self.parts.limits.max_reply_chars);
+            Ok(answer) => {
+                trace.tokens(answer.usage);
                 let reply = Record {
                     ts: Utc::now(),
                     role: Role::Assistant,
-                    text: text.to_string(),
+                    text: answer.text,
                     msg_id: format!("re-{}", message.msg_id),
                     channel: message.channel.clone(),
                     thread_id: message.thread_id.clone(),
@@ -232,8 +232,22 @@ impl Pipeline {
                     .map_err(TurnError::Store)?;
                 memory.recall.index(&user, &reply);
                 trace.lap(Phase::Memory);
-                self.reply(&message, &reply.text).await;
-                Outcome::Answered
+                match answer.live {
+                    Some(live) => {
+                        if let Err(e) = live.finish(&reply.text).await {
+                            tracing::warn!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "reply not delivered");
+                        }
+                    }
+                    None => self.reply(&message, &reply.text).await,
+                }
+                match answer.broken {
+                    Some(e) => {
+                        tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
+                        self.reply(&message, e.user_message()).await;
+                        Outcome::ModelFailed
+                    }
+                    None => Outcome::Answered,
+                }
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
@@ -322,6 +336,16 @@ fn compaction_label(
         Ok(C::Superseded) => "superseded",
         Err(_) => "failed",
     })
+}
+
+/// A model answer, ready to store and show.
+struct Answer<'c> {
+    text: String,
+    usage: Option<crate::model::Usage>,
+    /// The reply already showing the text as it grew, if it streamed.
+    live: Option<Box<dyn LiveReply + 'c>>,
+    /// What cut a streamed answer short (the text says so too).
+    broken: Option<ModelError>,
 }
 
 /// Stops a background task when dropped.

@@ -153,6 +153,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         model_timeout: Duration::from_secs(5),
         summarizer: Arc::new(ModelSummarizer::new(model.clone())),
         model,
+        streaming: Default::default(),
     }
 }
 

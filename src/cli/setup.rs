@@ -103,6 +103,7 @@ impl Setup {
             model_timeout: std::time::Duration::from_secs(model_config.timeout_secs),
             model: chat,
             summarizer: Arc::new(ModelSummarizer::new(summarizer)),
+            streaming: self.config.channels.streaming(),
         })
     }
 }

@@ -266,5 +266,6 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         model_timeout: Duration::from_secs(5),
         summarizer: Arc::new(mnemo::model::ModelSummarizer::new(chat.clone())),
         model: chat,
+        streaming: Default::default(),
     }
 }
