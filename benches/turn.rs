@@ -23,7 +23,7 @@ fn turn(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(4)).sample_size(40);
     for fsync in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        bench::prepare_channel(dir.path(), fsync).unwrap();
+        bench::prepare_channel(dir.path(), fsync, true).unwrap();
         let channel = Arc::new(TimedChannel::new());
         let mut sent = channel.listen(&bench::chat_id(0));
         let app = rt.block_on(async {

@@ -81,6 +81,9 @@ pub struct AppParts {
     /// The chat model's per-call timeout, for shutdown budgets.
     pub model_timeout: Duration,
     pub model: Arc<dyn Model>,
+    /// `model.maxToolRounds` in effect (0 for a backend without tool
+    /// calling): rounds of memory tool calls before the answer.
+    pub max_tool_rounds: usize,
     pub summarizer: Arc<dyn Summarizer>,
     /// The channels whose answers are shown while the model writes them
     /// (`channels.<name>.streaming`); the others get each answer whole.

@@ -2,10 +2,12 @@
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
 //! nothing stored) → `/session` command → answered from memory, no model;
 //! otherwise append to STM (durable) and to the recall index → recall the
-//! user's older history → build context → model → append reply (and index
-//! it) → send (split for the platform) → compaction in the background.
-//! On a channel set to stream, the answer is shown while the model writes
-//! it and the send step only shows the stored final text.
+//! user's older history → build context → model, with the caller's memory
+//! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
+//! append reply (and index it) → send (split for the platform) →
+//! compaction in the background. On a channel set to stream (and a model
+//! that streams) the answer is shown while the model writes it
+//! (`crate::streaming`) and the send step shows the stored final text.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -14,7 +16,9 @@
 use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
-use crate::model::{ModelError, ModelRequest};
+use crate::memory_tools::MemoryTools;
+use crate::model::tools::{self, ToolLimits};
+use crate::model::{ModelError, ModelRequest, Usage};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -165,6 +169,7 @@ impl Pipeline {
             let caller = commands::Caller {
                 user: &user,
                 display_name: message.user_name.as_deref(),
+                max_profile_chars: memory.config.ltm.max_profile_chars,
             };
             let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
             // A command may have changed the files (clear, forget, …).
@@ -198,7 +203,7 @@ impl Pipeline {
             .append(&user, &record, Utc::now())
             .await
             .map_err(TurnError::Store)?;
-        memory.recall.index(&user, &record);
+        memory.recall.index_async(&user, &record).await;
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -207,9 +212,10 @@ impl Pipeline {
 
         let request = self.request_for(memory, &user, &message).await?;
         trace.lap(Phase::Memory);
-        let answer = {
+        let (tools, limits) = self.memory_tools(memory, &user, &request);
+        let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
-            self.answer(&message, &request).await
+            self.answer(&message, request, &tools, limits).await
         };
         trace.lap(Phase::Model);
         let outcome = match answer {
@@ -230,16 +236,9 @@ impl Pipeline {
                     .append(&user, &reply, Utc::now())
                     .await
                     .map_err(TurnError::Store)?;
-                memory.recall.index(&user, &reply);
+                memory.recall.index_async(&user, &reply).await;
                 trace.lap(Phase::Memory);
-                match answer.live {
-                    Some(live) => {
-                        if let Err(e) = live.finish(&reply.text).await {
-                            tracing::warn!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "reply not delivered");
-                        }
-                    }
-                    None => self.reply(&message, &reply.text).await,
-                }
+                self.show(&message, live, &reply.text).await;
                 match answer.broken {
                     Some(e) => {
                         tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
@@ -251,7 +250,7 @@ impl Pipeline {
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
-                self.reply(&message, e.user_message()).await;
+                self.show(&message, live, e.user_message()).await;
                 Outcome::ModelFailed
             }
         };
@@ -260,6 +259,61 @@ impl Pipeline {
             self.compact_later(memory, user).await;
         }
         Ok(outcome)
+    }
+
+    /// The model's answer to `request`, with the memory tools. On a
+    /// channel set to stream, with a model that streams, it is shown while
+    /// it is written, through the live reply returned beside it (to be
+    /// finished with the stored text); otherwise it comes whole, `None`.
+    async fn answer(
+        &self,
+        message: &Inbound,
+        request: ModelRequest,
+        tools: &MemoryTools,
+        limits: ToolLimits,
+    ) -> (Result<Answer, ModelError>, Option<Box<dyn LiveReply + '_>>) {
+        let typing = self.keep_typing(message);
+        let model = &*self.parts.model;
+        let max_chars = self.parts.limits.max_reply_chars;
+        let channel = self
+            .channels
+            .get(&message.channel)
+            .filter(|_| model.streams() && self.parts.streaming.contains(&message.channel));
+        let Some(channel) = channel else {
+            let answer = tools::answer(model, request, Some(tools), limits)
+                .await
+                .map(|reply| Answer {
+                    text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
+                    usage: reply.usage,
+                    broken: None,
+                });
+            return (answer, None);
+        };
+        let mut live = channel.live(Outbound::reply(message, ""));
+        let streamed =
+            crate::streaming::answer(model, request, Some(tools), limits, &mut *live, typing, max_chars).await;
+        let answer = streamed.map(|s| {
+            if let (Some(first), Some(shown)) = (s.first_text, s.first_shown) {
+                crate::ops::metrics::metrics().first_text(&message.channel, shown.saturating_duration_since(first));
+            }
+            Answer {
+                text: s.text,
+                usage: s.usage,
+                broken: s.broken,
+            }
+        });
+        (answer, Some(live))
+    }
+
+    /// Shows `text` as the answer: the last state of the live reply that
+    /// showed it growing, or one reply.
+    async fn show(&self, to: &Inbound, live: Option<Box<dyn LiveReply + '_>>, text: &str) {
+        let Some(live) = live else {
+            return self.reply(to, text).await;
+        };
+        if let Err(e) = live.finish(text).await {
+            tracing::warn!(channel = %to.channel, msg_id = %to.msg_id, error = %e, "reply not delivered");
+        }
     }
 
     /// The context for this user only: profile, rolling summary, what recall
@@ -280,24 +334,44 @@ impl Pipeline {
             .await
             .map_err(TurnError::Read)?;
         let recall = &memory.config.recall;
-        let recalled = recall.enabled.then(|| {
+        let recalled = if recall.enabled {
             let query = TurnQuery {
                 message: &message.text,
                 recent: &view.recent,
                 max_tokens: recall.max_tokens,
             };
-            memory.recall.for_turn(user, &query).render()
-        });
+            memory.recall.for_turn_async(user, &query).await.render()
+        } else {
+            None
+        };
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
             summary: view.summary.as_deref(),
-            recalled: recalled.flatten().as_deref(),
+            recalled: recalled.as_deref(),
             recent: &view.recent,
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,
         });
         Ok(ModelRequest::new(context, message.text.clone()))
+    }
+
+    /// The memory tools of this turn, built for this caller only (the
+    /// scope is never a tool argument), and what the tool loop may spend:
+    /// `model.maxToolRounds`, and tool results within what the context
+    /// left of `context.maxTokens` (chars/4).
+    fn memory_tools(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        request: &ModelRequest,
+    ) -> (MemoryTools, ToolLimits) {
+        let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
+        let limits = ToolLimits {
+            max_rounds: self.parts.max_tool_rounds,
+            budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
+        };
+        (MemoryTools::for_caller(memory, user, Utc::now()), limits)
     }
 
     /// Folds the user's older messages in the background: the counters said
@@ -339,11 +413,10 @@ fn compaction_label(
 }
 
 /// A model answer, ready to store and show.
-struct Answer<'c> {
+struct Answer {
+    /// Cut to `limits.maxReplyChars`; marked as cut if the stream broke.
     text: String,
-    usage: Option<crate::model::Usage>,
-    /// The reply already showing the text as it grew, if it streamed.
-    live: Option<Box<dyn LiveReply + 'c>>,
+    usage: Option<Usage>,
     /// What cut a streamed answer short (the text says so too).
     broken: Option<ModelError>,
 }

@@ -9,23 +9,37 @@
 //! A small tokio loop rather than a cron crate: the only schedule is "the
 //! next due instant", and the exact, tested time rules (DST, ISO weeks)
 //! already live in `mnemo_sessions::maintenance::schedule`.
+//!
+//! The loop reads the time only through its [`Clock`] (the wall clock in
+//! the product), so a test drives it with tokio's paused clock.
 
 use crate::app::App;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+/// Where the loop reads "now": `Utc::now` in the product; a test passes a
+/// clock that follows tokio's (paused) time, so the sleeps it waits out and
+/// the instants it hands to maintenance are the same time.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 pub struct Scheduler {
     task: JoinHandle<()>,
 }
 
 impl Scheduler {
-    /// Starts the loop; it stops when `stop` fires.
-    pub fn start(app: App, mut stop: watch::Receiver<bool>) -> Scheduler {
+    /// Starts the loop on the wall clock; it stops when `stop` fires.
+    pub fn start(app: App, stop: watch::Receiver<bool>) -> Scheduler {
+        Scheduler::start_with_clock(app, stop, Arc::new(Utc::now))
+    }
+
+    /// Starts the loop reading the time from `clock`.
+    pub fn start_with_clock(app: App, mut stop: watch::Receiver<bool>, clock: Clock) -> Scheduler {
         let task = tokio::spawn(async move {
             loop {
-                let now = Utc::now();
+                let now = clock();
                 for (name, memory) in app.memories() {
                     let report = memory.maintenance.run(now, &mut |_| {}).await;
                     let outcome = if report.failures.is_empty() { "ok" } else { "partial" };
@@ -35,7 +49,7 @@ impl Scheduler {
                     }
                     tracing::info!(channel = %name, %report, "maintenance run");
                 }
-                let now = Utc::now();
+                let now = clock();
                 let next = app.memories().values().map(|m| m.maintenance.next_due(now)).min();
                 let wait = next
                     .and_then(|at| (at - now).to_std().ok())
@@ -61,3 +75,6 @@ impl Scheduler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -61,6 +61,7 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
     assert_eq!(report["turns"], 4);
     assert_eq!(report["total_turns"], 12);
     assert_eq!(report["fsync"], false);
+    assert_eq!(report["recall"], true);
     assert_eq!(report["history"], 0);
     let (p50, p99, max) = (
         report["p50_us"].as_u64().unwrap(),
@@ -70,6 +71,9 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
     assert!(p50 <= p99 && p99 <= max, "{report}");
     assert!(report["turns_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["peak_rss_mb"].as_f64().unwrap() > 1.0);
+
+    // Recall is on, as in service: the users' messages were indexed.
+    assert!(dir.path().join("channels/bench/sessions/recall/bench-user-0").exists());
 
     // Each user's turns went through the real pipeline: message and reply
     // both in the user's short-term log.
@@ -81,6 +85,22 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
             "user {u}"
         );
     }
+}
+
+#[test]
+fn bench_without_recall_turns_it_off_for_the_bench_channel_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), &["--users", "2", "--turns", "3", "--no-recall", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("recall off"));
+    let report = last_json_line(&out);
+    assert_eq!(report["recall"], false);
+    assert_eq!(report["total_turns"], 6);
+    let sessions = dir.path().join("channels/bench/sessions");
+    let config = std::fs::read_to_string(sessions.join("config.json")).unwrap();
+    let config: Value = serde_json::from_str(&config).unwrap();
+    assert_eq!(config["recall"]["enabled"], false);
+    assert_eq!(lines(&sessions.join("stm/bench-user-1/messages.jsonl")), 6);
 }
 
 #[test]

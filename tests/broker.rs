@@ -15,7 +15,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use support::{FakeChannel, FakeModel, app_parts, dm, last_user_message, mnemo, request_text, write_config};
+use support::{
+    FakeChannel, FakeModel, app_parts, dm, eventually, last_user_message, mnemo, request_text, write_config,
+};
 
 /// Runs `mnemo chat` with `input` on a pipe; returns stdout (and asserts exit 0).
 fn chat(config: &Path, home: &Path, input: &str) -> String {
@@ -196,7 +198,7 @@ async fn a_model_outage_is_explained_and_loses_nothing() {
     .unwrap();
     fake.down.store(true, Ordering::SeqCst);
     app.submit(dm("fake", "bo", "1", "remember the blue door")).await;
-    wait_for(|| channel.sent().len() == 1).await;
+    eventually("the first reply", async || channel.sent().len() == 1).await;
     let OutboundBody::Text(reply) = &channel.sent()[0].body else {
         panic!()
     };
@@ -208,27 +210,21 @@ async fn a_model_outage_is_explained_and_loses_nothing() {
 
     fake.down.store(false, Ordering::SeqCst);
     app.submit(dm("fake", "bo", "2", "what door?")).await;
-    wait_for(|| channel.sent().len() == 2).await;
+    eventually("the second reply", async || channel.sent().len() == 2).await;
     let last = fake.chat_requests().pop().unwrap();
     assert!(request_text(&last).contains("remember the blue door"));
     assert_eq!(last_user_message(&last), "what door?");
     drop(inbox);
 }
 
-async fn wait_for(mut done: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("condition not reached in time");
-}
-
+/// The binary under SIGTERM: the turn in flight still gets its answer
+/// within the grace, the records are whole, and a restart continues. (The
+/// grace running out is specified with a paused clock below, so no test
+/// waits it out in real time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
     let (fake, url) = FakeModel::start().await;
-    fake.set_delay(Duration::from_secs(30));
+    fake.set_delay(Duration::from_millis(300));
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url, json!({"timeoutSecs": 60}));
     let mut child = mnemo(&config, dir.path())
@@ -240,7 +236,7 @@ async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"the code word is heron\n").unwrap();
-    wait_for(|| !fake.chat_requests().is_empty()).await;
+    eventually("the model call", async || !fake.chat_requests().is_empty()).await;
     support::sigterm(child.id());
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
@@ -255,6 +251,11 @@ async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
 
     let records = stm_records(&dir.path().join("state"), "console", "ada");
     assert_eq!(records[0].text, "the code word is heron");
+    assert_eq!(
+        records.get(1).map(|r| r.text.as_str()),
+        Some("echo: the code word is heron"),
+        "the turn in flight was answered within the grace"
+    );
 
     fake.set_delay(Duration::ZERO);
     let (c, h) = (config.clone(), dir.path().to_path_buf());
@@ -264,6 +265,54 @@ async fn sigterm_during_a_turn_leaves_whole_records_and_a_restart_continues() {
     assert_eq!(out.trim(), "echo: what was the code word?");
     let last = fake.chat_requests().pop().unwrap();
     assert!(request_text(&last).contains("the code word is heron"));
+}
+
+/// After a shutdown signal, a turn still waiting on the model when the
+/// grace ends is given up: `serve` reports it did not finish, the user's
+/// message stays saved and nothing half-done is sent. On tokio's paused
+/// clock, so the ten seconds of grace cost no real time.
+#[tokio::test(start_paused = true)]
+async fn a_turn_still_waiting_when_the_shutdown_grace_ends_is_given_up_with_its_message_saved() {
+    let (fake, url) = FakeModel::start().await;
+    fake.set_delay(Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    support::open_access(dir.path(), "fake", &[]);
+    let limits = LimitsConfig {
+        user_messages_per_minute: 0,
+        ..LimitsConfig::default()
+    };
+    let mut parts = app_parts(dir.path(), &url, limits);
+    // The model's own timeout must not end the turn before the grace does.
+    let slow: mnemo::model::config::ModelConfig = serde_json::from_value(json!({
+        "provider": "openai", "baseUrl": url, "apiKeyEnv": "UNUSED_KEY", "model": "fake-1",
+        "timeoutSecs": 7200, "maxRetries": 0
+    }))
+    .unwrap();
+    parts.model = mnemo::model::build(&slow, &|_: &str| Some("sk-test".to_string())).unwrap();
+    parts.model_timeout = Duration::from_secs(7200);
+    let (channel, inbox) = FakeChannel::new("fake");
+    let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>]).unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn({
+        let (app, channel) = (app.clone(), channel.clone() as Arc<dyn Channel>);
+        async move { app.serve(vec![channel], stop).await }
+    });
+
+    inbox.send(dm("fake", "bo", "1", "keep this one")).await.unwrap();
+    eventually("the model call", async || !fake.chat_requests().is_empty()).await;
+    let signalled = tokio::time::Instant::now();
+    stop_tx.send(true).unwrap();
+    let finished = serving.await.unwrap();
+
+    assert!(!finished, "serve reports the turn it gave up");
+    assert!(
+        signalled.elapsed() >= mnemo::app::SHUTDOWN_GRACE,
+        "the turn had the whole grace (paused clock)"
+    );
+    let records = stm_records(dir.path(), "fake", "bo");
+    assert_eq!(records.len(), 1, "the message is saved, no answer is: {records:?}");
+    assert_eq!(records[0].text, "keep this one");
+    assert!(channel.sent().is_empty(), "nothing half-done is sent");
 }
 
 #[test]
@@ -343,7 +392,7 @@ async fn the_next_prompt_follows_the_files_through_edits_clears_and_compactions(
         );
         async move {
             app.submit(message).await;
-            wait_for(|| channel.sent().len() == n).await;
+            eventually(format_args!("reply {n}"), async || channel.sent().len() == n).await;
         }
     };
 

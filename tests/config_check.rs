@@ -4,13 +4,10 @@
 //! also proving `run` refuses it), and `--online` really asks the model and
 //! each platform — fakes on 127.0.0.1 standing in for them.
 
-#[path = "../channels/tests/discord/fake.rs"]
-mod discord_fake;
-#[path = "../channels/tests/slack/fake.rs"]
-mod slack_fake;
+use mnemo_testkit::discord as discord_fake;
+use mnemo_testkit::slack as slack_fake;
 mod support;
-#[path = "../channels/tests/telegram/fake_api.rs"]
-mod telegram_fake;
+use mnemo_testkit::telegram as telegram_fake;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

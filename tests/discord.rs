@@ -3,8 +3,7 @@
 //! fake Discord (REST and a real gateway session) and the fake model, both
 //! on 127.0.0.1. Everything between them is the real broker and adapter.
 
-#[path = "../channels/tests/discord/fake.rs"]
-mod fake;
+use mnemo_testkit::discord as fake;
 mod support;
 
 use fake::{APP_ID, FakeDiscord, dm_channel_of};
@@ -46,6 +45,13 @@ fn slash(id: &str, sub: &str) -> Value {
     let mut i = fixture("interaction_clear_all.json");
     i["id"] = json!(id);
     i["data"]["options"][0]["name"] = json!(sub);
+    i
+}
+
+/// `/session <sub>` with one string option, as Discord sends it.
+fn slash_with(id: &str, sub: &str, option: &str, value: &str) -> Value {
+    let mut i = slash(id, sub);
+    i["data"]["options"][0]["options"] = json!([{"name": option, "type": 3, "value": value}]);
     i
 }
 
@@ -298,6 +304,46 @@ async fn session_slash_commands_are_answered_privately_without_the_model() {
         failure.contains("403") && failure.contains("Missing Permissions"),
         "logged with the reason:\n{logs}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_history_and_undo_subcommands_edit_long_term_memory_without_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = mnemo_run(&config(dir.path(), &model_url, &discord), dir.path(), Some(TOKEN));
+    discord.identify().await;
+    let profile = mnemo_sessions::Layout::new(dir.path().join("state"), "discord")
+        .profile_path(&mnemo_sessions::SafeName::of("1100000000000000001"));
+
+    discord.dispatch(
+        "INTERACTION_CREATE",
+        slash_with("1400000000000000061", "remember", "text", "I keep bees"),
+    );
+    let answers = discord.wait_for(1, |r| r.method == "PATCH").await;
+    assert!(
+        answers[0].content().contains("`i-keep-bees`"),
+        "{}",
+        answers[0].content()
+    );
+    assert!(
+        std::fs::read_to_string(&profile)
+            .expect("profile")
+            .contains("- i-keep-bees: I keep bees")
+    );
+    discord.dispatch("INTERACTION_CREATE", slash("1400000000000000062", "history"));
+    let answers = discord.wait_for(2, |r| r.method == "PATCH").await;
+    assert!(
+        answers[1].content().contains("remembered `i-keep-bees`"),
+        "{}",
+        answers[1].content()
+    );
+    discord.dispatch("INTERACTION_CREATE", slash("1400000000000000063", "undo"));
+    let answers = discord.wait_for(3, |r| r.method == "PATCH").await;
+    assert!(answers[2].content().starts_with("Undid"), "{}", answers[2].content());
+    assert!(!profile.exists());
+    assert!(model.chat_requests().is_empty(), "commands never ask the model");
+    stop(child, dir.path());
 }
 
 /// `text` from Alice in the server channel, mentioning the bot.

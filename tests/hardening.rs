@@ -326,10 +326,21 @@ fn mnemo_run_names_every_missing_platform_token_at_once() {
 /// (nothing if empty), closes the keyboard once `until` is on screen, and
 /// returns everything shown.
 async fn on_a_terminal(config: &Path, home: &Path, after_thinking: &[u8], until: &'static str) -> String {
+    verb_on_a_terminal("chat", config, home, after_thinking, until).await
+}
+
+/// [`on_a_terminal`] for any verb that serves the console (`chat`, `run`).
+async fn verb_on_a_terminal(
+    verb: &str,
+    config: &Path,
+    home: &Path,
+    after_thinking: &[u8],
+    until: &'static str,
+) -> String {
     use std::io::Read;
     let base = support::mnemo(config, home);
     let command = format!(
-        "{} --config {} chat",
+        "{} --config {} {verb}",
         base.get_program().to_string_lossy(),
         config.display()
     );
@@ -391,6 +402,37 @@ async fn an_interactive_chat_greets_with_a_banner_and_shows_it_is_thinking() {
     assert!(
         screen.contains("thinking…\r\x1b[Kecho: hello"),
         "indicator, erased by the answer: {screen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_run_the_console_on_a_terminal_gets_no_log_lines_and_the_files_get_them_all() {
+    let (_model, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+
+    let screen = verb_on_a_terminal("run", &config, dir.path(), b"", "echo: hello").await;
+
+    let logs = dir.path().join("state").join("logs");
+    assert!(screen.contains("echo: hello"), "{screen}");
+    assert!(
+        screen.contains(&format!("logs: {}", logs.display())),
+        "the banner says where the logs went: {screen}"
+    );
+    for log_line in ["mnemo started", "mnemo::turn", "INFO", "WARN"] {
+        assert!(
+            !screen.contains(log_line),
+            "{log_line:?} reached the terminal: {screen:?}"
+        );
+    }
+    let files: String = std::fs::read_dir(&logs)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .collect();
+    assert!(files.contains("mnemo started"), "{files}");
+    assert!(
+        files.contains("mnemo::turn"),
+        "the turn's log line is in the files: {files}"
     );
 }
 

@@ -12,7 +12,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use support::{FakeModel, mnemo, write_config};
 
 async fn run(mut cmd: Command) -> Output {
@@ -99,13 +98,7 @@ impl Chat {
 
     /// Waits (bounded) until `n` replies arrived.
     async fn wait_for(&self, n: usize) {
-        for _ in 0..1500 {
-            if self.answered() >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("only {} of {n} replies arrived", self.answered());
+        support::eventually(format_args!("{n} replies"), async || self.answered() >= n).await
     }
 
     async fn end(mut self) {

@@ -159,12 +159,7 @@ async fn a_second_process_on_the_same_state_folder_is_refused() {
         .unwrap();
     let mut stdin = chat.stdin.take().unwrap();
     stdin.write_all(b"hello\n").unwrap();
-    for _ in 0..500 {
-        if !fake.requests().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    support::eventually("the model call", async || !fake.requests().is_empty()).await;
     let out = run({
         let mut c = mnemo(&config, dir.path());
         c.args(["sessions", "maintain"]);

@@ -5,12 +5,9 @@
 //! follows the platform connection, and every turn leaves one log line
 //! without its text.
 
-#[path = "../channels/tests/discord/fake.rs"]
-mod discord_fake;
-#[path = "../channels/tests/telegram/fake_api.rs"]
-mod fake_api;
-#[path = "../channels/tests/slack/fake.rs"]
-mod slack_fake;
+use mnemo_testkit::discord as discord_fake;
+use mnemo_testkit::slack as slack_fake;
+use mnemo_testkit::telegram as fake_api;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, user};
@@ -19,7 +16,6 @@ use serde_json::Value;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
 use support::FakeModel;
 
 const ADA: i64 = 42;
@@ -92,16 +88,13 @@ async fn get(ops: &str, path: &str) -> (u16, String) {
     }
 }
 
-/// Polls `path` until `check` holds; panics after 15 s.
+/// Polls `path` until `check` holds ([`support::eventually`]); returns the body.
 async fn until(ops: &str, path: &str, what: &str, check: impl Fn(u16, &str) -> bool) -> String {
-    for _ in 0..750 {
+    support::eventually(what, async || {
         let (status, body) = get(ops, path).await;
-        if check(status, &body) {
-            return body;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("gave up waiting for {what}; last: {:?}", get(ops, path).await);
+        check(status, &body).then_some(body)
+    })
+    .await
 }
 
 /// The value of the sample `line` (`name{labels}`) in a scrape, 0 if absent.
@@ -210,6 +203,44 @@ async fn metrics_count_real_turns_and_tokens_and_each_turn_logs_one_line_without
         "no message text in logs"
     );
     assert!(state(&run).is_dir());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_tool_calls_are_counted_by_tool_and_outcome_and_logged_without_their_text() {
+    let (model, model_url) = FakeModel::start().await;
+    model.script_tools(vec![
+        vec![
+            ("memory_remember", json!({"text": "canary-TEA-5501 is my tea"})),
+            ("memory_forget", json!({"key": "canary-NOPE-5502"})),
+        ],
+        vec![],
+    ]);
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "remember my tea"));
+    api.wait_for_calls("sendMessage", 1).await;
+    let ok = r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_remember",outcome="ok"}"#;
+    let scrape = until(&run.ops, "/metrics", "a counted tool call", |_, b| sample(b, ok) == 1.0).await;
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_forget",outcome="not_found"}"#
+        ),
+        1.0,
+        "{scrape}"
+    );
+    let logs = log_text(run.dir.path());
+    let calls: Vec<&str> = logs.lines().filter(|l| l.contains("memory tool call")).collect();
+    for tool in ["memory_remember", "memory_forget"] {
+        assert!(calls.iter().any(|l| l.contains(tool)), "a line for {tool}: {logs}");
+    }
+    for field in ["tool", "args_bytes", "result_bytes", "outcome"] {
+        assert!(calls[0].contains(field), "{field} in {}", calls[0]);
+    }
+    assert!(
+        !logs.contains("canary-TEA-5501") && !logs.contains("canary-NOPE-5502"),
+        "no tool argument text in logs"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,7 @@
 //! requests) and the model at a fake OpenAI-compatible server. Everything in
 //! between is the real broker and the real Slack adapter.
 
-#[path = "../channels/tests/slack/fake.rs"]
-mod fake;
+use mnemo_testkit::slack as fake;
 mod support;
 
 use fake::*;
@@ -13,7 +12,7 @@ use mnemo_channels::slack::{COMMANDS_PATH, EVENTS_PATH, THINKING, signature};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::{FakeModel, last_user_message, request_text};
 
 const SIGNING_SECRET: &str = "e2e-signing-secret";
@@ -287,6 +286,38 @@ async fn session_slash_commands_answer_privately_and_export_uploads_the_archive(
 }
 
 #[tokio::test]
+async fn remember_history_and_undo_slash_commands_edit_long_term_memory_privately() {
+    let (model, model_url) = FakeModel::start().await;
+    let fake = FakeSlack::start().await;
+    let _bot = running_after_a_dm(&model_url, &fake, "hello").await;
+    for (n, text) in ["remember I keep bees", "history", "undo"].into_iter().enumerate() {
+        let url = fake.response_url(&format!("memory-{n}"));
+        fake.send(command_envelope(
+            &format!("env-m{n}"),
+            command_payload("U1", "C1", text, &url, &format!("trm{n}")),
+        ));
+        fake.wait_until("the command's answer", |f| f.responses().len() == n + 1)
+            .await;
+    }
+    let texts: Vec<String> = fake
+        .responses()
+        .iter()
+        .map(|r| r["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(texts[0].contains("`i-keep-bees`"), "{texts:?}");
+    assert!(
+        texts[1].contains("remembered `i-keep-bees` by your command"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[2].starts_with("Undid the last change to your profile"),
+        "{texts:?}"
+    );
+    assert!(fake.responses().iter().all(|r| r["response_type"] == "ephemeral"));
+    assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
+}
+
+#[tokio::test]
 async fn memory_asked_for_by_a_channel_mention_is_answered_only_to_the_asker() {
     let (_model, model_url) = FakeModel::start().await;
     let fake = FakeSlack::start().await;
@@ -462,11 +493,10 @@ mod events_api {
 
     /// Waits until the bot accepts connections on `port`.
     async fn listening(port: u16) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(Instant::now() < deadline, "the Events API listener never came up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        support::eventually("the Events API listener", async || {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+        })
+        .await
     }
 
     #[tokio::test]

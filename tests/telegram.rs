@@ -6,10 +6,8 @@
 //! where only the mention is answered, a group opted in to every message,
 //! a long reply, `/session` commands, flood control, and webhook mode.
 
-#[path = "../channels/tests/telegram/fake_api.rs"]
-mod fake_api;
-#[path = "../channels/tests/telegram/html_check.rs"]
-mod html_check;
+use mnemo_testkit::html_check;
+use mnemo_testkit::telegram as fake_api;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};
@@ -326,6 +324,45 @@ async fn session_commands_answer_from_memory_and_export_uploads_a_document() {
         commands[0].params["commands"][0]["command"], "session",
         "in the command menu"
     );
+    mnemo.stop(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remember_history_and_undo_edit_long_term_memory_without_the_model() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+    let say = |text: &str| api.push_message(text_message(ADA, user(ADA, "Ada"), text));
+    let profile = Layout::new(mnemo.state(), "telegram").profile_path(&SafeName::of(&ADA.to_string()));
+
+    say("/session remember I keep bees");
+    assert!(
+        api.wait_for_calls("sendMessage", 1).await[0].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("<code>i-keep-bees</code>")
+    );
+    assert!(
+        std::fs::read_to_string(&profile)
+            .unwrap()
+            .contains("- i-keep-bees: I keep bees")
+    );
+    say("/session history");
+    assert!(
+        api.wait_for_calls("sendMessage", 2).await[1].params["text"]
+            .as_str()
+            .unwrap()
+            .contains("remembered <code>i-keep-bees</code> by your command")
+    );
+    say("/session undo");
+    assert!(
+        api.wait_for_calls("sendMessage", 3).await[2].params["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Undid the last change to your profile")
+    );
+    assert!(!profile.exists(), "undo put back the state before: no profile");
+    assert!(model.chat_requests().is_empty(), "commands never ask the model");
     mnemo.stop(&api).await;
 }
 

@@ -32,6 +32,7 @@ impl Model for InstantModel {
             return Ok(ModelReply {
                 text: r#"{"summary": "The user talked about their days.", "facts": []}"#.into(),
                 usage: None,
+                tool_calls: Vec::new(),
             });
         }
         let mut text = request.context.system.clone();
@@ -46,6 +47,7 @@ impl Model for InstantModel {
         Ok(ModelReply {
             text: "Noted.".into(),
             usage: None,
+            tool_calls: Vec::new(),
         })
     }
     async fn stream(&self, _: &ModelRequest) -> Result<DeltaStream, ModelError> {

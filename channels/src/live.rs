@@ -6,16 +6,17 @@
 //! default, [`SendAtFinish`], sends the reply once at the end, as before.
 //!
 //! [`Growing`] is the one edit-in-place logic every editing platform shares:
-//! it lays the text out with the one splitter ([`Layout::next_chunk`]),
-//! posts the first message, edits it as the text grows (throttled to the
-//! platform's pace), closes it at a clean boundary when the text outgrows
+//! it lays the text out with the one splitter, posts the first message,
+//! edits it as the text grows (throttled to the platform's pace: one call
+//! per interval, and a 429's wait, taken inside the platform's call, slows
+//! the next one too), closes it at a clean boundary when the text outgrows
 //! one message and continues in a new one. A platform only says how to post
 //! and edit one rendered message ([`Editor`]). Intermediate edits may fail
-//! (the next one carries the text); the final text never is: a final edit
-//! that fails after the platform's own retries is posted again as a new
-//! message. Knows nothing of memory or models; logs no message text.
+//! (the next one carries the text); the final text is never lost: a final
+//! edit that fails after the platform's own retries is posted again as a
+//! new message. Knows nothing of memory or models; logs no message text.
 
-use crate::format::{Chunk, Doc, Layout, Markup};
+use crate::format::{Chunk, Markup, to_chunks};
 use crate::{Channel, ChannelError, Outbound, OutboundBody};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -88,103 +89,121 @@ pub trait Editor: Send + Sync {
 }
 
 /// Edit-in-place for any [`Editor`], laid out with markup `M`.
+///
+/// Every update lays the whole answer so far out with the one splitter
+/// ([`to_chunks`], built on [`crate::format::Layout::next_chunk`]): the
+/// reply's messages always show exactly what a one-shot send of the same
+/// text would, so the final state equals today's reply. Message `i` shows
+/// chunk `i`: a chunk whose markup did not change costs no call, a changed
+/// one is an edit, a new one a post. A text that outgrew a message is so
+/// closed at the splitter's clean boundary and continued in a new one.
 pub struct Growing<M, E: Editor> {
     markup: M,
     editor: E,
-    /// The least time between two updates (the platform's pace).
+    /// The least time between two platform calls (the platform's pace).
     interval: Duration,
     next_at: Instant,
-    /// Where, in the laid-out answer, the open message starts.
-    start: usize,
-    /// The open message and the markup it shows now.
-    open: Option<(E::Id, String)>,
-    /// Messages posted so far.
-    posted: usize,
+    /// The messages posted so far, in order, with the markup each shows.
+    posted: Vec<(E::Id, String)>,
 }
 
-impl<M: Markup + Copy + Send + Sync, E: Editor> Growing<M, E> {
-    /// A reply that edits at most once per `interval`.
+/// What a message the answer no longer needs is edited to (a reply that
+/// shrank, e.g. a tool round's preamble replaced by a shorter answer).
+const RETIRED: &str = "…";
+
+impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
+    /// A reply that makes at most one platform call per `interval`.
     pub fn new(markup: M, editor: E, interval: Duration) -> Self {
         Growing {
             markup,
             editor,
             interval,
             next_at: Instant::now(),
-            start: 0,
-            open: None,
-            posted: 0,
+            posted: Vec::new(),
         }
     }
 
-    /// Brings the platform up to `text`: every message the text has
-    /// outgrown is closed (its final form shown), the open one edited or
-    /// posted. `last`: this is the final text, so every message is final.
-    async fn show(&mut self, text: &str, last: bool) -> Result<(), ChannelError> {
-        let markup = self.markup;
-        let doc = Doc::parse(text);
-        let layout = Layout::new(&markup, &doc);
-        let limit = markup.max_units();
-        while let Some((chunk, next)) = layout.next_chunk(self.start, limit) {
-            let closed = next < layout.len();
-            self.put(&chunk, closed || last).await?;
-            if !closed {
-                break;
+    /// Brings the platform up to `text`. `last`: this is the final text, so
+    /// a failed edit is posted again as a new message rather than lost, and
+    /// messages beyond the text are retired. Returns the platform calls made.
+    async fn show(&mut self, text: &str, last: bool) -> Result<u32, ChannelError> {
+        let chunks = to_chunks(&self.markup, text);
+        let mut calls = 0;
+        for (i, chunk) in chunks.iter().enumerate() {
+            calls += self.put(i, chunk, last).await?;
+        }
+        if last {
+            let retired = Chunk {
+                text: RETIRED.into(),
+                plain: RETIRED.into(),
+            };
+            for i in chunks.len()..self.posted.len() {
+                calls += self.put(i, &retired, false).await?;
             }
-            self.open = None;
-            self.start = next;
         }
-        Ok(())
+        Ok(calls)
     }
 
-    /// Shows `chunk` in the open message (posting one if none is open).
-    /// A `settled` chunk is that message's final form: if the edit fails,
-    /// the chunk is posted again as a new message rather than lost.
-    async fn put(&mut self, chunk: &Chunk, settled: bool) -> Result<(), ChannelError> {
-        let edited = match &self.open {
-            Some((_, shown)) if *shown == chunk.text => return Ok(()),
-            Some((id, _)) => {
-                let id = id.clone();
-                match self.editor.edit(&id, chunk).await {
-                    Ok(()) => Some(id),
-                    Err(e) if settled => {
-                        tracing::warn!(error = %e, "live reply: final edit failed; posting the text again");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "live reply: edit failed; the next one carries the text");
-                        return Ok(());
-                    }
+    /// Shows `chunk` in message `i` (posting it if there is none yet).
+    async fn put(&mut self, i: usize, chunk: &Chunk, settled: bool) -> Result<u32, ChannelError> {
+        if let Some((id, shown)) = self.posted.get(i) {
+            if *shown == chunk.text {
+                return Ok(0);
+            }
+            let id = id.clone();
+            match self.editor.edit(&id, chunk).await {
+                Ok(()) => {
+                    self.posted[i].1.clone_from(&chunk.text);
+                    return Ok(1);
+                }
+                Err(e) if settled => {
+                    tracing::warn!(error = %e, "live reply: final edit failed; posting the text again");
+                    let id = self.editor.post(chunk, false).await?;
+                    self.posted[i] = (id, chunk.text.clone());
+                    return Ok(2);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "live reply: edit failed; the next one carries the text");
+                    return Ok(1);
                 }
             }
-            None => None,
-        };
-        let id = match edited {
-            Some(id) => id,
-            None => {
-                let id = self.editor.post(chunk, self.posted == 0).await?;
-                self.posted += 1;
-                id
-            }
-        };
-        self.open = Some((id, chunk.text.clone()));
-        Ok(())
+        }
+        let id = self.editor.post(chunk, i == 0).await?;
+        self.posted.push((id, chunk.text.clone()));
+        Ok(1)
+    }
+
+    /// Waits until the platform may take the next call.
+    async fn pace(&self) {
+        tokio::time::sleep_until(self.next_at).await;
+    }
+
+    /// The next call may go out `calls` intervals after now.
+    fn paced(&mut self, calls: u32) {
+        self.next_at = Instant::now() + self.interval * calls;
     }
 }
 
 #[async_trait]
-impl<M: Markup + Copy + Send + Sync, E: Editor> LiveReply for Growing<M, E> {
+impl<M: Markup + Send + Sync, E: Editor> LiveReply for Growing<M, E> {
     fn ready_at(&self) -> Instant {
         self.next_at
     }
 
     async fn update(&mut self, text: &str) {
-        if let Err(e) = self.show(text, false).await {
-            tracing::debug!(error = %e, "live reply: update not shown; a later one will be");
-        }
-        self.next_at = Instant::now() + self.interval;
+        self.pace().await;
+        let calls = match self.show(text, false).await {
+            Ok(calls) => calls,
+            Err(e) => {
+                tracing::debug!(error = %e, "live reply: update not shown; a later one will be");
+                1
+            }
+        };
+        self.paced(calls);
     }
 
     async fn finish(mut self: Box<Self>, text: &str) -> Result<(), ChannelError> {
-        self.show(text, true).await
+        self.pace().await;
+        self.show(text, true).await.map(drop)
     }
 }

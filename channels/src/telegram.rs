@@ -47,7 +47,7 @@ pub const TEXT_ONLY_REPLY: &str =
 
 /// The description of `/session` in Telegram's command menu.
 const SESSION_COMMAND_DESCRIPTION: &str =
-    "Your memory: status, clear, profile, forget <topic>, search <words>, export, help";
+    "Your memory: status, clear, profile, remember, forget, history, undo, search, export, help";
 
 /// How the channel gets updates.
 #[derive(Clone, Debug, PartialEq, Eq)]

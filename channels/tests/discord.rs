@@ -4,8 +4,7 @@
 //! gateway session (Hello → Identify → READY → MESSAGE_CREATE).
 #![cfg(feature = "discord")]
 
-#[path = "discord/fake.rs"]
-mod fake;
+use mnemo_testkit::discord as fake;
 #[path = "discord/gateway.rs"]
 mod gateway;
 #[path = "discord/inbound.rs"]

@@ -2,8 +2,7 @@
 //! envelopes in, Web API calls out, the Events API's signed requests.
 #![cfg(feature = "slack")]
 
-#[path = "slack/fake.rs"]
-mod fake;
+use mnemo_testkit::slack as fake;
 
 use fake::*;
 use mnemo_channels::slack::{EVENTS_PATH, SlackChannel, SlackMode, SlackSettings, THINKING, signature};

@@ -3,10 +3,8 @@
 //! with only the network peer faked.
 #![cfg(feature = "telegram")]
 
-#[path = "telegram/fake_api.rs"]
-mod fake_api;
-#[path = "telegram/html_check.rs"]
-mod html_check;
+use mnemo_testkit::html_check;
+use mnemo_testkit::telegram as fake_api;
 
 use fake_api::{FakeBotApi, TOKEN};
 use mnemo_channels::telegram::{TEXT_ONLY_REPLY, TelegramChannel, TelegramMode, TelegramSettings, WebhookIntake};

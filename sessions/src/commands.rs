@@ -11,6 +11,7 @@
 //! path or another user; the details of a failure go to the log.
 
 mod clear;
+mod memory;
 pub mod parse;
 mod search;
 mod status;
@@ -31,6 +32,9 @@ use std::path::PathBuf;
 pub struct Caller<'a> {
     pub user: &'a SafeName,
     pub display_name: Option<&'a str>,
+    /// The channel's `ltm.maxProfileChars`: `/session remember` keeps the
+    /// profile under it like compaction does.
+    pub max_profile_chars: usize,
 }
 
 /// What to send back.
@@ -67,6 +71,8 @@ pub enum CommandError {
     Recall(#[from] crate::recall::RecallError),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    #[error(transparent)]
+    Version(#[from] crate::versions::VersionError),
     #[error("cannot {op} {path}: {source}; check the folder's permissions")]
     Io {
         op: &'static str,
@@ -89,7 +95,10 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session clear — forget our recent conversation and its summary (long-term notes stay)\n\
 /session clear all — say what would go, then `/session clear all confirm` deletes everything I store about you\n\
 /session profile — show what I remember about you long-term\n\
-/session forget <topic> — delete one of your topic notes\n\
+/session remember <text> — add a note to your long-term memory\n\
+/session forget <fact or topic> — forget a fact (by its key, or by words after you confirm) or a topic note\n\
+/session history [topic] — the last changes to your long-term memory, by date and by whom\n\
+/session undo — take back the last change to your long-term memory\n\
 /session export — everything I store about you, as one archive file\n\
 /session search <words> — find what you told me before, with its date\n\
 /session help — this list";
@@ -121,9 +130,15 @@ pub async fn try_execute(
         SessionCommand::Clear => Reply::text(clear::clear(stm, user).await?),
         SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(stm, user)?),
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
-        SessionCommand::Forget { topic } => Reply::text(clear::forget(stm, user, topic).await?),
+        SessionCommand::Forget { topic } => Reply::text(memory::forget(stm, caller, topic, now).await?),
+        SessionCommand::ForgetConfirmed { words } => {
+            Reply::text(memory::forget_confirmed(stm, caller, words, now).await?)
+        }
+        SessionCommand::Remember { text } => Reply::text(memory::remember(stm, caller, text, now).await?),
+        SessionCommand::History { topic } => Reply::text(memory::history(stm, caller, topic.as_deref()).await?),
+        SessionCommand::Undo => Reply::text(memory::undo(stm, caller).await?),
         SessionCommand::Export => export_reply(stm, user, now).await?,
-        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words)),
+        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words).await),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.

@@ -6,18 +6,20 @@
 //! keeps failing.
 //!
 //! It owns the order of those writes and the recovery from a crash between
-//! them; it never writes the log except through
-//! [`Stm::drop_prefix_locked`], never holds the user's lock while the
+//! them; it never writes the log except through [`Stm::stage_drop`] and
+//! [`Stm::finish_drop_locked`], never holds a lock of the user's while the
 //! summarizer runs, and never reads another user's data.
 //!
 //! # Crash safety
 //!
-//! A run reads a snapshot under the user's lock, releases the lock while the
-//! summarizer works (appends go on), then takes the lock again, checks that
-//! the summary and the head of the log are still what it read (else it
-//! writes nothing: [`CompactionOutcome::Superseded`]), and commits the batch
-//! `B` (the first records of the snapshot) in this order, each step atomic
-//! (unique temp file, fsync, rename):
+//! A run reads a snapshot under the user's *fold* lock (see
+//! [`crate::locks`]: appends go on, but no other rewriter of the user's
+//! files — clear, expiry — runs), releases it while the summarizer works,
+//! then takes it again, checks that the summary and the head of the log
+//! are still what it read (else it writes nothing:
+//! [`CompactionOutcome::Superseded`]), and commits the batch `B` (the first
+//! records of the snapshot) in this order, each step atomic (unique temp
+//! file, fsync, rename):
 //!
 //! 1. merge the facts into the profile and topic notes — idempotent: a
 //!    repeated fact changes nothing;
@@ -25,7 +27,11 @@
 //!    (length, last record, SHA-256 of its lines);
 //! 3. [`archive::write_batch`]`(B)` — the file name is derived from `B`'s
 //!    content, so writing `B` again replaces the same file;
-//! 4. drop `B` from the head of the log.
+//! 4. drop `B` from the head of the log: the rest is staged in a synced
+//!    temp file under the fold lock alone; only the swap — copying what was
+//!    appended since, the rename and, with `stm.fsync` on, the folder sync —
+//!    takes the user's log lock, so the user's next turn waits for a rename
+//!    at most, not for the commit's eight fsyncs.
 //!
 //! A crash before 2 leaves summary, archive and log as they were: the next
 //! run starts over (and step 1 repeats harmlessly). A crash after 2 leaves
@@ -46,27 +52,35 @@
 //! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`].
 //!
 //! The file work of a run (the whole-log reads, gzip, atomic writes and
-//! their fsyncs) runs on Tokio's blocking pool with the user's lock moved
+//! their fsyncs) runs on Tokio's blocking pool with the fold lock moved
 //! along, so it never stalls the async workers that serve other users'
-//! turns, and a run whose caller is dropped still finishes its commit.
+//! turns, and a run whose caller is dropped still finishes its commit. The
+//! log is read without the log lock (only complete lines count, see
+//! [`Stm::read_settled`]): under the fold lock only appends change it.
 
+mod fail;
 mod fallback;
 pub(crate) mod plan;
 mod view;
 
+#[cfg(feature = "fail-points")]
+pub use fail::FailPoint;
+#[cfg(not(feature = "fail-points"))]
+use fail::FailPoint;
 pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError};
 use crate::config::SessionConfig;
 use crate::layout::Layout;
-use crate::locks::UserGuard;
+use crate::locks::FoldGuard;
 use crate::names::SafeName;
 use crate::profile::{self, MergeReport, Owner};
 use crate::record::{Record, Role};
-use crate::stm::{Stm, StmError};
+use crate::stm::{StagedDrop, Stm, StmError};
 use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
 use crate::summary::{self, SummaryError, SummaryFile};
 use crate::topics;
+use crate::versions::{Author, Change};
 use chrono::{DateTime, Utc};
 use plan::Decision;
 use std::collections::HashSet;
@@ -116,22 +130,10 @@ pub enum CompactionError {
     Summary(#[from] SummaryError),
     #[error("compaction was interrupted: the runtime is shutting down; the next run continues where it stopped")]
     Interrupted,
-    #[doc(hidden)]
+    /// Only with the `fail-points` feature (this crate's own tests).
+    #[cfg(feature = "fail-points")]
     #[error("test fail point {0:?} reached: the run stopped as if the process had crashed")]
     Injected(FailPoint),
-}
-
-/// Test hook: stop a run right after a commit step, as a crash would.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailPoint {
-    AfterLtm,
-    AfterSummary,
-    AfterArchive,
-}
-
-impl FailPoint {
-    pub const ALL: [FailPoint; 3] = [FailPoint::AfterLtm, FailPoint::AfterSummary, FailPoint::AfterArchive];
 }
 
 /// Compacts one channel's users. Cheap to clone; clones share the set of
@@ -148,31 +150,34 @@ struct Inner {
     /// Users with a run in progress. A `std` mutex: held for one insert or
     /// remove, never across an `.await`.
     running: Mutex<HashSet<SafeName>>,
+    /// The crash-test hook: where runs stop (`fail-points` feature only).
+    #[cfg(feature = "fail-points")]
     fail_point: Option<FailPoint>,
 }
 
 impl Compactor {
     pub fn new(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>) -> Self {
-        Self::build(stm, config, summarizer, None)
-    }
-
-    /// Test hook: a compactor whose runs stop after `step`.
-    #[doc(hidden)]
-    pub fn failing_after(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, step: FailPoint) -> Self {
-        Self::build(stm, config, summarizer, Some(step))
-    }
-
-    fn build(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, fail_point: Option<FailPoint>) -> Self {
-        let running = Mutex::new(HashSet::new());
         Compactor {
             inner: Arc::new(Inner {
                 stm,
                 config,
                 summarizer,
-                running,
-                fail_point,
+                running: Mutex::new(HashSet::new()),
+                #[cfg(feature = "fail-points")]
+                fail_point: None,
             }),
         }
+    }
+
+    /// Test hook (`fail-points` feature only): a compactor whose runs stop
+    /// after `step`, as a crash would.
+    #[cfg(feature = "fail-points")]
+    pub fn failing_after(stm: Stm, config: SessionConfig, summarizer: Arc<dyn Summarizer>, step: FailPoint) -> Self {
+        let mut compactor = Compactor::new(stm, config, summarizer);
+        if let Some(inner) = Arc::get_mut(&mut compactor.inner) {
+            inner.fail_point = Some(step);
+        }
+        compactor
     }
 
     /// Folds what the rules say is due (DESIGN §4): past `threshold`, all
@@ -191,15 +196,41 @@ impl Compactor {
         };
         let stm = &self.inner.stm;
 
-        // Phase 1, under the lock, on a blocking thread (whole-log read,
-        // archive and fsyncs): finish an interrupted run, then decide.
-        let guard = stm.lock(user).await;
-        let (batch, before, profile_body) = match self
-            .off_workers(user, move |this, user| this.prepare(&guard, user, now))
-            .await?
-        {
-            Prepared::Done(outcome) => return Ok(outcome),
-            Prepared::Fold { batch, before, profile } => (batch, before, profile),
+        // Phase 1, under the fold lock, on a blocking thread (whole-log
+        // read, archive and fsyncs): finish an interrupted run, then decide.
+        let mut resumed = None;
+        let (batch, before, profile_body) = loop {
+            let fold = stm.lock_fold(user).await;
+            let (fold, prepared) = self
+                .off_workers(user, move |this, user| {
+                    let prepared = this.prepare(&fold, user, now)?;
+                    Ok((fold, prepared))
+                })
+                .await?;
+            match prepared {
+                Prepared::Resume {
+                    count,
+                    archived_to,
+                    drop: staged,
+                } => {
+                    self.swap(user, staged).await?;
+                    resumed = Some(CompactionOutcome::Resumed {
+                        archived: count,
+                        archived_to,
+                    });
+                }
+                Prepared::Done(outcome, staged) => {
+                    if let Some(staged) = staged {
+                        self.swap(user, staged).await?;
+                    }
+                    return Ok(match (outcome, resumed) {
+                        (CompactionOutcome::NotNeeded, Some(resumed)) => resumed,
+                        (outcome, _) => outcome,
+                    });
+                }
+                Prepared::Fold { batch, before, profile } => break (batch, before, profile),
+            }
+            std::mem::drop(fold);
         };
 
         // Phase 2, unlocked: the summarizer may take its time; appends go on.
@@ -227,13 +258,43 @@ impl Compactor {
             }
         });
 
-        // Phase 3, under the lock, on a blocking thread: commit only onto
-        // what was summarized.
-        let guard = stm.lock(user).await;
-        self.off_workers(user, move |this, user| {
-            this.finish(&guard, user, (batch, before), result, now)
-        })
-        .await
+        // Phase 3, under the fold lock, on a blocking thread: commit only
+        // onto what was summarized; then swap in the shortened log.
+        let fold = stm.lock_fold(user).await;
+        let (outcome, drop, fold) = self
+            .off_workers(user, move |this, user| {
+                let (outcome, drop) = this.finish(&fold, user, (batch, before), result, now)?;
+                Ok((outcome, drop, fold))
+            })
+            .await?;
+        if let Some(drop) = drop {
+            self.swap(user, drop).await?;
+        }
+        std::mem::drop(fold);
+        Ok(outcome)
+    }
+
+    /// Step 4's second half: under the user's log lock (on the blocking
+    /// pool when appends are fsynced, as they are), copy what was appended
+    /// since the stage, rename; then, with `stm.fsync` off, sync the folder
+    /// after the lock is released.
+    async fn swap(&self, user: &SafeName, drop: StagedDrop) -> Result<(), CompactionError> {
+        let stm = &self.inner.stm;
+        let log = stm.lock_log(user).await;
+        let folder = if stm.fsync() {
+            self.off_workers(user, move |this, _| {
+                Ok(this.inner.stm.finish_drop_locked(&log, drop)?)
+            })
+            .await?
+        } else {
+            let folder = stm.finish_drop_locked(&log, drop)?;
+            std::mem::drop(log);
+            folder
+        };
+        if folder.pending() {
+            self.off_workers(user, move |_, _| Ok(folder.run()?)).await?;
+        }
+        Ok(())
     }
 
     /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]).
@@ -250,33 +311,33 @@ impl Compactor {
     }
 
     /// Phase 1 (see [`Compactor::maybe_compact`]).
-    fn prepare(&self, guard: &UserGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
+    fn prepare(&self, fold: &FoldGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
         let stm = &self.inner.stm;
         let layout = stm.layout();
         let before = summary::read_or_salvage(layout, user)?;
-        let mut records = stm.read_all(user)?.records;
+        let records = stm.read_settled(user)?.records;
         let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-        let resumed = match plan::already_folded(&records, marker) {
-            0 => None,
-            n => {
-                let batch: Vec<Record> = records.drain(..n).collect();
-                tracing::info!(user = %user, records = n, "finishing an interrupted compaction");
-                Some((n, self.archive_and_drop(guard, user, &batch)?))
-            }
-        };
+        let resume = plan::already_folded(&records, marker);
+        if resume > 0 {
+            tracing::info!(user = %user, records = resume, "finishing an interrupted compaction");
+            let (archived_to, drop) = self.archive_and_stage(fold, user, &records[..resume])?;
+            return Ok(Prepared::Resume {
+                count: resume,
+                archived_to,
+                drop,
+            });
+        }
         Ok(match plan::decide(&records, &self.inner.config, now) {
-            Decision::Nothing => Prepared::Done(match resumed {
-                Some((archived, archived_to)) => CompactionOutcome::Resumed { archived, archived_to },
-                None => CompactionOutcome::NotNeeded,
-            }),
+            Decision::Nothing => Prepared::Done(CompactionOutcome::NotNeeded, None),
             Decision::Slide(n) => {
                 let mut next = before.unwrap_or_else(|| summary::empty(user));
                 next.meta.last_folded = plan::marker_for(&records[..n]);
-                let archived_to = self.commit(guard, user, &records[..n], &next)?;
-                Prepared::Done(CompactionOutcome::SlidingWindow {
+                let (archived_to, drop) = self.commit(fold, user, &records[..n], &next)?;
+                let outcome = CompactionOutcome::SlidingWindow {
                     archived: n,
                     archived_to,
-                })
+                };
+                Prepared::Done(outcome, Some(drop))
             }
             Decision::Fold(n) => Prepared::Fold {
                 batch: records[..n].to_vec(),
@@ -291,18 +352,18 @@ impl Compactor {
     /// failure).
     fn finish(
         &self,
-        guard: &UserGuard,
+        fold: &FoldGuard,
         user: &SafeName,
         (batch, before): (Vec<Record>, Option<SummaryFile>),
         result: Result<SummaryOutput, SummarizeError>,
         now: DateTime<Utc>,
-    ) -> Result<CompactionOutcome, CompactionError> {
+    ) -> Result<Committed, CompactionError> {
         let stm = &self.inner.stm;
         let current = summary::read_or_salvage(stm.layout(), user)?;
-        let records = stm.read_all(user)?.records;
+        let records = stm.read_settled(user)?.records;
         if current != before || !records.starts_with(&batch) {
             tracing::info!(user = %user, "log or summary changed during summarization; nothing written");
-            return Ok(CompactionOutcome::Superseded);
+            return Ok((CompactionOutcome::Superseded, None));
         }
         let mut next = current.unwrap_or_else(|| summary::empty(user));
         match result {
@@ -313,14 +374,15 @@ impl Compactor {
                 next.body.push('\n');
                 next.meta.fallback = false;
                 next.meta.failures = 0;
-                let archived_to = self.fold_into(guard, user, &batch, next, now)?;
-                Ok(CompactionOutcome::Compacted {
+                let (archived_to, drop) = self.fold_into(fold, user, &batch, next, now)?;
+                let outcome = CompactionOutcome::Compacted {
                     folded: batch.len(),
                     archived_to,
                     facts,
-                })
+                };
+                Ok((outcome, Some(drop)))
             }
-            Err(error) => self.after_failure(guard, user, (&records, batch.len()), next, &error, now),
+            Err(error) => self.after_failure(fold, user, (&records, batch.len()), next, &error, now),
         }
     }
 
@@ -330,13 +392,13 @@ impl Compactor {
     /// hard bound holds. Otherwise only the count is written.
     fn after_failure(
         &self,
-        guard: &UserGuard,
+        guard: &FoldGuard,
         user: &SafeName,
         (records, batch_len): (&[Record], usize),
         mut next: SummaryFile,
         error: &SummarizeError,
         now: DateTime<Utc>,
-    ) -> Result<CompactionOutcome, CompactionError> {
+    ) -> Result<Committed, CompactionError> {
         let config = &self.inner.config;
         let failures = next.meta.failures.saturating_add(1);
         let max = config.compacting.max_failures;
@@ -351,62 +413,64 @@ impl Compactor {
         if fold == 0 {
             next.meta.failures = failures;
             summary::write(self.layout(), user, &next)?;
-            return Ok(CompactionOutcome::SummarizerFailed {
+            let outcome = CompactionOutcome::SummarizerFailed {
                 failures,
                 error: error.to_string(),
-            });
+            };
+            return Ok((outcome, None));
         }
         let remaining = if exhausted { 0 } else { failures };
         next.body = fallback::summarize(&next.body, &records[..fold], now);
         next.meta.fallback = true;
         next.meta.failures = remaining;
         tracing::warn!(user = %user, folded = fold, "fallback summary written so the log stays bounded");
-        let archived_to = self.fold_into(guard, user, &records[..fold], next, now)?;
-        Ok(CompactionOutcome::Fallback {
+        let (archived_to, drop) = self.fold_into(guard, user, &records[..fold], next, now)?;
+        let outcome = CompactionOutcome::Fallback {
             folded: fold,
             archived_to,
             failures: remaining,
-        })
+        };
+        Ok((outcome, Some(drop)))
     }
 
     /// Steps 2–4 for a batch that went into the summary body.
     fn fold_into(
         &self,
-        guard: &UserGuard,
+        fold: &FoldGuard,
         user: &SafeName,
         batch: &[Record],
         mut next: SummaryFile,
         now: DateTime<Utc>,
-    ) -> Result<PathBuf, CompactionError> {
+    ) -> Result<(PathBuf, StagedDrop), CompactionError> {
         next.meta.last_compacted = Some(now);
         next.meta.messages_compacted = next.meta.messages_compacted.saturating_add(batch.len() as u64);
         next.meta.last_folded = plan::marker_for(batch);
-        self.commit(guard, user, batch, &next)
+        self.commit(fold, user, batch, &next)
     }
 
-    /// Steps 2–4 (see the module doc): summary with marker, archive, drop.
+    /// Steps 2–4 (see the module doc): summary with marker, archive, and
+    /// the log without the batch staged for [`Compactor::swap`].
     fn commit(
         &self,
-        guard: &UserGuard,
+        fold: &FoldGuard,
         user: &SafeName,
         batch: &[Record],
         next: &SummaryFile,
-    ) -> Result<PathBuf, CompactionError> {
+    ) -> Result<(PathBuf, StagedDrop), CompactionError> {
         summary::write(self.layout(), user, next)?;
         self.fail_at(FailPoint::AfterSummary)?;
-        self.archive_and_drop(guard, user, batch)
+        self.archive_and_stage(fold, user, batch)
     }
 
-    fn archive_and_drop(
+    fn archive_and_stage(
         &self,
-        guard: &UserGuard,
+        fold: &FoldGuard,
         user: &SafeName,
         batch: &[Record],
-    ) -> Result<PathBuf, CompactionError> {
+    ) -> Result<(PathBuf, StagedDrop), CompactionError> {
         let archived_to = archive::write_batch(self.layout(), user, batch)?;
         self.fail_at(FailPoint::AfterArchive)?;
-        self.inner.stm.drop_prefix_locked(guard, user, batch)?;
-        Ok(archived_to)
+        Ok((archived_to, self.inner.stm.stage_drop(fold, user, batch)?))
     }
 
     /// Step 1. A profile that cannot be read or written is reported and
@@ -421,18 +485,28 @@ impl Compactor {
             .filter(|r| r.role == Role::User)
             .find_map(|r| r.user_name.as_deref());
         let owner = Owner { display_name };
-        let report = profile::merge_facts(layout, user, owner, &output.facts, max_chars, now).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
-            MergeReport::default()
-        });
+        let change = Change {
+            by: Author::Compaction,
+            what: "facts from older messages",
+        };
+        let report =
+            profile::merge_facts(layout, user, owner, &output.facts, max_chars, change, now).unwrap_or_else(|e| {
+                tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
+                MergeReport::default()
+            });
         for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
-            if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, now) {
+            let change = Change {
+                by: Author::Compaction,
+                what: "ongoing topic from older messages",
+            };
+            if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, change, now) {
                 tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
             }
         }
         report
     }
 
+    #[cfg(feature = "fail-points")]
     fn fail_at(&self, step: FailPoint) -> Result<(), CompactionError> {
         if self.inner.fail_point == Some(step) {
             Err(CompactionError::Injected(step))
@@ -441,15 +515,32 @@ impl Compactor {
         }
     }
 
+    /// Without the `fail-points` feature a step boundary is only a name.
+    #[cfg(not(feature = "fail-points"))]
+    fn fail_at(&self, _step: FailPoint) -> Result<(), CompactionError> {
+        Ok(())
+    }
+
     fn layout(&self) -> &Layout {
         self.inner.stm.layout()
     }
 }
 
-/// What phase 1 found: either the run is over, or a batch to summarize
-/// with the summary it was read against and the profile for the summarizer.
+/// What phase 3 committed, and the log without the batch waiting for
+/// [`Compactor::swap`] if there is one.
+type Committed = (CompactionOutcome, Option<StagedDrop>);
+
+/// What phase 1 found: an interrupted run's batch archived and its drop
+/// staged (phase 1 runs again after the swap); the run is over (with a
+/// sliding window's drop to swap in); or a batch to summarize with the
+/// summary it was read against and the profile for the summarizer.
 enum Prepared {
-    Done(CompactionOutcome),
+    Resume {
+        count: usize,
+        archived_to: PathBuf,
+        drop: StagedDrop,
+    },
+    Done(CompactionOutcome, Option<StagedDrop>),
     Fold {
         batch: Vec<Record>,
         before: Option<SummaryFile>,

@@ -237,6 +237,18 @@ pub fn unique_temp_path(target: &Path) -> PathBuf {
 /// refused (a link at `target` itself would only be replaced, but it is
 /// refused too, so the operator hears of it).
 pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> {
+    let staged = stage(root, target, bytes)?;
+    let parent = staged.parent().to_path_buf();
+    staged.commit()?;
+    sync_dir(&parent)
+}
+
+/// The first half of [`atomic_write`]: `bytes` written to a private temp
+/// file next to `target` and fsynced, not yet renamed into place. More may
+/// be appended before [`Staged::commit`]; dropped uncommitted, the temp
+/// file is removed. Lets a caller do the slow part before taking a lock and
+/// only the rename under it.
+pub fn stage(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<Staged> {
     let parent = target
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no parent folder"))?;
@@ -245,17 +257,60 @@ pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> 
         return Err(refused(target));
     }
     let tmp = unique_temp_path(target);
-    let result = (|| {
-        let mut file = create_new_file(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, target)?;
-        sync_dir(parent)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let file = create_new_file(&tmp)?;
+    let mut staged = Staged {
+        file,
+        tmp,
+        target: target.to_path_buf(),
+        committed: false,
+    };
+    // On error `staged` drops here and takes its temp file with it.
+    staged.file.write_all(bytes)?;
+    staged.file.sync_all()?;
+    Ok(staged)
+}
+
+/// A replacement of one file, written but not yet in place (see [`stage`]).
+#[derive(Debug)]
+pub struct Staged {
+    file: File,
+    tmp: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    /// Appends to the replacement (not synced: see [`Staged::sync_data`]).
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
     }
-    result
+
+    /// fsyncs what was appended since [`stage`].
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// The folder the replacement goes into (to [`sync_dir`] after commit).
+    pub fn parent(&self) -> &Path {
+        // `stage` refused a target without a parent.
+        self.target.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Renames the replacement over the target. The folder is not synced:
+    /// [`sync_dir`] its [`Staged::parent`] before relying on the rename.
+    pub fn commit(mut self) -> io::Result<()> {
+        fs::rename(&self.tmp, &self.target)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// fsyncs a folder so a rename or a new file in it survives a crash.

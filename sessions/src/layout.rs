@@ -136,6 +136,12 @@ impl Layout {
         self.weekly_dir(user).join(format!("{iso_year:04}-W{iso_week:02}.md"))
     }
 
+    /// `ltm/versions/<user>/`: earlier versions of the user's long-term
+    /// files, one JSON record per change (see [`crate::versions`]).
+    pub fn versions_dir(&self, user: &SafeName) -> PathBuf {
+        self.ltm_root().join("versions").join(user)
+    }
+
     pub fn archive_root(&self) -> PathBuf {
         self.root.join("archive")
     }

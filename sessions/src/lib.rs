@@ -26,12 +26,14 @@ pub mod stm;
 
 // Summaries and long-term memory.
 pub mod compaction;
+pub mod edits;
 pub mod frontmatter;
 pub mod profile;
 pub mod recall;
 pub mod summarizer;
 pub mod summary;
 pub mod topics;
+pub mod versions;
 
 // Maintenance and the user-facing `/session` commands.
 pub mod commands;

@@ -1,6 +1,14 @@
 //! Per-(channel, user) async mutexes: the one thing that serialises every
 //! writer of a user's short-term log (appends, compaction, expiry, clear).
 //!
+//! Each user has two: the *log* lock, held by every append and context read
+//! and, briefly, by compaction to swap in the log without its folded prefix;
+//! and the *fold* lock, held by compaction across its file work (profile,
+//! summary, archive) and by every other rewriter of the user's files
+//! (`/session clear`, expiry, maintenance), so those never run in the middle
+//! of a commit while appends go on. Whoever needs both takes the fold lock
+//! first, so two tasks never wait on each other.
+//!
 //! The registry keeps an entry only while someone holds or waits for it, so
 //! it never grows with the number of users who ever talked to the bot. This
 //! module never touches the file system; it only hands out guards.
@@ -10,8 +18,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::OwnedMutexGuard;
 
-/// Which log a lock protects.
-type Key = (SafeName, SafeName);
+/// Which of a user's two locks (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Log,
+    Fold,
+}
+
+/// Which user's lock, and which of the two.
+type Key = (SafeName, SafeName, Kind);
 
 /// One live lock and how many tasks hold or wait for it. The count, not the
 /// `Arc`'s strong count, decides removal: it is changed only under the
@@ -48,7 +63,28 @@ impl LockRegistry {
     /// returns a guard that holds it until dropped. Cancelling the wait (e.g.
     /// dropping the future in a `select!`) leaves the registry clean.
     pub async fn lock(&self, channel: &SafeName, user: &SafeName) -> UserGuard {
-        let key = (channel.clone(), user.clone());
+        let held = self.acquire((channel.clone(), user.clone(), Kind::Log)).await;
+        UserGuard { held, _fold: None }
+    }
+
+    /// Both of the user's locks, the fold lock first: for whoever rewrites
+    /// the user's files outside compaction (clear, expiry, maintenance).
+    pub async fn lock_exclusive(&self, channel: &SafeName, user: &SafeName) -> UserGuard {
+        let fold = self.lock_fold(channel, user).await;
+        let held = self.acquire((channel.clone(), user.clone(), Kind::Log)).await;
+        UserGuard {
+            held,
+            _fold: Some(fold.held),
+        }
+    }
+
+    /// Only the fold lock (see the module doc): appends go on meanwhile.
+    pub async fn lock_fold(&self, channel: &SafeName, user: &SafeName) -> FoldGuard {
+        let held = self.acquire((channel.clone(), user.clone(), Kind::Fold)).await;
+        FoldGuard { held }
+    }
+
+    async fn acquire(&self, key: Key) -> Held {
         let mutex = {
             let mut entries = self.map();
             let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
@@ -65,10 +101,10 @@ impl LockRegistry {
             key,
         };
         let held = mutex.lock_owned().await;
-        UserGuard { _held: held, ticket }
+        Held { _held: held, ticket }
     }
 
-    /// How many (channel, user) pairs are held or waited for right now.
+    /// How many locks (log or fold) are held or waited for right now.
     /// Zero when the bot is idle; tests and the admin status read it.
     pub fn live_entries(&self) -> usize {
         self.map().len()
@@ -82,24 +118,55 @@ impl LockRegistry {
     }
 }
 
-/// Proof that the caller holds the lock of one user's log. Functions named
-/// `…_locked` take it by reference so they cannot be called without it.
-pub struct UserGuard {
+/// One held lock of the registry.
+struct Held {
     // Field order matters: the mutex is released before the ticket gives
     // back its share of the entry, so a removed entry is never still held.
     _held: OwnedMutexGuard<()>,
     ticket: Ticket,
 }
 
+/// Proof that the caller holds the lock of one user's log (and, from
+/// [`LockRegistry::lock_exclusive`], the fold lock too). Functions named
+/// `…_locked` take it by reference so they cannot be called without it.
+pub struct UserGuard {
+    // Field order matters: the log lock is released before the fold lock,
+    // the reverse of the order they were taken in.
+    held: Held,
+    _fold: Option<Held>,
+}
+
+/// Proof that the caller holds one user's fold lock (see the module doc).
+pub struct FoldGuard {
+    held: Held,
+}
+
+impl FoldGuard {
+    /// The channel of the user whose fold lock this is.
+    pub fn channel(&self) -> &SafeName {
+        &self.held.ticket.key.0
+    }
+
+    /// The user whose fold lock this is.
+    pub fn user(&self) -> &SafeName {
+        &self.held.ticket.key.1
+    }
+
+    /// Whether this guard is `(channel, user)`'s fold lock.
+    pub fn protects(&self, channel: &SafeName, user: &SafeName) -> bool {
+        self.channel() == channel && self.user() == user
+    }
+}
+
 impl UserGuard {
     /// The channel whose log this guard protects.
     pub fn channel(&self) -> &SafeName {
-        &self.ticket.key.0
+        &self.held.ticket.key.0
     }
 
     /// The user whose log this guard protects.
     pub fn user(&self) -> &SafeName {
-        &self.ticket.key.1
+        &self.held.ticket.key.1
     }
 
     /// Whether this guard protects `(channel, user)`.
@@ -143,6 +210,30 @@ mod tests {
 
     fn names(c: &str, u: &str) -> (SafeName, SafeName) {
         (SafeName::of(c), SafeName::of(u))
+    }
+
+    #[tokio::test]
+    async fn the_fold_lock_leaves_the_log_lock_free_but_excludes_exclusive_lockers() {
+        let reg = LockRegistry::new();
+        let (c, u) = names("slack", "U1");
+        let fold = reg.lock_fold(&c, &u).await;
+        let log = reg.lock(&c, &u).await;
+        assert!(fold.protects(&c, &u));
+        drop(log);
+        let exclusive = {
+            let reg = reg.clone();
+            let (c, u) = (c.clone(), u.clone());
+            tokio::spawn(async move { reg.lock_exclusive(&c, &u).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!exclusive.is_finished());
+        drop(fold);
+        let both = exclusive.await.unwrap();
+        assert!(both.protects(&c, &u));
+        let blocked = tokio::time::timeout(Duration::from_millis(1), reg.lock(&c, &u)).await;
+        assert!(blocked.is_err(), "an exclusive guard holds the log lock too");
+        drop(both);
+        assert_eq!(reg.live_entries(), 0);
     }
 
     #[tokio::test]

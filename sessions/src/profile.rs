@@ -11,13 +11,14 @@
 
 mod body;
 
-pub(crate) use body::{Body, Merged, cap_bullet_lines, clipped_line, normalized, one_line};
+pub use body::clipped_line;
+pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
 
 use crate::frontmatter::{self, Document, FrontmatterError};
-use crate::fsutil::atomic_write;
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::summarizer::{Fact, FactSection};
+use crate::versions::{self, Change, VersionError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,6 +59,8 @@ pub enum ProfileError {
     /// person fixes (or removes) it.
     #[error("{0} (the profile is kept as it is and no facts are merged into it until it is fixed)")]
     Frontmatter(#[from] FrontmatterError),
+    #[error(transparent)]
+    Version(#[from] VersionError),
 }
 
 /// Who a new or updated profile belongs to.
@@ -108,13 +111,15 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Pro
 /// Merges `facts` into the user's profile, creating it if needed, and caps
 /// it at `max_chars` characters of body. Facts of section `Topics` land under
 /// `## Ongoing topics` here; their topic notes are [`crate::topics`]'s job.
-/// Writes (atomically) only if something changed.
+/// Writes (atomically, keeping the previous version) only if something
+/// changed.
 pub fn merge_facts(
     layout: &Layout,
     user: &SafeName,
     owner: Owner<'_>,
     facts: &[Fact],
     max_chars: usize,
+    change: Change<'_>,
     now: DateTime<Utc>,
 ) -> Result<MergeReport, ProfileError> {
     let existing = read(layout, user).inspect_err(|e| {
@@ -150,15 +155,23 @@ pub fn merge_facts(
     }
     profile.body = body.render(max_chars);
     profile.meta.updated = Some(now);
-    write(layout, user, &profile)?;
+    write(layout, user, &profile, change, now)?;
     Ok(report)
 }
 
-/// Replaces the profile atomically.
-pub fn write(layout: &Layout, user: &SafeName, profile: &Profile) -> Result<(), ProfileError> {
+/// Replaces the profile atomically, keeping the previous version
+/// ([`crate::versions`]).
+pub fn write(
+    layout: &Layout,
+    user: &SafeName,
+    profile: &Profile,
+    change: Change<'_>,
+    now: DateTime<Utc>,
+) -> Result<(), ProfileError> {
     let path = layout.profile_path(user);
     let text = frontmatter::render(&path, &profile.meta, &profile.body)?;
-    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| ProfileError::Write { path, source })
+    versions::replace(layout, user, &path, Some(text.as_bytes()), change, now)?;
+    Ok(())
 }
 
 /// Bullets of one section of the profile, as `(key, value)`: for reports and
@@ -171,7 +184,8 @@ pub fn bullets(profile: &Profile, section: FactSection) -> Vec<(String, String)>
         .collect()
 }
 
-fn new_profile(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Profile {
+/// A new, empty profile for `user` (written only once something is in it).
+pub fn new_profile(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Profile {
     let meta = ProfileMeta {
         user_id: user.decode().unwrap_or_else(|| user.to_string()),
         channel: layout
@@ -200,6 +214,11 @@ mod tests {
         }
     }
 
+    const TEST_CHANGE: Change<'static> = Change {
+        by: versions::Author::Compaction,
+        what: "test",
+    };
+
     fn at(h: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 3, 1, h, 0, 0).unwrap()
     }
@@ -218,6 +237,7 @@ mod tests {
             },
             &facts,
             4000,
+            TEST_CHANGE,
             at(1),
         )
         .unwrap();
@@ -239,8 +259,8 @@ mod tests {
         let layout = Layout::new(dir.path(), "slack");
         let user = SafeName::of("U1");
         let facts = [fact(FactSection::Facts, "job", "teacher")];
-        merge_facts(&layout, &user, Owner::default(), &facts, 4000, at(1)).unwrap();
-        let report = merge_facts(&layout, &user, Owner::default(), &facts, 4000, at(2)).unwrap();
+        merge_facts(&layout, &user, Owner::default(), &facts, 4000, TEST_CHANGE, at(1)).unwrap();
+        let report = merge_facts(&layout, &user, Owner::default(), &facts, 4000, TEST_CHANGE, at(2)).unwrap();
         assert_eq!(
             report,
             MergeReport {
@@ -259,7 +279,7 @@ mod tests {
         let owner = Owner {
             display_name: Some("Kevin"),
         };
-        merge_facts(&layout, &user, owner, &[], 4000, at(1)).unwrap();
+        merge_facts(&layout, &user, owner, &[], 4000, TEST_CHANGE, at(1)).unwrap();
         assert!(read(&layout, &user).unwrap().is_none());
     }
 }

@@ -16,8 +16,10 @@
 //! commit.
 //!
 //! It never touches the network and takes time only as `now` parameters.
-//! Every method takes the user's lock from [`crate::locks`], so it is
-//! serialised with compaction, expiry and the `/session` commands.
+//! Every method takes the user's log lock from [`crate::locks`], so it is
+//! serialised with expiry and the `/session` commands (which take both of
+//! the user's locks) and with compaction's swap of the log, but not with
+//! compaction's commit (summary, archive, profile), which runs beside it.
 
 mod handles;
 mod map;
@@ -133,7 +135,7 @@ impl Sessions {
     /// and says whether a fold is due at `now`. With `stm.fsync` on, the
     /// write and its fsync run on the blocking pool, not on an async worker.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
-        let guard = self.stm().lock(user).await;
+        let guard = self.stm().lock_log(user).await;
         if !self.stm().fsync() {
             return self.append_locked(&guard, user, record, now);
         }
@@ -166,7 +168,7 @@ impl Sessions {
     /// The summary, profile and last `n` unfolded records of the user, from
     /// memory once loaded; a file changed since is re-read first.
     pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {
-        let _guard = self.stm().lock(user).await;
+        let _guard = self.stm().lock_log(user).await;
         let state = self.checked_out(user, true, n)?;
         let skip = state.recent.len().saturating_sub(n);
         let view = ContextView {
@@ -196,7 +198,7 @@ impl Sessions {
     /// Drops the user's memory copy; the next use reads the files. For
     /// whatever changed them outside this type (`/session clear`, …).
     pub async fn forget(&self, user: &SafeName) {
-        let _guard = self.stm().lock(user).await;
+        let _guard = self.stm().lock_log(user).await;
         self.states().take(user);
     }
 

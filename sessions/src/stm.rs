@@ -10,11 +10,12 @@
 //! what to keep: compaction and maintenance call it.
 
 pub(crate) mod read;
+mod swap;
 mod tail;
 
 use crate::fsutil::{atomic_write, open_append_nofollow, read_dir_nofollow, read_nofollow, remove_nofollow, sync_dir};
 use crate::layout::Layout;
-use crate::locks::{LockRegistry, UserGuard};
+use crate::locks::{FoldGuard, LockRegistry, UserGuard};
 use crate::names::SafeName;
 use crate::record::Record;
 use chrono::{DateTime, Utc};
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use read::LogSnapshot;
+pub use swap::{FolderSync, StagedDrop};
 
 /// Where malformed lines dropped from the front of the log are kept, inside
 /// the user's STM folder, so an operator can still recover them.
@@ -110,10 +112,24 @@ impl Stm {
         &self.shared.layout
     }
 
-    /// Takes `user`'s lock in this channel; hold it across a read-decide-write
-    /// sequence (compaction, expiry, clear) so no append slips in between.
+    /// Takes both of `user`'s locks in this channel (see [`crate::locks`]);
+    /// hold it across a read-decide-write sequence that rewrites the user's
+    /// files (expiry, clear, maintenance) so no append and no compaction
+    /// commit slips in between.
     pub async fn lock(&self, user: &SafeName) -> UserGuard {
+        self.shared.locks.lock_exclusive(self.layout().channel(), user).await
+    }
+
+    /// Takes only `user`'s log lock: for appends and reads of the log, which
+    /// may go on while a compaction writes the summary and archive.
+    pub async fn lock_log(&self, user: &SafeName) -> UserGuard {
         self.shared.locks.lock(self.layout().channel(), user).await
+    }
+
+    /// Takes only `user`'s fold lock: compaction holds it across its commit
+    /// and takes the log lock only to swap in the shortened log.
+    pub async fn lock_fold(&self, user: &SafeName) -> FoldGuard {
+        self.shared.locks.lock_fold(self.layout().channel(), user).await
     }
 
     /// Appends one record, taking the user's lock for the duration.
@@ -121,7 +137,7 @@ impl Stm {
     /// The file I/O is synchronous: one small write (plus fsync if enabled)
     /// under a lock that only this user's tasks contend for.
     pub async fn append(&self, user: &SafeName, record: &Record) -> Result<(), StmError> {
-        let guard = self.lock(user).await;
+        let guard = self.lock_log(user).await;
         self.append_locked(&guard, user, record)
     }
 
@@ -248,7 +264,16 @@ impl Stm {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(StmError::io("read", &path)(e)),
         };
-        let split = read::split_prefix(&bytes, folded).map_err(|detail| StmError::PrefixMismatch {
+        let rest_start = self.split_folded(user, &bytes, folded)?;
+        atomic_write(self.layout().state_root(), &path, &bytes[rest_start..]).map_err(StmError::io("rewrite", &path))
+    }
+
+    /// Where the records after `folded` start in the log's `bytes`, after
+    /// checking its head is exactly `folded`; malformed lines inside that
+    /// head are appended to `stm/<user>/malformed.jsonl` first.
+    fn split_folded(&self, user: &SafeName, bytes: &[u8], folded: &[Record]) -> Result<usize, StmError> {
+        let path = self.layout().messages_path(user);
+        let split = read::split_prefix(bytes, folded).map_err(|detail| StmError::PrefixMismatch {
             path: path.clone(),
             expected: folded.len(),
             detail,
@@ -263,8 +288,19 @@ impl Stm {
             );
             self.keep_malformed(&quarantine, &split.malformed)?;
         }
-        atomic_write(self.layout().state_root(), &path, &bytes[split.rest_start..])
-            .map_err(StmError::io("rewrite", &path))
+        Ok(split.rest_start)
+    }
+
+    /// Every valid record in the log's complete lines: for a reader holding
+    /// the fold lock but not the log lock, who may see an append half
+    /// written — that line is left out, not reported as malformed.
+    pub fn read_settled(&self, user: &SafeName) -> Result<LogSnapshot, StmError> {
+        let path = self.layout().messages_path(user);
+        match read_nofollow(self.layout().state_root(), &path) {
+            Ok(bytes) => Ok(read::parse_all(&path, read::settled(&bytes))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LogSnapshot::default()),
+            Err(e) => Err(StmError::io("read", &path)(e)),
+        }
     }
 
     /// Under the lock: deletes the user's log. A missing log is fine.
@@ -284,16 +320,19 @@ impl Stm {
     }
 
     fn check_guard(&self, guard: &UserGuard, user: &SafeName) -> Result<(), StmError> {
-        let channel = self.layout().channel();
-        if guard.protects(channel, user) {
+        if guard.protects(self.layout().channel(), user) {
             Ok(())
         } else {
-            Err(StmError::WrongGuard {
-                held_channel: guard.channel().clone(),
-                held_user: guard.user().clone(),
-                channel: channel.clone(),
-                user: user.clone(),
-            })
+            Err(self.wrong_guard(guard.channel(), guard.user(), user))
+        }
+    }
+
+    fn wrong_guard(&self, held_channel: &SafeName, held_user: &SafeName, user: &SafeName) -> StmError {
+        StmError::WrongGuard {
+            held_channel: held_channel.clone(),
+            held_user: held_user.clone(),
+            channel: self.layout().channel().clone(),
+            user: user.clone(),
         }
     }
 

@@ -10,10 +10,10 @@
 //! from [`Layout::topic_path`] for the caller's own name.
 
 use crate::frontmatter::{self, Document, FrontmatterError};
-use crate::fsutil::atomic_write;
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{cap_bullet_lines, normalized, one_line};
+use crate::versions::{self, Change, VersionError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -75,6 +75,8 @@ pub enum TopicError {
     Write { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Frontmatter(#[from] FrontmatterError),
+    #[error(transparent)]
+    Version(#[from] VersionError),
 }
 
 /// Checks a slug typed by a person (`/session forget TOEIC`): trimmed, ASCII
@@ -166,6 +168,7 @@ pub fn write(
     user: &SafeName,
     slug: &str,
     note: TopicWrite<'_>,
+    change: Change<'_>,
     now: DateTime<Utc>,
 ) -> Result<(), TopicError> {
     let slug = parse_slug(slug)?;
@@ -186,21 +189,27 @@ pub fn write(
         .collect();
     topic.meta.updated = Some(now);
     topic.body = note.body.to_string();
-    write_file(layout, &path, &topic)
+    write_file(layout, user, &path, &topic, change, now)
 }
 
-/// `/session forget <topic>`: deletes one of the caller's own notes. Shared
-/// notes and other users' notes are out of reach by construction;
-/// `NotFound` when the caller has no such note.
-pub fn delete(layout: &Layout, user: &SafeName, slug: &str) -> Result<(), TopicError> {
+/// `/session forget <topic>`: deletes one of the caller's own notes,
+/// keeping it as a version (undoable). Shared notes and other users' notes
+/// are out of reach by construction; `NotFound` when the caller has no such
+/// note.
+pub fn delete(
+    layout: &Layout,
+    user: &SafeName,
+    slug: &str,
+    change: Change<'_>,
+    now: DateTime<Utc>,
+) -> Result<(), TopicError> {
     let slug = parse_slug(slug)?;
     let path = layout.topic_path(user, &slug).ok_or(TopicError::ReservedOwner)?;
-    match crate::fsutil::remove_nofollow(layout.state_root(), &path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(TopicError::NotFound { slug: slug.to_string() }),
-        Err(source) => return Err(TopicError::Write { path, source }),
+    if versions::replace(layout, user, &path, None, change, now)? {
+        Ok(())
+    } else {
+        Err(TopicError::NotFound { slug: slug.to_string() })
     }
-    Ok(())
 }
 
 /// Records an ongoing topic the summarizer found: creates the note named
@@ -214,6 +223,7 @@ pub fn merge_fact(
     key: &str,
     value: &str,
     max_chars: usize,
+    change: Change<'_>,
     now: DateTime<Utc>,
 ) -> Result<(SafeName, bool), TopicError> {
     let slug = slug_for_key(key);
@@ -239,7 +249,7 @@ pub fn merge_fact(
         topic.body = cap_bullet_lines(&body, max_chars);
     }
     topic.meta.updated = Some(now);
-    write_file(layout, &path, &topic)?;
+    write_file(layout, user, &path, &topic, change, now)?;
     Ok((slug, true))
 }
 
@@ -278,12 +288,18 @@ fn read_file(layout: &Layout, path: &Path) -> Result<Option<Topic>, TopicError> 
     }
 }
 
-fn write_file(layout: &Layout, path: &Path, topic: &Topic) -> Result<(), TopicError> {
+/// Replaces a note atomically, keeping its previous version.
+fn write_file(
+    layout: &Layout,
+    user: &SafeName,
+    path: &Path,
+    topic: &Topic,
+    change: Change<'_>,
+    now: DateTime<Utc>,
+) -> Result<(), TopicError> {
     let text = frontmatter::render(path, &topic.meta, &topic.body)?;
-    atomic_write(layout.state_root(), path, text.as_bytes()).map_err(|source| TopicError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    versions::replace(layout, user, path, Some(text.as_bytes()), change, now)?;
+    Ok(())
 }
 
 /// Notes in one folder. A note whose frontmatter is broken is still listed

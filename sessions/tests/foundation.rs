@@ -15,5 +15,7 @@ mod locks;
 mod stm;
 #[path = "foundation/stm_crash.rs"]
 mod stm_crash;
+#[path = "foundation/stm_swap.rs"]
+mod stm_swap;
 #[path = "foundation/support.rs"]
 mod support;

@@ -135,6 +135,10 @@ impl Gate {
 
     fn store(&self, channel: &str) -> Arc<AccessStore> {
         let mut stores = lock(&self.stores);
+        // The common case, without allocating the key.
+        if let Some(store) = stores.get(channel) {
+            return Arc::clone(store);
+        }
         let store = stores
             .entry(channel.to_string())
             .or_insert_with(|| Arc::new(AccessStore::new(Layout::new(&self.state_root, channel).access_path())));

@@ -1,7 +1,8 @@
 //! One channel's access rules as the running broker sees them: the last
 //! read of `access.json`, re-read whenever the file changes (a `stat` per
 //! message compares inode, size and mtime — cheap, and no watcher task to
-//! stop), so `mnemo access …` takes effect without a restart.
+//! stop), so `mnemo access …` takes effect without a restart, from the next
+//! message on. The rules are shared (`Arc`), not copied, per message.
 //!
 //! A corrupt file is moved aside as `access.json.corrupt-<ts>`, logged at
 //! error level, and the channel runs on [`restrictive_fallback`] (strangers
@@ -18,7 +19,7 @@ use mnemo_sessions::fsutil::FileStamp;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Enough of a file's metadata to tell that it changed: an atomic rename
 /// gives a new inode, an in-place edit a new size or mtime.
@@ -32,7 +33,7 @@ fn stamp(path: &Path) -> io::Result<Option<Stamp>> {
 struct Cached {
     /// `None` before the first look.
     seen: Option<Option<Stamp>>,
-    rules: AccessFile,
+    rules: Arc<AccessFile>,
     /// The last file that parsed, for the fallback's `allowFrom`.
     last_good: Option<AccessFile>,
     /// A corrupt file was quarantined and no valid one has appeared since:
@@ -52,7 +53,7 @@ impl AccessStore {
     pub fn new(path: PathBuf) -> Self {
         let cached = Cached {
             seen: None,
-            rules: AccessFile::default(),
+            rules: Arc::default(),
             last_good: None,
             degraded: false,
         };
@@ -67,10 +68,10 @@ impl AccessStore {
     }
 
     /// The rules in effect now, re-read first if the file changed.
-    pub fn current(&self, now: DateTime<Utc>) -> AccessFile {
+    pub fn current(&self, now: DateTime<Utc>) -> Arc<AccessFile> {
         let mut cached = self.lock();
         self.refresh(&mut cached, now);
-        cached.rules.clone()
+        Arc::clone(&cached.rules)
     }
 
     /// Whether the channel is running on the restrictive fallback.
@@ -89,7 +90,7 @@ impl AccessStore {
         let (out, rules) = file::update(&self.path, change)?;
         cached.seen = Some(stamp(&self.path).ok().flatten());
         cached.last_good = Some(rules.clone());
-        cached.rules = rules;
+        cached.rules = Arc::new(rules);
         Ok(Some(out))
     }
 
@@ -128,7 +129,7 @@ impl AccessStore {
             }
             cached.seen = Some(None);
             if !cached.degraded {
-                cached.rules = AccessFile::default();
+                cached.rules = Arc::default();
                 cached.last_good = Some(AccessFile::default());
             }
             return;
@@ -140,7 +141,7 @@ impl AccessStore {
                 }
                 cached.seen = Some(Some(before));
                 cached.last_good = Some(rules.clone());
-                cached.rules = rules;
+                cached.rules = Arc::new(rules);
                 cached.degraded = false;
             }
             // Removed between the stat and the read: look again next time.
@@ -174,7 +175,7 @@ impl AccessStore {
 
     fn degrade(&self, cached: &mut Cached, seen: Option<Stamp>) {
         cached.seen = Some(seen);
-        cached.rules = restrictive_fallback(cached.last_good.as_ref());
+        cached.rules = Arc::new(restrictive_fallback(cached.last_good.as_ref()));
         cached.degraded = true;
     }
 
@@ -255,7 +256,7 @@ mod tests {
     #[test]
     fn no_file_means_the_default_pairing_policy() {
         let (_dir, store) = setup();
-        assert_eq!(store.current(now()), AccessFile::default());
+        assert_eq!(*store.current(now()), AccessFile::default());
         assert!(!store.degraded());
     }
 
@@ -271,9 +272,9 @@ mod tests {
         };
         f.allow_from.insert("U1".into());
         file::write(store.path(), &f).unwrap();
-        assert_eq!(store.current(now()), f);
+        assert_eq!(*store.current(now()), f);
         fs::remove_file(store.path()).unwrap();
-        assert_eq!(store.current(now()), AccessFile::default());
+        assert_eq!(*store.current(now()), AccessFile::default());
     }
 
     #[test]

@@ -28,6 +28,7 @@ impl Model for InstantModel {
                 request.context.turns.len()
             ),
             usage: None,
+            tool_calls: Vec::new(),
         })
     }
 

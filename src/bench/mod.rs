@@ -36,6 +36,8 @@ pub struct Options {
     pub turns: usize,
     /// `stm.fsync` for the bench channel.
     pub fsync: bool,
+    /// `recall.enabled` for the bench channel (on by default, as in service).
+    pub recall: bool,
     /// Earlier messages each user already has (see [`seed::seed_history`]).
     pub history: usize,
     /// Where to keep state; `None`: a temporary folder, removed afterwards.
@@ -48,6 +50,7 @@ pub struct Report {
     pub users: usize,
     pub turns: usize,
     pub fsync: bool,
+    pub recall: bool,
     pub history: usize,
     pub total_turns: usize,
     /// Wall time of the turns (seeding excluded).
@@ -89,7 +92,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         }
     };
     let _instance = InstanceLock::acquire(&root)?;
-    prepare_channel(&root, options.fsync)?;
+    prepare_channel(&root, options.fsync, options.recall)?;
 
     let channel = Arc::new(TimedChannel::new());
     let app = App::new(app_parts(&root), vec![channel.clone() as Arc<dyn Channel>])?;
@@ -152,6 +155,8 @@ pub fn app_parts(root: &Path) -> AppParts {
         },
         model_timeout: Duration::from_secs(5),
         summarizer: Arc::new(ModelSummarizer::new(model.clone())),
+        // The instant model has no tool calling, so this offers none.
+        max_tool_rounds: crate::model::config::DEFAULT_MAX_TOOL_ROUNDS as usize,
         model,
         streaming: Default::default(),
     }
@@ -160,7 +165,7 @@ pub fn app_parts(root: &Path) -> AppParts {
 /// Writes the bench channel's `sessions/config.json` (product defaults but
 /// `stm.fsync`) and an `access.json` that lets anyone talk. Refuses a state
 /// folder that already has a bench channel, so nothing is overwritten.
-pub fn prepare_channel(root: &Path, fsync: bool) -> Result<()> {
+pub fn prepare_channel(root: &Path, fsync: bool, recall: bool) -> Result<()> {
     let layout = Layout::new(root, CHANNEL);
     if layout.root().exists() {
         bail!(
@@ -169,7 +174,7 @@ pub fn prepare_channel(root: &Path, fsync: bool) -> Result<()> {
         );
     }
     std::fs::create_dir_all(layout.root()).with_context(|| format!("creating {}", layout.root().display()))?;
-    let config = serde_json::json!({ "stm": { "fsync": fsync } });
+    let config = serde_json::json!({ "stm": { "fsync": fsync }, "recall": { "enabled": recall } });
     std::fs::write(layout.config_path(), config.to_string())
         .with_context(|| format!("writing {}", layout.config_path().display()))?;
     let open = AccessFile {
@@ -244,6 +249,7 @@ fn summarize(
         users: options.users,
         turns: options.turns,
         fsync: options.fsync,
+        recall: options.recall,
         history: options.history,
         total_turns: n,
         elapsed_s: secs,

@@ -17,6 +17,10 @@ pub struct BenchArgs {
     /// Fsync every append (`stm.fsync: true`, the product default).
     #[arg(long)]
     pub fsync: bool,
+    /// `recall.enabled: false`: turns recall nothing (messages are still
+    /// indexed, as in service), to see what recalling costs per turn.
+    #[arg(long)]
+    pub no_recall: bool,
     /// Earlier messages each user already has, archived the way compaction
     /// leaves them, with the short-term log at its normal bound.
     #[arg(long, default_value_t = 0)]
@@ -31,6 +35,7 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
         users: args.users,
         turns: args.turns,
         fsync: args.fsync,
+        recall: !args.no_recall,
         history: args.history,
         state_dir: global.state_dir.clone(),
     };
@@ -45,7 +50,7 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
 fn table(r: &Report) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.1} {unit}"));
     format!(
-        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, history {history}\n\
+        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, recall {recall}, history {history}\n\
          \x20 turns             {total}\n\
          \x20 wall time         {elapsed:.3} s\n\
          \x20 turns/s           {tps:.0}\n\
@@ -58,6 +63,7 @@ fn table(r: &Report) -> String {
          \x20 seeding           {seed:.2} s\n",
         users = r.users,
         turns = r.turns,
+        recall = if r.recall { "on" } else { "off" },
         fsync = if r.fsync { "on" } else { "off" },
         history = r.history,
         total = r.total_turns,

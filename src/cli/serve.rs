@@ -15,10 +15,12 @@ use std::sync::Arc;
 /// The console chat, as the local OS user.
 pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
-    // stderr stays quiet in a chat; the log files get everything.
+    // stderr stays quiet in a chat (silent on a terminal, where a log line
+    // would land inside the prompt); the log files get everything.
+    let stderr_level = if std::io::stdin().is_terminal() { "off" } else { "warn" };
     let _log = logging::init(
         &setup.config.logging,
-        Some("warn"),
+        Some(stderr_level),
         Some(&setup.state_root.join("logs")),
         secrets(&setup),
         super::setup::env("RUST_LOG"),
@@ -28,25 +30,31 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
     serve(setup, vec![console]).await
 }
 
-/// What an interactive `mnemo chat` says first: who answers, where memory
-/// lives, and how to see the memory commands.
+/// What an interactive console says first (`mnemo chat`, or `mnemo run`
+/// with the console on a terminal): who answers, where memory and the logs
+/// live, and how to see the memory commands.
 fn banner(setup: &Setup) -> String {
     let model = setup.model_config().map_or_else(
         || "no model configured".to_string(),
         |m| format!("{} ({})", m.model, m.provider),
     );
     format!(
-        "mnemo — chatting with {model}\nmemory: {}\n/session help lists the memory commands; Ctrl-D or Ctrl-C quits",
-        setup.state_root.display()
+        "mnemo — chatting with {model}\nmemory: {}\nlogs: {} (nothing is logged here while you chat)\n/session help lists the memory commands; Ctrl-D or Ctrl-C quits",
+        setup.state_root.display(),
+        setup.state_root.join("logs").display()
     )
 }
 
 /// Every configured channel, until SIGINT/SIGTERM.
 pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
+    // When the console channel owns this terminal, log lines on stderr
+    // would land inside the user's prompt: they go to the files only, and
+    // the banner says where.
+    let console_owns_terminal = setup.config.channels.console.enabled && std::io::stdin().is_terminal();
     let _log = logging::init(
         &setup.config.logging,
-        None,
+        console_owns_terminal.then_some("off"),
         Some(&setup.state_root.join("logs")),
         secrets(&setup),
         super::setup::env("RUST_LOG"),

@@ -75,7 +75,11 @@ impl Setup {
     pub fn summarizer_config(&self, model_config: &ModelConfig) -> ModelConfig {
         match &self.config.summarizer {
             Some(over) => model_config.with_override(over).with_env_base_url(&env),
-            None => model_config.clone(),
+            // The summarizer is never offered tools.
+            None => ModelConfig {
+                max_tool_rounds: None,
+                ..model_config.clone()
+            },
         }
     }
 
@@ -102,6 +106,7 @@ impl Setup {
             limits: self.config.limits.clone(),
             model_timeout: std::time::Duration::from_secs(model_config.timeout_secs),
             model: chat,
+            max_tool_rounds: model_config.tool_rounds() as usize,
             summarizer: Arc::new(ModelSummarizer::new(summarizer)),
             streaming: self.config.channels.streaming(),
         })

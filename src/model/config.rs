@@ -106,7 +106,18 @@ pub struct ModelConfig {
     /// Tried when this model stays unavailable (not on auth or bad request).
     #[serde(default)]
     pub fallback: Option<Box<ModelConfig>>,
+    /// Rounds of memory tool calls the model may make before it must answer
+    /// (openai and anthropic; `0` offers no tools). Default
+    /// [`DEFAULT_MAX_TOOL_ROUNDS`]; only in the `model` section.
+    #[serde(default)]
+    pub max_tool_rounds: Option<u32>,
 }
+
+/// Tool rounds per answer when `model.maxToolRounds` is not set.
+pub const DEFAULT_MAX_TOOL_ROUNDS: u32 = 3;
+/// The most `model.maxToolRounds` may be: every round is one more model
+/// call the person waits for.
+pub const MAX_TOOL_ROUNDS: u32 = 8;
 
 /// The `summarizer` section: every field optional; an omitted field inherits
 /// from `model` (see [`ModelConfig::with_override`]).
@@ -150,6 +161,16 @@ impl ModelConfig {
             extra_headers: BTreeMap::new(),
             command: None,
             fallback: None,
+            max_tool_rounds: None,
+        }
+    }
+
+    /// Tool rounds in effect: the configured number, else the default for
+    /// a backend with tool calling, else 0.
+    pub fn tool_rounds(&self) -> u32 {
+        match self.provider {
+            Provider::Command => 0,
+            Provider::Openai | Provider::Anthropic => self.max_tool_rounds.unwrap_or(DEFAULT_MAX_TOOL_ROUNDS),
         }
     }
 
@@ -232,6 +253,8 @@ impl ModelConfig {
             extra_headers: o.extra_headers.clone().unwrap_or(base.extra_headers),
             command: o.command.clone().or(base.command),
             fallback: o.fallback.clone().or(base.fallback),
+            // The summarizer is never offered tools.
+            max_tool_rounds: None,
         }
     }
 
@@ -267,6 +290,22 @@ impl ModelConfig {
         if self.max_tokens == Some(0) {
             return fail("maxTokens", "must be at least 1, or null for the default".into());
         }
+        if let Some(rounds) = self.max_tool_rounds {
+            if path != "model" {
+                return fail(
+                    "maxToolRounds",
+                    "only the `model` section offers memory tools; remove it here".into(),
+                );
+            }
+            if rounds > MAX_TOOL_ROUNDS {
+                return fail(
+                    "maxToolRounds",
+                    format!(
+                        "must be at most {MAX_TOOL_ROUNDS}; each round is one more model call the person waits for"
+                    ),
+                );
+            }
+        }
         match self.provider {
             Provider::Command => self.validate_command(&fail)?,
             Provider::Openai | Provider::Anthropic => self.validate_http(&fail)?,
@@ -297,6 +336,7 @@ impl ModelConfig {
             ("temperature", self.temperature.is_some()),
             ("maxTokens", self.max_tokens.is_some()),
             ("extraHeaders", !self.extra_headers.is_empty()),
+            ("maxToolRounds", self.max_tool_rounds.is_some()),
         ];
         match unused.iter().find(|(_, set)| *set) {
             Some((field, _)) => fail(
@@ -504,6 +544,38 @@ mod tests {
             cfg.validate_at("summarizer").unwrap_err().field,
             "summarizer.fallback.timeoutSecs"
         );
+    }
+
+    #[test]
+    fn max_tool_rounds_defaults_small_is_bounded_and_belongs_to_the_main_model_only() {
+        let with = |provider, rounds| ModelConfig {
+            max_tool_rounds: rounds,
+            command: (provider == Provider::Command).then(|| vec!["claude".to_string()]),
+            ..ModelConfig::new(provider, if provider == Provider::Command { "" } else { "m" })
+        };
+        assert_eq!(with(Provider::Openai, None).tool_rounds(), DEFAULT_MAX_TOOL_ROUNDS);
+        assert_eq!(with(Provider::Anthropic, Some(0)).tool_rounds(), 0);
+        assert_eq!(with(Provider::Command, None).tool_rounds(), 0);
+        assert!(with(Provider::Openai, Some(MAX_TOOL_ROUNDS)).validate().is_ok());
+        assert_eq!(
+            with(Provider::Openai, Some(MAX_TOOL_ROUNDS + 1))
+                .validate()
+                .unwrap_err()
+                .field,
+            "model.maxToolRounds"
+        );
+        assert_eq!(
+            with(Provider::Command, Some(1)).validate().unwrap_err().field,
+            "model.maxToolRounds"
+        );
+        let fallback = ModelConfig {
+            fallback: Some(Box::new(with(Provider::Openai, Some(1)))),
+            ..with(Provider::Openai, None)
+        };
+        assert_eq!(fallback.validate().unwrap_err().field, "model.fallback.maxToolRounds");
+        let parsed: Result<ModelConfig, _> =
+            serde_json::from_value(serde_json::json!({"provider": "openai", "model": "m", "maxToolRounds": "2"}));
+        assert!(parsed.is_err(), "a wrong type is refused");
     }
 
     #[test]

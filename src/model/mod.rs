@@ -20,6 +20,7 @@ pub mod redact;
 mod retry;
 mod sse;
 mod summarizer;
+pub mod tools;
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -31,11 +32,35 @@ pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provide
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
 pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
+pub use tools::{ToolCall, ToolExecutor, ToolLimits, ToolOffer, ToolResult, ToolRound, ToolSpec};
 
-/// Text deltas of a streamed reply, in order. The stream ends with `None`
+/// The parts of a streamed reply, in order. The stream ends with `None`
 /// only after the backend's end marker (`[DONE]`, `message_stop`); a reply
 /// cut before that ends with an `Err`, never with a silent short "success".
-pub type DeltaStream = BoxStream<'static, Result<String, ModelError>>;
+pub type DeltaStream = BoxStream<'static, Result<StreamPart, ModelError>>;
+
+/// One piece of a streamed reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamPart {
+    /// More of the reply's text.
+    Text(String),
+    /// A tool call the model asked for, whole: the backend assembles it
+    /// from its deltas (OpenAI `tool_calls` deltas, Anthropic `tool_use`
+    /// blocks) and yields it once its arguments are complete.
+    Call(ToolCall),
+    /// Token counts as the backend reported them (for the metrics).
+    Usage(Usage),
+}
+
+impl StreamPart {
+    /// The text of a [`StreamPart::Text`], else `None`.
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            StreamPart::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+}
 
 /// A chat model the broker can ask. Object-safe; used as `Arc<dyn Model>`.
 #[async_trait]
@@ -48,9 +73,22 @@ pub trait Model: Send + Sync {
     /// the fallback can still act; errors after that arrive in the stream.
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError>;
 
+    /// Whether [`Model::stream`] really yields the reply as it is written
+    /// (the HTTP backends) rather than all at once at the end (a command).
+    /// The broker streams answers only from a backend that does.
+    fn streams(&self) -> bool {
+        false
+    }
+
     /// One line for logs and `mnemo config check`, e.g.
     /// `openai gpt-4o-mini @ https://api.openai.com/v1`. Never a secret.
     fn describe(&self) -> String;
+
+    /// Whether [`ModelRequest::tools`] reaches the model (native tool
+    /// calling). A backend without it is never offered tools.
+    fn supports_tools(&self) -> bool {
+        false
+    }
 }
 
 /// What one model call is given: the structured context and the message
@@ -61,6 +99,11 @@ pub struct ModelRequest {
     pub message: String,
     /// Per request, not per backend: the summarizer wants JSON, chat does not.
     pub format: ReplyFormat,
+    /// Tools offered to the model (only by [`tools::answer`], only to a
+    /// backend that [`Model::supports_tools`]).
+    pub tools: Option<ToolOffer>,
+    /// Tool rounds of this turn so far, sent after the message.
+    pub rounds: Vec<ToolRound>,
 }
 
 impl ModelRequest {
@@ -69,6 +112,8 @@ impl ModelRequest {
             context,
             message: message.into(),
             format: ReplyFormat::Text,
+            tools: None,
+            rounds: Vec::new(),
         }
     }
 
@@ -94,6 +139,9 @@ pub struct ModelReply {
     pub text: String,
     /// Present when the backend reports it (HTTP backends do; commands don't).
     pub usage: Option<Usage>,
+    /// Tools the model wants called before it answers (empty for a final
+    /// reply); only when the request offered tools.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Token counts as the backend reported them, for logs and cost tracking.

@@ -77,6 +77,14 @@ impl Model for Retrying {
         self.run(|| self.inner.stream(request)).await
     }
 
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.streams()
+    }
+
     fn describe(&self) -> String {
         let retries = match self.policy.max_retries {
             1 => "1 retry".to_string(),
@@ -132,5 +140,17 @@ impl Model for WithFallback {
 
     fn describe(&self) -> String {
         format!("{}; fallback: {}", self.primary.describe(), self.fallback.describe())
+    }
+
+    /// The primary's: a fallback without tools answers a request that
+    /// offers them as plain text (it never asks for a call).
+    fn supports_tools(&self) -> bool {
+        self.primary.supports_tools()
+    }
+
+    /// The primary's: a fallback that cannot stream still answers, in one
+    /// piece.
+    fn streams(&self) -> bool {
+        self.primary.streams()
     }
 }

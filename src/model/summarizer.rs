@@ -13,7 +13,9 @@
 use super::{Model, ModelError, ModelRequest};
 use async_trait::async_trait;
 use mnemo_sessions::context::Context;
-use mnemo_sessions::summarizer::{Fact, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
+use mnemo_sessions::summarizer::{
+    Fact, FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest,
+};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -140,10 +142,46 @@ fn read_reply(reply: &str) -> Option<SummaryOutput> {
     }
 }
 
-/// One fact; a malformed one is skipped rather than costing the summary.
+/// Words of a plain-string fact that become its key.
+const NOTE_KEY_WORDS: usize = 3;
+
+/// One fact. A plain string (small local models answer so) is kept as a
+/// note keyed by its first words; a malformed one is skipped rather than
+/// costing the summary, with a warning that names what was wrong (never
+/// the text: it is the user's).
 fn read_fact(value: &Value) -> Option<Fact> {
-    let fact: Fact = serde_json::from_value(value.clone()).ok()?;
+    if let Some(text) = value.as_str() {
+        let text = text.trim();
+        if text.is_empty() {
+            tracing::warn!(problem = "empty string", "summarizer fact skipped");
+            return None;
+        }
+        let key = text
+            .split_whitespace()
+            .take(NOTE_KEY_WORDS)
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Some(Fact {
+            section: FactSection::Notes,
+            key,
+            value: text.to_string(),
+        });
+    }
+    let fact: Fact = match serde_json::from_value(value.clone()) {
+        Ok(fact) => fact,
+        Err(e) => {
+            let problem = match value {
+                Value::Object(_) => "object without a known section, key and value",
+                _ => "neither an object nor a string",
+            };
+            tracing::warn!(problem, line = e.line(), column = e.column(), "summarizer fact skipped");
+            return None;
+        }
+    };
     let usable = !fact.key.trim().is_empty() && !fact.value.trim().is_empty();
+    if !usable {
+        tracing::warn!(problem = "empty key or value", "summarizer fact skipped");
+    }
     usable.then(|| Fact {
         key: fact.key.trim().to_string(),
         value: fact.value.trim().to_string(),
@@ -180,7 +218,6 @@ impl Summarizer for ModelSummarizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemo_sessions::summarizer::FactSection;
 
     #[test]
     fn json_with_a_sentence_around_it_is_still_read() {
@@ -202,6 +239,20 @@ mod tests {
                 section: FactSection::Facts,
                 key: "pet".into(),
                 value: "cat".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_fact_given_as_a_plain_string_is_kept_as_a_note() {
+        let reply = r#"{"summary": "S", "facts": ["Has a cat named Miso", "  ", 42]}"#;
+        let out = parse_reply(reply).unwrap();
+        assert_eq!(
+            out.facts,
+            vec![Fact {
+                section: FactSection::Notes,
+                key: "Has a cat".into(),
+                value: "Has a cat named Miso".into()
             }]
         );
     }

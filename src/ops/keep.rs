@@ -62,6 +62,8 @@ pub async fn as_user(
     let caller = commands::Caller {
         user: &name,
         display_name: None,
+        // Only clear-all runs this way; it adds nothing to a profile.
+        max_profile_chars: mnemo_sessions::config::SessionConfig::default().ltm.max_profile_chars,
     };
     commands::try_execute(stm, caller, command, Utc::now())
         .await

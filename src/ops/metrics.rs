@@ -32,6 +32,13 @@ struct ChannelReason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    channel: String,
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PurposeLabel {
     purpose: String,
 }
@@ -57,6 +64,7 @@ pub struct Metrics {
     tokens_out: Family<TokenLabels, Counter>,
     refused: Family<ChannelReason, Counter>,
     compactions: Family<ChannelOutcome, Counter>,
+    tool_calls: Family<ToolLabels, Counter>,
     summarizer_failures: Counter,
     maintenance_runs: Family<ChannelOutcome, Counter>,
     reconnects: Family<ChannelLabel, Counter>,
@@ -88,6 +96,7 @@ impl Metrics {
             tokens_out: Family::default(),
             refused: Family::default(),
             compactions: Family::default(),
+            tool_calls: Family::default(),
             summarizer_failures: Counter::default(),
             maintenance_runs: Family::default(),
             reconnects: Family::default(),
@@ -136,6 +145,11 @@ impl Metrics {
             "compactions",
             "Compaction runs, by channel and outcome",
             m.compactions.clone(),
+        );
+        registry.register(
+            "memory_tool_calls",
+            "Memory tool calls the model made, by channel, tool and outcome",
+            m.tool_calls.clone(),
         );
         registry.register(
             "summarizer_failures",
@@ -233,6 +247,18 @@ impl Metrics {
 
     pub fn compaction(&self, channel: &str, outcome: &'static str) {
         self.compactions.get_or_create(&channel_outcome(channel, outcome)).inc();
+    }
+
+    /// `tool` is one of the memory tools' names or `unknown`; `outcome` a
+    /// fixed code (`ok`, `invalid`, `not_found`, `limit`, `failed`).
+    pub fn tool_call(&self, channel: &str, tool: &'static str, outcome: &'static str) {
+        self.tool_calls
+            .get_or_create(&ToolLabels {
+                channel: channel.into(),
+                tool: tool.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     pub fn maintenance_run(&self, channel: &str, outcome: &'static str) {

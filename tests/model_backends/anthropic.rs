@@ -3,7 +3,7 @@
 
 use crate::fake::{FakeServer, Reply, env};
 use futures_util::StreamExt;
-use mnemo::model::{ModelError, ModelRequest, Usage, build};
+use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
 use mnemo_sessions::record::Role;
 use serde_json::json;
@@ -126,7 +126,10 @@ async fn streamed_text_deltas_arrive_in_order() {
         .stream(&ModelRequest::new(Context::default(), "hi"))
         .await
         .unwrap();
-    let deltas: Vec<String> = stream.map(Result::unwrap).collect().await;
+    let deltas: Vec<String> = stream
+        .filter_map(|p| async move { p.unwrap().into_text() })
+        .collect()
+        .await;
 
     assert_eq!(deltas, vec!["Stay ", "in Gion."]);
     assert_eq!(server.requests()[0].body["stream"], json!(true));
@@ -148,7 +151,7 @@ async fn a_stream_that_ends_before_message_stop_is_an_error() {
         .collect()
         .await;
 
-    assert_eq!(items[0].as_deref().unwrap(), "Stay ");
+    assert_eq!(items[0].as_ref().unwrap(), &StreamPart::Text("Stay ".into()));
     assert!(
         matches!(items.last(), Some(Err(ModelError::Protocol { .. }))),
         "{items:?}"
@@ -173,4 +176,73 @@ async fn an_error_event_mid_stream_ends_it_with_a_typed_error() {
 
     assert_eq!(items.len(), 2, "{items:?}");
     assert!(matches!(items[1], Err(ModelError::Unavailable { .. })), "{items:?}");
+}
+
+struct Recorder;
+
+#[async_trait::async_trait]
+impl mnemo::model::ToolExecutor for Recorder {
+    fn specs(&self) -> Vec<mnemo::model::ToolSpec> {
+        vec![mnemo::model::ToolSpec {
+            name: "memory_forget",
+            description: "forget",
+            parameters: json!({"type": "object", "properties": {"key": {"type": "string"}}}),
+        }]
+    }
+    async fn call(&self, call: &mnemo::model::ToolCall) -> mnemo::model::ToolResult {
+        mnemo::model::ToolResult {
+            call_id: call.id.clone(),
+            content: format!("forgot {}", call.arguments["key"]),
+            is_error: false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn tool_use_blocks_come_back_as_calls_and_results_go_out_as_tool_result_blocks() {
+    let tool_use = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+        "content": [{"type": "text", "text": "Let me do that."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "memory_forget", "input": {"key": "tea"}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 30, "output_tokens": 5}
+    });
+    let server = FakeServer::start(vec![Reply::Json(200, tool_use), Reply::Json(200, message("Done."))]).await;
+    let model = build(
+        &server.anthropic(json!({})),
+        &env(&[("ANTHROPIC_API_KEY", "sk-ant-test")]),
+    )
+    .unwrap();
+    let limits = mnemo::model::ToolLimits {
+        max_rounds: 1,
+        budget_chars: 10_000,
+    };
+    let request = ModelRequest::new(Context::default(), "forget my tea");
+    let reply = mnemo::model::tools::answer(&*model, request, Some(&Recorder), limits)
+        .await
+        .unwrap();
+
+    assert_eq!(reply.text, "Done.");
+    let sent = server.requests();
+    assert_eq!(sent[0].body["tools"][0]["name"], "memory_forget");
+    assert!(sent[0].body["tools"][0]["input_schema"].is_object());
+    assert_eq!(sent[0].body["tool_choice"], json!({"type": "auto"}));
+    assert_eq!(
+        sent[1].body["tool_choice"],
+        json!({"type": "none"}),
+        "the last round must answer"
+    );
+    assert_eq!(
+        sent[1].body["messages"],
+        json!([
+            {"role": "user", "content": "forget my tea"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Let me do that."},
+                {"type": "tool_use", "id": "toolu_1", "name": "memory_forget", "input": {"key": "tea"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "forgot \"tea\"", "is_error": false}
+            ]}
+        ])
+    );
 }

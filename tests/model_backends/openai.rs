@@ -3,7 +3,7 @@
 
 use crate::fake::{FakeServer, Reply, env, sse_data};
 use futures_util::StreamExt;
-use mnemo::model::{ModelError, ModelRequest, Usage, build};
+use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
 use mnemo_sessions::record::Role;
 use serde_json::json;
@@ -113,7 +113,10 @@ async fn streamed_deltas_arrive_in_order() {
     let model = build(&server.openai(json!({})), &env(&[])).unwrap();
 
     let stream = model.stream(&request_with_history()).await.unwrap();
-    let deltas: Vec<String> = stream.map(Result::unwrap).collect().await;
+    let deltas: Vec<String> = stream
+        .filter_map(|p| async move { p.unwrap().into_text() })
+        .collect()
+        .await;
 
     assert_eq!(deltas, vec!["Stay ", "in ", "Gion."]);
     assert_eq!(server.requests()[0].body["stream"], json!(true));
@@ -130,7 +133,7 @@ async fn a_stream_that_ends_before_done_is_an_error_not_a_short_reply() {
     let items: Vec<_> = model.stream(&request_with_history()).await.unwrap().collect().await;
 
     assert_eq!(items.len(), 2, "{items:?}");
-    assert_eq!(items[0].as_deref().unwrap(), "Stay ");
+    assert_eq!(items[0].as_ref().unwrap(), &StreamPart::Text("Stay ".into()));
     assert!(matches!(items[1], Err(ModelError::Protocol { .. })), "{items:?}");
 }
 
@@ -159,4 +162,66 @@ async fn a_reply_that_is_not_a_completion_is_a_protocol_error() {
     let err = model.complete(&request_with_history()).await.unwrap_err();
 
     assert!(matches!(err, ModelError::Protocol { .. }), "{err:?}");
+}
+
+/// Drives the real tool loop against the scripted server: one round of
+/// `tool_calls` (arguments as a JSON string, content null), then text.
+struct Recorder(std::sync::Mutex<Vec<mnemo::model::ToolCall>>);
+
+#[async_trait::async_trait]
+impl mnemo::model::ToolExecutor for Recorder {
+    fn specs(&self) -> Vec<mnemo::model::ToolSpec> {
+        vec![mnemo::model::ToolSpec {
+            name: "memory_search",
+            description: "search",
+            parameters: json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+        }]
+    }
+    async fn call(&self, call: &mnemo::model::ToolCall) -> mnemo::model::ToolResult {
+        self.0.lock().unwrap().push(call.clone());
+        mnemo::model::ToolResult {
+            call_id: call.id.clone(),
+            content: "[2026-03-01, you] I like tea".into(),
+            is_error: false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_come_back_parsed_and_their_results_go_out_as_tool_messages() {
+    let calls = json!({
+        "id": "chatcmpl-1", "object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "memory_search", "arguments": "{\"query\":\"tea\"}"}}]}}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45}
+    });
+    let server = FakeServer::start(vec![Reply::Json(200, calls), Reply::Json(200, completion("Tea."))]).await;
+    let model = build(&server.openai(json!({})), &env(&[("OPENAI_API_KEY", "sk-test-1")])).unwrap();
+    assert!(model.supports_tools());
+    let tools = Recorder(Default::default());
+    let limits = mnemo::model::ToolLimits {
+        max_rounds: 3,
+        budget_chars: 10_000,
+    };
+    let reply = mnemo::model::tools::answer(&*model, request_with_history(), Some(&tools), limits)
+        .await
+        .unwrap();
+
+    assert_eq!(reply.text, "Tea.");
+    assert_eq!(reply.usage.map(|u| u.input_tokens), Some(82), "usage of both calls");
+    assert_eq!(tools.0.lock().unwrap()[0].arguments, json!({"query": "tea"}));
+    let sent = server.requests();
+    assert_eq!(sent[0].body["tools"][0]["type"], "function");
+    assert_eq!(sent[0].body["tools"][0]["function"]["name"], "memory_search");
+    assert_eq!(sent[0].body["tool_choice"], "auto");
+    let messages = sent[1].body["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(
+        messages[n - 2]["tool_calls"][0]["function"]["arguments"],
+        "{\"query\":\"tea\"}"
+    );
+    assert_eq!(
+        messages[n - 1],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "[2026-03-01, you] I like tea"})
+    );
 }

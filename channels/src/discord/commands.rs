@@ -8,8 +8,9 @@ use serenity::all::{CommandOptionType, CreateCommand, CreateCommandOption};
 pub const NAME: &str = "session";
 
 /// Subcommands and their descriptions. `clear-all` reaches the broker as
-/// `/session clear all` (Discord names cannot contain spaces).
-const SUBCOMMANDS: [(&str, &str); 8] = [
+/// `/session clear all` and `forget-confirm` as `/session forget confirm …`
+/// (Discord names cannot contain spaces).
+const SUBCOMMANDS: [(&str, &str); 12] = [
     (
         "status",
         "Your message count, summary age, long-term entries and storage use",
@@ -23,9 +24,16 @@ const SUBCOMMANDS: [(&str, &str); 8] = [
         "Clear all your data: messages, long-term memory, topics, summaries, archive",
     ),
     ("profile", "Show your long-term profile"),
-    ("forget", "Delete one of your topic notes"),
+    (
+        "forget",
+        "Forget a fact (by key, or list the ones matching words) or a topic note",
+    ),
+    ("forget-confirm", "Forget every fact matching these words (undoable)"),
     ("export", "All your data as one archive file"),
     ("search", "Search your own memory"),
+    ("remember", "Add a note to your long-term memory"),
+    ("history", "Recent changes to your long-term memory"),
+    ("undo", "Take back the last change to your long-term memory"),
     ("help", "What these commands do"),
 ];
 
@@ -46,13 +54,16 @@ pub fn session() -> CreateCommand {
                 );
             }
             let argument = match *name {
-                "forget" => Some(("topic", "The topic note to delete")),
-                "search" => Some(("words", "What to look for")),
+                "forget" => Some(("topic", "The fact's key, words it holds, or a topic note's name", true)),
+                "forget-confirm" => Some(("words", "Words the facts to forget hold", true)),
+                "search" => Some(("words", "What to look for", true)),
+                "remember" => Some(("text", "What to remember", true)),
+                "history" => Some(("topic", "Only this topic note's changes", false)),
                 _ => None,
             };
-            if let Some((arg, description)) = argument {
+            if let Some((arg, description, required)) = argument {
                 sub = sub.add_sub_option(
-                    CreateCommandOption::new(CommandOptionType::String, arg, description).required(true),
+                    CreateCommandOption::new(CommandOptionType::String, arg, description).required(required),
                 );
             }
             cmd.add_option(sub)
@@ -65,7 +76,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_session_action_is_a_subcommand_and_forget_and_search_require_their_words() {
+    fn every_session_action_is_a_subcommand_and_forget_search_and_remember_require_their_words() {
         let json = serde_json::to_value(session()).unwrap_or_default();
         assert_eq!(json["name"], "session");
         let names: Vec<&str> = json["options"]
@@ -82,12 +93,18 @@ mod tests {
                 "clear-all",
                 "profile",
                 "forget",
+                "forget-confirm",
                 "export",
                 "search",
+                "remember",
+                "history",
+                "undo",
                 "help"
             ]
         );
-        let search = &json["options"][6];
+        let search = &json["options"][7];
+        assert_eq!(json["options"][8]["options"][0]["name"], "text");
+        assert_eq!(json["options"][9]["options"][0]["required"], false);
         assert_eq!(search["options"][0]["name"], "words");
         assert_eq!(search["options"][0]["required"], true);
         let forget = &json["options"][4];

@@ -91,14 +91,10 @@ fn escape(text: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "../../tests/telegram/html_check.rs"]
-mod html_check;
-
-#[cfg(test)]
 mod tests {
     use super::super::{Chunk, Doc, Layout};
-    use super::html_check::visible_text;
     use super::*;
+    use mnemo_testkit::html_check::visible_text;
     use proptest::prelude::*;
 
     fn format(markdown: &str, limit: usize) -> Vec<Chunk> {

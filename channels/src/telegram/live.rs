@@ -65,7 +65,10 @@ impl Editor for TelegramEditor {
             Err(Failure::Migrated(chat)) => {
                 tracing::info!(from = to.chat.0, to = chat, "telegram: group moved to a supergroup");
                 self.to.chat = ChatId(chat);
-                let to = Target { chat: ChatId(chat), ..to };
+                let to = Target {
+                    chat: ChatId(chat),
+                    ..to
+                };
                 self.api.send_chunk(to, chunk).await.map_err(|f| self.error(f))
             }
             sent => sent.map_err(|f| self.error(f)),

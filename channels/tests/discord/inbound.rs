@@ -169,7 +169,29 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
     assert_eq!(put.len(), 1, "{put:#?}");
     assert_eq!(put[0].path, format!("/api/v10/applications/{APP_ID}/commands"));
     assert_eq!(put[0].json[0]["name"], "session");
-    assert_eq!(put[0].json[0]["options"].as_array().map(Vec::len), Some(8));
+    let names: Vec<_> = put[0].json[0]["options"]
+        .as_array()
+        .expect("subcommands")
+        .iter()
+        .map(|o| o["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "status",
+            "clear",
+            "clear-all",
+            "profile",
+            "forget",
+            "forget-confirm",
+            "export",
+            "search",
+            "remember",
+            "history",
+            "undo",
+            "help"
+        ]
+    );
     assert_eq!(put[0].authorization.as_deref(), Some(format!("Bot {TOKEN}").as_str()));
     assert_eq!(channel.bot_name().as_deref(), Some("mnemo"));
 }

@@ -1,5 +1,5 @@
-//! The destructive commands: `/session clear`, `/session clear all` and
-//! `/session forget <topic>`. Each runs under the caller's lock and removes
+//! The destructive commands: `/session clear` and `/session clear all`
+//! (`forget` is in `memory.rs`, as it is undoable). Each runs under the caller's lock and removes
 //! only paths computed for the caller's own name; a refused topic name
 //! touches nothing.
 
@@ -8,7 +8,6 @@ use crate::names::SafeName;
 use crate::recall::Recall;
 use crate::report;
 use crate::stm::Stm;
-use crate::topics::{self, TopicError};
 use std::io;
 use std::path::Path;
 
@@ -75,30 +74,6 @@ pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, Comm
             "Deleted everything I stored about you here: short-term memory, profile, topic notes, summaries and archive ({files} file{}). This cannot be undone.",
             if files == 1 { "" } else { "s" }
         )
-    })
-}
-
-/// Deletes one of the caller's topic notes, or says why not.
-pub(super) async fn forget(stm: &Stm, user: &SafeName, topic: &str) -> Result<String, CommandError> {
-    let _guard = stm.lock(user).await;
-    Ok(match topics::delete(stm.layout(), user, topic) {
-        Ok(()) => {
-            Recall::of(stm).forget(user)?;
-            format!("Forgot your topic note “{}”.", topic.trim().to_ascii_lowercase())
-        }
-        Err(TopicError::NotFound { .. }) | Err(TopicError::ReservedOwner) => {
-            let mine: Vec<String> = topics::list(stm.layout(), user)?.into_iter().map(|t| t.slug).collect();
-            if mine.is_empty() {
-                "You have no topic notes, so there was nothing to forget.".to_string()
-            } else {
-                format!("You have no topic note by that name. Yours are: {}", mine.join(", "))
-            }
-        }
-        Err(TopicError::InvalidSlug { .. }) => {
-            "That is not a topic name I can use: topic names are 1–64 letters, digits, `-` or `_`. Nothing was deleted."
-                .to_string()
-        }
-        Err(e) => return Err(e.into()),
     })
 }
 

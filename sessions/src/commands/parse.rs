@@ -19,9 +19,18 @@ pub enum SessionCommand {
     ClearAllConfirmed,
     /// Show your long-term profile.
     Profile,
-    /// Delete one of your topic notes. `topic` is what the user typed,
-    /// trimmed, never empty.
+    /// Forget a fact by key or a topic note by name, or else list the facts
+    /// holding these words. `topic` is what the user typed, trimmed, never
+    /// empty.
     Forget { topic: String },
+    /// `forget confirm <words>`: forget every fact holding the words.
+    ForgetConfirmed { words: String },
+    /// Add a note to your long-term memory; `text` is never empty.
+    Remember { text: String },
+    /// The kept versions of your long-term memory, or of one topic note.
+    History { topic: Option<String> },
+    /// Revert the last change to your long-term memory.
+    Undo,
     /// Bundle everything stored about you into one archive file.
     Export,
     /// Search your own memory. `words` is what the user typed, trimmed,
@@ -42,14 +51,21 @@ impl SessionCommand {
     /// Exhaustive on purpose, so a new command must decide.
     pub fn reveals_memory(&self) -> bool {
         match self {
+            // `forget` may list the facts its words match; `undo` names
+            // what it put back.
             SessionCommand::Status
             | SessionCommand::Profile
             | SessionCommand::Search { .. }
-            | SessionCommand::Export => true,
+            | SessionCommand::Export
+            | SessionCommand::Forget { .. }
+            | SessionCommand::History { .. }
+            | SessionCommand::Undo => true,
+            // `remember` echoes only a key made of what the user just typed.
             SessionCommand::Clear
             | SessionCommand::ClearAll
             | SessionCommand::ClearAllConfirmed
-            | SessionCommand::Forget { .. }
+            | SessionCommand::ForgetConfirmed { .. }
+            | SessionCommand::Remember { .. }
             | SessionCommand::Help
             | SessionCommand::Unknown { .. } => false,
         }
@@ -125,12 +141,22 @@ fn parse_action(rest: &str) -> SessionCommand {
         "profile" if args.is_empty() => SessionCommand::Profile,
         "export" if args.is_empty() => SessionCommand::Export,
         "help" => SessionCommand::Help,
+        "forget" if words(args).next().as_deref() == Some("confirm") && words(args).nth(1).is_some() => {
+            SessionCommand::ForgetConfirmed {
+                words: args["confirm".len()..].trim().to_string(),
+            }
+        }
         "forget" if !args.is_empty() => SessionCommand::Forget {
             topic: args.to_string(),
         },
         "search" if !args.is_empty() => SessionCommand::Search {
             words: args.to_string(),
         },
+        "remember" if !args.is_empty() => SessionCommand::Remember { text: args.to_string() },
+        "history" => SessionCommand::History {
+            topic: (!args.is_empty()).then(|| args.to_string()),
+        },
+        "undo" if args.is_empty() => SessionCommand::Undo,
         _ => unknown(),
     }
 }
@@ -155,6 +181,34 @@ mod tests {
         assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
         assert_eq!(p("/session export"), Some(Export));
         assert_eq!(p("/session help"), Some(Help));
+        assert_eq!(
+            p("/session remember I like tea"),
+            Some(Remember {
+                text: "I like tea".into()
+            })
+        );
+        assert_eq!(p("/session history"), Some(History { topic: None }));
+        assert_eq!(
+            p("/session history boat"),
+            Some(History {
+                topic: Some("boat".into())
+            })
+        );
+        assert_eq!(p("/session undo"), Some(Undo));
+        assert_eq!(
+            p("/session forget CONFIRM tea  time"),
+            Some(ForgetConfirmed {
+                words: "tea  time".into()
+            })
+        );
+        assert_eq!(
+            p("/session forget confirm"),
+            Some(Forget {
+                topic: "confirm".into()
+            })
+        );
+        assert!(matches!(p("/session undo everything"), Some(Unknown { .. })));
+        assert!(matches!(p("/session remember"), Some(Unknown { .. })));
     }
 
     #[test]

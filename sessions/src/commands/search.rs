@@ -14,8 +14,12 @@ const LIMIT: usize = 10;
 /// Characters of a hit shown at most.
 const HIT_CHARS: usize = 280;
 
-pub(super) fn search(stm: &Stm, user: &SafeName, words: &str) -> String {
-    let hits = Recall::of(stm).search(user, words, LIMIT);
+pub(super) async fn search(stm: &Stm, user: &SafeName, words: &str) -> String {
+    // On the blocking pool: a user's first search may load their index.
+    let (recall, user, words) = (Recall::of(stm), user.clone(), words.to_string());
+    let hits = crate::blocking::off_workers(move || recall.search(&user, &words, LIMIT))
+        .await
+        .unwrap_or_default();
     if hits.is_empty() {
         return "I found nothing in your memory for that. Try other words — names, places or things you mentioned."
             .to_string();

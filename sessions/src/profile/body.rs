@@ -72,7 +72,7 @@ pub(crate) fn one_line(text: &str) -> String {
 
 /// `text` on one line (whitespace collapsed) and at most `max` characters,
 /// with `…[+N chars]` naming what was cut.
-pub(crate) fn clipped_line(text: &str, max: usize) -> String {
+pub fn clipped_line(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let total = line.chars().count();
     if total <= max {
@@ -311,6 +311,35 @@ impl Body {
             dropped_now += 1;
         }
         dropped_now
+    }
+
+    /// Every bullet of the known sections, as `(section, key, value)`.
+    pub(crate) fn all_bullets(&self) -> Vec<(FactSection, &str, &str)> {
+        self.sections
+            .iter()
+            .filter_map(|s| s.kind.map(|kind| (kind, &s.lines)))
+            .flat_map(|(kind, lines)| {
+                lines.iter().filter_map(move |l| match l {
+                    Line::Bullet { key, value, .. } => Some((kind, key.as_str(), value.as_str())),
+                    Line::Other(_) => None,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes every bullet (of a known section) whose key is one of `keys`
+    /// (compared like [`Body::merge`] does); returns how many went.
+    pub(crate) fn remove_keys(&mut self, keys: &[&str]) -> usize {
+        let wanted: Vec<String> = keys.iter().map(|k| normalized(k)).collect();
+        let mut removed = 0;
+        for section in self.sections.iter_mut().filter(|s| s.kind.is_some()) {
+            let before = section.lines.len();
+            section
+                .lines
+                .retain(|l| !matches!(l, Line::Bullet { key, .. } if wanted.contains(&normalized(key))));
+            removed += before - section.lines.len();
+        }
+        removed
     }
 
     /// Bullets of one section, as `(key, value)`.

@@ -4,16 +4,11 @@
 //! Scope is structural: an index holds one owner's documents and nothing
 //! else, so a search over it cannot return another user's text. This module
 //! does no I/O; loading, saving and deciding what to index live in
-//! [`super::store`] and [`super::sources`].
+//! [`super::store`] and [`super::sources`], scoring in [`super::score`].
 
 use super::tokenize;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-
-/// BM25 term-frequency saturation.
-const K1: f32 = 1.2;
-/// BM25 length normalisation.
-const B: f32 = 0.75;
 
 /// Where a document came from; decides its label and whether a turn may
 /// recall it.
@@ -64,17 +59,23 @@ pub struct Doc {
     dead: bool,
 }
 
+/// The entry of [`Bm25::lens`] for a removed document.
+pub(super) const DEAD: u32 = u32::MAX;
+
 /// One owner's documents and postings.
 #[derive(Debug, Default)]
 pub struct Bm25 {
     docs: Vec<Doc>,
+    /// Each document's number of terms, [`DEAD`] once removed: dense beside
+    /// `docs`, so scoring reads four bytes a posting, not a whole [`Doc`].
+    pub(super) lens: Vec<u32>,
     /// term → (doc index, term frequency), doc indexes ascending.
-    postings: HashMap<String, Vec<(u32, u16)>>,
+    pub(super) postings: HashMap<String, Vec<(u32, u16)>>,
     /// Message documents in the order they were said.
     messages: Vec<u32>,
     keys: HashMap<u64, u32>,
-    live_docs: u32,
-    live_len: u64,
+    pub(super) live_docs: u32,
+    pub(super) live_len: u64,
     dead_docs: u32,
 }
 
@@ -104,21 +105,44 @@ impl Bm25 {
         if let Some(&id) = self.keys.get(&key) {
             return id;
         }
-        let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
         let terms = tokenize::terms(&text);
-        let mut tf: HashMap<String, u16> = HashMap::new();
-        for term in terms.iter() {
-            let n = tf.entry(term.clone()).or_default();
+        self.add_terms(key, at, source, text, &terms)
+    }
+
+    /// [`Bm25::add`] with the terms of `text` already made (by
+    /// [`tokenize::terms`], e.g. read back from the stored index), so a
+    /// load does not stem every message again.
+    pub fn add_terms<T: AsRef<str>>(
+        &mut self,
+        key: u64,
+        at: DateTime<Utc>,
+        source: Source,
+        text: String,
+        terms: &[T],
+    ) -> u32 {
+        if let Some(&id) = self.keys.get(&key) {
+            return id;
+        }
+        let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+        let mut tf: HashMap<&str, u16> = HashMap::with_capacity(terms.len());
+        for term in terms {
+            let n = tf.entry(term.as_ref()).or_default();
             *n = n.saturating_add(1);
         }
         for (term, n) in tf {
-            self.postings.entry(term).or_default().push((id, n));
+            match self.postings.get_mut(term) {
+                Some(list) => list.push((id, n)),
+                None => {
+                    self.postings.insert(term.to_string(), vec![(id, n)]);
+                }
+            }
         }
         let message_pos = source.is_message().then(|| {
             self.messages.push(id);
             u32::try_from(self.messages.len() - 1).unwrap_or(u32::MAX)
         });
-        let len = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+        let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
+        self.lens.push(len);
         self.docs.push(Doc {
             key,
             at,
@@ -143,6 +167,7 @@ impl Bm25 {
             return;
         }
         doc.dead = true;
+        self.lens[id as usize] = DEAD;
         self.live_docs -= 1;
         self.live_len -= u64::from(doc.len);
         self.dead_docs += 1;
@@ -175,50 +200,12 @@ impl Bm25 {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
-    /// BM25 over weighted query terms; the `limit` best live documents for
-    /// which `keep` holds, best first.
-    pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&Doc) -> bool) -> Vec<Hit> {
-        if self.live_docs == 0 || query.is_empty() || limit == 0 {
-            return Vec::new();
-        }
-        let avg_len = (self.live_len as f32 / self.live_docs as f32).max(1.0);
-        // A dense score array: long postings lists (common words) add into
-        // it far faster than into a map.
-        let mut scores = vec![0f32; self.docs.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        for (term, weight) in query {
-            let Some(list) = self.postings.get(term) else { continue };
-            let idf = self.idf(term) * weight;
-            for &(id, tf) in list {
-                let doc = &self.docs[id as usize];
-                if doc.dead {
-                    continue;
-                }
-                let tf = f32::from(tf);
-                let norm = K1 * (1.0 - B + B * doc.len as f32 / avg_len);
-                let score = &mut scores[id as usize];
-                if *score == 0.0 {
-                    touched.push(id);
-                }
-                *score += idf * tf * (K1 + 1.0) / (tf + norm);
-            }
-        }
-        let mut hits: Vec<Hit> = touched
-            .into_iter()
-            .map(|doc| Hit {
-                doc,
-                score: scores[doc as usize],
-            })
-            .filter(|h| h.score > 0.0 && keep(&self.docs[h.doc as usize]))
-            .collect();
-        // Ties go to the newer document: a later statement supersedes.
-        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc));
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit, order);
-            hits.truncate(limit);
-        }
-        hits.sort_by(order);
-        hits
+    /// True when the document `id` holds `term` (a binary search in the
+    /// term's postings: no text is tokenized again).
+    pub fn has_term(&self, id: u32, term: &str) -> bool {
+        self.postings
+            .get(term)
+            .is_some_and(|list| list.binary_search_by_key(&id, |p| p.0).is_ok())
     }
 
     /// Rebuilds postings without the dead documents (ids change).

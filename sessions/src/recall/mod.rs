@@ -19,6 +19,7 @@
 mod bm25;
 mod pack;
 mod plan;
+mod score;
 mod sources;
 mod store;
 mod tokenize;
@@ -165,6 +166,32 @@ impl Recall {
     /// no re-read of history); never fails a turn.
     pub fn index(&self, user: &SafeName, record: &Record) {
         self.with_user(user, |index| index.add_record(record));
+    }
+
+    /// [`Recall::index`] on the blocking pool: a user's first use loads
+    /// (or rebuilds) their index from disk, which must not hold an async
+    /// worker serving other users' turns.
+    pub async fn index_async(&self, user: &SafeName, record: &Record) {
+        let (this, user, record) = (self.clone(), user.clone(), record.clone());
+        crate::blocking::off_workers(move || this.index(&user, &record)).await;
+    }
+
+    /// [`Recall::for_turn`] on the blocking pool (see
+    /// [`Recall::index_async`]); nothing recalled if the runtime is
+    /// shutting down.
+    pub async fn for_turn_async(&self, user: &SafeName, query: &TurnQuery<'_>) -> Recalled {
+        let (this, user) = (self.clone(), user.clone());
+        let (message, recent, max_tokens) = (query.message.to_string(), query.recent.to_vec(), query.max_tokens);
+        crate::blocking::off_workers(move || {
+            let query = TurnQuery {
+                message: &message,
+                recent: &recent,
+                max_tokens,
+            };
+            this.for_turn(&user, &query)
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// The dated items that answer `query` best, from the caller's history

@@ -10,6 +10,7 @@
 //! Never sees another user's index, so it cannot return their text.
 
 use super::bm25::{Bm25, Doc, Hit};
+use super::score::Scratch;
 use super::tokenize;
 use std::collections::{HashMap, HashSet};
 
@@ -68,8 +69,9 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
 
     let keep = |d: &Doc| !d.source.always_in_context() && !excluded(d);
     let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
+    let mut scratch = Scratch::default();
     let mut run = |index: &Bm25, side: Side, query: &[(String, f32)], weight: f32| -> Vec<Hit> {
-        let hits = strong(index.search(query, PER_QUERY, keep));
+        let hits = strong(index.search_with(&mut scratch, query, PER_QUERY, keep));
         for (rank, hit) in hits.iter().enumerate() {
             *fused.entry((side, hit.doc)).or_default() += weight / (RRF_K + rank as f32 + 1.0);
         }
@@ -159,8 +161,8 @@ fn neighbours(index: &Bm25, doc: u32, query: &HashSet<&String>, excluded: &dyn F
     if !hit.source.is_message() {
         return Vec::new();
     }
-    let covered: HashSet<String> = tokenize::query_terms(&hit.text).into_iter().collect();
-    let missing: HashSet<&String> = query.iter().copied().filter(|t| !covered.contains(*t)).collect();
+    // Term presence from the postings: no text is tokenized again.
+    let missing: Vec<&String> = query.iter().copied().filter(|t| !index.has_term(doc, t)).collect();
     let [before, after] = index.neighbours(doc);
     let mut out = Vec::new();
     for (n, is_before) in [(before, true), (after, false)] {
@@ -169,7 +171,7 @@ fn neighbours(index: &Bm25, doc: u32, query: &HashSet<&String>, excluded: &dyn F
         if excluded(other) || other.at.date_naive() != hit.at.date_naive() {
             continue;
         }
-        let adds_missing = tokenize::query_terms(&other.text).iter().any(|t| missing.contains(t));
+        let adds_missing = missing.iter().any(|t| index.has_term(n, t));
         let answers = !is_before && hit.text.trim_end().ends_with('?');
         let asked = is_before && hit.source == super::bm25::Source::Assistant;
         if adds_missing || answers || asked {

@@ -1,7 +1,9 @@
 //! One user's recall index on disk and in memory:
 //! `recall/<user>/messages.jsonl` (every message of the user's history, one
-//! record a line, in the order said) and `recall/<user>/meta.json` (format
-//! version and the archive batches already read).
+//! line each in the order said: `{"terms": "…", "record": {…}}`, the
+//! record with its search terms already stemmed, space-separated, so a
+//! load parses instead of tokenizing again) and `recall/<user>/meta.json`
+//! (format version and the archive batches already read).
 //!
 //! Derived data, rebuilt from STM and the archive whenever it is missing,
 //! of another version, corrupt or half-written (a crash mid-append leaves a
@@ -14,6 +16,7 @@
 use super::bm25::{Bm25, Source};
 use super::key_of;
 use super::sources::{FileSet, user_specs};
+use super::tokenize;
 use crate::archive;
 use crate::fsutil::{
     atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
@@ -27,9 +30,9 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Bumped when the stored shape or the key changes: another version is
-/// rebuilt.
-const VERSION: u32 = 1;
+/// Bumped when the stored shape, the key or the tokenizer changes: another
+/// version is rebuilt. 2: lines carry their terms.
+const VERSION: u32 = 2;
 const MESSAGES: &str = "messages.jsonl";
 const META: &str = "meta.json";
 
@@ -63,6 +66,32 @@ struct Meta {
     /// File names of the archive batches whose records are in
     /// `messages.jsonl`.
     archives: Vec<String>,
+}
+
+/// One line of `messages.jsonl`.
+#[derive(Serialize)]
+struct Line<'a> {
+    /// The record's terms ([`tokenize::terms`]), joined by spaces (a term
+    /// never holds one).
+    terms: &'a str,
+    record: &'a Record,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredLine {
+    terms: String,
+    record: Record,
+}
+
+/// `record` as a stored line (newline included) and its terms.
+fn line_of(record: &Record) -> (Vec<u8>, Vec<String>) {
+    let terms = tokenize::terms(&record.text);
+    let joined = terms.join(" ");
+    // Strings and plain fields only: serialising cannot fail.
+    let mut line = serde_json::to_vec(&Line { terms: &joined, record }).unwrap_or_default();
+    line.push(b'\n');
+    (line, terms)
 }
 
 /// The identity of a message: the same record from STM and from its
@@ -127,10 +156,10 @@ impl UserIndex {
         if self.bm25.contains(key) {
             return;
         }
-        self.bm25.add(key, record.ts, source_of(record), record.text.clone());
+        let (line, terms) = line_of(record);
+        self.bm25
+            .add_terms(key, record.ts, source_of(record), record.text.clone(), &terms);
         let Some(log) = self.log.as_mut() else { return };
-        let mut line = serde_json::to_vec(record).unwrap_or_default();
-        line.push(b'\n');
         if let Err(e) = log.write_all(&line) {
             tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
             self.log = None;
@@ -190,11 +219,12 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         if line.is_empty() {
             continue;
         }
-        let record: Record = serde_json::from_slice(line)
+        let StoredLine { terms, record } = serde_json::from_slice(line)
             .map_err(|e| Stale::Broken(format!("messages.jsonl line {}: {e}", number + 1)))?;
+        let terms: Vec<&str> = terms.split(' ').filter(|t| !t.is_empty()).collect();
         index
             .bm25
-            .add(message_key(&record), record.ts, source_of(&record), record.text);
+            .add_terms(message_key(&record), record.ts, source_of(&record), record.text, &terms);
     }
     index.log = open_append_nofollow(root, &messages_path).ok();
     // Catch up: batches archived since the last load, then the live log.
@@ -275,8 +305,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {
                 if seen.insert(message_key(record)) {
-                    serde_json::to_writer(&mut *out, record).map_err(|e| io_err("write", &temp)(e.into()))?;
-                    out.write_all(b"\n").map_err(io_err("write", &temp))?;
+                    out.write_all(&line_of(record).0).map_err(io_err("write", &temp))?;
                     written += 1;
                 }
             }

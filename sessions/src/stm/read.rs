@@ -54,6 +54,12 @@ pub(super) fn read_all(root: &Path, path: &Path) -> io::Result<LogSnapshot> {
     Ok(parse_all(path, &bytes))
 }
 
+/// `bytes` up to the end of its last complete line (`\n` included).
+pub(crate) fn settled(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
 /// Every record of the log bytes read from `path` (named in warnings).
 pub(crate) fn parse_all(path: &Path, bytes: &[u8]) -> LogSnapshot {
     let mut snapshot = LogSnapshot::default();

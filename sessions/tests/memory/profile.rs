@@ -22,14 +22,38 @@ fn profile_merge_does_not_repeat_a_fact_and_replaces_a_changed_one() {
         fact(FactSection::Preferences, "Language", "Traditional Chinese"),
         fact(FactSection::Facts, "Exam", "TOEIC"),
     ];
-    profile::merge_facts(&sb.layout, &user, Owner::default(), &first, 4000, at(1, 0)).unwrap();
+    profile::merge_facts(
+        &sb.layout,
+        &user,
+        Owner::default(),
+        &first,
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap();
 
     let second = [
         fact(FactSection::Preferences, "language", "traditional chinese"),
         fact(FactSection::Facts, "EXAM", "TOEIC 860"),
         fact(FactSection::Notes, "Exam", "kept apart: another section"),
     ];
-    let report = profile::merge_facts(&sb.layout, &user, Owner::default(), &second, 4000, at(2, 0)).unwrap();
+    let report = profile::merge_facts(
+        &sb.layout,
+        &user,
+        Owner::default(),
+        &second,
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(2, 0),
+    )
+    .unwrap();
     assert_eq!(
         report,
         MergeReport {
@@ -72,6 +96,10 @@ fn profile_keeps_hand_written_text_and_operator_fields() {
         },
         &facts,
         4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
         at(1, 0),
     )
     .unwrap();
@@ -102,7 +130,19 @@ fn profile_over_its_cap_drops_oldest_entries_with_a_visible_marker() {
                 )
             })
             .collect();
-        profile::merge_facts(&sb.layout, &user, Owner::default(), &facts, 1000, at(1, batch)).unwrap();
+        profile::merge_facts(
+            &sb.layout,
+            &user,
+            Owner::default(),
+            &facts,
+            1000,
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test",
+            },
+            at(1, batch),
+        )
+        .unwrap();
     }
     let body = profile::read_body(&sb.layout, &user).unwrap().unwrap();
     assert!(body.chars().count() <= 1000, "{} chars", body.chars().count());
@@ -129,7 +169,19 @@ fn profile_with_broken_frontmatter_is_reported_and_kept() {
     write(&path, broken);
 
     let facts = [fact(FactSection::Facts, "job", "engineer")];
-    let err = profile::merge_facts(&sb.layout, &user, Owner::default(), &facts, 4000, at(1, 0)).unwrap_err();
+    let err = profile::merge_facts(
+        &sb.layout,
+        &user,
+        Owner::default(),
+        &facts,
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap_err();
     assert!(matches!(err, ProfileError::Frontmatter(_)));
     let msg = err.to_string();
     assert!(

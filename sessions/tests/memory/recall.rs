@@ -106,7 +106,18 @@ async fn nothing_is_recalled_from_another_user_or_the_same_id_in_another_channel
         tags: &[],
         body: "locker code canary-BOBNOTE",
     };
-    topics::write(slack.layout(), &bob, "lockers", note, day(4, 9)).unwrap();
+    topics::write(
+        slack.layout(),
+        &bob,
+        "lockers",
+        note,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        day(4, 9),
+    )
+    .unwrap();
     history(&slack, &SafeName::of("_shared"), "canary-SHAREDUSER").await;
     say(&slack, &alice, rec(day(20, 9), Role::User, "a1", "hello there")).await;
 
@@ -180,7 +191,18 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
         tags: &[],
         body: "the boat is moored at pier canary-NOTE",
     };
-    topics::write(stm.layout(), &alice, "boat", note, day(5, 9)).unwrap();
+    topics::write(
+        stm.layout(),
+        &alice,
+        "boat",
+        note,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        day(5, 9),
+    )
+    .unwrap();
     assert!(recalled(&stm, &alice, "bike lock code").contains("canary-LIVE"));
     assert!(recalled(&stm, &alice, "where is the boat moored").contains("canary-NOTE"));
 
@@ -191,6 +213,7 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
             let caller = Caller {
                 user: &alice,
                 display_name: None,
+                max_profile_chars: 4000,
             };
             commands::try_execute(&stm, caller, &command, day(21, 9)).await.unwrap()
         }
@@ -210,7 +233,7 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
 
 #[tokio::test]
 async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
-    for damage in ["torn", "garbage", "meta", "version", "archive-gone"] {
+    for damage in ["torn", "garbage", "meta", "version", "v1", "archive-gone"] {
         let dir = tempfile::tempdir().unwrap();
         let stm = channel(&dir, "slack");
         let alice = SafeName::of("alice");
@@ -227,6 +250,17 @@ async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
             "garbage" => std::fs::write(&messages, "{not json\n").unwrap(),
             "meta" => std::fs::write(index.join("meta.json"), "").unwrap(),
             "version" => std::fs::write(index.join("meta.json"), r#"{"version":999,"archives":[]}"#).unwrap(),
+            "v1" => {
+                // The first stored shape: plain records, no terms.
+                let old: String = std::fs::read_to_string(&messages)
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["record"].to_string() + "\n")
+                    .collect();
+                std::fs::write(&messages, old).unwrap();
+                let meta = std::fs::read_to_string(index.join("meta.json")).unwrap();
+                std::fs::write(index.join("meta.json"), meta.replace("\"version\":2", "\"version\":1")).unwrap();
+            }
             _ => {
                 let batch = archive::files(stm.layout(), &alice).unwrap().remove(0);
                 std::fs::remove_file(batch).unwrap();

@@ -18,10 +18,25 @@ fn a_user_writes_lists_reads_and_forgets_own_topics() {
         &user,
         "toeic",
         note("TOEIC prep", "- aiming for 860\n"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
         at(1, 0),
     )
     .unwrap();
-    topics::write(&sb.layout, &user, "Cooking", note("Cooking", "- ramen\n"), at(1, 5)).unwrap();
+    topics::write(
+        &sb.layout,
+        &user,
+        "Cooking",
+        note("Cooking", "- ramen\n"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 5),
+    )
+    .unwrap();
 
     let listed: Vec<String> = topics::list(&sb.layout, &user)
         .unwrap()
@@ -36,17 +51,47 @@ fn a_user_writes_lists_reads_and_forgets_own_topics() {
     );
     assert_eq!(toeic.body, "- aiming for 860\n");
 
-    topics::write(&sb.layout, &user, "toeic", note("TOEIC prep", "- got 870\n"), at(2, 0)).unwrap();
+    topics::write(
+        &sb.layout,
+        &user,
+        "toeic",
+        note("TOEIC prep", "- got 870\n"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(2, 0),
+    )
+    .unwrap();
     let toeic = topics::read(&sb.layout, &user, "toeic").unwrap().unwrap();
     assert_eq!(
         (toeic.meta.created, toeic.meta.updated),
         (Some(at(1, 0)), Some(at(2, 0)))
     );
 
-    topics::delete(&sb.layout, &user, "toeic").unwrap();
+    topics::delete(
+        &sb.layout,
+        &user,
+        "toeic",
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+    )
+    .unwrap();
     assert!(topics::read(&sb.layout, &user, "toeic").unwrap().is_none());
     assert!(matches!(
-        topics::delete(&sb.layout, &user, "toeic"),
+        topics::delete(
+            &sb.layout,
+            &user,
+            "toeic",
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test"
+            },
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+        ),
         Err(TopicError::NotFound { .. })
     ));
 }
@@ -55,16 +100,45 @@ fn a_user_writes_lists_reads_and_forgets_own_topics() {
 fn forget_deletes_only_the_callers_own_topic() {
     let sb = sandbox();
     let (alice, bob) = (SafeName::of("alice"), SafeName::of("bob"));
-    topics::write(&sb.layout, &bob, "toeic", note("Bob's", "bob\n"), at(1, 0)).unwrap();
+    topics::write(
+        &sb.layout,
+        &bob,
+        "toeic",
+        note("Bob's", "bob\n"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap();
     let shared = sb.layout.shared_topics_dir().join("rules.md");
     write(&shared, "---\ntitle: House rules\nslug: rules\n---\n\nBe kind.\n");
 
     assert!(matches!(
-        topics::delete(&sb.layout, &alice, "toeic"),
+        topics::delete(
+            &sb.layout,
+            &alice,
+            "toeic",
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test"
+            },
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+        ),
         Err(TopicError::NotFound { .. })
     ));
     assert!(matches!(
-        topics::delete(&sb.layout, &alice, "rules"),
+        topics::delete(
+            &sb.layout,
+            &alice,
+            "rules",
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test"
+            },
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+        ),
         Err(TopicError::NotFound { .. })
     ));
     assert!(topics::read(&sb.layout, &bob, "toeic").unwrap().is_some());
@@ -80,10 +154,30 @@ fn forget_deletes_only_the_callers_own_topic() {
 fn the_reserved_shared_name_cannot_own_topics() {
     let sb = sandbox();
     let shared_user = SafeName::of("_shared");
-    let err = topics::write(&sb.layout, &shared_user, "x", note("x", "x"), at(1, 0)).unwrap_err();
+    let err = topics::write(
+        &sb.layout,
+        &shared_user,
+        "x",
+        note("x", "x"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap_err();
     assert!(matches!(err, TopicError::ReservedOwner));
     assert!(matches!(
-        topics::delete(&sb.layout, &shared_user, "x"),
+        topics::delete(
+            &sb.layout,
+            &shared_user,
+            "x",
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test"
+            },
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+        ),
         Err(TopicError::ReservedOwner)
     ));
     assert!(!sb.layout.topics_root().exists());
@@ -93,7 +187,18 @@ fn the_reserved_shared_name_cannot_own_topics() {
 fn hostile_topic_slugs_are_refused_without_touching_any_file() {
     let sb = sandbox();
     let user = SafeName::of("U1");
-    topics::write(&sb.layout, &user, "real", note("Real", "keep me\n"), at(1, 0)).unwrap();
+    topics::write(
+        &sb.layout,
+        &user,
+        "real",
+        note("Real", "keep me\n"),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap();
     // Bait at every place a traversal could land.
     write(&sb.layout.topics_root().join("x.md"), "bait");
     write(&sb.layout.ltm_root().join("x.md"), "bait");
@@ -118,8 +223,29 @@ fn hostile_topic_slugs_are_refused_without_touching_any_file() {
         "x.md",
         &huge,
     ] {
-        let write_err = topics::write(&sb.layout, &user, slug, note("t", "b"), at(2, 0)).unwrap_err();
-        let delete_err = topics::delete(&sb.layout, &user, slug).unwrap_err();
+        let write_err = topics::write(
+            &sb.layout,
+            &user,
+            slug,
+            note("t", "b"),
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test",
+            },
+            at(2, 0),
+        )
+        .unwrap_err();
+        let delete_err = topics::delete(
+            &sb.layout,
+            &user,
+            slug,
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test",
+            },
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        )
+        .unwrap_err();
         let read_err = topics::read(&sb.layout, &user, slug).unwrap_err();
         for err in [write_err, delete_err, read_err] {
             assert!(matches!(err, TopicError::InvalidSlug { .. }), "{slug:?}: {err}");
@@ -141,7 +267,18 @@ fn hostile_topic_slugs_are_refused_without_touching_any_file() {
 fn an_oversized_topic_is_refused() {
     let sb = sandbox();
     let body = "x".repeat(topics::MAX_TOPIC_BYTES + 1);
-    let err = topics::write(&sb.layout, &SafeName::of("U1"), "big", note("big", &body), at(1, 0)).unwrap_err();
+    let err = topics::write(
+        &sb.layout,
+        &SafeName::of("U1"),
+        "big",
+        note("big", &body),
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(1, 0),
+    )
+    .unwrap_err();
     assert!(matches!(err, TopicError::TooLarge { .. }));
 }
 
@@ -155,6 +292,10 @@ fn ongoing_topic_facts_fill_a_note_without_repeating_themselves() {
         "TOEIC 860 prep",
         "studying listening",
         4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
         at(1, 0),
     )
     .unwrap();
@@ -165,11 +306,27 @@ fn ongoing_topic_facts_fill_a_note_without_repeating_themselves() {
         "toeic 860 prep",
         "Studying  listening",
         4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
         at(2, 0),
     )
     .unwrap();
     assert!(!changed, "the same value is not added twice");
-    topics::merge_fact(&sb.layout, &user, "TOEIC 860 prep", "mock test: 820", 4000, at(3, 0)).unwrap();
+    topics::merge_fact(
+        &sb.layout,
+        &user,
+        "TOEIC 860 prep",
+        "mock test: 820",
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        at(3, 0),
+    )
+    .unwrap();
     let note = topics::read(&sb.layout, &user, "toeic-860-prep").unwrap().unwrap();
     assert_eq!(note.meta.title, "TOEIC 860 prep");
     assert_eq!(

@@ -32,7 +32,19 @@ async fn populate(stm: &Stm, user: &str, canary: &str) {
         key: "drink".into(),
         value: format!("{canary} tea"),
     };
-    profile::merge_facts(layout, &name, Owner::default(), &[fact], 4000, utc(NOW)).unwrap();
+    profile::merge_facts(
+        layout,
+        &name,
+        Owner::default(),
+        &[fact],
+        4000,
+        mnemo_sessions::versions::Change {
+            by: mnemo_sessions::versions::Author::Command,
+            what: "test",
+        },
+        utc(NOW),
+    )
+    .unwrap();
     for slug in ["trip", &format!("{user}-only")] {
         let body = format!("{canary} note {slug}\n");
         topics::write(
@@ -43,6 +55,10 @@ async fn populate(stm: &Stm, user: &str, canary: &str) {
                 title: slug,
                 tags: &[],
                 body: &body,
+            },
+            mnemo_sessions::versions::Change {
+                by: mnemo_sessions::versions::Author::Command,
+                what: "test",
             },
             utc(NOW),
         )
@@ -77,6 +93,7 @@ async fn as_user(stm: &Stm, user: &str, text: &str) -> Reply {
         Caller {
             user: &name,
             display_name: Some("Alice"),
+            max_profile_chars: 4000,
         },
         &command,
         utc(NOW),
@@ -249,7 +266,7 @@ async fn clear_all_removes_everything_of_the_caller_and_nothing_of_anyone_elses(
 }
 
 #[tokio::test]
-async fn forget_deletes_only_the_callers_topic_and_says_when_none_matches() {
+async fn forget_deletes_only_the_callers_topic_and_says_when_nothing_matches() {
     let (_dir, stm) = two_users().await;
     let layout = stm.layout().clone();
     let (alice, bob) = (SafeName::of("alice"), SafeName::of("bob"));
@@ -261,7 +278,7 @@ async fn forget_deletes_only_the_callers_topic_and_says_when_none_matches() {
     let before = tree(layout.root());
     let reply = as_user(&stm, "alice", "/session forget bob-only").await;
     assert!(
-        reply.text.contains("no topic note by that name") && reply.text.contains("alice-only"),
+        reply.text.contains("no fact or topic note that matches") && reply.text.contains("alice-only"),
         "{}",
         reply.text
     );
@@ -293,6 +310,7 @@ async fn hostile_topic_names_are_refused_without_touching_any_file() {
             Caller {
                 user: &alice,
                 display_name: None,
+                max_profile_chars: 4000,
             },
             &command,
             utc(NOW),
@@ -302,7 +320,7 @@ async fn hostile_topic_names_are_refused_without_touching_any_file() {
         assert_eq!(tree(layout.root()), before, "{topic:?} touched a file");
     }
     let reply = as_user(&stm, "alice", "/session forget ../x").await;
-    assert!(reply.text.contains("not a topic name"), "{}", reply.text);
+    assert!(reply.text.contains("Nothing was deleted"), "{}", reply.text);
     assert_eq!(tree(layout.root()), before);
 }
 

@@ -2,8 +2,7 @@
 //! calls (recorded with their bodies), a Socket Mode websocket that sends
 //! envelopes and records acks, an upload URL and `response_url` endpoints.
 //! Shared by the channel-level tests and the binary's end-to-end tests
-//! (`#[path]`-included), so it depends only on axum, tokio and serde_json.
-#![allow(dead_code)]
+//! through the test kit.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -16,8 +15,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::sync::{Notify, mpsc};
+use std::time::Instant;
+use tokio::sync::mpsc;
 
 pub const BOT_TOKEN: &str = "xoxb-test-bot-token";
 pub const APP_TOKEN: &str = "xapp-test-app-token";
@@ -46,7 +45,6 @@ struct Inner {
     limited: Mutex<HashMap<String, u32>>,
     limited_at: Mutex<Vec<(String, Instant)>>,
     ts: AtomicU64,
-    changed: Notify,
 }
 
 #[derive(Clone)]
@@ -165,22 +163,11 @@ impl FakeSlack {
         }
     }
 
-    /// Waits until `ready` holds, re-checking on every change the fake sees;
-    /// panics with `what` if that takes unreasonably long (a hang guard, not
-    /// a timing assertion).
+    /// Waits until `ready` holds ([`crate::eventually`]); panics naming
+    /// `what` if that takes unreasonably long (a hang guard, not a timing
+    /// assertion).
     pub async fn wait_until(&self, what: &str, ready: impl Fn(&FakeSlack) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let changed = self.inner.changed.notified();
-            if ready(self) {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                panic!("fake Slack: timed out waiting for {what}; calls: {:#?}", self.calls());
-            }
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(200)), changed).await;
-        }
+        crate::eventually(format_args!("fake Slack: {what}"), async || ready(self)).await
     }
 }
 
@@ -249,7 +236,6 @@ async fn api(
         if let Some(left) = limited.get_mut(&method).filter(|n| **n > 0) {
             *left -= 1;
             fake.limited_at.lock().unwrap().push((method.clone(), now));
-            fake.changed.notify_waiters();
             return (
                 StatusCode::TOO_MANY_REQUESTS,
                 [("retry-after", "1")],
@@ -262,7 +248,6 @@ async fn api(
         let mut failing = fake.failing.lock().unwrap();
         if let Some(left) = failing.get_mut(&method).filter(|n| **n > 0) {
             *left -= 1;
-            fake.changed.notify_waiters();
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
         }
     }
@@ -290,7 +275,6 @@ async fn api(
         body: body.clone(),
         at: now,
     });
-    fake.changed.notify_waiters();
     let next_ts = || format!("1800000000.{:06}", fake.ts.fetch_add(1, Ordering::SeqCst) + 1);
     match method.as_str() {
         "auth.test" => ok(
@@ -328,7 +312,6 @@ async fn api(
 async fn upload(State(fake): State<Arc<Inner>>, Path(file): Path<String>, body: Bytes) -> impl IntoResponse {
     let len = body.len();
     fake.uploads.lock().unwrap().push((file, body.to_vec()));
-    fake.changed.notify_waiters();
     format!("OK - {len}")
 }
 
@@ -337,7 +320,6 @@ async fn respond(State(fake): State<Arc<Inner>>, body: Bytes) -> impl IntoRespon
         .lock()
         .unwrap()
         .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-    fake.changed.notify_waiters();
     "ok"
 }
 
@@ -359,7 +341,6 @@ async fn serve_socket(fake: Arc<Inner>, mut socket: WebSocket) {
     if socket.send(Message::Text(hello.to_string().into())).await.is_err() {
         return;
     }
-    fake.changed.notify_waiters();
     loop {
         tokio::select! {
             out = rx.recv() => match out {
@@ -374,7 +355,6 @@ async fn serve_socket(fake: Arc<Inner>, mut socket: WebSocket) {
                 Some(Ok(Message::Text(text))) => {
                     if let Ok(ack) = serde_json::from_str::<Value>(text.as_str()) {
                         fake.acks.lock().unwrap().push(ack);
-                        fake.changed.notify_waiters();
                     }
                 }
                 Some(Ok(_)) => {}
@@ -382,5 +362,4 @@ async fn serve_socket(fake: Arc<Inner>, mut socket: WebSocket) {
             },
         }
     }
-    fake.changed.notify_waiters();
 }

@@ -5,8 +5,8 @@
 //! is recorded (JSON body or multipart payload + files) so tests can assert
 //! on exactly what the adapter sent. Shared by the adapter tests and the
 //! end-to-end tests of the binary.
-#![allow(dead_code)] // each test crate uses a different part of it
 
+use crate::PATIENCE;
 use axum::Router;
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequest, Multipart, Request, State};
@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
 use tokio::sync::{mpsc, watch};
 
 /// The bot the fake says we are.
@@ -27,8 +27,6 @@ pub const APP_ID: &str = "1000000000000000002";
 pub fn dm_channel_of(user: &str) -> String {
     format!("1250{}", &user[user.len().saturating_sub(15)..])
 }
-/// How long a test waits for traffic before failing instead of hanging.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 /// One REST request as the fake received it.
 #[derive(Clone, Debug)]
@@ -60,7 +58,6 @@ struct Failure {
 struct Inner {
     base: String,
     requests: Mutex<Vec<Recorded>>,
-    seen: watch::Sender<usize>,
     failures: Mutex<Vec<Failure>>,
     identify: watch::Sender<Option<Value>>,
     /// Resume payloads (`d` of op 6) received so far.
@@ -87,7 +84,6 @@ impl FakeDiscord {
         let inner = Arc::new(Inner {
             base,
             requests: Mutex::new(Vec::new()),
-            seen: watch::channel(0).0,
             failures: Mutex::new(Vec::new()),
             identify: watch::channel(None).0,
             resumes: watch::channel(Vec::new()).0,
@@ -114,18 +110,11 @@ impl FakeDiscord {
 
     /// Waits until `pick` finds at least `n` recorded requests; returns them.
     pub async fn wait_for(&self, n: usize, pick: impl Fn(&Recorded) -> bool) -> Vec<Recorded> {
-        let mut seen = self.inner.seen.subscribe();
-        let found = tokio::time::timeout(PATIENCE, async {
-            loop {
-                let hits: Vec<Recorded> = self.requests().into_iter().filter(|r| pick(r)).collect();
-                if hits.len() >= n {
-                    return hits;
-                }
-                seen.changed().await.expect("fake alive");
-            }
+        crate::eventually(format_args!("{n} matching requests to the fake Discord"), async || {
+            let hits: Vec<Recorded> = self.requests().into_iter().filter(|r| pick(r)).collect();
+            (hits.len() >= n).then_some(hits)
         })
-        .await;
-        found.unwrap_or_else(|_| panic!("fewer than {n} matching requests arrived; got {:#?}", self.requests()))
+        .await
     }
 
     /// Messages posted to channel `id`, once `n` have arrived.
@@ -240,7 +229,6 @@ async fn rest(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         requests.push(record);
         requests.len()
     };
-    inner.seen.send_replace(count);
 
     if let Some((status, body)) = scripted_failure(&inner, &path) {
         return (status, axum::Json(body)).into_response();

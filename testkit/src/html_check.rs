@@ -1,7 +1,7 @@
 //! A strict reader of Telegram HTML, for tests only: what a message
 //! displays, or why Telegram's parser would refuse it. Shared by the
 //! adapter's unit tests, its fake-server tests and the end-to-end tests
-//! (included by `#[path]`), so all three judge replies the same way.
+//! through the test kit, so all three judge replies the same way.
 
 /// The text `html` displays, or why Telegram would refuse it: a tag outside
 /// the set mnemo emits (`b`, `i`, `s`, `code`, `pre`, `pre>code class`,

@@ -1,12 +1,11 @@
 //! A fake Telegram Bot API on 127.0.0.1 — the network edge of the Telegram
-//! tests, shared by the adapter tests and the end-to-end tests (included
-//! by `#[path]`). It serves `/bot<TOKEN>/<method>` like the real one:
+//! tests, shared by the adapter tests and the end-to-end tests through the
+//! test kit. It serves `/bot<TOKEN>/<method>` like the real one:
 //! `getMe`, `getUpdates` (long polling over a queue the test fills, with
 //! offsets confirmed as Telegram does), `sendMessage`, `sendChatAction`,
 //! `sendDocument` (multipart), `setMyCommands`, `setWebhook`,
 //! `deleteWebhook`. It records every call, and answers the next call of a
 //! method with a scripted error when a test asks (429, 403, …).
-#![allow(dead_code)] // each test crate uses a different part
 
 use axum::Router;
 use axum::body::Bytes;
@@ -24,9 +23,6 @@ use tokio::sync::watch;
 pub const TOKEN: &str = "4242:AAtest-SECRET_token";
 pub const BOT_ID: u64 = 4242;
 pub const BOT_USERNAME: &str = "mnemo_test_bot";
-
-/// How long a test waits for something the bot should do before failing.
-const DEADLINE: Duration = Duration::from_secs(60);
 
 /// One request the bot made.
 #[derive(Clone, Debug)]
@@ -177,20 +173,9 @@ impl FakeBotApi {
         .await
     }
 
-    /// Waits until `check` returns something; panics past the deadline.
+    /// Waits until `check` returns something ([`crate::eventually`]).
     pub async fn wait_until<T>(&self, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-        let mut version = self.version.subscribe();
-        let wait = async {
-            loop {
-                if let Some(found) = check() {
-                    return found;
-                }
-                version.changed().await.unwrap();
-            }
-        };
-        tokio::time::timeout(DEADLINE, wait)
-            .await
-            .unwrap_or_else(|_| panic!("gave up waiting for {what}"))
+        crate::eventually(what, async || check()).await
     }
 
     fn record(&self, method: &str, params: Value, file: Option<(String, Vec<u8>)>, status: u16) {

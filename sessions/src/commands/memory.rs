@@ -1,0 +1,189 @@
+//! The commands that edit long-term memory: `/session remember <text>`,
+//! `/session forget <fact or topic>` (by key or topic name at once, by
+//! words after a confirmation listing what would go), `/session history
+//! [topic]` and `/session undo`. Each runs under the caller's lock, acts
+//! through [`crate::edits`] and [`crate::versions`] on the caller's own
+//! files, and drops the caller's recall index so a forgotten fact is not
+//! recalled again.
+
+use super::{Caller, CommandError};
+use crate::edits::{EditError, Editor, Forgotten};
+use crate::profile::clipped_line;
+use crate::recall::Recall;
+use crate::stm::Stm;
+use crate::summarizer::FactSection;
+use crate::versions::{self, Author};
+use chrono::{DateTime, Utc};
+
+/// Versions listed by `/session history` at most.
+const HISTORY_LINES: usize = 15;
+/// Characters of a fact shown in a forget preview.
+const PREVIEW_CHARS: usize = 120;
+
+fn editor<'a>(stm: &'a Stm, caller: &Caller<'a>, now: DateTime<Utc>) -> Editor<'a> {
+    Editor {
+        layout: stm.layout(),
+        user: caller.user,
+        by: Author::Command,
+        max_chars: caller.max_profile_chars,
+        now,
+    }
+}
+
+fn refused(e: EditError) -> Result<String, CommandError> {
+    match e {
+        EditError::Invalid(reason) => Ok(format!("I can't use that: {reason}. Nothing was changed.")),
+        EditError::NotFound => Ok("I have no fact or topic note by that name.".to_string()),
+        EditError::Profile(e) => Err(e.into()),
+        EditError::Topic(e) => Err(e.into()),
+    }
+}
+
+pub(super) async fn remember(
+    stm: &Stm,
+    caller: Caller<'_>,
+    text: &str,
+    now: DateTime<Utc>,
+) -> Result<String, CommandError> {
+    let _guard = stm.lock(caller.user).await;
+    match editor(stm, &caller, now).remember(FactSection::Notes, text) {
+        Ok(key) => {
+            Recall::of(stm).forget(caller.user)?;
+            Ok(format!(
+                "Noted in your long-term memory as `{key}`. `/session forget {key}` removes it; `/session undo` takes it back."
+            ))
+        }
+        Err(e) => refused(e),
+    }
+}
+
+/// By exact key or topic name: forgotten at once (undoable). Otherwise the
+/// facts holding all the words are listed, and nothing goes until
+/// `/session forget confirm <words>`.
+pub(super) async fn forget(
+    stm: &Stm,
+    caller: Caller<'_>,
+    what: &str,
+    now: DateTime<Utc>,
+) -> Result<String, CommandError> {
+    let _guard = stm.lock(caller.user).await;
+    let editor = editor(stm, &caller, now);
+    match editor.forget(what) {
+        Ok(forgotten) => {
+            Recall::of(stm).forget(caller.user)?;
+            let name = match forgotten {
+                Forgotten::Fact { key } => format!("the fact `{key}`"),
+                Forgotten::Topic { slug } => format!("your topic note “{slug}”"),
+            };
+            return Ok(format!("Forgot {name}. `/session undo` brings it back."));
+        }
+        Err(EditError::NotFound | EditError::Invalid(_)) => {}
+        Err(e) => return refused(e),
+    }
+    let matches = match editor.matching(what) {
+        Ok(matches) => matches,
+        Err(e) => return refused(e),
+    };
+    if matches.is_empty() {
+        let topics: Vec<String> = crate::topics::list(stm.layout(), caller.user)?
+            .into_iter()
+            .map(|t| t.slug)
+            .collect();
+        let mut reply = "I have no fact or topic note that matches. Nothing was deleted.".to_string();
+        if !topics.is_empty() {
+            reply.push_str(&format!(" Your topic notes are: {}", topics.join(", ")));
+        }
+        return Ok(reply);
+    }
+    let mut reply = format!(
+        "This would forget {} fact{}:",
+        matches.len(),
+        if matches.len() == 1 { "" } else { "s" }
+    );
+    for fact in &matches {
+        reply.push_str(&format!(
+            "\n- `{}`: {}",
+            fact.key,
+            clipped_line(&fact.value, PREVIEW_CHARS)
+        ));
+    }
+    reply.push_str(&format!(
+        "\nTo go ahead, send `/session forget confirm {}` (`/session undo` can take it back).",
+        what.trim()
+    ));
+    Ok(reply)
+}
+
+/// Forgets every fact holding all the words, in one undoable change.
+pub(super) async fn forget_confirmed(
+    stm: &Stm,
+    caller: Caller<'_>,
+    what: &str,
+    now: DateTime<Utc>,
+) -> Result<String, CommandError> {
+    let _guard = stm.lock(caller.user).await;
+    let editor = editor(stm, &caller, now);
+    let result = editor.matching(what).and_then(|matches| {
+        let keys: Vec<&str> = matches.iter().map(|f| f.key.as_str()).collect();
+        editor.forget_facts(&keys)
+    });
+    match result {
+        Ok(0) => Ok("Nothing in your long-term memory matches that, so nothing was deleted.".to_string()),
+        Ok(n) => {
+            Recall::of(stm).forget(caller.user)?;
+            Ok(format!(
+                "Forgot {n} fact{}. `/session undo` brings {} back.",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "it" } else { "them" }
+            ))
+        }
+        Err(e) => refused(e),
+    }
+}
+
+/// The caller's kept versions, newest first; with a topic, only that note's.
+pub(super) async fn history(stm: &Stm, caller: Caller<'_>, topic: Option<&str>) -> Result<String, CommandError> {
+    let _guard = stm.lock(caller.user).await;
+    let wanted = topic.map(|t| format!("topic {}", t.trim().to_ascii_lowercase()));
+    let kept: Vec<_> = versions::history(stm.layout(), caller.user)?
+        .into_iter()
+        .filter(|v| wanted.as_ref().is_none_or(|w| v.file_label() == *w))
+        .collect();
+    if kept.is_empty() {
+        return Ok("There are no earlier versions of your long-term memory to show.".to_string());
+    }
+    let mut out = format!(
+        "Changes to your long-term memory, newest first ({} kept; `/session undo` reverts the newest):",
+        kept.len()
+    );
+    for v in kept.iter().take(HISTORY_LINES) {
+        out.push_str(&format!(
+            "\n{} — {} — {} by {}",
+            v.ts.format("%Y-%m-%d %H:%M UTC"),
+            v.file_label(),
+            v.what,
+            v.by.label()
+        ));
+    }
+    if kept.len() > HISTORY_LINES {
+        out.push_str(&format!("\n… and {} older.", kept.len() - HISTORY_LINES));
+    }
+    Ok(out)
+}
+
+pub(super) async fn undo(stm: &Stm, caller: Caller<'_>) -> Result<String, CommandError> {
+    let _guard = stm.lock(caller.user).await;
+    match versions::undo(stm.layout(), caller.user)? {
+        None => Ok("There is no change to your long-term memory to undo.".to_string()),
+        Some(v) => {
+            Recall::of(stm).forget(caller.user)?;
+            Ok(format!(
+                "Undid the last change to your {} ({}, {} by {}).",
+                v.file_label(),
+                v.ts.format("%Y-%m-%d %H:%M UTC"),
+                v.what,
+                v.by.label()
+            ))
+        }
+    }
+}

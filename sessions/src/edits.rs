@@ -1,0 +1,309 @@
+//! Edits of a user's long-term memory asked for by the user
+//! (`/session remember|forget`) or by the model's memory tools: remember a
+//! fact, update one by key, forget a fact or a topic note, find facts by
+//! words. Every write goes through [`crate::profile::write`] or
+//! [`crate::topics::delete`], so it keeps the previous version and can be
+//! undone ([`crate::versions`]).
+//!
+//! Arguments are validated here (sizes, key shape) before any file is
+//! touched; the caller is a [`SafeName`] the broker computed, never an
+//! argument. Callers hold the user's lock. Files only; `now` is a parameter.
+
+use crate::layout::Layout;
+use crate::names::SafeName;
+use crate::profile::{self, Body, Merged, ProfileError, normalized};
+use crate::summarizer::FactSection;
+use crate::topics::{self, TopicError};
+use crate::versions::{Author, Change};
+use chrono::{DateTime, Utc};
+
+/// Longest fact text accepted, in characters (the profile's bullet limit).
+pub const MAX_TEXT_CHARS: usize = 300;
+/// Longest key accepted, in characters.
+pub const MAX_KEY_CHARS: usize = 64;
+/// Characters of a key derived from a fact's first words.
+const DERIVED_KEY_CHARS: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    /// The argument was refused before anything was touched.
+    #[error("{0}")]
+    Invalid(&'static str),
+    #[error("no fact or topic note with that key")]
+    NotFound,
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+}
+
+/// Who edits whose memory, and the profile's size cap.
+#[derive(Clone, Copy, Debug)]
+pub struct Editor<'a> {
+    pub layout: &'a Layout,
+    pub user: &'a SafeName,
+    pub by: Author,
+    /// `ltm.maxProfileChars`.
+    pub max_chars: usize,
+    pub now: DateTime<Utc>,
+}
+
+/// One fact of the profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FactLine {
+    pub section: FactSection,
+    pub key: String,
+    pub value: String,
+}
+
+/// What [`Editor::forget`] removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forgotten {
+    Fact { key: String },
+    Topic { slug: String },
+}
+
+/// A text for a fact: one line, 1 to [`MAX_TEXT_CHARS`] characters.
+pub fn check_text(text: &str) -> Result<String, EditError> {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return Err(EditError::Invalid("the text is empty"));
+    }
+    if line.chars().count() > MAX_TEXT_CHARS {
+        return Err(EditError::Invalid("the text is longer than 300 characters"));
+    }
+    Ok(line)
+}
+
+/// A key: one line, 1 to [`MAX_KEY_CHARS`] characters, no control
+/// characters and no `: ` (which separates key from value in the file).
+pub fn check_key(key: &str) -> Result<String, EditError> {
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(EditError::Invalid("the key is empty"));
+    }
+    if key.chars().count() > MAX_KEY_CHARS {
+        return Err(EditError::Invalid("the key is longer than 64 characters"));
+    }
+    if key.chars().any(char::is_control) || key.contains(": ") {
+        return Err(EditError::Invalid(
+            "the key has a line break, a control character or `: `",
+        ));
+    }
+    Ok(key.to_string())
+}
+
+impl Editor<'_> {
+    fn change<'w>(&self, what: &'w str) -> Change<'w> {
+        Change { by: self.by, what }
+    }
+
+    fn body(&self) -> Result<(profile::Profile, Body), EditError> {
+        let profile = profile::read(self.layout, self.user)?
+            .unwrap_or_else(|| profile::new_profile(self.layout, self.user, self.now));
+        let body = Body::parse(&profile.body);
+        Ok((profile, body))
+    }
+
+    fn save(&self, mut profile: profile::Profile, mut body: Body, what: &str) -> Result<(), EditError> {
+        body.cap(self.max_chars);
+        profile.body = body.render(self.max_chars);
+        profile.meta.updated = Some(self.now);
+        profile::write(self.layout, self.user, &profile, self.change(what), self.now)?;
+        Ok(())
+    }
+
+    /// Every fact of the profile, in file order.
+    pub fn facts(&self) -> Result<Vec<FactLine>, EditError> {
+        let (_, body) = self.body()?;
+        Ok(body
+            .all_bullets()
+            .into_iter()
+            .map(|(section, key, value)| FactLine {
+                section,
+                key: key.to_string(),
+                value: value.to_string(),
+            })
+            .collect())
+    }
+
+    /// Adds `text` as a new fact under `section`, keyed by its first words
+    /// (made unique); returns the key.
+    pub fn remember(&self, section: FactSection, text: &str) -> Result<String, EditError> {
+        let text = check_text(text)?;
+        let (profile, mut body) = self.body()?;
+        let taken: Vec<String> = body.all_bullets().iter().map(|(_, k, _)| normalized(k)).collect();
+        let base = derived_key(&text);
+        let key = (1..)
+            .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
+            .find(|k| !taken.contains(&normalized(k)))
+            .unwrap_or(base);
+        body.merge(section, &key, &text);
+        self.save(profile, body, &format!("remembered `{key}`"))?;
+        Ok(key)
+    }
+
+    /// Replaces the text of the fact `key` (in whichever section it is).
+    pub fn update(&self, key: &str, text: &str) -> Result<(), EditError> {
+        let key = check_key(key)?;
+        let text = check_text(text)?;
+        let (profile, mut body) = self.body()?;
+        let wanted = normalized(&key);
+        let Some((section, found, _)) = body
+            .all_bullets()
+            .into_iter()
+            .find(|(_, k, _)| normalized(k) == wanted)
+            .map(|(s, k, v)| (s, k.to_string(), v.to_string()))
+        else {
+            return Err(EditError::NotFound);
+        };
+        if body.merge(section, &found, &text) == Some(Merged::Unchanged) {
+            return Ok(());
+        }
+        self.save(profile, body, &format!("updated `{found}`"))
+    }
+
+    /// Forgets the fact `key`, or else the topic note of that name.
+    pub fn forget(&self, key: &str) -> Result<Forgotten, EditError> {
+        let key = check_key(key)?;
+        if self.forget_facts(&[key.as_str()])? > 0 {
+            return Ok(Forgotten::Fact { key });
+        }
+        let what = format!("forgot topic `{}`", key.to_ascii_lowercase());
+        match topics::delete(self.layout, self.user, &key, self.change(&what), self.now) {
+            Ok(()) => Ok(Forgotten::Topic {
+                slug: key.to_ascii_lowercase(),
+            }),
+            Err(TopicError::NotFound { .. } | TopicError::InvalidSlug { .. } | TopicError::ReservedOwner) => {
+                Err(EditError::NotFound)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the facts with these keys in one write (one version);
+    /// returns how many went.
+    pub fn forget_facts(&self, keys: &[&str]) -> Result<usize, EditError> {
+        let (profile, mut body) = self.body()?;
+        let removed = body.remove_keys(keys);
+        if removed > 0 {
+            let what = match keys {
+                [one] => format!("forgot `{one}`"),
+                _ => format!("forgot {removed} facts"),
+            };
+            self.save(profile, body, &what)?;
+        }
+        Ok(removed)
+    }
+
+    /// Facts whose key and text hold every word of `words` (case and
+    /// spacing ignored).
+    pub fn matching(&self, words: &str) -> Result<Vec<FactLine>, EditError> {
+        let words: Vec<String> = normalized(words).split(' ').map(str::to_string).collect();
+        Ok(self
+            .facts()?
+            .into_iter()
+            .filter(|f| {
+                let line = normalized(&format!("{} {}", f.key, f.value));
+                words.iter().all(|w| line.contains(w.as_str()))
+            })
+            .collect())
+    }
+}
+
+/// A key from the text's first words: lowercase letters and digits, words
+/// joined by `-`, at most [`DERIVED_KEY_CHARS`]; `note` if none.
+fn derived_key(text: &str) -> String {
+    let mut key = String::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let word = word.to_lowercase();
+        let extra = word.chars().count() + usize::from(!key.is_empty());
+        if !key.is_empty() && key.chars().count() + extra > DERIVED_KEY_CHARS {
+            break;
+        }
+        if !key.is_empty() {
+            key.push('-');
+        }
+        key.extend(word.chars().take(DERIVED_KEY_CHARS));
+    }
+    if key.is_empty() { "note".to_string() } else { key }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::versions;
+    use chrono::TimeZone;
+
+    fn editor<'a>(layout: &'a Layout, user: &'a SafeName) -> Editor<'a> {
+        Editor {
+            layout,
+            user,
+            by: Author::Command,
+            max_chars: 4000,
+            now: Utc.with_ymd_and_hms(2026, 3, 1, 10, 0, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn remember_update_and_forget_a_fact_each_keep_a_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let e = editor(&layout, &user);
+        let key = e.remember(FactSection::Facts, "My daughter is called Mia").unwrap();
+        assert_eq!(key, "my-daughter-is-called-mia");
+        let again = e.remember(FactSection::Facts, "My daughter is called Mia!").unwrap();
+        assert_eq!(again, "my-daughter-is-called-mia-2");
+        e.update(&key, "My daughter is called Mia Rose").unwrap();
+        assert_eq!(e.facts().unwrap()[1].value, "My daughter is called Mia Rose");
+        assert_eq!(e.forget(&again).unwrap(), Forgotten::Fact { key: again.clone() });
+        assert!(matches!(e.forget("nothing-like-this"), Err(EditError::NotFound)));
+        assert!(matches!(e.update("nothing", "x"), Err(EditError::NotFound)));
+        assert_eq!(versions::history(&layout, &user).unwrap().len(), 4);
+        assert_eq!(e.matching("mia ROSE").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn oversized_or_malformed_arguments_touch_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let e = editor(&layout, &user);
+        assert!(matches!(
+            e.remember(FactSection::Facts, &"x".repeat(301)),
+            Err(EditError::Invalid(_))
+        ));
+        assert!(matches!(
+            e.remember(FactSection::Facts, "  "),
+            Err(EditError::Invalid(_))
+        ));
+        assert!(matches!(e.forget("a\nb"), Err(EditError::Invalid(_))));
+        assert!(matches!(e.forget(&"k".repeat(65)), Err(EditError::Invalid(_))));
+        assert!(matches!(e.update("k: v", "x"), Err(EditError::Invalid(_))));
+        assert!(!layout.profile_path(&user).exists());
+        assert!(versions::history(&layout, &user).unwrap().is_empty());
+    }
+
+    #[test]
+    fn forget_falls_back_to_a_topic_note_and_undo_brings_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let e = editor(&layout, &user);
+        let note = topics::TopicWrite {
+            title: "Boat",
+            tags: &[],
+            body: "- sails on Sundays\n",
+        };
+        let change = Change {
+            by: Author::Compaction,
+            what: "t",
+        };
+        topics::write(&layout, &user, "boat", note, change, e.now).unwrap();
+        assert_eq!(e.forget("Boat").unwrap(), Forgotten::Topic { slug: "boat".into() });
+        assert!(topics::read(&layout, &user, "boat").unwrap().is_none());
+        versions::undo(&layout, &user).unwrap().unwrap();
+        assert!(topics::read(&layout, &user, "boat").unwrap().is_some());
+    }
+}

@@ -1,0 +1,225 @@
+//! The memory tools' executor: runs `memory_search`, `memory_remember`,
+//! `memory_update` and `memory_forget` for the one caller it was built for
+//! ([`MemoryTools::for_caller`]: the caller's `SafeName` in one channel's
+//! memory). No tool takes a user, channel or path as an argument, so
+//! nothing a model is talked into — by the user's message or by a recalled
+//! note — can reach another user's memory.
+//!
+//! Arguments are checked strictly (an object with exactly the documented
+//! fields, sizes and key shape from `mnemo_sessions::edits`); writes run
+//! under the caller's lock and keep versions (undoable); at most
+//! [`MAX_DELETIONS_PER_TURN`] deletions per turn. Each call is logged with
+//! tool, sizes and outcome — never the text — and counted in metrics.
+
+mod specs;
+
+pub use specs::MAX_QUERY_CHARS;
+
+use crate::app::ChannelMemory;
+use crate::model::{ToolCall, ToolExecutor, ToolResult, ToolSpec};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use mnemo_sessions::SafeName;
+use mnemo_sessions::edits::{EditError, Editor, Forgotten};
+use mnemo_sessions::profile::clipped_line;
+use mnemo_sessions::recall::Recall;
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::summarizer::FactSection;
+use mnemo_sessions::versions::Author;
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Facts or notes the model may delete in one turn.
+pub const MAX_DELETIONS_PER_TURN: usize = 3;
+/// Matches `memory_search` returns at most.
+const SEARCH_HITS: usize = 8;
+/// Characters of one search match at most.
+const HIT_CHARS: usize = 300;
+
+/// The tools of one turn of one caller.
+pub struct MemoryTools {
+    stm: Stm,
+    recall: Recall,
+    user: SafeName,
+    max_profile_chars: usize,
+    now: DateTime<Utc>,
+    deletions: AtomicUsize,
+}
+
+/// Why a call did not do what it asked: a fixed code for logs and metrics,
+/// and a sentence for the model.
+struct Refusal {
+    code: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn invalid(message: impl Into<String>) -> Refusal {
+        Refusal {
+            code: "invalid",
+            message: message.into(),
+        }
+    }
+}
+
+impl From<EditError> for Refusal {
+    fn from(e: EditError) -> Refusal {
+        match e {
+            EditError::Invalid(reason) => Refusal::invalid(reason),
+            EditError::NotFound => Refusal {
+                code: "not_found",
+                message: "no fact or topic note with that key; use memory_search to find keys".into(),
+            },
+            other => {
+                tracing::warn!(error = %other, "memory tool could not write");
+                Refusal {
+                    code: "failed",
+                    message: "the memory could not be changed (a storage problem)".into(),
+                }
+            }
+        }
+    }
+}
+
+impl MemoryTools {
+    /// The tools for `user` in `memory`'s channel, for one turn at `now`.
+    pub fn for_caller(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
+        MemoryTools {
+            stm: memory.stm.clone(),
+            recall: memory.recall.clone(),
+            user: user.clone(),
+            max_profile_chars: memory.config.ltm.max_profile_chars,
+            now,
+            deletions: AtomicUsize::new(0),
+        }
+    }
+
+    fn editor(&self) -> Editor<'_> {
+        Editor {
+            layout: self.stm.layout(),
+            user: &self.user,
+            by: Author::Tool,
+            max_chars: self.max_profile_chars,
+            now: self.now,
+        }
+    }
+
+    async fn run(&self, tool: &'static str, args: &Value) -> Result<String, Refusal> {
+        match tool {
+            specs::SEARCH => {
+                let [query] = fields(args, [("query", true)])?;
+                let query = query.unwrap_or_default();
+                if query.trim().is_empty() || query.chars().count() > MAX_QUERY_CHARS {
+                    return Err(Refusal::invalid(format!(
+                        "the query must be 1 to {MAX_QUERY_CHARS} characters"
+                    )));
+                }
+                let hits = self.recall.search(&self.user, query, SEARCH_HITS);
+                if hits.is_empty() {
+                    return Ok("no matches".into());
+                }
+                Ok(hits
+                    .iter()
+                    .map(|h| format!("{} {}", h.label, clipped_line(&h.text, HIT_CHARS)))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+            }
+            specs::REMEMBER => {
+                let [text, section] = fields(args, [("text", true), ("section", false)])?;
+                let section = match section {
+                    None | Some("notes") => FactSection::Notes,
+                    Some("preferences") => FactSection::Preferences,
+                    Some("facts") => FactSection::Facts,
+                    Some("topics") => FactSection::Topics,
+                    Some(_) => return Err(Refusal::invalid("section must be preferences, facts, topics or notes")),
+                };
+                let _guard = self.stm.lock(&self.user).await;
+                let key = self.editor().remember(section, text.unwrap_or_default())?;
+                Ok(format!("remembered as `{key}`"))
+            }
+            specs::UPDATE => {
+                let [key, text] = fields(args, [("key", true), ("text", true)])?;
+                let _guard = self.stm.lock(&self.user).await;
+                self.editor()
+                    .update(key.unwrap_or_default(), text.unwrap_or_default())?;
+                Ok("updated".into())
+            }
+            specs::FORGET => {
+                let [key] = fields(args, [("key", true)])?;
+                if self.deletions.load(Ordering::SeqCst) >= MAX_DELETIONS_PER_TURN {
+                    return Err(Refusal {
+                        code: "limit",
+                        message: format!(
+                            "refused: at most {MAX_DELETIONS_PER_TURN} deletions per turn; the user can use /session forget"
+                        ),
+                    });
+                }
+                let _guard = self.stm.lock(&self.user).await;
+                let forgotten = self.editor().forget(key.unwrap_or_default())?;
+                self.deletions.fetch_add(1, Ordering::SeqCst);
+                Ok(match forgotten {
+                    Forgotten::Fact { key } => format!("forgot fact `{key}` (the user can undo it)"),
+                    Forgotten::Topic { slug } => format!("forgot topic note `{slug}` (the user can undo it)"),
+                })
+            }
+            _ => Err(Refusal::invalid("no such tool")),
+        }
+    }
+}
+
+/// The string fields of an argument object, in the order asked; refuses a
+/// non-object, a missing required field, a non-string, and any field not
+/// asked for (a `user` or `channel` argument is refused, not ignored).
+fn fields<'a, const N: usize>(args: &'a Value, wanted: [(&str, bool); N]) -> Result<[Option<&'a str>; N], Refusal> {
+    let Value::Object(object) = args else {
+        return Err(Refusal::invalid("the arguments must be a JSON object"));
+    };
+    if let Some(extra) = object.keys().find(|k| !wanted.iter().any(|(name, _)| name == k)) {
+        return Err(Refusal::invalid(format!(
+            "unknown argument `{}`; this tool acts only on the current user's memory",
+            clipped_line(extra, 40)
+        )));
+    }
+    let mut out = [None; N];
+    for (slot, (name, required)) in out.iter_mut().zip(wanted) {
+        match object.get(name) {
+            Some(Value::String(s)) => *slot = Some(s.as_str()),
+            None | Some(Value::Null) if !required => {}
+            None | Some(Value::Null) => return Err(Refusal::invalid(format!("`{name}` is required"))),
+            Some(_) => return Err(Refusal::invalid(format!("`{name}` must be a string"))),
+        }
+    }
+    Ok(out)
+}
+
+/// The tool's own name (a `'static` label), or `unknown`.
+fn tool_name(name: &str) -> &'static str {
+    [specs::SEARCH, specs::REMEMBER, specs::UPDATE, specs::FORGET]
+        .into_iter()
+        .find(|t| *t == name)
+        .unwrap_or("unknown")
+}
+
+#[async_trait]
+impl ToolExecutor for MemoryTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        specs::all()
+    }
+
+    async fn call(&self, call: &ToolCall) -> ToolResult {
+        let tool = tool_name(&call.name);
+        let args_bytes = call.arguments.to_string().len();
+        let (outcome, content, is_error) = match self.run(tool, &call.arguments).await {
+            Ok(content) => ("ok", content, false),
+            Err(refusal) => (refusal.code, format!("error: {}", refusal.message), true),
+        };
+        let channel = self.stm.layout().channel().to_string();
+        tracing::info!(%channel, user = %self.user, tool, args_bytes, result_bytes = content.len(), outcome, "memory tool call");
+        crate::ops::metrics::metrics().tool_call(&channel, tool, outcome);
+        ToolResult {
+            call_id: call.id.clone(),
+            content,
+            is_error,
+        }
+    }
+}
