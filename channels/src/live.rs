@@ -125,12 +125,11 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
 
     /// Brings the platform up to `text`. `last`: this is the final text, so
     /// a failed edit is posted again as a new message rather than lost, and
-    /// messages beyond the text are retired. Returns the platform calls made.
-    async fn show(&mut self, text: &str, last: bool) -> Result<u32, ChannelError> {
+    /// messages beyond the text are retired.
+    async fn show(&mut self, text: &str, last: bool) -> Result<(), ChannelError> {
         let chunks = to_chunks(&self.markup, text);
-        let mut calls = 0;
         for (i, chunk) in chunks.iter().enumerate() {
-            calls += self.put(i, chunk, last).await?;
+            self.put(i, chunk, last).await?;
         }
         if last {
             let retired = Chunk {
@@ -138,39 +137,48 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
                 plain: RETIRED.into(),
             };
             for i in chunks.len()..self.posted.len() {
-                calls += self.put(i, &retired, false).await?;
+                self.put(i, &retired, false).await?;
             }
         }
-        Ok(calls)
+        Ok(())
     }
 
-    /// Shows `chunk` in message `i` (posting it if there is none yet).
-    async fn put(&mut self, i: usize, chunk: &Chunk, settled: bool) -> Result<u32, ChannelError> {
+    /// Shows `chunk` in message `i` (posting it if there is none yet),
+    /// each platform call one interval after the last one ended.
+    async fn put(&mut self, i: usize, chunk: &Chunk, settled: bool) -> Result<(), ChannelError> {
         if let Some((id, shown)) = self.posted.get(i) {
             if *shown == chunk.text {
-                return Ok(0);
+                return Ok(());
             }
             let id = id.clone();
-            match self.editor.edit(&id, chunk).await {
+            self.pace().await;
+            let edited = self.editor.edit(&id, chunk).await;
+            self.paced();
+            match edited {
                 Ok(()) => {
                     self.posted[i].1.clone_from(&chunk.text);
-                    return Ok(1);
+                    return Ok(());
                 }
                 Err(e) if settled => {
                     tracing::warn!(error = %e, "live reply: final edit failed; posting the text again");
-                    let id = self.editor.post(chunk, false).await?;
+                    self.pace().await;
+                    let posted = self.editor.post(chunk, false).await;
+                    self.paced();
+                    let id = posted?;
                     self.posted[i] = (id, chunk.text.clone());
-                    return Ok(2);
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "live reply: edit failed; the next one carries the text");
-                    return Ok(1);
+                    return Ok(());
                 }
             }
         }
-        let id = self.editor.post(chunk, i == 0).await?;
-        self.posted.push((id, chunk.text.clone()));
-        Ok(1)
+        self.pace().await;
+        let posted = self.editor.post(chunk, i == 0).await;
+        self.paced();
+        self.posted.push((posted?, chunk.text.clone()));
+        Ok(())
     }
 
     /// Waits until the platform may take the next call.
@@ -178,9 +186,9 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
         tokio::time::sleep_until(self.next_at).await;
     }
 
-    /// The next call may go out `calls` intervals after now.
-    fn paced(&mut self, calls: u32) {
-        self.next_at = Instant::now() + self.interval * calls;
+    /// A call just ended: the next may go out one interval from now.
+    fn paced(&mut self) {
+        self.next_at = Instant::now() + self.interval;
     }
 }
 
@@ -191,19 +199,12 @@ impl<M: Markup + Send + Sync, E: Editor> LiveReply for Growing<M, E> {
     }
 
     async fn update(&mut self, text: &str) {
-        self.pace().await;
-        let calls = match self.show(text, false).await {
-            Ok(calls) => calls,
-            Err(e) => {
-                tracing::debug!(error = %e, "live reply: update not shown; a later one will be");
-                1
-            }
-        };
-        self.paced(calls);
+        if let Err(e) = self.show(text, false).await {
+            tracing::debug!(error = %e, "live reply: update not shown; a later one will be");
+        }
     }
 
     async fn finish(mut self: Box<Self>, text: &str) -> Result<(), ChannelError> {
-        self.pace().await;
-        self.show(text, true).await.map(drop)
+        self.show(text, true).await
     }
 }
