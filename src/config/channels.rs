@@ -54,7 +54,8 @@ impl ChannelsConfig {
             ("discord", self.discord.streaming),
         ]
         .into_iter()
-        .filter_map(|(name, on)| on.then(|| name.to_string()))
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name.to_string())
         .collect()
     }
 

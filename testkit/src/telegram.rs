@@ -263,15 +263,11 @@ fn chat_of(params: &Value) -> i64 {
 }
 
 impl FakeBotApi {
-    /// `editMessageText` as Telegram answers it: the edited message, or a
-    /// 400 when there is no such message of the bot's or nothing changes.
-    fn edit_message(&self, params: &Value) -> Result<Value, Response> {
-        let bad = |what: &str| {
-            reply(
-                400,
-                json!({"ok": false, "error_code": 400, "description": format!("Bad Request: {what}")}).to_string(),
-            )
-        };
+    /// `editMessageText` as Telegram answers it: the edited message, or
+    /// the description of its 400 when there is no such message of the
+    /// bot's or nothing changes.
+    fn edit_message(&self, params: &Value) -> Result<Value, String> {
+        let bad = |what: &str| format!("Bad Request: {what}");
         let (chat_id, id) = (chat_of(params), params["message_id"].as_i64().unwrap_or(0));
         let text = params["text"].as_str().unwrap_or_default();
         if text.chars().count() > 4096 {
@@ -350,7 +346,10 @@ async fn handle(
         api.record(&method, params, file, if edited.is_ok() { 200 } else { 400 });
         return match edited {
             Ok(message) => reply(200, json!({ "ok": true, "result": message }).to_string()),
-            Err(refused) => refused,
+            Err(description) => reply(
+                400,
+                json!({"ok": false, "error_code": 400, "description": description}).to_string(),
+            ),
         };
     }
     // Recorded on arrival, so a test can see a long poll that is waiting.
