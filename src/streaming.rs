@@ -10,7 +10,8 @@
 //! that turns into tool calls is replaced on screen by the next round's
 //! text (what is shown last is the answer, and only the answer is stored);
 //! the answer stops at `limits.maxReplyChars` (the rest of the stream is
-//! dropped and the answer cut visibly, as `reply_limit` does); a stream
+//! dropped and the answer cut visibly, at a word boundary that keeps all
+//! that was shown: `reply_limit::cut_streamed`); a stream
 //! that breaks after some text keeps that text, marked as cut. It never
 //! touches memory and never finishes the live reply: the pipeline stores
 //! the final text first, then finishes it.
@@ -59,6 +60,7 @@ pub async fn answer<T: Send>(
         tx,
         typing: Some(typing),
         max_chars,
+        show_chars: crate::reply_limit::shown_while_streaming(max_chars),
         broken: None,
         first_text: None,
     };
@@ -69,7 +71,7 @@ pub async fn answer<T: Send>(
     };
     let ((reply, broken, first_text), first_shown) = tokio::join!(read, show_while_growing(live, rx));
     let reply = reply?;
-    let text = crate::reply_limit::cut(&reply.text, max_chars);
+    let text = crate::reply_limit::cut_streamed(&reply.text, max_chars);
     let text = match &broken {
         Some(_) => format!("{}{CUT_BY_MODEL}", text.trim_end()),
         None => text.into_owned(),
@@ -88,6 +90,9 @@ struct Streamer<T> {
     tx: watch::Sender<String>,
     typing: Option<T>,
     max_chars: usize,
+    /// Characters of a round shown at most until it ends: what a cut at
+    /// `max_chars` keeps, so nothing shown is taken back.
+    show_chars: usize,
     broken: Option<ModelError>,
     first_text: Option<Instant>,
 }
@@ -108,6 +113,7 @@ impl<T: Send> Ask for Streamer<T> {
                     self.first_text.get_or_insert_with(Instant::now);
                     drop(self.typing.take());
                     let fresh = reply.text.is_empty();
+                    let room = self.show_chars.saturating_sub(chars);
                     chars += delta.chars().count();
                     reply.text.push_str(&delta);
                     // A new round's first text replaces the last round's.
@@ -115,7 +121,7 @@ impl<T: Send> Ask for Streamer<T> {
                         if fresh {
                             shown.clear();
                         }
-                        shown.push_str(&delta);
+                        shown.extend(delta.chars().take(room));
                     });
                     if chars > self.max_chars {
                         // The rest would be cut anyway: stop reading, answer now.

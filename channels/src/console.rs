@@ -215,7 +215,14 @@ struct Printing<'c> {
 }
 
 impl Printing<'_> {
-    async fn print(&mut self, text: &str) -> std::io::Result<()> {
+    /// Prints `text` (only what is new); until the end, only up to its last
+    /// whole word, so a cut answer never takes back half a word.
+    async fn print(&mut self, text: &str, last: bool) -> std::io::Result<()> {
+        let text = match text.rfind(char::is_whitespace) {
+            Some(at) if !last => text[..at].trim_end(),
+            None if !last => "",
+            _ => text,
+        };
         let new = match text.strip_prefix(self.printed.as_str()) {
             Some(rest) => rest.to_string(),
             None if self.printed.is_empty() => text.to_string(),
@@ -236,13 +243,13 @@ impl LiveReply for Printing<'_> {
     }
 
     async fn update(&mut self, text: &str) {
-        if let Err(e) = self.print(text).await {
+        if let Err(e) = self.print(text, false).await {
             tracing::debug!(error = %e, "console: could not print the answer so far");
         }
     }
 
     async fn finish(mut self: Box<Self>, text: &str) -> Result<(), ChannelError> {
-        self.print(text).await.map_err(send_error)?;
+        self.print(text, true).await.map_err(send_error)?;
         self.console.write(self.console.reply_end()).await.map_err(send_error)
     }
 }
