@@ -85,6 +85,9 @@ pub struct AppParts {
     /// calling): rounds of memory tool calls before the answer.
     pub max_tool_rounds: usize,
     pub summarizer: Arc<dyn Summarizer>,
+    /// The channels whose answers are shown while the model writes them
+    /// (`channels.<name>.streaming`); the others get each answer whole.
+    pub streaming: std::collections::BTreeSet<String>,
 }
 
 /// How long in-flight turns may take to finish after a shutdown signal.

@@ -25,3 +25,4 @@ pub mod platforms;
 pub mod reply_limit;
 pub mod scheduler;
 pub mod shutdown;
+pub mod streaming;

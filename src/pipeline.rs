@@ -5,7 +5,9 @@
 //! user's older history → build context → model, with the caller's memory
 //! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
 //! append reply (and index it) → send (split for the platform) →
-//! compaction in the background.
+//! compaction in the background. On a channel set to stream (and a model
+//! that streams) the answer is shown while the model writes it
+//! (`crate::streaming`) and the send step shows the stored final text.
 //!
 //! Invariants: the user's message is in STM before the model is asked, so a
 //! model failure or a shutdown never loses it; the message goes to the model
@@ -15,12 +17,12 @@ use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
 use crate::dispatch::TurnHandler;
 use crate::memory_tools::MemoryTools;
-use crate::model::ModelRequest;
 use crate::model::tools::{self, ToolLimits};
+use crate::model::{ModelError, ModelRequest, Usage};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
-use mnemo_channels::{Channel, Inbound, Outbound, OutboundBody};
+use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::recall::TurnQuery;
 use mnemo_sessions::session::SessionError;
@@ -219,20 +221,18 @@ impl Pipeline {
         let request = self.request_for(memory, &user, &message).await?;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, &user, &request);
-        let answer = {
+        let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
-            let _typing = self.keep_typing(&message);
-            tools::answer(&*self.parts.model, request, Some(&tools), limits).await
+            self.answer(&message, request, &tools, limits).await
         };
         trace.lap(Phase::Model);
         let outcome = match answer {
-            Ok(completion) => {
-                trace.tokens(completion.usage);
-                let text = crate::reply_limit::cut(&completion.text, self.parts.limits.max_reply_chars);
+            Ok(answer) => {
+                trace.tokens(answer.usage);
                 let reply = Record {
                     ts: Utc::now(),
                     role: Role::Assistant,
-                    text: text.to_string(),
+                    text: answer.text,
                     msg_id: format!("re-{}", message.msg_id),
                     channel: message.channel.clone(),
                     thread_id: message.thread_id.clone(),
@@ -246,12 +246,19 @@ impl Pipeline {
                     .map_err(TurnError::Store)?;
                 memory.recall.index_async(&user, &reply).await;
                 trace.lap(Phase::Memory);
-                self.reply(&message, &reply.text).await;
-                Outcome::Answered
+                self.show(&message, live, &reply.text).await;
+                match answer.broken {
+                    Some(e) => {
+                        tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
+                        self.reply(&message, e.user_message()).await;
+                        Outcome::ModelFailed
+                    }
+                    None => Outcome::Answered,
+                }
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
-                self.reply(&message, e.user_message()).await;
+                self.show(&message, live, e.user_message()).await;
                 Outcome::ModelFailed
             }
         };
@@ -260,6 +267,61 @@ impl Pipeline {
             self.compact_later(memory, user).await;
         }
         Ok(outcome)
+    }
+
+    /// The model's answer to `request`, with the memory tools. On a
+    /// channel set to stream, with a model that streams, it is shown while
+    /// it is written, through the live reply returned beside it (to be
+    /// finished with the stored text); otherwise it comes whole, `None`.
+    async fn answer(
+        &self,
+        message: &Inbound,
+        request: ModelRequest,
+        tools: &MemoryTools,
+        limits: ToolLimits,
+    ) -> (Result<Answer, ModelError>, Option<Box<dyn LiveReply + '_>>) {
+        let typing = self.keep_typing(message);
+        let model = &*self.parts.model;
+        let max_chars = self.parts.limits.max_reply_chars;
+        let channel = self
+            .channels
+            .get(&message.channel)
+            .filter(|_| model.streams() && self.parts.streaming.contains(&message.channel));
+        let Some(channel) = channel else {
+            let answer = tools::answer(model, request, Some(tools), limits)
+                .await
+                .map(|reply| Answer {
+                    text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
+                    usage: reply.usage,
+                    broken: None,
+                });
+            return (answer, None);
+        };
+        let mut live = channel.live(Outbound::reply(message, ""));
+        let streamed =
+            crate::streaming::answer(model, request, Some(tools), limits, &mut *live, typing, max_chars).await;
+        let answer = streamed.map(|s| {
+            if let (Some(first), Some(shown)) = (s.first_text, s.first_shown) {
+                crate::ops::metrics::metrics().first_text(&message.channel, shown.saturating_duration_since(first));
+            }
+            Answer {
+                text: s.text,
+                usage: s.usage,
+                broken: s.broken,
+            }
+        });
+        (answer, Some(live))
+    }
+
+    /// Shows `text` as the answer: the last state of the live reply that
+    /// showed it growing, or one reply.
+    async fn show(&self, to: &Inbound, live: Option<Box<dyn LiveReply + '_>>, text: &str) {
+        let Some(live) = live else {
+            return self.reply(to, text).await;
+        };
+        if let Err(e) = live.finish(text).await {
+            tracing::warn!(channel = %to.channel, msg_id = %to.msg_id, error = %e, "reply not delivered");
+        }
     }
 
     /// The context for this user only: profile, rolling summary, what recall
@@ -356,6 +418,15 @@ fn compaction_label(
         Ok(C::Superseded) => "superseded",
         Err(_) => "failed",
     })
+}
+
+/// A model answer, ready to store and show.
+struct Answer {
+    /// Cut to `limits.maxReplyChars`; marked as cut if the stream broke.
+    text: String,
+    usage: Option<Usage>,
+    /// What cut a streamed answer short (the text says so too).
+    broken: Option<ModelError>,
 }
 
 /// Stops a background task when dropped.

@@ -35,6 +35,34 @@ pub fn cut(text: &str, limit: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// How many characters of a streamed answer may be shown before it is
+/// known whether it will be cut: what [`cut_streamed`] always keeps.
+pub fn shown_while_streaming(limit: usize) -> usize {
+    limit.saturating_sub(marker(limit).chars().count()).saturating_sub(1)
+}
+
+/// [`cut`] for an answer shown while it was written: cut at the last word
+/// boundary (not the last paragraph), so every whole word of the first
+/// [`shown_while_streaming`] characters — all a live reply showed — stays.
+pub fn cut_streamed(text: &str, limit: usize) -> Cow<'_, str> {
+    if text.chars().count() <= limit {
+        return Cow::Borrowed(text);
+    }
+    let marker = marker(limit);
+    let budget = limit.saturating_sub(marker.chars().count());
+    let end = text.char_indices().nth(budget).map_or(text.len(), |(i, _)| i);
+    let window = &text[..end];
+    let at = window
+        .rfind(char::is_whitespace)
+        .filter(|&i| i >= end - end / 4)
+        .unwrap_or(end);
+    let kept = window[..at].trim_end();
+    if kept.is_empty() {
+        return cut(text, limit);
+    }
+    Cow::Owned(format!("{kept}{marker}"))
+}
+
 /// The end of the last paragraph, else line, else word in `window`.
 fn best_cut(window: &str) -> Option<usize> {
     ["\n\n", "\n", " "]
@@ -67,6 +95,17 @@ mod tests {
         let out = cut(&text, 100);
         assert!(out.chars().count() <= 100);
         assert!(out.starts_with("éé"));
+    }
+
+    #[test]
+    fn a_streamed_cut_keeps_every_whole_word_that_could_have_been_shown() {
+        let text = "para one.\n\n".to_string() + &"word ".repeat(10_000);
+        let shown: String = text.chars().take(shown_while_streaming(1000)).collect();
+        let out = cut_streamed(&text, 1000);
+        assert!(out.chars().count() <= 1000);
+        assert!(out.ends_with("[answer cut here: it was longer than 1000 characters]"));
+        let whole_words = &shown[..shown.rfind(' ').unwrap()];
+        assert!(out.starts_with(whole_words.trim_end()), "{out}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! between is the real broker and the real Slack adapter.
 
 use mnemo_testkit::slack as fake;
+#[path = "slack/streaming.rs"]
+mod streaming;
 mod support;
 
 use fake::*;

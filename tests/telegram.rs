@@ -8,6 +8,8 @@
 
 use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
+#[path = "telegram/streaming.rs"]
+mod streaming;
 mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};
@@ -181,8 +183,12 @@ async fn a_private_conversation_is_answered_remembered_and_stored_per_design() {
         log.is_file(),
         "DESIGN §3: <state>/channels/<channel>/sessions/stm/<user>/messages.jsonl"
     );
-    let records = stm_records(&mnemo.state(), ADA);
-    assert_eq!(records.len(), 6);
+    // A streamed answer is shown as it comes and stored once complete.
+    let records = support::eventually("the third answer stored", async || {
+        let records = stm_records(&mnemo.state(), ADA);
+        (records.len() == 6).then_some(records)
+    })
+    .await;
     assert_eq!(
         records.iter().map(|r| r.role).collect::<Vec<_>>(),
         [Role::User, Role::Assistant].repeat(3)

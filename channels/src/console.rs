@@ -1,5 +1,6 @@
 //! The console channel: `mnemo chat` on stdin/stdout, as the local OS user.
-//! One line in is one message; each reply is printed as it comes. Input is
+//! One line in is one message; each reply is printed as it comes, and a
+//! streamed answer word by word as the model writes it. Input is
 //! read as bytes and decoded lossily, so a line that is not UTF-8 is still
 //! answered (its bad bytes shown as `�`) and the lines after it still run.
 //! On a terminal it greets with a banner (what it talks to, where memory
@@ -8,7 +9,7 @@
 //! pipe (for scripts and tests): no banner, prompt or indicator then, and
 //! end of input ends the channel cleanly.
 
-use crate::{Channel, ChannelError, ChatKind, Inbound, Outbound, OutboundBody, Shutdown};
+use crate::{Channel, ChannelError, ChatKind, Inbound, LiveReply, Outbound, OutboundBody, Shutdown};
 use async_trait::async_trait;
 use chrono::Utc;
 use std::io::IsTerminal;
@@ -157,15 +158,16 @@ impl Channel for ConsoleChannel {
             OutboundBody::Text(text) => text,
             OutboundBody::File { path, caption } => format!("{caption}\n{}", path.display()),
         };
-        let framed = if self.interactive && !self.closing.load(Ordering::SeqCst) {
-            format!("{text}\n\n> ")
-        } else {
-            format!("{text}\n")
-        };
-        self.write(&framed).await.map_err(|e| ChannelError::Send {
-            channel: "console".into(),
-            target: "stdout".into(),
-            reason: e.to_string(),
+        self.write(&format!("{text}{}", self.reply_end()))
+            .await
+            .map_err(send_error)
+    }
+
+    /// Prints the answer's text as it comes (no pace: a terminal takes it).
+    fn live(&self, _out: Outbound) -> Box<dyn LiveReply + '_> {
+        Box::new(Printing {
+            console: self,
+            printed: String::new(),
         })
     }
 
@@ -180,6 +182,75 @@ impl Channel for ConsoleChannel {
             let _ = out.write_all(THINKING.as_bytes()).await;
             let _ = out.flush().await;
         }
+    }
+}
+
+fn send_error(e: std::io::Error) -> ChannelError {
+    ChannelError::Send {
+        channel: "console".into(),
+        target: "stdout".into(),
+        reason: e.to_string(),
+    }
+}
+
+impl ConsoleChannel {
+    /// What follows a whole reply: a blank line and a fresh prompt on a
+    /// terminal that is not closing, else one line break.
+    fn reply_end(&self) -> &'static str {
+        if self.interactive && !self.closing.load(Ordering::SeqCst) {
+            "\n\n> "
+        } else {
+            "\n"
+        }
+    }
+}
+
+/// A console answer printed as the model writes it: each update prints
+/// only what was not printed yet. A text that does not continue what is
+/// printed (a tool round's words replaced by the answer) starts on a new
+/// line; a terminal cannot take words back.
+struct Printing<'c> {
+    console: &'c ConsoleChannel,
+    printed: String,
+}
+
+impl Printing<'_> {
+    /// Prints `text` (only what is new); until the end, only up to its last
+    /// whole word, so a cut answer never takes back half a word.
+    async fn print(&mut self, text: &str, last: bool) -> std::io::Result<()> {
+        let text = match text.rfind(char::is_whitespace) {
+            Some(at) if !last => text[..at].trim_end(),
+            None if !last => "",
+            _ => text,
+        };
+        let new = match text.strip_prefix(self.printed.as_str()) {
+            Some(rest) => rest.to_string(),
+            None if self.printed.is_empty() => text.to_string(),
+            None => format!("\n{text}"),
+        };
+        self.printed = text.to_string();
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.console.write(&new).await
+    }
+}
+
+#[async_trait]
+impl LiveReply for Printing<'_> {
+    fn ready_at(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+
+    async fn update(&mut self, text: &str) {
+        if let Err(e) = self.print(text, false).await {
+            tracing::debug!(error = %e, "console: could not print the answer so far");
+        }
+    }
+
+    async fn finish(mut self: Box<Self>, text: &str) -> Result<(), ChannelError> {
+        self.print(text, true).await.map_err(send_error)?;
+        self.console.write(self.console.reply_end()).await.map_err(send_error)
     }
 }
 

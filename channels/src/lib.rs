@@ -10,6 +10,7 @@ pub mod console;
 pub mod discord;
 pub mod format;
 mod link;
+pub mod live;
 mod message;
 pub mod printable;
 pub mod retry;
@@ -19,6 +20,7 @@ pub mod slack;
 pub mod telegram;
 
 pub use link::{Link, LinkState, LinkStatus};
+pub use live::{LiveReply, SendAtFinish};
 pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
 
 use async_trait::async_trait;
@@ -65,6 +67,15 @@ pub trait Channel: Send + Sync + 'static {
     /// limit *after* formatting, so escaping can never push a message over
     /// it ([`format`] does the rendering and the boundary work).
     async fn send(&self, out: Outbound) -> Result<(), ChannelError>;
+
+    /// Opens a reply that grows while the model writes it (`out` says where
+    /// it goes; its text is replaced by what [`LiveReply::update`] and
+    /// [`LiveReply::finish`] are given). Channels that can edit a sent
+    /// message return a [`live::Growing`]; the default sends once, at
+    /// `finish`, so a channel that cannot edit needs nothing.
+    fn live(&self, out: Outbound) -> Box<dyn LiveReply + '_> {
+        Box::new(SendAtFinish::new(self, out))
+    }
 
     /// Shows that an answer is being prepared (typing indicator). The broker
     /// calls it when the model is asked and again every

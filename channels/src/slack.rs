@@ -3,13 +3,15 @@
 //! thread replies and the `/session` slash command into [`Inbound`], and
 //! other channel messages into unaddressed ones for the access gate to judge
 //! (`requireMention`); posts replies as mrkdwn in the message's thread,
-//! through a "thinking…" placeholder that the answer replaces.
+//! through a "thinking…" placeholder that the answer replaces (and, while
+//! the model writes it, grows into: `live.rs`).
 //!
 //! Knows nothing of memory or of what to answer. Never logs message text,
 //! tokens, the signing secret or a `response_url`: ids, counts and reasons.
 
 mod events;
 mod http;
+mod live;
 mod recent;
 pub mod signature;
 mod socket;
@@ -393,6 +395,12 @@ impl Channel for SlackChannel {
             target: out.chat_id.clone(),
             reason: e.to_string(),
         })
+    }
+
+    /// The placeholder grows into the answer with `chat.update`
+    /// (`slack/live.rs`).
+    fn live(&self, out: Outbound) -> Box<dyn crate::LiveReply + '_> {
+        live::reply(self, out)
     }
 
     /// Posts "thinking…" once per message (later refreshes do nothing); the

@@ -11,6 +11,7 @@
 
 mod api;
 mod inbound;
+mod live;
 mod polling;
 mod updates;
 mod webhook;
@@ -288,6 +289,10 @@ impl Channel for TelegramChannel {
         send(&self.api, out).await
     }
 
+    fn live(&self, out: Outbound) -> Box<dyn crate::LiveReply + '_> {
+        live::reply(self, &self.api, out)
+    }
+
     /// One `sendChatAction typing`; a failure only costs the indicator.
     async fn typing(&self, to: &Inbound) {
         let Ok(chat) = to.chat_id.parse::<i64>() else { return };
@@ -381,7 +386,9 @@ async fn send_to_chat(api: &Api, out: &Outbound) -> Result<(), ChannelError> {
                         .await
                         .map_err(error)?;
                     }
-                    sent => sent.map_err(error)?,
+                    sent => {
+                        sent.map_err(error)?;
+                    }
                 }
             }
             tracing::debug!(chat = target.chat.0, chunks = chunks.len(), "telegram: reply sent");

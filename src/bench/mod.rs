@@ -158,6 +158,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         // The instant model has no tool calling, so this offers none.
         max_tool_rounds: crate::model::config::DEFAULT_MAX_TOOL_ROUNDS as usize,
         model,
+        streaming: Default::default(),
     }
 }
 

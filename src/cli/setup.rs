@@ -108,6 +108,7 @@ impl Setup {
             model: chat,
             max_tool_rounds: model_config.tool_rounds() as usize,
             summarizer: Arc::new(ModelSummarizer::new(summarizer)),
+            streaming: self.config.channels.streaming(),
         })
     }
 }

@@ -24,11 +24,16 @@ pub struct ChannelsConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ConsoleConfig {
     pub enabled: bool,
+    /// Print answers as the model writes them; `false` prints each whole.
+    pub streaming: bool,
 }
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        ConsoleConfig { enabled: true }
+        ConsoleConfig {
+            enabled: true,
+            streaming: true,
+        }
     }
 }
 
@@ -38,6 +43,20 @@ impl ChannelsConfig {
         self.telegram.validate()?;
         self.slack.validate()?;
         self.discord.validate()
+    }
+
+    /// Names of the channels (enabled or not) whose answers stream.
+    pub fn streaming(&self) -> std::collections::BTreeSet<String> {
+        [
+            ("console", self.console.streaming),
+            ("telegram", self.telegram.streaming),
+            ("slack", self.slack.streaming),
+            ("discord", self.discord.streaming),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name.to_string())
+        .collect()
     }
 
     /// Names of the platform channels that are enabled.

@@ -15,8 +15,8 @@ use super::build::BuildError;
 use super::config::{ANTHROPIC_DEFAULT_MAX_TOKENS, ModelConfig};
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
-use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ToolCall, Usage, redact};
+use super::sse::{SseEvent, StreamProtocol, delta_stream};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, ToolCall, Usage, redact};
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -225,7 +225,7 @@ impl Model for AnthropicBackend {
 
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
         let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
-        Ok(delta_stream(response, self.endpoint.timeout(), EventReader))
+        Ok(delta_stream(response, self.endpoint.timeout(), EventReader::default()))
     }
 
     fn describe(&self) -> String {
@@ -235,26 +235,70 @@ impl Model for AnthropicBackend {
     fn supports_tools(&self) -> bool {
         true
     }
+
+    fn streams(&self) -> bool {
+        true
+    }
 }
 
 /// Reads Messages API stream events by their JSON `type`.
-struct EventReader;
+#[derive(Default)]
+struct EventReader {
+    /// From `message_start`, reported with the output count at `message_delta`.
+    input_tokens: Option<u64>,
+    /// The `tool_use` block being streamed: id, name, input JSON so far.
+    call: Option<(String, String, String)>,
+}
 
 impl StreamProtocol for EventReader {
-    fn on_event(&mut self, event: SseEvent) -> Result<Step, ModelError> {
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamPart>) -> Result<bool, ModelError> {
         let json: Value =
             serde_json::from_str(&event.data).map_err(|_| unreadable("a stream event is not JSON", &event.data))?;
+        let text = |pointer: &str| json.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
         match json.get("type").and_then(Value::as_str) {
-            Some("content_block_delta") => Ok(match json.pointer("/delta/text").and_then(Value::as_str) {
-                Some(text) if json.pointer("/delta/type") == Some(&json!("text_delta")) => {
-                    Step::Delta(text.to_string())
+            Some("message_start") => {
+                self.input_tokens = json.pointer("/message/usage/input_tokens").and_then(Value::as_u64);
+            }
+            Some("content_block_start") if text("/content_block/type") == "tool_use" => {
+                self.call = Some((
+                    text("/content_block/id").to_string(),
+                    text("/content_block/name").to_string(),
+                    String::new(),
+                ));
+            }
+            Some("content_block_delta") => match text("/delta/type") {
+                "text_delta" => out.push(StreamPart::Text(text("/delta/text").to_string())),
+                "input_json_delta" => {
+                    if let Some((_, _, input)) = &mut self.call {
+                        input.push_str(text("/delta/partial_json"));
+                    }
                 }
-                _ => Step::Skip,
-            }),
-            Some("message_stop") => Ok(Step::Done),
-            Some("error") => Err(stream_error(&json)),
-            _ => Ok(Step::Skip), // message_start, ping, content_block_start/stop, message_delta
+                _ => {}
+            },
+            Some("content_block_stop") => {
+                if let Some((id, name, input)) = self.call.take() {
+                    // A call without arguments streams no input at all.
+                    let arguments = if input.trim().is_empty() {
+                        json!({})
+                    } else {
+                        serde_json::from_str(&input).unwrap_or(Value::Null)
+                    };
+                    out.push(StreamPart::Call(ToolCall { id, name, arguments }));
+                }
+            }
+            Some("message_delta") => {
+                if let Some(output) = json.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    out.push(StreamPart::Usage(Usage {
+                        input_tokens: self.input_tokens.take().unwrap_or_default(),
+                        output_tokens: output,
+                    }));
+                }
+            }
+            Some("message_stop") => return Ok(true),
+            Some("error") => return Err(stream_error(&json)),
+            _ => {} // ping, a text block's start
         }
+        Ok(false)
     }
 
     fn on_eof(&mut self) -> Result<(), ModelError> {
@@ -310,6 +354,45 @@ mod tests {
                 json!({"role": "user", "content": LEADING_USER_TURN}),
                 json!({"role": "assistant", "content": "earlier answer"}),
                 json!({"role": "user", "content": "next"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_streamed_tool_use_block_becomes_one_whole_call_and_usage_is_reported() {
+        let mut reader = EventReader::default();
+        let mut out = Vec::new();
+        let events = [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 20}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me look."}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "memory_search", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": "}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "\"tea\"}"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+        ];
+        for event in events {
+            let event = SseEvent {
+                event: None,
+                data: event.to_string(),
+            };
+            assert!(!reader.on_event(event, &mut out).unwrap());
+        }
+        assert_eq!(
+            out,
+            vec![
+                StreamPart::Text("Let me look.".into()),
+                StreamPart::Call(ToolCall {
+                    id: "toolu_1".into(),
+                    name: "memory_search".into(),
+                    arguments: json!({"query": "tea"}),
+                }),
+                StreamPart::Usage(Usage {
+                    input_tokens: 20,
+                    output_tokens: 9
+                }),
             ]
         );
     }

@@ -9,7 +9,7 @@
 //! failing program is the operator's to fix).
 
 use super::config::ModelConfig;
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, redact};
+use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, redact};
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use std::process::Stdio;
@@ -159,10 +159,11 @@ impl Model for CommandBackend {
         })
     }
 
-    /// One delta with the whole output: the program answers all at once.
+    /// One delta with the whole output: the program answers all at once
+    /// (so [`Model::streams`] is false and the broker does not stream it).
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
         let text = self.run(request).await?;
-        Ok(futures_util::stream::iter([Ok(text)]).boxed())
+        Ok(futures_util::stream::iter([Ok(StreamPart::Text(text))]).boxed())
     }
 
     fn describe(&self) -> String {

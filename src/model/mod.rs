@@ -34,10 +34,33 @@ pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
 pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
 pub use tools::{ToolCall, ToolExecutor, ToolLimits, ToolOffer, ToolResult, ToolRound, ToolSpec};
 
-/// Text deltas of a streamed reply, in order. The stream ends with `None`
+/// The parts of a streamed reply, in order. The stream ends with `None`
 /// only after the backend's end marker (`[DONE]`, `message_stop`); a reply
 /// cut before that ends with an `Err`, never with a silent short "success".
-pub type DeltaStream = BoxStream<'static, Result<String, ModelError>>;
+pub type DeltaStream = BoxStream<'static, Result<StreamPart, ModelError>>;
+
+/// One piece of a streamed reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamPart {
+    /// More of the reply's text.
+    Text(String),
+    /// A tool call the model asked for, whole: the backend assembles it
+    /// from its deltas (OpenAI `tool_calls` deltas, Anthropic `tool_use`
+    /// blocks) and yields it once its arguments are complete.
+    Call(ToolCall),
+    /// Token counts as the backend reported them (for the metrics).
+    Usage(Usage),
+}
+
+impl StreamPart {
+    /// The text of a [`StreamPart::Text`], else `None`.
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            StreamPart::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+}
 
 /// A chat model the broker can ask. Object-safe; used as `Arc<dyn Model>`.
 #[async_trait]
@@ -49,6 +72,13 @@ pub trait Model: Send + Sync {
     /// the first delta (connect, HTTP status) come back here, so retries and
     /// the fallback can still act; errors after that arrive in the stream.
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError>;
+
+    /// Whether [`Model::stream`] really yields the reply as it is written
+    /// (the HTTP backends) rather than all at once at the end (a command).
+    /// The broker streams answers only from a backend that does.
+    fn streams(&self) -> bool {
+        false
+    }
 
     /// One line for logs and `mnemo config check`, e.g.
     /// `openai gpt-4o-mini @ https://api.openai.com/v1`. Never a secret.

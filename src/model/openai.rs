@@ -15,8 +15,10 @@ use super::build::BuildError;
 use super::config::ModelConfig;
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
-use super::sse::{SseEvent, Step, StreamProtocol, delta_stream};
-use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, ToolCall, Usage, redact};
+use super::sse::{SseEvent, StreamProtocol, delta_stream};
+use super::{
+    DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, StreamPart, ToolCall, Usage, redact,
+};
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -83,6 +85,8 @@ impl OpenAiBackend {
         }
         if stream {
             body["stream"] = json!(true);
+            // The token counts come in a last chunk only when asked for.
+            body["stream_options"] = json!({"include_usage": true});
         }
         body
     }
@@ -127,9 +131,6 @@ struct Completion {
 #[derive(Deserialize)]
 struct Choice {
     message: Option<ChoiceMessage>,
-    #[serde(default)]
-    delta: Option<ChoiceMessage>,
-    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +162,43 @@ impl WireToolCall {
             arguments: serde_json::from_str(&self.function.arguments).unwrap_or(Value::Null),
         }
     }
+}
+
+/// A piece of a streamed tool call: the first names it (`id`, `name`),
+/// later ones add to its `arguments` string; `index` says which call.
+#[derive(Deserialize)]
+struct WireCallDelta {
+    #[serde(default)]
+    index: usize,
+    id: Option<String>,
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+/// A streamed chunk's `delta`.
+#[derive(Deserialize)]
+struct Delta {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireCallDelta>,
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -207,11 +245,7 @@ impl Model for OpenAiBackend {
 
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
         let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
-        Ok(delta_stream(
-            response,
-            self.endpoint.timeout(),
-            ChunkReader { finished: false },
-        ))
+        Ok(delta_stream(response, self.endpoint.timeout(), ChunkReader::default()))
     }
 
     fn describe(&self) -> String {
@@ -221,20 +255,65 @@ impl Model for OpenAiBackend {
     fn supports_tools(&self) -> bool {
         true
     }
+
+    fn streams(&self) -> bool {
+        true
+    }
 }
 
 /// Reads `chat.completion.chunk` events.
+#[derive(Default)]
 struct ChunkReader {
     /// A chunk carried a `finish_reason`: the reply is whole even if the
     /// server closes without `[DONE]` (some compatible servers do).
     finished: bool,
+    /// Tool calls being streamed, by their `index`: id, name, arguments.
+    calls: Vec<(String, String, String)>,
+}
+
+impl ChunkReader {
+    fn add_call_delta(&mut self, delta: WireCallDelta) {
+        // A server that omits `index` (0 for every call) still names each
+        // new call with a new id.
+        let index = match (&delta.id, self.calls.get(delta.index)) {
+            (Some(new), Some((id, _, _))) if !id.is_empty() && id != new => self.calls.len(),
+            _ => delta.index,
+        };
+        if self.calls.len() <= index {
+            self.calls.resize_with(index + 1, Default::default);
+        }
+        let (id, name, arguments) = &mut self.calls[index];
+        if let Some(new) = delta.id {
+            *id = new;
+        }
+        if let Some(function) = delta.function {
+            if let Some(new) = function.name {
+                name.push_str(&new);
+            }
+            if let Some(more) = function.arguments {
+                arguments.push_str(&more);
+            }
+        }
+    }
+
+    /// The calls streamed so far, whole (at the chunk that finishes them).
+    fn take_calls(&mut self, out: &mut Vec<StreamPart>) {
+        for (id, name, arguments) in self.calls.drain(..) {
+            let wire = WireToolCall {
+                id,
+                function: WireFunction { name, arguments },
+            };
+            out.push(StreamPart::Call(wire.into_call()));
+        }
+    }
 }
 
 impl StreamProtocol for ChunkReader {
-    fn on_event(&mut self, event: SseEvent) -> Result<Step, ModelError> {
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamPart>) -> Result<bool, ModelError> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(Step::Done);
+            self.take_calls(out);
+            return Ok(true);
         }
         let json: Value = serde_json::from_str(data).map_err(|_| unreadable("a stream chunk is not JSON", data))?;
         if let Some(error) = json.get("error") {
@@ -244,17 +323,30 @@ impl StreamProtocol for ChunkReader {
                 retry_after: None,
             });
         }
-        let chunk: Completion = serde_json::from_value(json).map_err(|_| unreadable("not a completion chunk", data))?;
+        let chunk: Chunk = serde_json::from_value(json).map_err(|_| unreadable("not a completion chunk", data))?;
+        if let Some(usage) = chunk.usage {
+            out.push(StreamPart::Usage(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+            }));
+        }
+        // A usage-only chunk has no choices.
         let Some(choice) = chunk.choices.into_iter().next() else {
-            return Ok(Step::Skip); // e.g. a usage-only chunk
+            return Ok(false);
         };
+        if let Some(delta) = choice.delta {
+            if let Some(text) = delta.content {
+                out.push(StreamPart::Text(text));
+            }
+            for call in delta.tool_calls {
+                self.add_call_delta(call);
+            }
+        }
         if choice.finish_reason.is_some() {
             self.finished = true;
+            self.take_calls(out);
         }
-        Ok(match choice.delta.and_then(|d| d.content) {
-            Some(text) => Step::Delta(text),
-            None => Step::Skip,
-        })
+        Ok(false)
     }
 
     fn on_eof(&mut self) -> Result<(), ModelError> {
@@ -271,16 +363,52 @@ impl StreamProtocol for ChunkReader {
 mod tests {
     use super::*;
 
+    fn read(reader: &mut ChunkReader, data: &str) -> Vec<StreamPart> {
+        let mut out = Vec::new();
+        let event = SseEvent {
+            event: None,
+            data: data.into(),
+        };
+        reader.on_event(event, &mut out).unwrap();
+        out
+    }
+
     #[test]
     fn a_chunk_with_a_finish_reason_makes_a_missing_done_acceptable() {
-        let mut reader = ChunkReader { finished: false };
-        let chunk = r#"{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}"#;
-        let step = reader.on_event(SseEvent {
-            event: None,
-            data: chunk.into(),
-        });
-        assert!(matches!(step, Ok(Step::Delta(t)) if t == "!"));
+        let mut reader = ChunkReader::default();
+        let parts = read(
+            &mut reader,
+            r#"{"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}"#,
+        );
+        assert_eq!(parts, vec![StreamPart::Text("!".into())]);
         assert!(reader.on_eof().is_ok());
-        assert!(ChunkReader { finished: false }.on_eof().is_err());
+        assert!(ChunkReader::default().on_eof().is_err());
+    }
+
+    #[test]
+    fn tool_call_deltas_are_assembled_into_whole_calls_at_the_finish() {
+        let mut reader = ChunkReader::default();
+        let first = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"memory_search","arguments":""}}]}}]}"#;
+        assert!(read(&mut reader, first).is_empty());
+        let more = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"query\":"}}]}}]}"#;
+        assert!(read(&mut reader, more).is_empty());
+        let rest = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"tea\"}"}}]},"finish_reason":"tool_calls"}]}"#;
+        let parts = read(&mut reader, rest);
+        assert_eq!(
+            parts,
+            vec![StreamPart::Call(ToolCall {
+                id: "call_1".into(),
+                name: "memory_search".into(),
+                arguments: json!({"query": "tea"}),
+            })]
+        );
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3}}"#;
+        assert_eq!(
+            read(&mut reader, usage),
+            vec![StreamPart::Usage(Usage {
+                input_tokens: 12,
+                output_tokens: 3
+            })]
+        );
     }
 }

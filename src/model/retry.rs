@@ -81,6 +81,10 @@ impl Model for Retrying {
         self.inner.supports_tools()
     }
 
+    fn streams(&self) -> bool {
+        self.inner.streams()
+    }
+
     fn describe(&self) -> String {
         let retries = match self.policy.max_retries {
             1 => "1 retry".to_string(),
@@ -142,5 +146,11 @@ impl Model for WithFallback {
     /// offers them as plain text (it never asks for a call).
     fn supports_tools(&self) -> bool {
         self.primary.supports_tools()
+    }
+
+    /// The primary's: a fallback that cannot stream still answers, in one
+    /// piece.
+    fn streams(&self) -> bool {
+        self.primary.streams()
     }
 }

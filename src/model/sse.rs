@@ -7,7 +7,7 @@
 //! error, never a short "success".
 
 use super::http::error_chain;
-use super::{DeltaStream, ModelError};
+use super::{DeltaStream, ModelError, StreamPart};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -88,20 +88,13 @@ impl SseDecoder {
     }
 }
 
-/// What one event means to a backend.
-pub(crate) enum Step {
-    Delta(String),
-    /// Bookkeeping (role announcements, pings, usage).
-    Skip,
-    /// The end marker: the reply is complete.
-    Done,
-}
-
 /// A backend's reading of its event stream.
 pub(crate) trait StreamProtocol: Send + 'static {
-    fn on_event(&mut self, event: SseEvent) -> Result<Step, ModelError>;
+    /// Reads one event, pushing the parts it completes onto `out`;
+    /// `Ok(true)` when it is the end marker (the reply is complete).
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamPart>) -> Result<bool, ModelError>;
 
-    /// The body ended without [`Step::Done`]. An error unless the protocol
+    /// The body ended without the end marker. An error unless the protocol
     /// can prove the reply complete by other means.
     fn on_eof(&mut self) -> Result<(), ModelError>;
 }
@@ -110,6 +103,8 @@ struct Reader<P> {
     body: BoxStream<'static, reqwest::Result<Bytes>>,
     decoder: SseDecoder,
     pending: VecDeque<SseEvent>,
+    /// Parts read but not yet handed out.
+    parts: VecDeque<StreamPart>,
     protocol: P,
     idle: Duration,
     body_ended: bool,
@@ -123,6 +118,7 @@ pub(crate) fn delta_stream<P: StreamProtocol>(response: reqwest::Response, idle:
         body: response.bytes_stream().boxed(),
         decoder: SseDecoder::default(),
         pending: VecDeque::new(),
+        parts: VecDeque::new(),
         protocol,
         idle,
         body_ended: false,
@@ -136,17 +132,25 @@ pub(crate) fn delta_stream<P: StreamProtocol>(response: reqwest::Response, idle:
 }
 
 impl<P: StreamProtocol> Reader<P> {
-    /// The next delta or error; `None` once the stream is over. After an
+    /// The next part or error; `None` once the stream is over. After an
     /// error the stream is over too.
-    async fn next_item(&mut self) -> Option<Result<String, ModelError>> {
-        while !self.finished {
+    async fn next_item(&mut self) -> Option<Result<StreamPart, ModelError>> {
+        loop {
+            if let Some(part) = self.parts.pop_front() {
+                return Some(Ok(part));
+            }
+            if self.finished {
+                return None;
+            }
             if let Some(event) = self.pending.pop_front() {
-                match self.protocol.on_event(event) {
-                    Ok(Step::Delta(text)) if !text.is_empty() => return Some(Ok(text)),
-                    Ok(Step::Delta(_) | Step::Skip) => {}
-                    Ok(Step::Done) => self.finished = true,
+                let mut out = Vec::new();
+                let done = match self.protocol.on_event(event, &mut out) {
+                    Ok(done) => done,
                     Err(e) => return self.fail(e),
-                }
+                };
+                let empty = |p: &StreamPart| matches!(p, StreamPart::Text(t) if t.is_empty());
+                self.parts.extend(out.into_iter().filter(|p| !empty(p)));
+                self.finished = done;
                 continue;
             }
             if self.body_ended {
@@ -166,10 +170,9 @@ impl<P: StreamProtocol> Reader<P> {
                 }
             }
         }
-        None
     }
 
-    fn fail(&mut self, error: ModelError) -> Option<Result<String, ModelError>> {
+    fn fail(&mut self, error: ModelError) -> Option<Result<StreamPart, ModelError>> {
         self.finished = true;
         Some(Err(error))
     }

@@ -5,6 +5,10 @@
 //! calls, and asks again — at most `model.maxToolRounds` rounds of tools,
 //! then one last call with tools switched off, whose reply is the answer.
 //!
+//! Each round is one [`Ask`]: [`Whole`] (`complete`) by default; the
+//! broker's streaming asker (`crate::streaming`) streams every round
+//! instead, so the same loop serves both.
+//!
 //! It knows no tool: what a tool does, and whose memory it touches, is the
 //! executor's (built for one caller; see `crate::memory_tools`). Tool results
 //! count against the context budget: each is cut, visibly, to what is left.
@@ -78,17 +82,44 @@ pub struct ToolLimits {
     pub budget_chars: usize,
 }
 
+/// How one round asks the model: its reply (text, any tool calls, usage).
+#[async_trait]
+pub trait Ask: Send {
+    async fn ask(&mut self, model: &dyn Model, request: &ModelRequest) -> Result<ModelReply, ModelError>;
+}
+
+/// Each round asked whole ([`Model::complete`]).
+pub struct Whole;
+
+#[async_trait]
+impl Ask for Whole {
+    async fn ask(&mut self, model: &dyn Model, request: &ModelRequest) -> Result<ModelReply, ModelError> {
+        model.complete(request).await
+    }
+}
+
 /// The reply to `request`, letting the model use `tools` first when the
 /// backend supports them and `limits.max_rounds > 0`; otherwise one plain
 /// call. Usage is summed over every call.
 pub async fn answer(
     model: &dyn Model,
-    mut request: ModelRequest,
+    request: ModelRequest,
     tools: Option<&dyn ToolExecutor>,
     limits: ToolLimits,
 ) -> Result<ModelReply, ModelError> {
+    answer_with(model, request, tools, limits, &mut Whole).await
+}
+
+/// [`answer`], each round asked by `asker`.
+pub async fn answer_with(
+    model: &dyn Model,
+    mut request: ModelRequest,
+    tools: Option<&dyn ToolExecutor>,
+    limits: ToolLimits,
+    asker: &mut dyn Ask,
+) -> Result<ModelReply, ModelError> {
     let Some(tools) = tools.filter(|_| model.supports_tools() && limits.max_rounds > 0) else {
-        return model.complete(&request).await;
+        return asker.ask(model, &request).await;
     };
     let mut offer = ToolOffer {
         specs: tools.specs(),
@@ -99,7 +130,7 @@ pub async fn answer(
     for round in 0..=limits.max_rounds {
         offer.may_call = round < limits.max_rounds;
         request.tools = Some(offer.clone());
-        let reply = model.complete(&request).await?;
+        let reply = asker.ask(model, &request).await?;
         usage = add(usage, reply.usage);
         if reply.tool_calls.is_empty() || !offer.may_call {
             if reply.text.trim().is_empty() && !reply.tool_calls.is_empty() {

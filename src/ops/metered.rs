@@ -4,8 +4,9 @@
 //! It changes nothing about the call itself.
 
 use super::metrics::metrics;
-use crate::model::{DeltaStream, Model, ModelError, ModelReply, ModelRequest};
+use crate::model::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, Usage};
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
@@ -54,7 +55,15 @@ pub fn metered(inner: Arc<dyn Model>, purpose: Purpose, model: &str) -> Arc<dyn 
     })
 }
 
+fn count_tokens(model: &str, purpose: Purpose, usage: &Usage) {
+    metrics().tokens(model, purpose.label(), usage.input_tokens, usage.output_tokens);
+}
+
 impl Metered {
+    fn count(&self, usage: &Usage) {
+        count_tokens(&self.model, self.purpose, usage);
+    }
+
     fn record<T>(&self, started: Instant, result: &Result<T, ModelError>) {
         let purpose = self.purpose.label();
         metrics().model_call(purpose, started.elapsed());
@@ -79,23 +88,29 @@ impl Model for Metered {
         let result = self.inner.complete(request).await;
         self.record(started, &result);
         if let Ok(ModelReply { usage: Some(usage), .. }) = &result {
-            metrics().tokens(
-                &self.model,
-                self.purpose.label(),
-                usage.input_tokens,
-                usage.output_tokens,
-            );
+            self.count(usage);
         }
         result
     }
 
-    /// Measured up to the first delta (what the caller waits for); streams
-    /// report no usage.
+    /// Measured up to the stream's opening (what retries and the fallback
+    /// see); the tokens are counted as the stream reports them.
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
         let started = Instant::now();
         let result = self.inner.stream(request).await;
         self.record(started, &result);
-        result
+        let (model, purpose) = (self.model.clone(), self.purpose);
+        Ok(result?
+            .inspect(move |part| {
+                if let Ok(StreamPart::Usage(usage)) = part {
+                    count_tokens(&model, purpose, usage);
+                }
+            })
+            .boxed())
+    }
+
+    fn streams(&self) -> bool {
+        self.inner.streams()
     }
 
     fn describe(&self) -> String {

@@ -57,6 +57,7 @@ pub struct Metrics {
     registry: Registry,
     turns: Family<ChannelOutcome, Counter>,
     turn_seconds: Histograms<ChannelLabel>,
+    first_text_seconds: Histograms<ChannelLabel>,
     model_seconds: Histograms<PurposeLabel>,
     model_failures: Family<PurposeLabel, Counter>,
     tokens_in: Family<TokenLabels, Counter>,
@@ -72,6 +73,11 @@ pub struct Metrics {
     queued_messages: Gauge,
 }
 
+fn fine_buckets() -> Histogram {
+    // 0.1 ms … ~13 s: mnemo's own delay, and a platform's rate-limit wait.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
 fn seconds_buckets() -> Histogram {
     // 5 ms … ~82 s: from a /session answer to a slow model.
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
@@ -83,6 +89,7 @@ impl Metrics {
         let m = Metrics {
             turns: Family::default(),
             turn_seconds: Family::new_with_constructor(seconds_buckets),
+            first_text_seconds: Family::new_with_constructor(fine_buckets),
             model_seconds: Family::new_with_constructor(seconds_buckets),
             model_failures: Family::default(),
             tokens_in: Family::default(),
@@ -103,6 +110,11 @@ impl Metrics {
             "turn_seconds",
             "Whole-turn latency from intake to reply sent",
             m.turn_seconds.clone(),
+        );
+        registry.register(
+            "first_text_seconds",
+            "Streamed answers: from the model's first text to the platform call showing it",
+            m.first_text_seconds.clone(),
         );
         registry.register(
             "model_seconds",
@@ -179,6 +191,16 @@ impl Metrics {
     pub fn turn(&self, channel: &str, outcome: &str, took: Duration) {
         self.turns.get_or_create(&channel_outcome(channel, outcome)).inc();
         self.turn_seconds
+            .get_or_create(&ChannelLabel {
+                channel: channel.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A streamed answer's first text took `took` from the model to the
+    /// channel (mnemo's added latency to the first token).
+    pub fn first_text(&self, channel: &str, took: Duration) {
+        self.first_text_seconds
             .get_or_create(&ChannelLabel {
                 channel: channel.into(),
             })

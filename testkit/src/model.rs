@@ -3,6 +3,12 @@
 //! tests: answers `echo: <last user message>` (or a summary when JSON is
 //! asked for, scripted by words of the request if the test wants facts), records every request, counts calls in flight, calls tools
 //! when scripted to, and can be slowed down or taken down (503) by the test.
+//! A request with `stream: true` is answered as the real APIs stream (SSE:
+//! OpenAI `chat.completion.chunk`s with `tool_calls` deltas and a usage
+//! chunk when `stream_options.include_usage` asks; Anthropic's
+//! `message_start` … `message_stop` with `tool_use` blocks), by default in
+//! one piece; [`FakeModel::stream_slowly`] writes it piece by piece and
+//! [`FakeModel::break_stream_after`] drops the connection mid-reply.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -38,6 +44,47 @@ pub struct FakeModel {
     /// Summaries to give instead of the default: (words the request must
     /// hold, the reply's content), the latest added tried first.
     pub summaries: Arc<Mutex<Vec<(String, String)>>>,
+    /// The answer text instead of the echo, when set.
+    pub answer: Arc<Mutex<Option<String>>>,
+    pub stream_plan: Arc<Mutex<StreamPlan>>,
+    /// When each streamed reply's first text was written, in order.
+    pub first_text_at: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// Streamed replies written to their end marker.
+    pub streams_done: Arc<AtomicUsize>,
+    /// Opened by [`FakeModel::release_streams`]: a held stream goes on.
+    pub gate: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// How streamed replies are written.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamPlan {
+    /// Characters per text delta.
+    pub piece_chars: usize,
+    /// The pause before each delta after the first.
+    pub every: Duration,
+    /// After this many text deltas the connection is dropped, without the
+    /// end marker.
+    pub break_after: Option<usize>,
+    /// After this many text deltas the stream waits for
+    /// [`FakeModel::release_streams`] (so a test can look mid-reply).
+    pub hold_after: Option<usize>,
+}
+
+impl Default for StreamPlan {
+    fn default() -> Self {
+        StreamPlan {
+            piece_chars: usize::MAX,
+            every: Duration::ZERO,
+            break_after: None,
+            hold_after: None,
+        }
+    }
+}
+
+/// What one reply says: text, or calls of (id, tool, arguments).
+enum Said {
+    Text(String),
+    Calls(Vec<(String, String, Value)>),
 }
 
 impl FakeModel {
@@ -94,6 +141,35 @@ impl FakeModel {
             .find(|(words, _)| text.contains(words.as_str()))
             .map(|(_, content)| content.clone())
             .unwrap_or_else(|| json!({"summary": "the user chatted", "facts": []}).to_string())
+    }
+
+    /// Streams replies `piece_chars` characters at a time, `every` apart.
+    pub fn stream_slowly(&self, piece_chars: usize, every: Duration) {
+        let mut plan = self.stream_plan.lock().unwrap();
+        plan.piece_chars = piece_chars.max(1);
+        plan.every = every;
+    }
+
+    /// Drops each streamed reply's connection after `pieces` text deltas.
+    pub fn break_stream_after(&self, pieces: Option<usize>) {
+        self.stream_plan.lock().unwrap().break_after = pieces;
+    }
+
+    /// Holds each streamed reply after `pieces` text deltas until
+    /// [`FakeModel::release_streams`].
+    pub fn hold_streams_after(&self, pieces: usize) {
+        self.gate.send_replace(false);
+        self.stream_plan.lock().unwrap().hold_after = Some(pieces);
+    }
+
+    /// Lets held streams go on.
+    pub fn release_streams(&self) {
+        self.gate.send_replace(true);
+    }
+
+    /// Answers `text` instead of the echo (`None`: the echo again).
+    pub fn answer_with(&self, text: Option<&str>) {
+        *self.answer.lock().unwrap() = text.map(str::to_string);
     }
 
     pub fn set_delay(&self, d: Duration) {
@@ -195,6 +271,14 @@ async fn complete(State(fake): State<FakeModel>, Json(body): Json<Value>) -> Res
     }
     if let Some(round) = fake.next_tool_round(&body) {
         let turn = messages.len();
+        if body["stream"] == true {
+            let calls = round
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, args))| (format!("call_{turn}_{i}"), name, args))
+                .collect();
+            return fake.openai_sse(Said::Calls(calls), &body);
+        }
         let calls: Vec<Value> = round
             .iter()
             .enumerate()
@@ -221,8 +305,11 @@ async fn complete(State(fake): State<FakeModel>, Json(body): Json<Value>) -> Res
     let content = if body.get("response_format").is_some() {
         fake.summary_for(&body)
     } else {
-        format!("echo: {}{}", last_user_message(&body), tool_echo(results))
+        fake.answer_text(format!("echo: {}{}", last_user_message(&body), tool_echo(results)))
     };
+    if body["stream"] == true {
+        return fake.openai_sse(Said::Text(content), &body);
+    }
     Json(json!({
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -281,6 +368,14 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
     let usage = json!({"input_tokens": 10, "output_tokens": 5});
     if let Some(round) = fake.next_tool_round(&body) {
         let turn = messages.len();
+        if body["stream"] == true {
+            let calls = round
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, input))| (format!("toolu_{turn}_{i}"), name, input))
+                .collect();
+            return fake.anthropic_sse(Said::Calls(calls));
+        }
         let blocks: Vec<Value> = round
             .iter()
             .enumerate()
@@ -304,10 +399,148 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
         .filter(|b| b["type"] == "tool_result")
         .filter_map(|b| b["content"].as_str().map(str::to_string))
         .collect();
-    let text = format!("echo: {last_text}{}", tool_echo(results));
+    let text = fake.answer_text(format!("echo: {last_text}{}", tool_echo(results)));
+    if body["stream"] == true {
+        return fake.anthropic_sse(Said::Text(text));
+    }
     Json(
         json!({"id": "msg_test", "type": "message", "role": "assistant", "model": "fake-1",
         "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "usage": usage}),
     )
     .into_response()
+}
+
+impl FakeModel {
+    fn answer_text(&self, echo: String) -> String {
+        self.answer.lock().unwrap().clone().unwrap_or(echo)
+    }
+
+    /// `said` as OpenAI streams it.
+    fn openai_sse(&self, said: Said, body: &Value) -> Response {
+        let chunk = |delta: Value, finish: Option<&str>| {
+            json!({"id": "chatcmpl-test", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let mut head = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        let mut tail = Vec::new();
+        let (pieces, finish) = match said {
+            Said::Text(text) => (self.pieces(&text), "stop"),
+            Said::Calls(calls) => {
+                for (i, (id, name, args)) in calls.into_iter().enumerate() {
+                    let args = args.to_string();
+                    let (a, b) = args.split_at(args.len() / 2);
+                    head.push(chunk(json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": a}}]}), None));
+                    head.push(chunk(
+                        json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}),
+                        None,
+                    ));
+                }
+                (Vec::new(), "tool_calls")
+            }
+        };
+        let texts: Vec<Value> = pieces.into_iter().map(|p| chunk(json!({"content": p}), None)).collect();
+        tail.push(chunk(json!({}), Some(finish)));
+        if body["stream_options"]["include_usage"] == true {
+            tail.push(
+                json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+            );
+        }
+        let frame = |v: Value| format!("data: {v}\n\n");
+        let mut tail: Vec<String> = tail.into_iter().map(frame).collect();
+        tail.push("data: [DONE]\n\n".into());
+        self.sse(
+            head.into_iter().map(frame).collect(),
+            texts.into_iter().map(frame).collect(),
+            tail,
+        )
+    }
+
+    /// `said` as Anthropic streams it.
+    fn anthropic_sse(&self, said: Said) -> Response {
+        let frame = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or_default());
+        let start = json!({"type": "message_start", "message": {"id": "msg_test", "type": "message", "role": "assistant",
+            "model": "fake-1", "content": [], "usage": {"input_tokens": 10, "output_tokens": 1}}});
+        let mut head = vec![frame(start)];
+        let mut texts = Vec::new();
+        let mut tail = Vec::new();
+        let stop = match said {
+            Said::Text(text) => {
+                head.push(frame(
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ));
+                texts = self
+                    .pieces(&text)
+                    .into_iter()
+                    .map(|p| frame(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}})))
+                    .collect();
+                tail.push(frame(json!({"type": "content_block_stop", "index": 0})));
+                "end_turn"
+            }
+            Said::Calls(calls) => {
+                for (i, (id, name, input)) in calls.into_iter().enumerate() {
+                    head.push(frame(json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
+                    head.push(frame(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}})));
+                    head.push(frame(json!({"type": "content_block_stop", "index": i})));
+                }
+                "tool_use"
+            }
+        };
+        tail.push(frame(
+            json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 5}}),
+        ));
+        tail.push(frame(json!({"type": "message_stop"})));
+        self.sse(head, texts, tail)
+    }
+
+    /// `text` cut into the plan's pieces (on character boundaries).
+    fn pieces(&self, text: &str) -> Vec<String> {
+        let size = self.stream_plan.lock().unwrap().piece_chars;
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(size.min(chars.len().max(1)))
+            .map(|c| c.iter().collect())
+            .collect()
+    }
+
+    /// An SSE response: `head` at once, each of `texts` after the plan's
+    /// pause (the connection dropped after `break_after` of them), `tail`.
+    fn sse(&self, head: Vec<String>, texts: Vec<String>, tail: Vec<String>) -> Response {
+        let plan = *self.stream_plan.lock().unwrap();
+        let first_text_at = self.first_text_at.clone();
+        let done = self.streams_done.clone();
+        let mut gate = self.gate.subscribe();
+        let (tx, rx) = tokio::sync::mpsc::channel::<String>(16);
+        tokio::spawn(async move {
+            for frame in head {
+                let _ = tx.send(frame).await;
+            }
+            for (n, frame) in texts.into_iter().enumerate() {
+                if plan.break_after == Some(n) {
+                    return; // the connection drops: no end marker
+                }
+                if plan.hold_after == Some(n) {
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                if n > 0 {
+                    tokio::time::sleep(plan.every).await;
+                } else {
+                    first_text_at.lock().unwrap().push(std::time::Instant::now());
+                }
+                let _ = tx.send(frame).await;
+            }
+            for frame in tail {
+                let _ = tx.send(frame).await;
+            }
+            done.fetch_add(1, Ordering::SeqCst);
+        });
+        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+            let frame = rx.recv().await?;
+            Some((Ok::<_, std::convert::Infallible>(frame), rx))
+        });
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(axum::body::Body::from_stream(body))
+            .unwrap()
+    }
 }

@@ -1,5 +1,7 @@
 //! A fake Slack on 127.0.0.1 for tests: the Web API methods the adapter
-//! calls (recorded with their bodies), a Socket Mode websocket that sends
+//! calls (recorded with their bodies; `chat.update` and `chat.delete`
+//! refuse a message that does not exist with `message_not_found`, as
+//! Slack does), a Socket Mode websocket that sends
 //! envelopes and records acks, an upload URL and `response_url` endpoints.
 //! Shared by the channel-level tests and the binary's end-to-end tests
 //! through the test kit.
@@ -45,6 +47,8 @@ struct Inner {
     limited: Mutex<HashMap<String, u32>>,
     limited_at: Mutex<Vec<(String, Instant)>>,
     ts: AtomicU64,
+    /// Messages posted and not deleted, in order: (channel, ts, text now).
+    messages: Mutex<Vec<(String, String, String)>>,
 }
 
 #[derive(Clone)]
@@ -99,6 +103,19 @@ impl FakeSlack {
             .filter(|c| matches!(c.method.as_str(), "chat.postMessage" | "chat.update"))
             .filter(|c| c.body["channel"] == channel)
             .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// The messages in `channel` as they show now (after updates, without
+    /// deleted ones), in the order they were posted.
+    pub fn messages_in(&self, channel: &str) -> Vec<String> {
+        self.inner
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, _, _)| c == channel)
+            .map(|(_, _, text)| text.clone())
             .collect()
     }
 
@@ -213,6 +230,10 @@ fn bearer(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
+fn str_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
 fn ok(body: Value) -> Response {
     let mut body = body;
     body["ok"] = json!(true);
@@ -284,13 +305,36 @@ async fn api(
         "apps.connections.open" => ok(json!({"url": format!("{}/socket", fake.base.replace("http://", "ws://"))})),
         "chat.postMessage" => {
             let ts = next_ts();
+            let (channel, text) = (str_of(&body["channel"]), str_of(&body["text"]));
+            fake.messages.lock().unwrap().push((channel, ts.clone(), text));
             ok(json!({"channel": body["channel"], "ts": ts, "message": {"ts": ts, "text": body["text"]}}))
         }
-        "chat.update" => ok(
-            json!({"channel": body["channel"], "ts": body["ts"], "text": body["text"],
-                                   "message": {"text": body["text"]}}),
-        ),
-        "chat.delete" => ok(json!({"channel": body["channel"], "ts": body["ts"]})),
+        // As Slack: only a message that exists can be updated or deleted.
+        "chat.update" => {
+            let mut messages = fake.messages.lock().unwrap();
+            let (channel, ts) = (str_of(&body["channel"]), str_of(&body["ts"]));
+            match messages.iter_mut().find(|(c, t, _)| *c == channel && *t == ts) {
+                Some(message) => {
+                    message.2 = str_of(&body["text"]);
+                    ok(
+                        json!({"channel": body["channel"], "ts": body["ts"], "text": body["text"],
+                              "message": {"text": body["text"]}}),
+                    )
+                }
+                None => slack_error("message_not_found"),
+            }
+        }
+        "chat.delete" => {
+            let mut messages = fake.messages.lock().unwrap();
+            let (channel, ts) = (str_of(&body["channel"]), str_of(&body["ts"]));
+            match messages.iter().position(|(c, t, _)| *c == channel && *t == ts) {
+                Some(at) => {
+                    messages.remove(at);
+                    ok(json!({"channel": body["channel"], "ts": body["ts"]}))
+                }
+                None => slack_error("message_not_found"),
+            }
+        }
         "chat.postEphemeral" => ok(json!({"message_ts": next_ts()})),
         "conversations.open" => {
             let user = body["users"]

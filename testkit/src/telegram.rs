@@ -2,9 +2,11 @@
 //! tests, shared by the adapter tests and the end-to-end tests through the
 //! test kit. It serves `/bot<TOKEN>/<method>` like the real one:
 //! `getMe`, `getUpdates` (long polling over a queue the test fills, with
-//! offsets confirmed as Telegram does), `sendMessage`, `sendChatAction`,
-//! `sendDocument` (multipart), `setMyCommands`, `setWebhook`,
-//! `deleteWebhook`. It records every call, and answers the next call of a
+//! offsets confirmed as Telegram does), `sendMessage`, `editMessageText`
+//! (the message must exist and change, as Telegram insists: otherwise its
+//! 400s "message to edit not found" / "message is not modified"),
+//! `sendChatAction`, `sendDocument` (multipart), `setMyCommands`,
+//! `setWebhook`, `deleteWebhook`. It records every call, and answers the next call of a
 //! method with a scripted error when a test asks (429, 403, …).
 
 use axum::Router;
@@ -52,6 +54,9 @@ struct Inner {
     /// The text of every message pushed, for "never logged" checks.
     pushed_texts: Vec<String>,
     scripted: HashMap<String, VecDeque<(u16, String)>>,
+    /// Every text message the bot sent, in order: (chat, message id, text
+    /// as it shows now).
+    sent: Vec<(i64, i64, String)>,
 }
 
 /// The fake server; cheap to clone.
@@ -159,6 +164,12 @@ impl FakeBotApi {
         self.inner.lock().unwrap().pushed_texts.clone()
     }
 
+    /// The text messages the bot sent, in order, as they show now (after
+    /// every edit): (chat, message id, text).
+    pub fn sent_messages(&self) -> Vec<(i64, i64, String)> {
+        self.inner.lock().unwrap().sent.clone()
+    }
+
     /// The highest `getUpdates` offset the bot has sent.
     pub fn confirmed_offset(&self) -> i64 {
         self.inner.lock().unwrap().confirmed
@@ -228,10 +239,11 @@ impl FakeBotApi {
     fn sent_message(&self, params: &Value, extra: (&str, Value)) -> Value {
         let mut inner = self.inner.lock().unwrap();
         inner.next_message_id += 1;
-        let chat_id = match &params["chat_id"] {
-            Value::String(s) => s.parse::<i64>().unwrap_or(0),
-            other => other.as_i64().unwrap_or(0),
-        };
+        let chat_id = chat_of(params);
+        if let Some(text) = extra.1.as_str() {
+            let id = inner.next_message_id;
+            inner.sent.push((chat_id, id, text.to_string()));
+        }
         let mut message = json!({
             "message_id": inner.next_message_id,
             "date": chrono::Utc::now().timestamp(),
@@ -240,6 +252,45 @@ impl FakeBotApi {
         });
         message[extra.0] = extra.1;
         message
+    }
+}
+
+fn chat_of(params: &Value) -> i64 {
+    match &params["chat_id"] {
+        Value::String(s) => s.parse::<i64>().unwrap_or(0),
+        other => other.as_i64().unwrap_or(0),
+    }
+}
+
+impl FakeBotApi {
+    /// `editMessageText` as Telegram answers it: the edited message, or
+    /// the description of its 400 when there is no such message of the
+    /// bot's or nothing changes.
+    fn edit_message(&self, params: &Value) -> Result<Value, String> {
+        let bad = |what: &str| format!("Bad Request: {what}");
+        let (chat_id, id) = (chat_of(params), params["message_id"].as_i64().unwrap_or(0));
+        let text = params["text"].as_str().unwrap_or_default();
+        if text.chars().count() > 4096 {
+            return Err(bad("MESSAGE_TOO_LONG"));
+        }
+        let mut inner = self.inner.lock().unwrap();
+        let Some(sent) = inner.sent.iter_mut().find(|(c, m, _)| (*c, *m) == (chat_id, id)) else {
+            return Err(bad("message to edit not found"));
+        };
+        if sent.2 == text {
+            return Err(bad(
+                "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+            ));
+        }
+        sent.2 = text.to_string();
+        Ok(json!({
+            "message_id": id,
+            "date": chrono::Utc::now().timestamp(),
+            "edit_date": chrono::Utc::now().timestamp(),
+            "chat": chat(chat_id),
+            "from": bot_user(),
+            "text": text,
+        }))
     }
 }
 
@@ -272,10 +323,11 @@ async fn handle(
         api.record(&method, params, file, status);
         return reply(status, body);
     }
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 9] = [
         "getMe",
         "getUpdates",
         "sendMessage",
+        "editMessageText",
         "sendDocument",
         "sendChatAction",
         "setMyCommands",
@@ -288,6 +340,17 @@ async fn handle(
             404,
             json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}).to_string(),
         );
+    }
+    if method == "editMessageText" {
+        let edited = api.edit_message(&params);
+        api.record(&method, params, file, if edited.is_ok() { 200 } else { 400 });
+        return match edited {
+            Ok(message) => reply(200, json!({ "ok": true, "result": message }).to_string()),
+            Err(description) => reply(
+                400,
+                json!({"ok": false, "error_code": 400, "description": description}).to_string(),
+            ),
+        };
     }
     // Recorded on arrival, so a test can see a long poll that is waiting.
     api.record(&method, params.clone(), file, 200);

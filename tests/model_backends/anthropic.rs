@@ -3,7 +3,7 @@
 
 use crate::fake::{FakeServer, Reply, env};
 use futures_util::StreamExt;
-use mnemo::model::{ModelError, ModelRequest, Usage, build};
+use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
 use mnemo_sessions::record::Role;
 use serde_json::json;
@@ -126,7 +126,10 @@ async fn streamed_text_deltas_arrive_in_order() {
         .stream(&ModelRequest::new(Context::default(), "hi"))
         .await
         .unwrap();
-    let deltas: Vec<String> = stream.map(Result::unwrap).collect().await;
+    let deltas: Vec<String> = stream
+        .filter_map(|p| async move { p.unwrap().into_text() })
+        .collect()
+        .await;
 
     assert_eq!(deltas, vec!["Stay ", "in Gion."]);
     assert_eq!(server.requests()[0].body["stream"], json!(true));
@@ -148,7 +151,7 @@ async fn a_stream_that_ends_before_message_stop_is_an_error() {
         .collect()
         .await;
 
-    assert_eq!(items[0].as_deref().unwrap(), "Stay ");
+    assert_eq!(items[0].as_ref().unwrap(), &StreamPart::Text("Stay ".into()));
     assert!(
         matches!(items.last(), Some(Err(ModelError::Protocol { .. }))),
         "{items:?}"

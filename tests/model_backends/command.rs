@@ -4,7 +4,7 @@
 
 use crate::fake::env;
 use futures_util::StreamExt;
-use mnemo::model::{ModelConfig, ModelError, ModelRequest, build};
+use mnemo::model::{ModelConfig, ModelError, ModelRequest, StreamPart, build};
 use mnemo_sessions::context::{Context, Turn};
 use mnemo_sessions::record::Role;
 use serde_json::json;
@@ -156,5 +156,5 @@ async fn streaming_a_command_yields_its_whole_output_once() {
         .await;
 
     assert_eq!(deltas.len(), 1);
-    assert_eq!(deltas[0].as_deref().unwrap(), "all at once");
+    assert_eq!(deltas[0].as_ref().unwrap(), &StreamPart::Text("all at once".into()));
 }

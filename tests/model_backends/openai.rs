@@ -3,7 +3,7 @@
 
 use crate::fake::{FakeServer, Reply, env, sse_data};
 use futures_util::StreamExt;
-use mnemo::model::{ModelError, ModelRequest, Usage, build};
+use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
 use mnemo_sessions::record::Role;
 use serde_json::json;
@@ -113,7 +113,10 @@ async fn streamed_deltas_arrive_in_order() {
     let model = build(&server.openai(json!({})), &env(&[])).unwrap();
 
     let stream = model.stream(&request_with_history()).await.unwrap();
-    let deltas: Vec<String> = stream.map(Result::unwrap).collect().await;
+    let deltas: Vec<String> = stream
+        .filter_map(|p| async move { p.unwrap().into_text() })
+        .collect()
+        .await;
 
     assert_eq!(deltas, vec!["Stay ", "in ", "Gion."]);
     assert_eq!(server.requests()[0].body["stream"], json!(true));
@@ -130,7 +133,7 @@ async fn a_stream_that_ends_before_done_is_an_error_not_a_short_reply() {
     let items: Vec<_> = model.stream(&request_with_history()).await.unwrap().collect().await;
 
     assert_eq!(items.len(), 2, "{items:?}");
-    assert_eq!(items[0].as_deref().unwrap(), "Stay ");
+    assert_eq!(items[0].as_ref().unwrap(), &StreamPart::Text("Stay ".into()));
     assert!(matches!(items[1], Err(ModelError::Protocol { .. })), "{items:?}");
 }
 

@@ -180,5 +180,6 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         summarizer: Arc::new(mnemo::model::ModelSummarizer::new(chat.clone())),
         max_tool_rounds: config.tool_rounds() as usize,
         model: chat,
+        streaming: Default::default(),
     }
 }

@@ -6,7 +6,7 @@
 //! Sends only what it is given; formatting and splitting live elsewhere.
 
 use std::time::Duration;
-use teloxide::payloads::{SendDocumentSetters, SendMessageSetters};
+use teloxide::payloads::{EditMessageTextSetters, SendDocumentSetters, SendMessageSetters};
 use teloxide::requests::{Output, Request, Requester};
 use teloxide::types::{ChatId, InputFile, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide::{ApiError, Bot, RequestError};
@@ -50,6 +50,8 @@ pub(crate) enum Failure {
     Network(String),
     #[error("Telegram refused: {0}")]
     Rejected(String),
+    #[error("the message already shows that text")]
+    NotModified,
 }
 
 /// Where a reply goes.
@@ -91,6 +93,7 @@ impl Api {
                 ApiError::InvalidToken => Failure::Unauthorized,
                 ApiError::CantParseEntities(reason) => Failure::BadEntities(self.redact(&reason)),
                 ApiError::TerminatedByOtherGetUpdates => Failure::Conflict,
+                ApiError::MessageNotModified => Failure::NotModified,
                 ApiError::CantGetUpdates => Failure::WebhookActive,
                 ApiError::BotBlocked
                 | ApiError::BotKicked
@@ -134,19 +137,43 @@ impl Api {
     }
 
     /// Sends one chunk as HTML; if Telegram cannot parse it after all, sends
-    /// the same words without markup rather than nothing.
-    pub async fn send_chunk(&self, to: Target, chunk: &Chunk) -> Result<(), Failure> {
+    /// the same words without markup rather than nothing. Returns the new
+    /// message's id (a live reply edits it later).
+    pub async fn send_chunk(&self, to: Target, chunk: &Chunk) -> Result<MessageId, Failure> {
         let html = with_target(
             self.bot.send_message(to.chat, &chunk.text).parse_mode(ParseMode::Html),
             to,
         );
-        match self.call("sendMessage", &html).await {
+        let sent = match self.call("sendMessage", &html).await {
             Err(Failure::BadEntities(reason)) => {
                 tracing::warn!(chat = to.chat.0, %reason, "telegram: HTML refused; sending the chunk as plain text");
                 let plain = with_target(self.bot.send_message(to.chat, &chunk.plain), to);
-                self.call("sendMessage", &plain).await.map(drop)
+                self.call("sendMessage", &plain).await
+            }
+            other => other,
+        };
+        sent.map(|message| message.id)
+    }
+
+    /// Replaces the text of `message` with `chunk` (`editMessageText`), as
+    /// plain text if Telegram cannot parse the HTML. Telegram's "message is
+    /// not modified" counts as done.
+    pub async fn edit_chunk(&self, chat: ChatId, message: MessageId, chunk: &Chunk) -> Result<(), Failure> {
+        let html = self
+            .bot
+            .edit_message_text(chat, message, &chunk.text)
+            .parse_mode(ParseMode::Html);
+        let edited = match self.call("editMessageText", &html).await {
+            Err(Failure::BadEntities(reason)) => {
+                tracing::warn!(chat = chat.0, %reason, "telegram: HTML refused in an edit; editing as plain text");
+                let plain = self.bot.edit_message_text(chat, message, &chunk.plain);
+                self.call("editMessageText", &plain).await.map(drop)
             }
             other => other.map(drop),
+        };
+        match edited {
+            Err(Failure::NotModified) => Ok(()),
+            other => other,
         }
     }
 

@@ -16,6 +16,9 @@ pub struct DiscordConfig {
     /// `/session` there only, which takes effect at once — for trying the bot
     /// out. `null` registers it globally.
     pub guild_id: Option<String>,
+    /// Show answers while the model writes them (edited in place);
+    /// `false` sends each answer whole, once it is complete.
+    pub streaming: bool,
 }
 
 impl Default for DiscordConfig {
@@ -25,6 +28,7 @@ impl Default for DiscordConfig {
             token_env: "DISCORD_BOT_TOKEN".into(),
             api_url: None,
             guild_id: None,
+            streaming: true,
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct SlackConfig {
     /// Events API mode: where to listen for Slack's POSTs to
     /// `/slack/events` and `/slack/commands`.
     pub listen: String,
+    /// Show answers while the model writes them (edited in place);
+    /// `false` sends each answer whole, once it is complete.
+    pub streaming: bool,
 }
 
 impl Default for SlackConfig {
@@ -34,6 +37,7 @@ impl Default for SlackConfig {
             mode: "socket".into(),
             api_url: None,
             listen: "0.0.0.0:3000".into(),
+            streaming: true,
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct TelegramConfig {
     /// Webhook mode: the env var holding the secret Telegram sends in the
     /// `X-Telegram-Bot-Api-Secret-Token` header (1–256 of `A-Za-z0-9_-`).
     pub webhook_secret_env: String,
+    /// Show answers while the model writes them (edited in place);
+    /// `false` sends each answer whole, once it is complete.
+    pub streaming: bool,
 }
 
 impl Default for TelegramConfig {
@@ -39,6 +42,7 @@ impl Default for TelegramConfig {
             webhook_url: None,
             webhook_listen: "127.0.0.1:8443".into(),
             webhook_secret_env: "TELEGRAM_WEBHOOK_SECRET".into(),
+            streaming: true,
         }
     }
 }
