@@ -79,7 +79,7 @@ pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Resu
         earliest.format(NAME_TS),
         latest.format(NAME_TS)
     );
-    let path = layout.archive_dir(user).join(name);
+    let path = layout.archive_batch_path(user, &name);
 
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     gz.write_all(&jsonl)

@@ -184,9 +184,10 @@ impl Compactor {
     /// Folds what the rules say is due (DESIGN §4): past `threshold`, all
     /// but the last `contextWindow`; anything older than `maxAgeMinutes` at
     /// `now`; past `maxMessages`, at least the excess (unsummarized if
-    /// compaction is off). The broker calls it after each reply (in the
-    /// background) and before building the context of a turn, so messages
-    /// that aged out are folded rather than dropped.
+    /// compaction is off). The broker calls it (through `Sessions::compact`)
+    /// in the background after a turn whose counters say a fold is due; it
+    /// never runs before a context is built, so messages that aged out are
+    /// still shown raw until it commits — folded, never dropped.
     pub async fn maybe_compact(
         &self,
         user: &SafeName,

@@ -37,8 +37,9 @@ pub struct StmConfig {
     /// Hard bound on the raw log: past it the oldest messages are archived
     /// unsummarized (a sliding window), even if compaction is off or failing.
     pub max_messages: usize,
-    /// Messages older than this at the next turn are folded into the rolling
-    /// summary rather than shown raw.
+    /// A turn whose oldest unfolded message is older than this starts a fold
+    /// in the background after its reply. Until that fold commits, such
+    /// messages are still in the context raw: they are folded, never dropped.
     pub max_age_minutes: u64,
     /// How many recent messages go into every model call. May be 0: the
     /// model then sees only the profile and the rolling summary.

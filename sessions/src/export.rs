@@ -122,7 +122,7 @@ pub fn export_user(
             .map(|(_, r)| r.as_path())
             .chain(extra.iter().map(|(p, _)| p.as_path())),
     );
-    let target = layout.exports_dir().join(file_name(user, now));
+    let target = layout.export_path(&file_name(user, now));
     let write_err = |source| ExportError::Write {
         path: target.clone(),
         source,

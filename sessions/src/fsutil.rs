@@ -24,6 +24,10 @@
 //! **Changed?** [`FileStamp`] tells a reader cheaply whether a file changed
 //! since it read it (every such replacement gives a new inode); it never
 //! follows a link either.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "walks the components of the paths Layout built"
+)]
 
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
 use std::io::{self, Write};

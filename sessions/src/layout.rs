@@ -1,8 +1,16 @@
-//! Where every file of a channel's memory lives (DESIGN §3). The only place
-//! that joins paths under the state root; every other module asks it.
+//! Where every file of a channel's memory lives (DESIGN §3). The one place
+//! that joins paths under a channel's sessions folder; every other module
+//! asks it. `sessions/clippy.toml` holds this: `Path::join` and
+//! `PathBuf::push` are disallowed in the crate but here, in `fsutil` (which
+//! walks the paths it is given), in the log rotation (`<state>/logs`, not a
+//! channel's) and for the two file names inside a recall folder.
 //!
 //! Raw ids never reach a path: callers hand in [`SafeName`]s. This module
 //! computes paths only; it never reads or writes.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "Layout is where paths are joined (sessions/clippy.toml)"
+)]
 
 use crate::names::SafeName;
 use chrono::NaiveDate;
@@ -120,12 +128,22 @@ impl Layout {
         self.topics_root().join(SHARED_TOPICS)
     }
 
+    /// An operator note in `_shared`.
+    pub fn shared_topic_path(&self, slug: &SafeName) -> PathBuf {
+        self.shared_topics_dir().join(format!("{slug}.md"))
+    }
+
     pub fn topic_path(&self, user: &SafeName, slug: &SafeName) -> Option<PathBuf> {
         self.user_topics_dir(user).map(|d| d.join(format!("{slug}.md")))
     }
 
+    /// `summaries/`: one folder per user with daily and weekly summaries.
+    pub fn summaries_root(&self) -> PathBuf {
+        self.root.join("summaries")
+    }
+
     pub fn summaries_dir(&self, user: &SafeName) -> PathBuf {
-        self.root.join("summaries").join(user)
+        self.summaries_root().join(user)
     }
 
     pub fn daily_dir(&self, user: &SafeName) -> PathBuf {
@@ -159,14 +177,47 @@ impl Layout {
         self.archive_root().join(user)
     }
 
+    /// One archive batch of the user; `name` is a file name the archive
+    /// made (or listed in the user's archive folder).
+    pub fn archive_batch_path(&self, user: &SafeName, name: &str) -> PathBuf {
+        self.archive_dir(user).join(name)
+    }
+
+    /// `recall/`: every user's recall index (derived data).
+    pub fn recall_root(&self) -> PathBuf {
+        self.root.join("recall")
+    }
+
     /// The user's recall index (derived data, see `crate::recall`).
     pub fn recall_dir(&self, user: &SafeName) -> PathBuf {
-        self.root.join("recall").join(user)
+        self.recall_root().join(user)
     }
 
     /// Where `/session export` bundles are written for the operator.
     pub fn exports_dir(&self) -> PathBuf {
         self.root.join("exports")
+    }
+
+    /// One export bundle; `file_name` is made by `export` from safe names.
+    pub fn export_path(&self, file_name: &str) -> PathBuf {
+        self.exports_dir().join(file_name)
+    }
+
+    /// `stm/<user>/malformed.jsonl`: lines a rewrite of the log could not
+    /// parse, kept rather than lost.
+    pub fn malformed_path(&self, user: &SafeName) -> PathBuf {
+        self.stm_dir(user).join(crate::stm::MALFORMED_FILE)
+    }
+
+    /// A version record of the user (see [`crate::versions`]).
+    pub fn version_record_path(&self, user: &SafeName, name: &str) -> PathBuf {
+        self.versions_dir(user).join(name)
+    }
+
+    /// A file under `ltm/` named by its path relative to it (as version
+    /// records store it); the caller checks whose it is.
+    pub fn ltm_file(&self, relative: &str) -> PathBuf {
+        self.ltm_root().join(relative)
     }
 }
 

@@ -196,7 +196,7 @@ pub fn channel_storage(stm: &Stm) -> Result<ChannelStorage, ReportError> {
         layout.config_path(),
         layout.access_path(),
         layout.maintenance_state_path(),
-        layout.root().join("recall"),
+        layout.recall_root(),
         layout.shared_topics_dir(),
     ];
     for root in shared {
@@ -293,6 +293,10 @@ pub fn human_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
     use crate::locks::LockRegistry;
     use crate::record::{Record, Role};

@@ -279,7 +279,7 @@ impl Stm {
             detail,
         })?;
         if !split.malformed.is_empty() {
-            let quarantine = self.layout().stm_dir(user).join(MALFORMED_FILE);
+            let quarantine = self.layout().malformed_path(user);
             tracing::warn!(
                 file = %path.display(),
                 lines = split.malformed.len(),

@@ -151,7 +151,7 @@ pub fn read(layout: &Layout, user: &SafeName, slug: &str) -> Result<Option<Topic
 /// One shared note; `Ok(None)` when there is none.
 pub fn read_shared(layout: &Layout, slug: &str) -> Result<Option<Topic>, TopicError> {
     let slug = parse_slug(slug)?;
-    read_file(layout, &layout.shared_topics_dir().join(format!("{slug}.md")))
+    read_file(layout, &layout.shared_topic_path(&slug))
 }
 
 /// What [`write`] puts in a note.

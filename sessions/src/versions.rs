@@ -132,7 +132,7 @@ pub fn replace(
         file,
         before: before.map(|b| String::from_utf8_lossy(&b).into_owned()),
     };
-    let path = dir.join(format!("{seq:010}-{tag}.json"));
+    let path = layout.version_record_path(user, &format!("{seq:010}-{tag}.json"));
     let json = serde_json::to_vec(&version).map_err(|e| VersionError::Io {
         op: "encode",
         path: path.clone(),
@@ -187,7 +187,7 @@ pub fn undo(layout: &Layout, user: &SafeName) -> Result<Option<Version>, Version
                 continue;
             }
         };
-        let target = layout.ltm_root().join(&version.file);
+        let target = layout.ltm_file(&version.file);
         owned_path(layout, user, &target)?;
         match &version.before {
             Some(text) => fsutil::atomic_write(root, &target, text.as_bytes()).map_err(io_err("write", &target))?,
@@ -274,6 +274,10 @@ fn file_tag(file: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
     use chrono::TimeZone;
 

@@ -3,6 +3,11 @@
 //! operator config and the context builder. One test target; each area is a
 //! submodule under `foundation/`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test fixtures build their own paths in a temp folder"
+)]
+
 #[path = "foundation/archive.rs"]
 mod archive;
 #[path = "foundation/config.rs"]

@@ -2,6 +2,11 @@
 //! the public API of `mnemo-sessions` against real files in a temp folder
 //! and an in-process fake summarizer.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test fixtures build their own paths in a temp folder"
+)]
+
 #[path = "memory/support.rs"]
 mod support;
 

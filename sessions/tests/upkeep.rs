@@ -3,6 +3,11 @@
 //! `/session` commands and the export bundle. One test target; each area is
 //! a submodule under `upkeep/`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test fixtures build their own paths in a temp folder"
+)]
+
 #[path = "upkeep/commands.rs"]
 mod commands;
 #[path = "upkeep/digests.rs"]

@@ -1,6 +1,10 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
-//! `sessions report|export|maintain`, `access …`, `bench`. Argument parsing only; each verb's
-//! work lives in a submodule here.
+//! `access pair|allow|revoke|list|policy|groups`,
+//! `sessions report|export|maintain|forget|reindex`, `backup`, `restore`,
+//! `completions`, `bench`. Argument parsing only; each verb's work lives in
+//! a submodule here. Besides `setup.rs`, clap reads two variables here
+//! (`MNEMO_CONFIG`, `MNEMO_STATE_DIR`, the `env` of `--config` and
+//! `--state-dir`).
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
 //! Turning the command line, the config file and the environment into the
 //! parts the app runs on. The one place that reads process environment
-//! variables; everything below takes them as parameters.
+//! variables (clap's `env` for `--config` and `--state-dir` in `cli/mod.rs`
+//! aside); everything below takes them as parameters.
 
 use super::GlobalArgs;
 use crate::app::AppParts;

@@ -261,6 +261,10 @@ pub fn render(path: &Path, meta: &DigestMeta, body: &str) -> Result<String, Dige
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
 
     #[test]

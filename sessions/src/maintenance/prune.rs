@@ -197,6 +197,10 @@ fn remove_if_older(entry: &fs::DirEntry, now: DateTime<Utc>, max_age: TimeDelta,
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
     use crate::locks::LockRegistry;
 

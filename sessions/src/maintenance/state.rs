@@ -102,6 +102,10 @@ impl MaintenanceState {
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
 
     #[test]

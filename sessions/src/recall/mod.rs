@@ -311,7 +311,7 @@ impl Recall {
         let roots = [
             layout.stm_root(),
             layout.archive_root(),
-            layout.root().join("summaries"),
+            layout.summaries_root(),
             layout.topics_root(),
         ];
         for root in roots {

@@ -36,6 +36,15 @@ const VERSION: u32 = 2;
 const MESSAGES: &str = "messages.jsonl";
 const META: &str = "meta.json";
 
+/// One of the two files above in a recall folder (`Layout::recall_dir`).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the recall store names the files of its own folder"
+)]
+fn in_dir(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RecallError {
     #[error("cannot {op} {}: {source}; check the disk and the folder's permissions", path.display())]
@@ -163,7 +172,7 @@ impl UserIndex {
         if let Err(e) = log.write_all(&line) {
             tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
             self.log = None;
-            let _ = remove_nofollow(&self.root, &self.dir.join(META));
+            let _ = remove_nofollow(&self.root, &in_dir(&self.dir, META));
         }
     }
 
@@ -186,7 +195,7 @@ enum Stale {
 }
 
 fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
-    let meta_path = dir.join(META);
+    let meta_path = in_dir(dir, META);
     let root = stm.layout().state_root();
     let meta: Meta = match read_nofollow(root, &meta_path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Stale::Broken(format!("meta.json: {e}")))?,
@@ -203,7 +212,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     if let Some(gone) = meta.archives.iter().find(|n| !on_disk.contains(n)) {
         return Err(Stale::Broken(format!("archive batch {gone} is gone")));
     }
-    let messages_path = dir.join(MESSAGES);
+    let messages_path = in_dir(dir, MESSAGES);
     let bytes = read_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
     if !bytes.is_empty() && !bytes.ends_with(b"\n") {
         return Err(Stale::Broken("messages.jsonl ends in a half-written line".into()));
@@ -231,7 +240,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     let known: HashSet<&String> = meta.archives.iter().collect();
     let fresh: Vec<&String> = on_disk.iter().filter(|n| !known.contains(n)).collect();
     for name in &fresh {
-        let records = archive::read_batch(stm.layout(), &stm.layout().archive_dir(user).join(name.as_str()))
+        let records = archive::read_batch(stm.layout(), &stm.layout().archive_batch_path(user, name))
             .map_err(|e| Stale::Broken(e.to_string()))?;
         for record in &records {
             index.add_record(record);
@@ -295,7 +304,7 @@ fn archive_names(stm: &Stm, user: &SafeName) -> Result<Vec<String>, archive::Arc
 pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
     let root = stm.layout().state_root();
     let dir = stm.layout().recall_dir(user);
-    let target = dir.join(MESSAGES);
+    let target = in_dir(&dir, MESSAGES);
     let temp = unique_temp_path(&target);
     let result = (|| {
         let file = create_new_private(root, &temp).map_err(io_err("create", &temp))?;
@@ -314,7 +323,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         let names = archive_names(stm, user)?;
         for name in &names {
             let so_far = write(
-                &archive::read_batch(stm.layout(), &stm.layout().archive_dir(user).join(name))?,
+                &archive::read_batch(stm.layout(), &stm.layout().archive_batch_path(user, name))?,
                 &mut out,
             )?;
             progress(so_far);
@@ -340,7 +349,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
 }
 
 fn write_meta(root: &Path, dir: &Path, meta: &Meta) -> Result<(), RecallError> {
-    let path = dir.join(META);
+    let path = in_dir(dir, META);
     // Plain data with string keys: serialising cannot fail.
     let json = serde_json::to_vec(meta).unwrap_or_default();
     atomic_write(root, &path, &json).map_err(io_err("write", &path))
