@@ -2,9 +2,8 @@
 //! CLI): the real `mnemo` binary or the real `App`, with fakes only at the
 //! network edge (a model server on 127.0.0.1, a stand-in channel).
 
-#[path = "broker/streaming.rs"]
 mod streaming;
-mod support;
+use crate::support;
 
 use mnemo::app::App;
 use mnemo::config::LimitsConfig;

@@ -3,8 +3,8 @@
 //! fake Discord (REST and a real gateway session) and the fake model, both
 //! on 127.0.0.1. Everything between them is the real broker and adapter.
 
+use crate::support;
 use mnemo_testkit::discord as fake;
-mod support;
 
 use fake::{APP_ID, FakeDiscord, dm_channel_of};
 use mnemo_sessions::{Layout, Record, Role, SafeName};

@@ -5,11 +5,8 @@
 #![cfg(feature = "discord")]
 
 use mnemo_testkit::discord as fake;
-#[path = "discord/gateway.rs"]
 mod gateway;
-#[path = "discord/inbound.rs"]
 mod inbound;
-#[path = "discord/outbound.rs"]
 mod outbound;
 
 use fake::FakeDiscord;
