@@ -23,8 +23,8 @@ pub enum InstanceError {
          (a running bot already does maintenance on its own schedule)"
     )]
     Busy { folder: PathBuf, holder: String },
-    #[error("cannot lock {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    File(#[from] mnemo_sessions::fsutil::FileError),
 }
 
 impl InstanceLock {
@@ -32,10 +32,7 @@ impl InstanceLock {
     /// says who holds it.
     pub fn acquire(state_root: &Path) -> Result<InstanceLock, InstanceError> {
         let path = state_root.join("mnemo.lock");
-        let io = |source| InstanceError::Io {
-            path: path.clone(),
-            source,
-        };
+        let io = |source| mnemo_sessions::fsutil::FileError::new("lock", &path, source);
         mnemo_sessions::fsutil::create_private_dir_all(state_root, state_root).map_err(io)?;
         let mut file = OpenOptions::new()
             .read(true)
@@ -60,7 +57,7 @@ impl InstanceLock {
                     holder,
                 });
             }
-            Err(TryLockError::Error(e)) => return Err(io(e)),
+            Err(TryLockError::Error(e)) => return Err(io(e).into()),
         }
         // Best effort: the pid only makes the "busy" message more helpful.
         let _ = file

@@ -61,16 +61,19 @@ fn both(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
+/// `mnemo <verb>` with `config`, `home` and `env` set.
+fn verb_with_env(config: &Path, home: &Path, env: &[(&str, &str)], verb: &[&str]) -> Command {
+    let mut c = mnemo(config, home);
+    c.args(verb);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
 /// `config check` fails naming `needle`, and `run` refuses the same config.
 async fn refused_by_check_and_run(config: &Path, home: &Path, env: &[(&str, &str)], needle: &str) {
-    let with_env = |verb: &[&str]| {
-        let mut c = mnemo(config, home);
-        c.args(verb);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        c
-    };
+    let with_env = |verb: &[&str]| verb_with_env(config, home, env, verb);
     let check = output(with_env(&["config", "check"])).await;
     assert!(!check.status.success(), "check passed: {}", both(&check));
     assert!(
@@ -238,4 +241,109 @@ async fn openai_base_url_in_the_environment_is_honoured_when_the_config_sets_non
     assert!(out.status.success(), "{}", both(&out));
     assert!(both(&out).contains(&url), "the effective baseUrl is shown");
     assert_eq!(model.chat_requests().len(), 1);
+}
+
+/// The `error:` lines of a check's stderr.
+fn error_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `config check` reports exactly one problem, and it is `expected` (the
+/// one shape: file, field, line and column, reason); `run`, when it must
+/// refuse, prints the same words.
+async fn one_config_error(config: &Path, home: &Path, env: &[(&str, &str)], expected: &str, run_refuses: bool) {
+    let with_env = |verb: &[&str]| verb_with_env(config, home, env, verb);
+    let check = output(with_env(&["config", "check"])).await;
+    assert!(!check.status.success(), "check passed: {}", both(&check));
+    let errors = error_lines(&check);
+    assert_eq!(errors.len(), 1, "one error: {}", both(&check));
+    assert!(
+        errors[0].starts_with(&format!("error: {expected}")),
+        "{expected}\n{}",
+        both(&check)
+    );
+    if run_refuses {
+        let run = output(with_env(&["run"])).await;
+        assert!(!run.status.success(), "run accepted what check refused: {}", both(&run));
+        assert!(
+            both(&run).contains(expected),
+            "run says it the same way: {}",
+            both(&run)
+        );
+    }
+}
+
+/// A config serving Telegram (nothing listens at its API) with `text`
+/// planted as `name` in the channel's sessions folder; the config and the
+/// planted file.
+fn telegram_with(dir: &Path, name: &str, text: &str) -> (PathBuf, PathBuf) {
+    let telegram = json!({"telegram": {"enabled": true, "apiUrl": "http://127.0.0.1:9"}});
+    let config = config(dir, "http://127.0.0.1:9/v1", telegram, json!({}));
+    let sessions = dir.join("state/channels/telegram/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(sessions.join(name), text).unwrap();
+    (config, sessions.join(name))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_type_in_the_app_config_names_file_field_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    let text = "{\n  \"channels\": { \"console\": { \"enabled\": true } },\n  \"limits\": {\n    \"maxMessageChars\": \"lots\"\n  }\n}\n";
+    std::fs::write(&path, text).unwrap();
+    let expected = format!(
+        "the app config {}, field `limits.maxMessageChars`, line 4, column 29: invalid type: string \"lots\"",
+        path.display()
+    );
+    one_config_error(&path, dir.path(), &[], &expected, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_value_in_the_app_config_names_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(
+        dir.path(),
+        "http://127.0.0.1:9/v1",
+        json!({"console": {"enabled": true}}),
+        json!({"limits": {"userQueueDepth": 0}}),
+    );
+    let expected = format!(
+        "the app config {}, field `limits.userQueueDepth`: must be at least 1; change it",
+        config.display()
+    );
+    one_config_error(&config, dir.path(), &[], &expected, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_type_in_a_sessions_config_names_file_field_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, file) = telegram_with(dir.path(), "config.json", "{\n  \"recall\": { \"maxTokens\": -5 }\n}\n");
+    let expected = format!(
+        "the session config {}, field `recall.maxTokens`, line 2, column 29: invalid value: integer `-5`",
+        file.display()
+    );
+    one_config_error(&config, dir.path(), &[("TELEGRAM_BOT_TOKEN", "1:abc")], &expected, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_policy_in_access_json_names_file_field_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, file) = telegram_with(dir.path(), "access.json", "{\n  \"dmPolicy\": \"sometimes\"\n}\n");
+    let expected = format!(
+        "the access list {}, field `dmPolicy`, line 2, column 25: unknown variant `sometimes`",
+        file.display()
+    );
+    // `run` serves on the restrictive fallback instead of refusing to start.
+    one_config_error(
+        &config,
+        dir.path(),
+        &[("TELEGRAM_BOT_TOKEN", "1:abc")],
+        &expected,
+        false,
+    )
+    .await;
 }

@@ -9,7 +9,7 @@
 //! to. This module does not decide what to archive or lock anything; the
 //! caller holds the user's lock while moving records out of STM.
 
-use crate::fsutil::atomic_write;
+use crate::fsutil::{self, FileError, atomic_write};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::record::Record;
@@ -19,7 +19,7 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 const PREFIX: &str = "messages-";
@@ -29,13 +29,8 @@ const NAME_TS: &str = "%Y%m%dT%H%M%S%.3fZ";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    #[error("could not {op} the archive {}: {source}; check that the folder is writable and the disk is not full", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(
         "refusing to archive an empty batch for {user}: the caller has nothing to move out of STM (this is a bug in the caller)"
     )]
@@ -46,14 +41,6 @@ pub enum ArchiveError {
         #[source]
         source: serde_json::Error,
     },
-}
-
-fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> ArchiveError + 'p {
-    move |source| ArchiveError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Writes `records` as one gzipped JSONL batch and returns its path. The
@@ -85,7 +72,7 @@ pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Resu
     gz.write_all(&jsonl)
         .and_then(|()| gz.finish())
         .and_then(|bytes| atomic_write(layout.state_root(), &path, &bytes))
-        .map_err(io_err("write", &path))?;
+        .map_err(FileError::with("write", &path))?;
     Ok(path)
 }
 
@@ -93,14 +80,9 @@ pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Resu
 /// timestamp). Temp leftovers and foreign files are not listed.
 pub fn files(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ArchiveError> {
     let dir = layout.archive_dir(user);
-    let entries = match crate::fsutil::read_dir_nofollow(layout.state_root(), &dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err("list", &dir)(e)),
-    };
     let mut files = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(io_err("list", &dir))?.path();
+    for entry in fsutil::list_dir(layout.state_root(), &dir)? {
+        let path = entry.path();
         let is_batch = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -190,7 +172,7 @@ fn read_file_with<T>(
     path: &Path,
     mut keep: impl FnMut(&[u8], Record) -> T,
 ) -> Result<Vec<T>, ArchiveError> {
-    let file = crate::fsutil::open_nofollow(layout.state_root(), path).map_err(io_err("open", path))?;
+    let file = fsutil::open_nofollow(layout.state_root(), path).map_err(FileError::with("open", path))?;
     let reader = BufReader::new(GzDecoder::new(file));
     let mut out = Vec::new();
     for (number, line) in reader.split(b'\n').enumerate() {

@@ -73,12 +73,8 @@ pub enum CommandError {
     Profile(#[from] crate::profile::ProfileError),
     #[error(transparent)]
     Version(#[from] crate::versions::VersionError),
-    #[error("cannot {op} {path}: {source}; check the folder's permissions")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] crate::fsutil::FileError),
 }
 
 impl CommandError {

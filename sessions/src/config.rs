@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
-pub use error::ConfigError;
+pub use error::{ConfigError, ConfigFile, FieldError, Position, Problem, parse_object, parse_object_bytes};
 
 /// The whole file. Serializes back to the same camelCase shape, so the
 /// broker can print the effective config.
@@ -248,35 +248,14 @@ impl SessionConfig {
         match std::fs::read_to_string(path) {
             Ok(text) => SessionConfig::parse(&text, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SessionConfig::default()),
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+            Err(source) => Err(ConfigError::read(ConfigFile::Sessions, path, source)),
         }
     }
 
     /// Parses and validates `text`; `path` is only named in errors.
     pub fn parse(text: &str, path: &Path) -> Result<SessionConfig, ConfigError> {
-        // A byte-order mark is on line 1 and shifts no line numbers.
-        let body = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let trimmed = body.trim_start();
-        if trimmed.is_empty() {
-            return Err(ConfigError::Empty {
-                path: path.to_path_buf(),
-            });
-        }
-        if !trimmed.starts_with('{') {
-            return Err(ConfigError::NotAnObject {
-                path: path.to_path_buf(),
-            });
-        }
-        let mut de = serde_json::Deserializer::from_str(body);
-        let config: SessionConfig = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| ConfigError::from_serde(path, e.path().to_string(), e.inner()))?;
-        // Anything after the closing brace is an error too.
-        de.end()
-            .map_err(|e| ConfigError::from_serde(path, String::from("."), &e))?;
-        validate::sections_are_objects(body, path)?;
+        let config: SessionConfig = parse_object(ConfigFile::Sessions, path, text)?;
+        validate::sections_are_objects(text.strip_prefix('\u{feff}').unwrap_or(text), path)?;
         validate::check(&config, path)?;
         Ok(config)
     }

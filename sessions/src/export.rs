@@ -8,14 +8,13 @@
 //! lock itself: the command layer holds the user's lock while exporting so
 //! the bundle is one consistent snapshot.
 
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::report::{self, ReportError};
 use chrono::{DateTime, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -31,10 +30,8 @@ pub const README: &str = "README.txt";
 pub enum ExportError {
     #[error(transparent)]
     List(#[from] ReportError),
-    #[error("cannot read {path} for the export: {source}; check the file's permissions")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot write the export {path}: {source}; check free space and permissions of the exports folder")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// What an export produced.
@@ -64,22 +61,16 @@ pub fn owner_of(file_name: &str) -> Option<SafeName> {
 }
 
 /// The user's existing bundles, sorted.
-pub fn user_exports(layout: &Layout, user: &SafeName) -> io::Result<Vec<PathBuf>> {
+pub fn user_exports(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, FileError> {
     let dir = layout.exports_dir();
-    let entries = match fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
     let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry?;
+    for entry in fsutil::list_dir(&dir, &dir)? {
         let ours = entry
             .file_name()
             .to_str()
             .and_then(owner_of)
             .is_some_and(|o| &o == user);
-        if ours && entry.file_type()?.is_file() {
+        if ours && entry.file_type().map_err(FileError::with("list", &dir))?.is_file() {
             out.push(entry.path());
         }
     }
@@ -123,16 +114,10 @@ pub fn export_user(
             .chain(extra.iter().map(|(p, _)| p.as_path())),
     );
     let target = layout.export_path(&file_name(user, now));
-    let write_err = |source| ExportError::Write {
-        path: target.clone(),
-        source,
-    };
+    let write_err = |source| FileError::new("write", &target, source);
     append(&mut tar, Path::new(README), readme.as_bytes(), mtime).map_err(write_err)?;
     for (path, relative) in &files {
-        let bytes = fsutil::read_nofollow(layout.state_root(), path).map_err(|source| ExportError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = fsutil::read_nofollow(layout.state_root(), path).map_err(FileError::with("read", path))?;
         append(&mut tar, relative, &bytes, mtime).map_err(write_err)?;
     }
     for (relative, bytes) in extra {

@@ -23,7 +23,7 @@
 //! and an append after a torn line starts on a new line. Files only, through
 //! [`crate::fsutil`]; the caller holds the user's lock; `now` is a parameter.
 
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{Body, normalized};
@@ -33,7 +33,7 @@ use crate::versions::Author;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What an entry does to its fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,10 +97,8 @@ fn rfc3339<S: serde::Serializer>(ts: &DateTime<Utc>, s: S) -> Result<S::Ok, S::E
 
 #[derive(Debug, thiserror::Error)]
 pub enum FactError {
-    #[error("cannot read the fact log {path}: {source}; check the file's permissions")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot append to the fact log {path}: {source}; check the disk and the folder's permissions")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// The log as read: its valid entries in order, and whether the file exists.
@@ -123,12 +121,10 @@ pub struct LiveFact {
 /// Reads the user's log; a missing file is an empty log.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<FactLog, FactError> {
     let path = layout.facts_path(user);
-    let bytes = match fsutil::read_nofollow(layout.state_root(), &path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FactLog::default()),
-        Err(source) => return Err(FactError::Read { path, source }),
-    };
-    Ok(parse(&path, &bytes))
+    match fsutil::read_if_exists(layout.state_root(), &path)? {
+        Some(bytes) => Ok(parse(&path, &bytes)),
+        None => Ok(FactLog::default()),
+    }
 }
 
 /// Every valid entry of the log bytes read from `path` (named in warnings).
@@ -176,21 +172,21 @@ fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(),
         return Ok(());
     }
     let path = layout.facts_path(user);
-    let write_err = |source| FactError::Write {
-        path: path.clone(),
-        source,
-    };
+    let write_err = FileError::with("append to", &path);
     let mut bytes = Vec::new();
     for entry in entries {
-        serde_json::to_writer(&mut bytes, entry).map_err(|e| write_err(io::Error::other(e)))?;
+        serde_json::to_writer(&mut bytes, entry)
+            .map_err(|e| FileError::new("append to", &path, io::Error::other(e)))?;
         bytes.push(b'\n');
     }
     let mut file = fsutil::open_append_nofollow(layout.state_root(), &path).map_err(write_err)?;
+    let write_err = |e| FileError::new("append to", &path, e);
     if ends_torn(&mut file).map_err(write_err)? {
         bytes.insert(0, b'\n');
     }
     file.write_all(&bytes).map_err(write_err)?;
-    file.sync_data().map_err(write_err)
+    file.sync_data().map_err(write_err)?;
+    Ok(())
 }
 
 /// Applies `changes`: an append, or — when a fact is forgotten — one atomic
@@ -203,11 +199,7 @@ fn apply(layout: &Layout, user: &SafeName, changes: &Changes) -> Result<usize, F
     }
     let path = layout.facts_path(user);
     let root = layout.state_root();
-    let bytes = match fsutil::read_nofollow(root, &path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => return Err(FactError::Read { path, source }),
-    };
+    let bytes = fsutil::read_if_exists(root, &path)?.unwrap_or_default();
     let forgotten = |line: &[u8]| {
         serde_json::from_slice::<FactEntry>(line)
             .is_ok_and(|e| changes.forget.iter().any(|f| same_key(f, &LiveFact::of(&e))))
@@ -221,13 +213,10 @@ fn apply(layout: &Layout, user: &SafeName, changes: &Changes) -> Result<usize, F
         out.push(b'\n');
     }
     for entry in &changes.append {
-        serde_json::to_writer(&mut out, entry).map_err(|e| FactError::Write {
-            path: path.clone(),
-            source: io::Error::other(e),
-        })?;
+        serde_json::to_writer(&mut out, entry).map_err(|e| FileError::new("write", &path, io::Error::other(e)))?;
         out.push(b'\n');
     }
-    fsutil::atomic_write(root, &path, &out).map_err(|source| FactError::Write { path, source })?;
+    fsutil::replace(root, &path, &out)?;
     Ok(changes.append.len() + changes.forget.len())
 }
 
@@ -511,8 +500,11 @@ mod tests {
         let other = SafeName::of("U2");
         std::os::unix::fs::symlink(&elsewhere, layout.facts_path(&other)).unwrap();
         let refused = commit(&layout, &other, &body("## Facts\n- b: 2\n"), &[], edit(2));
-        assert!(matches!(refused, Err(FactError::Read { .. })), "{refused:?}");
-        assert!(matches!(read(&layout, &other), Err(FactError::Read { .. })));
+        assert!(
+            matches!(refused, Err(FactError::File(ref e)) if e.is_link_refused()),
+            "{refused:?}"
+        );
+        assert!(matches!(read(&layout, &other), Err(FactError::File(e)) if e.is_link_refused()));
         assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched\n");
     }
 

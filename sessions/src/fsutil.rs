@@ -21,6 +21,12 @@
 //! sees the old file or the new one, never half of either, and two writers
 //! never share a temp.
 //!
+//! **Named.** [`FileError`] is the one error of a file operation: the
+//! operation, the path and the cause. The primitives here return
+//! `io::Result` for callers that look at the error's kind; [`ops`] wraps
+//! the everyday shapes (read or `None`, list or empty, remove if there)
+//! once, failing with a `FileError`.
+//!
 //! **Changed?** [`FileStamp`] tells a reader cheaply whether a file changed
 //! since it read it (every such replacement gives a new inode); it never
 //! follows a link either.
@@ -34,6 +40,12 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod error;
+mod ops;
+
+pub use error::FileError;
+pub use ops::{list_dir, read_if_exists, read_string_if_exists, remove_if_exists, replace};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 

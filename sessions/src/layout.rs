@@ -36,12 +36,19 @@ impl Layout {
     pub fn new(state_root: impl Into<PathBuf>, channel: &str) -> Self {
         let state_root = state_root.into();
         let channel = SafeName::of(channel);
-        let root = state_root.join("channels").join(channel.as_str()).join("sessions");
+        let root = Layout::channels_root(&state_root)
+            .join(channel.as_str())
+            .join("sessions");
         Layout {
             state_root,
             channel,
             root,
         }
+    }
+
+    /// `<state>/channels`, the folder of every channel's folder.
+    pub fn channels_root(state_root: &Path) -> PathBuf {
+        state_root.join("channels")
     }
 
     pub fn state_root(&self) -> &Path {

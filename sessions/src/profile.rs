@@ -18,6 +18,7 @@ pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
 
 use crate::facts::{self, FactBy, FactEdit, FactError};
 use crate::frontmatter::{self, Document, FrontmatterError};
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::record::Record;
@@ -26,8 +27,6 @@ use crate::versions::{self, Change, VersionError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io;
-use std::path::PathBuf;
 
 /// The profile's frontmatter. Fields an operator added are kept (`extra`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -55,10 +54,8 @@ pub type Profile = Document<ProfileMeta>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {path}: {source}; check the disk and the folder's permissions")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
     /// The file is kept untouched; facts are not merged into it until a
     /// person fixes (or removes) it.
     #[error("{0} (the profile is kept as it is and no facts are merged into it until it is fixed)")]
@@ -100,10 +97,8 @@ pub struct MergeReport {
 /// Reads the profile; `Ok(None)` when the user has none.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<Profile>, ProfileError> {
     let path = layout.profile_path(user);
-    let text = match crate::fsutil::read_to_string_nofollow(layout.state_root(), &path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(ProfileError::Read { path, source }),
+    let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &path)? else {
+        return Ok(None);
     };
     Ok(Some(frontmatter::parse(&path, &text)?))
 }

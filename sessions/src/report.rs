@@ -9,6 +9,7 @@
 
 use crate::archive;
 use crate::export;
+use crate::fsutil::{self, FileError};
 use crate::layout::{Layout, SHARED_TOPICS};
 use crate::names::SafeName;
 use crate::stm::Stm;
@@ -21,8 +22,8 @@ use std::path::{Path, PathBuf};
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("cannot read {path} for the storage report: {source}; check the folder's permissions")]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Stm(#[from] crate::stm::StmError),
     #[error(transparent)]
@@ -112,10 +113,7 @@ pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, Repo
     roots.push(layout.versions_dir(user));
     roots.push(layout.summaries_dir(user));
     roots.push(layout.archive_dir(user));
-    roots.extend(export::user_exports(layout, user).map_err(|source| ReportError::Io {
-        path: layout.exports_dir(),
-        source,
-    })?);
+    roots.extend(export::user_exports(layout, user)?);
     Ok(roots)
 }
 
@@ -134,12 +132,7 @@ fn walk(path: &Path, out: &mut Vec<(PathBuf, u64)>) -> Result<(), ReportError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(ReportError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+        Err(source) => return Err(FileError::new("inspect", path, source).into()),
     };
     if meta.is_file() {
         out.push((path.to_path_buf(), meta.len()));
@@ -147,15 +140,8 @@ fn walk(path: &Path, out: &mut Vec<(PathBuf, u64)>) -> Result<(), ReportError> {
     if !meta.is_dir() {
         return Ok(());
     }
-    let entries = fs::read_dir(path).map_err(|source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    for entry in entries {
-        let entry = entry.map_err(|source| ReportError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    // Not below a state root: `meta` already said `path` is no link.
+    for entry in fsutil::list_dir(path, path)? {
         walk(&entry.path(), out)?;
     }
     Ok(())
@@ -213,6 +199,19 @@ pub fn channel_storage(stm: &Stm) -> Result<ChannelStorage, ReportError> {
     })
 }
 
+/// The channels with a folder under `<state>/channels`, by their decoded
+/// name, sorted; none when the state folder has no channels yet.
+pub fn known_channels(state_root: &Path) -> Result<Vec<String>, FileError> {
+    let dir = Layout::channels_root(state_root);
+    let mut names: Vec<String> = fsutil::list_dir(&dir, &dir)?
+        .into_iter()
+        .filter_map(|e| e.file_name().to_str().and_then(SafeName::from_encoded))
+        .filter_map(|name| name.decode())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// Every user with any data in the channel: an STM folder, a profile, a fact log, own
 /// topics, summaries, an archive or an export. Names that are not valid
 /// encodings (stray files an operator dropped in) are ignored.
@@ -252,22 +251,8 @@ pub(crate) fn summaries_root(layout: &Layout) -> PathBuf {
 
 /// Names of the folders (`dirs`) or files (`!dirs`) directly in `dir`.
 fn dir_names(dir: &Path, dirs: bool) -> Result<Vec<String>, ReportError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(ReportError::Io {
-                path: dir.to_path_buf(),
-                source,
-            });
-        }
-    };
     let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| ReportError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    for entry in fsutil::list_dir(dir, dir)? {
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         if is_dir == dirs {
             names.extend(entry.file_name().to_str().map(str::to_owned));

@@ -230,21 +230,14 @@ impl Sessions {
         let keep = keep.max(self.shared.config.stm.context_window + 1);
         let taken = self.states().take(user);
         let log_path = layout.messages_path(user);
-        let log_now = FileId::at(&log_path).map_err(|source| StmError::Io {
-            op: "inspect",
-            path: log_path,
-            source,
-        })?;
+        let log_now = FileId::at(&log_path).map_err(StmError::io("inspect", &log_path))?;
         let mut state = match taken {
             Some(state) if state.keep >= keep && same_log(state.log, log_now) => state,
             _ => return SessionState::load(self.stm(), user, keep),
         };
         if whole {
             let summary_path = layout.summary_path(user);
-            let summary_now = FileId::at(&summary_path).map_err(|source| SummaryError::Read {
-                path: summary_path,
-                source,
-            })?;
+            let summary_now = FileId::at(&summary_path).map_err(StmError::io("inspect", &summary_path))?;
             if summary_now != state.summary_file {
                 return SessionState::load(self.stm(), user, keep);
             }

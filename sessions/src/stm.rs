@@ -13,7 +13,9 @@ pub(crate) mod read;
 mod swap;
 mod tail;
 
-use crate::fsutil::{atomic_write, open_append_nofollow, read_dir_nofollow, read_nofollow, remove_nofollow, sync_dir};
+use crate::fsutil::{
+    FileError, atomic_write, list_dir, open_append_nofollow, read_nofollow, remove_nofollow, sync_dir,
+};
 use crate::layout::Layout;
 use crate::locks::{FoldGuard, LockRegistry, UserGuard};
 use crate::names::SafeName;
@@ -36,13 +38,8 @@ pub const MALFORMED_FILE: &str = "malformed.jsonl";
 /// I/O); writing fails only on I/O, a wrong guard or a stale snapshot.
 #[derive(Debug, thiserror::Error)]
 pub enum StmError {
-    #[error("could not {op} the short-term log {}: {source}; check that the folder exists, is writable and the disk is not full", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(
         "the lock held is for {held_channel}/{held_user}, not {channel}/{user}; take the lock of the user whose log you change (this is a bug in the caller)"
     )]
@@ -67,12 +64,9 @@ pub enum StmError {
 }
 
 impl StmError {
-    fn io<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StmError + 'p {
-        move |source| StmError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
+    /// For `map_err`: an I/O error of `op` on `path`, as a [`FileError`].
+    pub(crate) fn io<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StmError + 'p {
+        move |source| FileError::new(op, path, source).into()
     }
 }
 
@@ -228,14 +222,8 @@ impl Stm {
     /// valid encodings (stray files, temp leftovers) are skipped.
     pub fn users(&self) -> Result<Vec<SafeName>, StmError> {
         let root = self.layout().stm_root();
-        let entries = match read_dir_nofollow(self.layout().state_root(), &root) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(StmError::io("list", &root)(e)),
-        };
         let mut users = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(StmError::io("list", &root))?;
+        for entry in list_dir(self.layout().state_root(), &root)? {
             let is_dir = entry.file_type().map_err(StmError::io("list", &root))?.is_dir();
             let name = entry.file_name();
             match name.to_str().and_then(SafeName::from_encoded) {

@@ -8,14 +8,12 @@
 //! meaning of [`FoldMarker`] is explained there.
 
 use crate::frontmatter::{self, Document, FrontmatterError};
-use crate::fsutil::atomic_write;
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io;
-use std::path::PathBuf;
 
 /// The frontmatter of `summary.md`. Unknown fields an operator added are
 /// kept on rewrite (`extra`).
@@ -67,10 +65,8 @@ pub type SummaryFile = Document<SummaryMeta>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SummaryError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {path}: {source}; check the disk and the folder's permissions")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Frontmatter(#[from] FrontmatterError),
 }
@@ -78,10 +74,8 @@ pub enum SummaryError {
 /// Reads `summary.md`; `Ok(None)` when the user has none yet.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<SummaryFile>, SummaryError> {
     let path = layout.summary_path(user);
-    let text = match crate::fsutil::read_to_string_nofollow(layout.state_root(), &path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(SummaryError::Read { path, source }),
+    let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &path)? else {
+        return Ok(None);
     };
     Ok(Some(frontmatter::parse(&path, &text)?))
 }
@@ -97,8 +91,8 @@ pub fn read_or_salvage(layout: &Layout, user: &SafeName) -> Result<Option<Summar
         Err(SummaryError::Frontmatter(e)) => {
             tracing::warn!(error = %e, "summary.md unreadable; its text is kept as the summary body");
             let path = layout.summary_path(user);
-            let text = crate::fsutil::read_to_string_nofollow(layout.state_root(), &path)
-                .map_err(|source| SummaryError::Read { path, source })?;
+            let text =
+                fsutil::read_to_string_nofollow(layout.state_root(), &path).map_err(FileError::with("read", &path))?;
             let mut salvaged = empty(user);
             salvaged.body = text;
             Ok(Some(salvaged))
@@ -120,7 +114,7 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Sum
 pub fn write(layout: &Layout, user: &SafeName, file: &SummaryFile) -> Result<(), SummaryError> {
     let path = layout.summary_path(user);
     let text = frontmatter::render(&path, &file.meta, &file.body)?;
-    atomic_write(layout.state_root(), &path, text.as_bytes()).map_err(|source| SummaryError::Write { path, source })
+    Ok(fsutil::replace(layout.state_root(), &path, text.as_bytes())?)
 }
 
 /// A fresh, empty summary for `user`.

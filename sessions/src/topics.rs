@@ -10,6 +10,7 @@
 //! from [`Layout::topic_path`] for the caller's own name.
 
 use crate::frontmatter::{self, Document, FrontmatterError};
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{cap_bullet_lines, normalized, one_line};
@@ -18,8 +19,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Longest slug accepted or derived, in characters.
 pub const MAX_SLUG_LEN: usize = 64;
@@ -69,10 +69,8 @@ pub enum TopicError {
     ReservedOwner,
     #[error("topic `{slug}` is {len} bytes; the limit is {MAX_TOPIC_BYTES}")]
     TooLarge { slug: String, len: usize },
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {path}: {source}; check the disk and the folder's permissions")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Frontmatter(#[from] FrontmatterError),
     #[error(transparent)]
@@ -278,13 +276,9 @@ fn new_topic(user: &SafeName, slug: &SafeName, title: &str, now: DateTime<Utc>) 
 }
 
 fn read_file(layout: &Layout, path: &Path) -> Result<Option<Topic>, TopicError> {
-    match crate::fsutil::read_to_string_nofollow(layout.state_root(), path) {
-        Ok(text) => Ok(Some(frontmatter::parse(path, &text)?)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(TopicError::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
+    match fsutil::read_string_if_exists(layout.state_root(), path)? {
+        Some(text) => Ok(Some(frontmatter::parse(path, &text)?)),
+        None => Ok(None),
     }
 }
 
@@ -305,22 +299,8 @@ fn write_file(
 /// Notes in one folder. A note whose frontmatter is broken is still listed
 /// (under its slug, with a warning) so the user can see and forget it.
 fn list_dir(layout: &Layout, dir: &Path) -> Result<Vec<TopicListing>, TopicError> {
-    let entries = match crate::fsutil::read_dir_nofollow(layout.state_root(), dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(TopicError::Read {
-                path: dir.to_path_buf(),
-                source,
-            });
-        }
-    };
     let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|source| TopicError::Read {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    for entry in fsutil::list_dir(layout.state_root(), dir)? {
         let name = entry.file_name();
         let Some(slug) = name
             .to_str()

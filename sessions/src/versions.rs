@@ -15,7 +15,7 @@
 //! [`owned_path`]), so an edited record cannot reach another user's file.
 //! Files only, via [`crate::fsutil`]; no clock (`now` is a parameter).
 
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use chrono::{DateTime, Utc};
@@ -84,22 +84,10 @@ impl Version {
 
 #[derive(Debug, thiserror::Error)]
 pub enum VersionError {
-    #[error("cannot {op} {path}: {source}; check the disk and the folder's permissions")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("{path} is not a long-term memory file of this user; refused")]
     NotOwned { path: PathBuf },
-}
-
-fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> VersionError + 'a {
-    move |source| VersionError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Replaces (`new: Some`) or deletes (`None`) the user's long-term file
@@ -116,7 +104,7 @@ pub fn replace(
 ) -> Result<bool, VersionError> {
     let file = owned_path(layout, user, target)?;
     let root = layout.state_root();
-    let before = read_optional(root, target)?;
+    let before = fsutil::read_if_exists(root, target)?;
     if before.as_deref() == new {
         return Ok(false);
     }
@@ -133,25 +121,18 @@ pub fn replace(
         before: before.map(|b| String::from_utf8_lossy(&b).into_owned()),
     };
     let path = layout.version_record_path(user, &format!("{seq:010}-{tag}.json"));
-    let json = serde_json::to_vec(&version).map_err(|e| VersionError::Io {
-        op: "encode",
-        path: path.clone(),
-        source: io::Error::other(e),
-    })?;
-    fsutil::atomic_write(root, &path, &json).map_err(io_err("write", &path))?;
+    let json = serde_json::to_vec(&version).map_err(|e| FileError::new("encode", &path, io::Error::other(e)))?;
+    fsutil::replace(root, &path, &json)?;
     match new {
-        Some(bytes) => fsutil::atomic_write(root, target, bytes).map_err(io_err("write", target))?,
-        None => match fsutil::remove_nofollow(root, target) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err("delete", target)(e)),
-            _ => {}
-        },
+        Some(bytes) => fsutil::replace(root, target, bytes)?,
+        None => _ = fsutil::remove_if_exists(root, target)?,
     }
     // Prune this file's oldest versions beyond the limit.
     let mut same: Vec<&(u64, String, PathBuf)> = names.iter().filter(|(_, t, _)| *t == tag).collect();
     same.sort_by_key(|(seq, _, _)| *seq);
     let excess = (same.len() + 1).saturating_sub(KEEP_PER_FILE);
     for (_, _, old) in same.into_iter().take(excess) {
-        fsutil::remove_nofollow(root, old).map_err(io_err("delete", old))?;
+        fsutil::remove_nofollow(root, old).map_err(FileError::with("delete", old))?;
     }
     Ok(true)
 }
@@ -190,13 +171,10 @@ pub fn undo(layout: &Layout, user: &SafeName) -> Result<Option<Version>, Version
         let target = layout.ltm_file(&version.file);
         owned_path(layout, user, &target)?;
         match &version.before {
-            Some(text) => fsutil::atomic_write(root, &target, text.as_bytes()).map_err(io_err("write", &target))?,
-            None => match fsutil::remove_nofollow(root, &target) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err("delete", &target)(e)),
-                _ => {}
-            },
+            Some(text) => fsutil::replace(root, &target, text.as_bytes())?,
+            None => _ = fsutil::remove_if_exists(root, &target)?,
         }
-        fsutil::remove_nofollow(root, &path).map_err(io_err("delete", &path))?;
+        fsutil::remove_nofollow(root, &path).map_err(FileError::with("delete", &path))?;
         return Ok(Some(version));
     }
     Ok(None)
@@ -230,29 +208,16 @@ pub fn owned_path(layout: &Layout, user: &SafeName, target: &Path) -> Result<Str
     Ok(parts.join("/"))
 }
 
-fn read_optional(root: &Path, path: &Path) -> Result<Option<Vec<u8>>, VersionError> {
-    match fsutil::read_nofollow(root, path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("read", path)(e)),
-    }
-}
-
 fn read_record(root: &Path, path: &Path) -> Result<Version, VersionError> {
-    let bytes = fsutil::read_nofollow(root, path).map_err(io_err("read", path))?;
-    serde_json::from_slice(&bytes).map_err(|e| io_err("parse", path)(io::Error::new(io::ErrorKind::InvalidData, e)))
+    let bytes = fsutil::read_nofollow(root, path).map_err(FileError::with("read", path))?;
+    let parsed = serde_json::from_slice(&bytes);
+    Ok(parsed.map_err(|e| FileError::new("parse", path, io::Error::new(io::ErrorKind::InvalidData, e)))?)
 }
 
 /// `(seq, file tag, path)` of every record in `dir`; a missing folder is empty.
 fn record_names(root: &Path, dir: &Path) -> Result<Vec<(u64, String, PathBuf)>, VersionError> {
-    let entries = match fsutil::read_dir_nofollow(root, dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err("list", dir)(e)),
-    };
     let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_err("list", dir))?;
+    for entry in fsutil::list_dir(root, dir)? {
         let name = entry.file_name();
         let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
             continue;

@@ -7,13 +7,15 @@
 //!
 //! It decides nothing about messages (that is `decide`) and never talks to a
 //! platform. Strict like every mnemo config: an unknown field or a wrong
-//! type is an error naming the file and the field path.
+//! type is a `ConfigError` naming the file, the field path and its line;
+//! it is read, like everything in the state folder, never through a link.
 
 use chrono::{DateTime, Utc};
-use mnemo_sessions::fsutil::{atomic_write, create_private_dir_all};
+use mnemo_sessions::config::{ConfigError, ConfigFile, parse_object_bytes};
+use mnemo_sessions::fsutil::{FileError, atomic_write, create_private_dir_all, read_if_exists};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -109,71 +111,41 @@ pub struct AccessFile {
     pub approved: Vec<ApprovedNotice>,
 }
 
-/// What went wrong with an `access.json`; every variant names the file.
+/// What went wrong with an `access.json`: it could not be read, written
+/// or locked (a [`FileError`] naming the path), or it is not valid (a
+/// [`ConfigError`] naming the file, the field and the line).
 #[derive(Debug, thiserror::Error)]
 pub enum AccessFileError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error(
-        "{path}: field `{field}`: {reason}. Fix the file (README, \"Access control\"), or remove it to start \
-         over with the default `pairing` policy"
-    )]
-    Invalid {
-        path: PathBuf,
-        field: String,
-        reason: String,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
-    #[error("cannot lock {path} (another mnemo holds it?): {source}")]
-    Lock { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
 }
 
 /// Parses the bytes of `path`.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<AccessFile, AccessFileError> {
-    // serde would also take a JSON array, field by position; nobody means that.
-    if !bytes.trim_ascii_start().starts_with(b"{") {
-        return Err(AccessFileError::Invalid {
-            path: path.to_path_buf(),
-            field: "(the whole file)".into(),
-            reason: "must be a JSON object".into(),
-        });
-    }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        AccessFileError::Invalid {
-            path: path.to_path_buf(),
-            field: if field == "." { "(the whole file)".into() } else { field },
-            reason: e.into_inner().to_string(),
-        }
-    })
+    Ok(parse_object_bytes(ConfigFile::Access, path, bytes)?)
 }
 
-/// The file at `path`; `None` if there is none.
+/// The file at `path`; `None` if there is none. Like every file in the
+/// state folder, never read through a symbolic link.
 pub fn read(path: &Path) -> Result<Option<AccessFile>, AccessFileError> {
-    match fs::read(path) {
-        Ok(bytes) => parse(path, &bytes).map(Some),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(AccessFileError::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
+    match read_if_exists(folder_of(path), path)? {
+        Some(bytes) => parse(path, &bytes).map(Some),
+        None => Ok(None),
     }
 }
 
 /// Replaces the file atomically: mode 0600, its folder 0700 (the folder
 /// holds the channel's memory too, which is nobody else's business).
 pub fn write(path: &Path, file: &AccessFile) -> Result<(), AccessFileError> {
-    let werr = |source| AccessFileError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
+    let werr = |source| FileError::new("write", path, source);
     let mut bytes = serde_json::to_vec_pretty(file).map_err(|e| werr(io::Error::other(e)))?;
     bytes.push(b'\n');
     let dir = folder_of(path);
     create_private_dir_all(dir, dir).map_err(werr)?;
-    atomic_write(dir, path, &bytes).map_err(werr)
+    atomic_write(dir, path, &bytes).map_err(werr)?;
+    Ok(())
 }
 
 /// The folder of `path` (the channel's sessions folder, mnemo's own).
@@ -192,10 +164,7 @@ pub struct FileLock {
 pub fn lock(path: &Path) -> Result<FileLock, AccessFileError> {
     use std::os::unix::fs::OpenOptionsExt;
     let lock_path = lock_path(path);
-    let lerr = |source| AccessFileError::Lock {
-        path: lock_path.clone(),
-        source,
-    };
+    let lerr = |source| FileError::new("lock", &lock_path, source);
     let dir = folder_of(path);
     create_private_dir_all(dir, dir).map_err(lerr)?;
     let file = OpenOptions::new()
@@ -234,6 +203,7 @@ pub fn update<T>(path: &Path, change: impl FnOnce(&mut AccessFile) -> T) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -269,17 +239,22 @@ mod tests {
             br#"{"groups": {"C1": {"requireMentions": false}}}"#,
         )
         .unwrap_err();
-        let AccessFileError::Invalid { field, .. } = &err else {
+        let AccessFileError::Invalid(invalid) = &err else {
             panic!("{err}")
         };
-        assert_eq!(field, "groups.C1.requireMentions");
-        assert!(err.to_string().contains("/s/access.json"), "{err}");
+        assert_eq!(invalid.field(), Some("groups.C1.requireMentions"));
+        assert_eq!(invalid.at.map(|at| at.line), Some(1), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("the access list /s/access.json, field `groups.C1.requireMentions`, line 1, column "),
+            "{err}"
+        );
         let err = parse(Path::new("a"), br#"{"dmPolicy": "everyone"}"#).unwrap_err();
         assert!(err.to_string().contains("dmPolicy"), "{err}");
         let err = parse(Path::new("a"), br#"["open"]"#).unwrap_err();
         assert!(err.to_string().contains("JSON object"), "{err}");
         let err = parse(Path::new("a"), b"").unwrap_err();
-        assert!(err.to_string().contains("whole file"), "{err}");
+        assert!(err.to_string().contains("it is empty"), "{err}");
     }
 
     #[test]
@@ -307,7 +282,7 @@ mod tests {
             ["A", "B"]
         );
         fs::write(&path, b"{ not json").unwrap();
-        assert!(matches!(update(&path, |_| ()), Err(AccessFileError::Invalid { .. })));
+        assert!(matches!(update(&path, |_| ()), Err(AccessFileError::Invalid(_))));
         assert_eq!(
             fs::read(&path).unwrap(),
             b"{ not json",

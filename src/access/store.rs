@@ -177,7 +177,8 @@ impl AccessStore {
             }
             // Removed between the stat and the read: look again next time.
             Ok(None) => cached.seen = None,
-            Err(AccessFileError::Invalid { field, reason, .. }) => {
+            Err(AccessFileError::Invalid(invalid)) => {
+                let (field, reason) = (invalid.field().unwrap_or("(the whole file)"), invalid.reason());
                 // Someone may be writing it in place right now: quarantine
                 // only a file that stood still while it was read.
                 if stamp(&self.path).ok().flatten() != Some(before) {

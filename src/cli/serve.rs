@@ -98,7 +98,7 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
             .await?,
         ),
         Ok(None) => None,
-        Err((field, reason)) => bail!("ops.{field}: {reason}"),
+        Err(e) => bail!("ops.{e}"),
     };
     let control = match crate::ops::control::start(app.clone(), setup.state_root.clone(), stop.clone()) {
         Ok(task) => Some(task),

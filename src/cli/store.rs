@@ -14,7 +14,7 @@ use mnemo_sessions::maintenance::Maintenance;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::report::{self, human_bytes};
 use mnemo_sessions::stm::Stm;
-use mnemo_sessions::{Layout, SafeName, commands};
+use mnemo_sessions::{Layout, commands};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -40,19 +40,7 @@ fn channels(state_root: &Path, only: Option<&str>) -> Result<Vec<String>> {
         }
         return Ok(vec![name.to_string()]);
     }
-    let dir = state_root.join("channels");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(SafeName::from_encoded))
-        .filter_map(|name| name.decode())
-        .collect();
-    names.sort();
-    Ok(names)
+    Ok(report::known_channels(state_root)?)
 }
 
 fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {

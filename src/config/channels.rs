@@ -9,6 +9,7 @@ pub use discord::DiscordConfig;
 pub use slack::SlackConfig;
 pub use telegram::TelegramConfig;
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,8 +39,8 @@ impl Default for ConsoleConfig {
 }
 
 impl ChannelsConfig {
-    /// `Err((field, reason))` for settings that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// A [`FieldError`] (its field path within the app config) for settings that cannot work.
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.telegram.validate()?;
         self.slack.validate()?;
         self.discord.validate()

@@ -1,6 +1,7 @@
 //! Abuse limits from the app config (`limits`): how much one user, and all
 //! users together, may ask of the model.
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,28 +40,28 @@ impl Default for LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// `Err((field, reason))` for a value that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// A [`FieldError`] (its field path within the app config) for a value that cannot work.
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.max_concurrent_model_calls == 0 {
-            return Err(("maxConcurrentModelCalls", "must be at least 1".into()));
+            return Err(FieldError::new("maxConcurrentModelCalls", "must be at least 1".into()));
         }
         if self.max_message_chars == 0 {
-            return Err(("maxMessageChars", "must be at least 1".into()));
+            return Err(FieldError::new("maxMessageChars", "must be at least 1".into()));
         }
         if self.max_reply_chars < 100 {
-            return Err((
+            return Err(FieldError::new(
                 "maxReplyChars",
                 "must be at least 100 (room for the note that an answer was cut)".into(),
             ));
         }
         if self.user_burst == Some(0) {
-            return Err((
+            return Err(FieldError::new(
                 "userBurst",
                 "must be at least 1 (or leave it out to use userMessagesPerMinute)".into(),
             ));
         }
         if self.user_queue_depth == 0 {
-            return Err(("userQueueDepth", "must be at least 1".into()));
+            return Err(FieldError::new("userQueueDepth", "must be at least 1".into()));
         }
         Ok(())
     }

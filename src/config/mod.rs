@@ -19,20 +19,11 @@ use crate::model::config::{ModelConfig, ModelOverride};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// What went wrong reading the app config; every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{path}: field `{field}`: {reason}")]
-    Field {
-        path: PathBuf,
-        field: String,
-        reason: String,
-    },
-    #[error("{path}: {reason}")]
-    Invalid { path: PathBuf, reason: String },
-}
+/// What went wrong reading the app config: the one shape of every config
+/// error (file, field, line; see [`mnemo_sessions::config::ConfigError`]).
+pub use mnemo_sessions::config::ConfigError;
+use mnemo_sessions::config::{ConfigFile, FieldError};
+use mnemo_sessions::fsutil::FileError;
 
 /// How log lines on stderr look.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,44 +142,22 @@ impl AppConfig {
     }
 
     pub fn load(path: &Path) -> Result<AppConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::read(ConfigFile::App, path, source))?;
         Self::parse(&text, path)
     }
 
     /// Parses and validates; `path` only names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<AppConfig, ConfigError> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let config: AppConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            // Syntax errors have no meaningful field path; type and value
-            // errors do.
-            if field == "." || !inner.is_data() {
-                ConfigError::Invalid {
-                    path: path.to_path_buf(),
-                    reason: format!("{inner} — fix the JSON and retry"),
-                }
-            } else {
-                ConfigError::Field {
-                    path: path.to_path_buf(),
-                    field,
-                    reason: inner.to_string(),
-                }
-            }
-        })?;
-        config.validate(path)?;
+        let config: AppConfig = mnemo_sessions::config::parse_object(ConfigFile::App, path, text)?;
+        config
+            .validate()
+            .map_err(|e| ConfigError::invalid(ConfigFile::App, path, e))?;
         Ok(config)
     }
 
-    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let field = |field: &str, reason: String| ConfigError::Field {
-            path: path.to_path_buf(),
-            field: field.to_string(),
-            reason,
-        };
+    /// The first value that cannot work, by its field path.
+    fn validate(&self) -> Result<(), FieldError> {
+        let field = FieldError::new;
         if self.timezone.parse::<chrono_tz::Tz>().is_err() {
             return Err(field(
                 "timezone",
@@ -208,23 +177,14 @@ impl AppConfig {
             ));
         }
         if let Some(model) = &self.model {
-            model.validate_at("model").map_err(|e| field(&e.field, e.reason))?;
+            model.validate_at("model")?;
             if let Some(over) = &self.summarizer {
-                model
-                    .with_override(over)
-                    .validate_at("summarizer")
-                    .map_err(|e| field(&e.field, e.reason))?;
+                model.with_override(over).validate_at("summarizer")?;
             }
         }
-        self.limits
-            .validate()
-            .map_err(|(f, reason)| field(&format!("limits.{f}"), reason))?;
-        self.channels
-            .validate()
-            .map_err(|(f, reason)| field(&format!("channels.{f}"), reason))?;
-        self.ops
-            .addr()
-            .map_err(|(f, reason)| field(&format!("ops.{f}"), reason))?;
+        self.limits.validate().map_err(|e| e.within("limits"))?;
+        self.channels.validate().map_err(|e| e.within("channels"))?;
+        self.ops.addr().map_err(|e| e.within("ops"))?;
         Ok(())
     }
 
@@ -241,7 +201,7 @@ impl AppConfig {
     }
 
     /// The base system prompt: `systemPrompt`, the file's text, or the default.
-    pub fn system_prompt(&self, config_dir: &Path) -> Result<String, ConfigError> {
+    pub fn system_prompt(&self, config_dir: &Path) -> Result<String, FileError> {
         if let Some(file) = &self.system_prompt_file {
             let file = if file.is_relative() {
                 config_dir.join(file)
@@ -250,7 +210,7 @@ impl AppConfig {
             };
             return std::fs::read_to_string(&file)
                 .map(|s| s.trim_end().to_string())
-                .map_err(|source| ConfigError::Read { path: file, source });
+                .map_err(|source| FileError::new("read", file, source));
         }
         Ok(self
             .system_prompt

@@ -2,6 +2,7 @@
 //! `listen` is set; a bare port (`"9100"`) binds to 127.0.0.1 only, so
 //! exposing metrics beyond the host is an explicit `"0.0.0.0:9100"`.
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -15,7 +16,7 @@ pub struct OpsConfig {
 
 impl OpsConfig {
     /// The address to bind, if the endpoint is on.
-    pub fn addr(&self) -> Result<Option<SocketAddr>, (String, String)> {
+    pub fn addr(&self) -> Result<Option<SocketAddr>, FieldError> {
         let Some(listen) = &self.listen else {
             return Ok(None);
         };
@@ -24,8 +25,8 @@ impl OpsConfig {
             return Ok(Some(SocketAddr::from((Ipv4Addr::LOCALHOST, port))));
         }
         listen.parse::<SocketAddr>().map(Some).map_err(|_| {
-            (
-                "listen".to_string(),
+            FieldError::new(
+                "listen",
                 format!("`{listen}` is not a port or an ip:port (e.g. \"9100\" or \"0.0.0.0:9100\")"),
             )
         })

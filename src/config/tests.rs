@@ -1,4 +1,5 @@
 use super::*;
+use mnemo_sessions::config::Problem;
 
 fn parse(text: &str) -> Result<AppConfig, ConfigError> {
     AppConfig::parse(text, Path::new("/etc/mnemo/config.json"))
@@ -6,9 +7,19 @@ fn parse(text: &str) -> Result<AppConfig, ConfigError> {
 
 fn field_error(text: &str) -> (String, String) {
     match parse(text) {
-        Err(ConfigError::Field { field, reason, path }) => {
-            assert_eq!(path, Path::new("/etc/mnemo/config.json"));
-            (field, reason)
+        Err(
+            e @ ConfigError {
+                problem: Problem::Field(_) | Problem::Invalid(_),
+                ..
+            },
+        ) => {
+            assert_eq!(e.path, Path::new("/etc/mnemo/config.json"));
+            assert!(
+                e.to_string()
+                    .starts_with("the app config /etc/mnemo/config.json, field `"),
+                "{e}"
+            );
+            (e.field.clone().unwrap_or_default(), e.reason())
         }
         other => panic!("expected a field error for {text}, got {other:?}"),
     }
@@ -77,21 +88,26 @@ fn invalid_values_are_refused_with_the_field() {
 #[test]
 fn broken_json_names_the_file_and_position() {
     match parse("{\n  \"timezone\": \"UTC\",,\n}") {
-        Err(e @ ConfigError::Invalid { .. }) => {
+        Err(
+            e @ ConfigError {
+                problem: Problem::Syntax(_),
+                ..
+            },
+        ) => {
             let text = e.to_string();
             assert!(
-                text.contains("/etc/mnemo/config.json") && text.contains("line 2"),
+                text.contains("/etc/mnemo/config.json") && text.contains("line 2, column"),
                 "{text}"
             );
         }
-        other => panic!("expected Invalid, got {other:?}"),
+        other => panic!("expected a syntax error, got {other:?}"),
     }
 }
 
 #[test]
 fn an_explicit_path_that_does_not_exist_is_an_error_not_a_fallback() {
     let err = AppConfig::locate(Some(Path::new("/nonexistent/mnemo.json")), None).unwrap_err();
-    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(matches!(err.problem, Problem::Read(_)), "{err}");
 }
 
 #[test]

@@ -9,7 +9,7 @@
 use super::Model;
 use super::anthropic::AnthropicBackend;
 use super::command::CommandBackend;
-use super::config::{ConfigError, ModelConfig, Provider};
+use super::config::{FieldError, ModelConfig, Provider};
 use super::openai::OpenAiBackend;
 use super::redact::Secret;
 use super::retry::{Retrying, WithFallback, policy_for};
@@ -21,7 +21,7 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] FieldError),
     #[error(
         "{section}: the environment variable {var} is not set; export it with your {provider} API key, or set {section}.apiKeyEnv to the variable that holds it"
     )]

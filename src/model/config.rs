@@ -137,14 +137,11 @@ pub struct ModelOverride {
     pub fallback: Option<Box<ModelConfig>>,
 }
 
-/// A config value that cannot work, with the field path that holds it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct ConfigError {
-    /// E.g. `model.fallback.timeoutSecs`.
-    pub field: String,
-    pub reason: String,
-}
+/// A config value that cannot work, with the field path that holds it
+/// (e.g. `model.fallback.timeoutSecs`): the shape every config section
+/// reports in, lifted into a [`mnemo_sessions::config::ConfigError`] by
+/// the loader that knows the file.
+pub use mnemo_sessions::config::FieldError;
 
 impl ModelConfig {
     /// A config with every optional field at its default.
@@ -259,16 +256,16 @@ impl ModelConfig {
     }
 
     /// [`ModelConfig::validate_at`] for the `model` section.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         self.validate_at("model")
     }
 
     /// Refuses a config that cannot work or has a field it would ignore
     /// (DESIGN §3: no decorative fields). `path` prefixes field names in
     /// errors (`model`, `summarizer`).
-    pub fn validate_at(&self, path: &str) -> Result<(), ConfigError> {
+    pub fn validate_at(&self, path: &str) -> Result<(), FieldError> {
         let fail = |field: &str, reason: String| {
-            Err(ConfigError {
+            Err(FieldError {
                 field: format!("{path}.{field}"),
                 reason,
             })
@@ -316,7 +313,7 @@ impl ModelConfig {
         }
     }
 
-    fn validate_command(&self, fail: &dyn Fn(&str, String) -> Result<(), ConfigError>) -> Result<(), ConfigError> {
+    fn validate_command(&self, fail: &dyn Fn(&str, String) -> Result<(), FieldError>) -> Result<(), FieldError> {
         match self.command.as_deref() {
             None | Some([]) => {
                 return fail(
@@ -348,7 +345,7 @@ impl ModelConfig {
         }
     }
 
-    fn validate_http(&self, fail: &dyn Fn(&str, String) -> Result<(), ConfigError>) -> Result<(), ConfigError> {
+    fn validate_http(&self, fail: &dyn Fn(&str, String) -> Result<(), FieldError>) -> Result<(), FieldError> {
         if self.model.trim().is_empty() {
             return fail(
                 "model",

@@ -61,7 +61,7 @@ impl HttpEndpoint {
         let mut headers = auth;
         for (name, value) in extra {
             let bad = |reason: &str| {
-                BuildError::Config(super::ConfigError {
+                BuildError::Config(super::FieldError {
                     field: format!("{section}.extraHeaders.{name}"),
                     reason: reason.to_string(),
                 })
@@ -281,7 +281,7 @@ fn strip_url(error: &reqwest::Error) -> String {
 /// authenticate there) kept.
 pub(crate) fn endpoint_url(base: &str, segments: &[&str], section: &str) -> Result<reqwest::Url, BuildError> {
     let bad = || {
-        BuildError::Config(super::ConfigError {
+        BuildError::Config(super::FieldError {
             field: format!("{section}.baseUrl"),
             reason: "must be an http:// or https:// URL".into(),
         })

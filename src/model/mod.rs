@@ -28,7 +28,7 @@ use mnemo_sessions::context::Context;
 use std::time::Duration;
 
 pub use build::{BuildError, build, build_section, build_serving};
-pub use config::{ConfigError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
+pub use config::{FieldError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
 pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};

@@ -90,18 +90,10 @@ pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Opti
     Ok(format!("user `{user}` in channel `{channel}`: {}", reply.text))
 }
 
-/// The channels under `<state>/channels`, by their stored (decoded) name.
+/// The channels under `<state>/channels`, by their stored (decoded) name;
+/// none if they cannot be listed.
 fn channel_names(state_root: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(state_root.join("channels")) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(SafeName::from_encoded))
-        .filter_map(|n| n.decode())
-        .collect();
-    names.sort();
-    names
+    mnemo_sessions::report::known_channels(state_root).unwrap_or_default()
 }
 
 /// Writes the backup to `out` (a temp file renamed into place); the line to show.
@@ -175,14 +167,9 @@ impl Writer {
                     .append_data(&mut header, &relative, std::io::empty())
                     .with_context(|| format!("cannot add {} to the backup", path.display()))?;
             }
-            let mut children: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("cannot list {}", path.display()))?
-                .flatten()
-                .map(|e| e.path())
-                .collect();
-            children.sort();
-            for child in children {
-                self.add_tree(&child)?;
+            // Sorted by name, so a backup lists the same tree the same way.
+            for child in mnemo_sessions::fsutil::list_dir(path, path)? {
+                self.add_tree(&child.path())?;
             }
             return Ok(());
         }

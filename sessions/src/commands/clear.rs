@@ -4,12 +4,11 @@
 //! touches nothing.
 
 use super::CommandError;
+use crate::fsutil::remove_if_exists;
 use crate::names::SafeName;
 use crate::recall::Recall;
 use crate::report;
 use crate::stm::Stm;
-use std::io;
-use std::path::Path;
 
 /// Removes the caller's STM folder: the log, the rolling summary and any
 /// quarantined lines. Long-term memory stays.
@@ -18,7 +17,7 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
     let count = stm.count(user)?;
     let had_summary = stm.layout().summary_path(user).exists();
     stm.remove_locked(&guard, user)?;
-    remove(stm.layout().state_root(), &stm.layout().stm_dir(user))?;
+    remove_if_exists(stm.layout().state_root(), &stm.layout().stm_dir(user))?;
     // At once: the cleared messages must not come back through recall.
     Recall::of(stm).forget(user)?;
     drop(guard);
@@ -62,7 +61,7 @@ pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, Comm
     }
     stm.remove_locked(&guard, user)?;
     for root in &roots {
-        remove(layout.state_root(), root)?;
+        remove_if_exists(layout.state_root(), root)?;
     }
     // After the files: an index rebuilt in between would bring them back.
     Recall::of(stm).forget(user)?;
@@ -75,18 +74,4 @@ pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, Comm
             if files == 1 { "" } else { "s" }
         )
     })
-}
-
-/// Removes a file or a whole folder; a missing one is fine. A symbolic
-/// link on the way is refused, never followed (see [`crate::fsutil`]).
-fn remove(root: &Path, path: &Path) -> Result<(), CommandError> {
-    match crate::fsutil::remove_nofollow(root, path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(CommandError::Io {
-            op: "delete",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
 }

@@ -1,7 +1,7 @@
 //! The rules a parsed config must keep (DESIGN §4). Each failure names the
 //! field in the file's own camelCase path and says what is allowed.
 
-use super::{ConfigError, SessionConfig};
+use super::{ConfigError, ConfigFile, FieldError, SessionConfig};
 use std::path::Path;
 
 /// Smallest and largest `context.maxTokens`: below the floor even a short
@@ -19,14 +19,17 @@ pub fn sections_are_objects(text: &str, path: &Path) -> Result<(), ConfigError> 
         return Ok(());
     };
     match sections.iter().find(|(_, value)| !value.is_object()) {
-        Some((name, value)) => Err(ConfigError::Invalid {
-            path: path.to_path_buf(),
-            field: name.clone(),
-            reason: format!(
-                "it is {}, but must be an object of named fields, e.g. `\"{name}\": {{ … }}`",
-                kind(value)
+        Some((name, value)) => Err(ConfigError::invalid(
+            ConfigFile::Sessions,
+            path,
+            FieldError::new(
+                name.clone(),
+                format!(
+                    "it is {}, but must be an object of named fields, e.g. `\"{name}\": {{ … }}`",
+                    kind(value)
+                ),
             ),
-        }),
+        )),
         None => Ok(()),
     }
 }
@@ -44,11 +47,8 @@ fn kind(value: &serde_json::Value) -> &'static str {
 
 /// The first rule `config` breaks, as an error naming `path` and the field.
 pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
-    let invalid = |field: &str, reason: String| ConfigError::Invalid {
-        path: path.to_path_buf(),
-        field: field.to_string(),
-        reason,
-    };
+    let invalid =
+        |field: &str, reason: String| ConfigError::invalid(ConfigFile::Sessions, path, FieldError::new(field, reason));
     let at_least_one = |field: &str, value: u64, why: &str| {
         if value == 0 {
             Err(invalid(field, format!("it is 0, but must be at least 1: {why}")))

@@ -14,6 +14,7 @@
 use super::schedule::{WeekId, local_day, local_day_bounds};
 use crate::archive::{self, ArchiveError};
 use crate::frontmatter::{self, FrontmatterError};
+use crate::fsutil::FileError;
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::record::Record;
@@ -23,7 +24,6 @@ use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// Frontmatter of a daily or weekly summary file.
@@ -109,10 +109,8 @@ pub enum DigestError {
     Archive(#[from] ArchiveError),
     #[error(transparent)]
     Frontmatter(#[from] FrontmatterError),
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {path}: {source}; check free space and the folder's permissions")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// The user's messages with `from <= ts < to`, from the short-term log and
@@ -219,15 +217,8 @@ pub fn weekly_job(layout: &Layout, user: &SafeName, week: WeekId) -> Result<Opti
 /// whose frontmatter does not parse (edited by hand) still yields its whole
 /// text as the body, so a weekly never silently loses a day.
 pub fn read_digest(root: &Path, path: &Path) -> Result<Option<(Option<DigestMeta>, String)>, DigestError> {
-    let text = match crate::fsutil::read_to_string_nofollow(root, path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(DigestError::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+    let Some(text) = crate::fsutil::read_string_if_exists(root, path)? else {
+        return Ok(None);
     };
     Ok(Some(match frontmatter::parse::<DigestMeta>(path, &text) {
         Ok(doc) => (Some(doc.meta), doc.body),

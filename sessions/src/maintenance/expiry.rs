@@ -16,14 +16,13 @@
 use super::digests::{self, DigestMeta, Period};
 use super::schedule::local_day;
 use crate::archive::{self, ArchiveError};
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use crate::names::SafeName;
 use crate::stm::{Stm, StmError};
 use crate::summary::{self, SummaryError};
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
-use std::io;
 use std::path::PathBuf;
 
 /// Heading of the section that keeps an expired STM's rolling summary.
@@ -55,12 +54,8 @@ pub enum ExpiryError {
     Summary(#[from] SummaryError),
     #[error(transparent)]
     Digest(#[from] digests::DigestError),
-    #[error("cannot {op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// Expires `user`'s STM if its newest message is at least `idle` old at
@@ -113,35 +108,14 @@ pub async fn expire_user(
 
     stm.drop_prefix_locked(&guard, user, &snapshot.records)?;
     let log = layout.messages_path(user);
-    let rest = match fsutil::read_nofollow(layout.state_root(), &log) {
-        Ok(rest) => rest,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => {
-            return Err(ExpiryError::Io {
-                op: "read",
-                path: log,
-                source,
-            });
-        }
-    };
+    let rest = fsutil::read_if_exists(layout.state_root(), &log)?.unwrap_or_default();
     if rest.iter().all(u8::is_ascii_whitespace) {
         stm.remove_locked(&guard, user)?;
     } else {
         // Only a torn, unreadable tail is left; keep it for the operator.
         tracing::warn!(file = %log.display(), "expired log keeps an unreadable tail; left in place");
     }
-    let summary_path = layout.summary_path(user);
-    match fsutil::remove_nofollow(layout.state_root(), &summary_path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(ExpiryError::Io {
-                op: "remove",
-                path: summary_path,
-                source,
-            });
-        }
-    }
+    fsutil::remove_if_exists(layout.state_root(), &layout.summary_path(user))?;
     Ok(Expiry::Archived {
         records: snapshot.records.len(),
         summary_kept_in,
@@ -165,26 +139,15 @@ fn keep_rolling_summary(
     let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     let marker = format!("<!-- mnemo:kept-summary {hash} -->");
     let section = format!("{KEPT_SUMMARY_HEADING}\n\n{marker}\n\n{body}\n");
-    let text = match fsutil::read_to_string_nofollow(stm.layout().state_root(), &path) {
-        Ok(existing) if existing.contains(&marker) => return Ok(path),
-        Ok(existing) => format!("{}\n\n{section}", existing.trim_end()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+    let text = match fsutil::read_string_if_exists(stm.layout().state_root(), &path)? {
+        Some(existing) if existing.contains(&marker) => return Ok(path),
+        Some(existing) => format!("{}\n\n{section}", existing.trim_end()),
+        None => {
             let mut meta = DigestMeta::new(user, Period::Day(day), tz, now, day_messages);
             meta.source = Some("expired-stm-summary".to_string());
             digests::render(&path, &meta, &section)?
         }
-        Err(source) => {
-            return Err(ExpiryError::Io {
-                op: "read",
-                path,
-                source,
-            });
-        }
     };
-    fsutil::atomic_write(stm.layout().state_root(), &path, text.as_bytes()).map_err(|source| ExpiryError::Io {
-        op: "write",
-        path: path.clone(),
-        source,
-    })?;
+    fsutil::replace(stm.layout().state_root(), &path, text.as_bytes())?;
     Ok(path)
 }

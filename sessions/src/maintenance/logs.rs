@@ -8,7 +8,7 @@
 //! memory. Running it twice, or from two channels' maintenance at once, is
 //! harmless: a file already rotated is found and only the original removed.
 
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use flate2::Compression;
 use flate2::read::GzDecoder;
@@ -31,11 +31,8 @@ pub fn logs_archive_dir(logs_dir: &Path) -> PathBuf {
 
 /// A log that could not be rotated; the original is left untouched.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot rotate log {path}: {source} (the log is left in place; check permissions and free space)")]
-pub struct RotateError {
-    pub path: PathBuf,
-    pub source: io::Error,
-}
+#[error("{0} (the log is left in place)")]
+pub struct RotateError(#[from] pub FileError);
 
 /// What a rotation pass did.
 #[derive(Debug, Default)]
@@ -52,19 +49,16 @@ pub struct Rotation {
 /// modification, so the file being written now is never rotated.
 pub fn rotate_logs(logs_dir: &Path, now: DateTime<Utc>, keep_days: u32) -> Rotation {
     let mut out = Rotation::default();
-    let entries = match fs::read_dir(logs_dir) {
+    // `<state>/logs` is no channel's folder: only the opens refuse links.
+    let entries = match fsutil::list_dir(logs_dir, logs_dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return out,
-        Err(source) => {
-            out.errors.push(RotateError {
-                path: logs_dir.to_path_buf(),
-                source,
-            });
+        Err(e) => {
+            out.errors.push(e.into());
             return out;
         }
     };
     let keep = Duration::days(i64::from(keep_days));
-    for entry in entries.flatten() {
+    for entry in entries {
         let path = entry.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
             continue;
@@ -85,7 +79,7 @@ pub fn rotate_logs(logs_dir: &Path, now: DateTime<Utc>, keep_days: u32) -> Rotat
         }
         match rotate_one(&path, &name, logs_dir) {
             Ok(()) => out.rotated.push(path),
-            Err(source) => out.errors.push(RotateError { path, source }),
+            Err(source) => out.errors.push(FileError::new("rotate", path, source).into()),
         }
     }
     out.rotated.sort();

@@ -12,7 +12,7 @@
 //! well under a second). Files with content go only past a keep time, by
 //! their last write.
 
-use crate::fsutil::TEMP_PREFIX;
+use crate::fsutil::{self, FileError, TEMP_PREFIX};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::report;
@@ -33,7 +33,7 @@ pub struct Pruned {
     pub exports: Vec<PathBuf>,
     /// Archives, summaries and log archives past their keep time.
     pub expired: Vec<PathBuf>,
-    pub errors: Vec<(PathBuf, io::Error)>,
+    pub errors: Vec<FileError>,
 }
 
 /// How long each kind of file is kept; `None` = forever.
@@ -61,8 +61,8 @@ pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, keep:
     let users = match report::known_users(layout) {
         Ok(users) => users,
         Err(e) => {
-            out.errors
-                .push((layout.root().to_path_buf(), io::Error::other(e.to_string())));
+            let e = io::Error::other(e.to_string());
+            out.errors.push(FileError::new("list the users of", layout.root(), e));
             return out;
         }
     };
@@ -79,7 +79,7 @@ pub async fn prune(stm: &Stm, logs_dir: Option<&Path>, now: DateTime<Utc>, keep:
             match remove_if_empty(&dir) {
                 Ok(true) => out.dirs.push(dir),
                 Ok(false) => {}
-                Err(e) => out.errors.push((dir, e)),
+                Err(e) => out.errors.push(FileError::new("delete", dir, e)),
             }
         }
     }
@@ -164,14 +164,10 @@ fn remove_old_temp_files(dir: &Path, now: DateTime<Utc>, out: &mut Pruned) {
 /// The entries of `dir`: none for a missing folder; any other failure is
 /// reported in `out` and yields none.
 fn entries(dir: &Path, out: &mut Pruned) -> Vec<fs::DirEntry> {
-    match fs::read_dir(dir) {
-        Ok(entries) => entries.flatten().collect(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            out.errors.push((dir.to_path_buf(), e));
-            Vec::new()
-        }
-    }
+    fsutil::list_dir(dir, dir).unwrap_or_else(|e| {
+        out.errors.push(e);
+        Vec::new()
+    })
 }
 
 /// Removes `entry` if its last write is at least `max_age` before `now`;
@@ -189,7 +185,7 @@ fn remove_if_older(entry: &fs::DirEntry, now: DateTime<Utc>, max_age: TimeDelta,
         Ok(()) => Some(path),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => {
-            out.errors.push((path, e));
+            out.errors.push(FileError::new("delete", path, e));
             None
         }
     }

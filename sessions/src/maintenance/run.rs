@@ -51,10 +51,8 @@ pub(super) async fn run(m: &Maintenance, now: DateTime<Utc>, progress: ProgressF
         exports: pruned.exports.len(),
         expired: pruned.expired.len(),
     });
-    for (path, e) in pruned.errors {
-        report
-            .failures
-            .push(failure(None, "prune", format!("{}: {e}", path.display())));
+    for e in pruned.errors {
+        report.failures.push(failure(None, "prune", e.to_string()));
     }
     report.pruned_dirs = pruned.dirs;
     report.removed_temp_files = pruned.temp_files;
@@ -368,12 +366,7 @@ async fn write_digest(
     }
     let meta = digests::DigestMeta::new(&job.user, job.period, m.tz, now, job.message_count);
     let text = digests::render(&job.path, &meta, &output.summary)?;
-    fsutil::atomic_write(layout.state_root(), &job.path, text.as_bytes()).map_err(|source| {
-        digests::DigestError::Write {
-            path: job.path.clone(),
-            source,
-        }
-    })?;
+    fsutil::replace(layout.state_root(), &job.path, text.as_bytes())?;
     Ok(Some(job.path.clone()))
 }
 

@@ -8,11 +8,10 @@
 //! no-op), never skips it.
 
 use super::schedule::WeekId;
-use crate::fsutil;
+use crate::fsutil::{self, FileError};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// What earlier runs completed. A day or week is "done" when every user's
@@ -48,8 +47,8 @@ pub fn digest_key(kind: &str, user: &str, period: &str) -> String {
 /// Why the state file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot read maintenance state {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    #[error("maintenance state: {0}")]
+    File(#[from] FileError),
     #[error(
         "maintenance state {path} is not valid ({reason}); fix it, or delete it to restart \
          daily and weekly summaries from the last {lookback} days"
@@ -59,8 +58,6 @@ pub enum StateError {
         reason: String,
         lookback: u64,
     },
-    #[error("cannot write maintenance state {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
 }
 
 impl MaintenanceState {
@@ -68,15 +65,9 @@ impl MaintenanceState {
     /// file that does not parse is an error, not a silent restart: the
     /// operator decides (see [`StateError::Corrupt`]).
     pub fn load(path: &Path) -> Result<Self, StateError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => {
-                return Err(StateError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let Some(text) = fsutil::read_string_if_exists(folder, path)? else {
+            return Ok(Self::default());
         };
         serde_json::from_str(&text).map_err(|e| StateError::Corrupt {
             path: path.to_path_buf(),
@@ -87,16 +78,11 @@ impl MaintenanceState {
 
     /// Replaces the state file atomically.
     pub fn save(&self, path: &Path) -> Result<(), StateError> {
-        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| StateError::Write {
-            path: path.to_path_buf(),
-            source: io::Error::other(e),
-        })?;
+        let mut bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| FileError::new("write", path, std::io::Error::other(e)))?;
         bytes.push(b'\n');
         let folder = path.parent().unwrap_or(Path::new("."));
-        fsutil::atomic_write(folder, path, &bytes).map_err(|source| StateError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+        Ok(fsutil::replace(folder, path, &bytes)?)
     }
 }
 

@@ -279,15 +279,8 @@ impl Recall {
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
         let dir = self.layout().recall_dir(user);
-        match crate::fsutil::remove_nofollow(self.layout().state_root(), &dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(RecallError::Io {
-                op: "delete",
-                path: dir,
-                source,
-            }),
-        }
+        crate::fsutil::remove_if_exists(self.layout().state_root(), &dir)?;
+        Ok(())
     }
 
     /// Rewrites the user's stored index from the files (`mnemo sessions

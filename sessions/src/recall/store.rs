@@ -19,7 +19,7 @@ use super::sources::{FileSet, user_specs};
 use super::tokenize;
 use crate::archive;
 use crate::fsutil::{
-    atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
+    FileError, atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
 };
 use crate::names::SafeName;
 use crate::record::{Record, Role};
@@ -47,25 +47,12 @@ fn in_dir(dir: &Path, name: &str) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecallError {
-    #[error("cannot {op} {}: {source}; check the disk and the folder's permissions", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error(transparent)]
     Archive(#[from] archive::ArchiveError),
     #[error(transparent)]
     Stm(#[from] crate::stm::StmError),
-}
-
-fn io_err<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> RecallError + 'p {
-    move |source| RecallError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -307,14 +294,15 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
     let target = in_dir(&dir, MESSAGES);
     let temp = unique_temp_path(&target);
     let result = (|| {
-        let file = create_new_private(root, &temp).map_err(io_err("create", &temp))?;
+        let file = create_new_private(root, &temp).map_err(FileError::with("create", &temp))?;
         let mut out = BufWriter::new(file);
         let mut seen = rustc_hash::FxHashSet::default();
         let mut written = 0u64;
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {
                 if seen.insert(message_key(record)) {
-                    out.write_all(&line_of(record).0).map_err(io_err("write", &temp))?;
+                    out.write_all(&line_of(record).0)
+                        .map_err(FileError::with("write", &temp))?;
                     written += 1;
                 }
             }
@@ -329,9 +317,11 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
             progress(so_far);
         }
         let written = write(&stm.read_all(user)?.records, &mut out)?;
-        let file = out.into_inner().map_err(|e| io_err("write", &temp)(e.into_error()))?;
-        file.sync_data().map_err(io_err("sync", &temp))?;
-        fs::rename(&temp, &target).map_err(io_err("rename", &target))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| FileError::with("write", &temp)(e.into_error()))?;
+        file.sync_data().map_err(FileError::with("sync", &temp))?;
+        fs::rename(&temp, &target).map_err(FileError::with("rename", &target))?;
         write_meta(
             root,
             &dir,
@@ -352,5 +342,5 @@ fn write_meta(root: &Path, dir: &Path, meta: &Meta) -> Result<(), RecallError> {
     let path = in_dir(dir, META);
     // Plain data with string keys: serialising cannot fail.
     let json = serde_json::to_vec(meta).unwrap_or_default();
-    atomic_write(root, &path, &json).map_err(io_err("write", &path))
+    Ok(atomic_write(root, &path, &json).map_err(FileError::with("write", &path))?)
 }

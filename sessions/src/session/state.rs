@@ -18,7 +18,7 @@ use crate::names::SafeName;
 use crate::profile;
 use crate::record::Record;
 use crate::stm::{self, Stm, StmError};
-use crate::summary::{self, SummaryError};
+use crate::summary;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -79,17 +79,10 @@ impl SessionState {
     pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize) -> Result<SessionState, SessionError> {
         let layout = stm.layout();
         let summary_path = layout.summary_path(user);
-        let summary_file = FileId::at(&summary_path).map_err(|source| SummaryError::Read {
-            path: summary_path.clone(),
-            source,
-        })?;
+        let summary_file = FileId::at(&summary_path).map_err(StmError::io("inspect", &summary_path))?;
         let summary = summary::read_or_salvage(layout, user)?;
         let log_path = layout.messages_path(user);
-        let (log, bytes) = read_log(&log_path).map_err(|source| StmError::Io {
-            op: "read",
-            path: log_path.clone(),
-            source,
-        })?;
+        let (log, bytes) = read_log(&log_path).map_err(StmError::io("read", &log_path))?;
         let records = stm::read::parse_all(&log_path, &bytes).records;
         let marker = summary.as_ref().and_then(|s| s.meta.last_folded.as_ref());
         let folded = plan::already_folded(&records, marker);

@@ -1,7 +1,7 @@
 //! `sessions/config.json`: defaults, overrides, and errors that name the
 //! file and the field.
 
-use mnemo_sessions::config::{ConfigError, SessionConfig};
+use mnemo_sessions::config::{ConfigError, Position, Problem, SessionConfig};
 use std::path::Path;
 
 const FILE: &str = "/state/channels/slack/sessions/config.json";
@@ -67,7 +67,8 @@ fn fields_left_out_keep_their_defaults() {
 #[test]
 fn an_unknown_field_is_refused_by_its_path() {
     let err = error_about(r#"{ "stm": { "contextWindows": 5 } }"#, "stm.contextWindows");
-    assert!(matches!(err, ConfigError::Field { line: 1, .. }), "{err}");
+    assert!(matches!(err.problem, Problem::Field(_)), "{err}");
+    assert!(matches!(err.at, Some(Position { line: 1, .. })), "{err}");
     assert!(err.to_string().contains("unknown field"));
     error_about(r#"{ "stmm": {} }"#, "stmm");
     error_about(r#"{ "recall": { "maxToken": 900 } }"#, "recall.maxToken");
@@ -79,7 +80,9 @@ fn a_wrong_type_is_refused_by_its_path_and_line() {
         "{\n  \"stm\": {\n    \"contextWindow\": \"ten\"\n  }\n}",
         "stm.contextWindow",
     );
-    assert!(matches!(err, ConfigError::Field { line: 3, .. }), "{err}");
+    assert!(matches!(err.problem, Problem::Field(_)), "{err}");
+    assert!(matches!(err.at, Some(Position { line: 3, .. })), "{err}");
+    assert!(err.to_string().contains("line 3, column"), "{err}");
     error_about(r#"{ "compacting": { "enabled": "yes" } }"#, "compacting.enabled");
     error_about(r#"{ "scheduler": { "stmExpireDays": -1 } }"#, "scheduler.stmExpireDays");
     error_about(r#"{ "context": [] }"#, "context");
@@ -91,21 +94,25 @@ fn a_wrong_type_is_refused_by_its_path_and_line() {
 #[test]
 fn invalid_json_is_refused_with_line_and_column() {
     let err = parse("{\n  \"stm\": { \"maxMessages\": 50, }\n}").unwrap_err();
-    assert!(matches!(err, ConfigError::Syntax { line: 2, .. }), "{err}");
+    assert!(matches!(err.problem, Problem::Syntax(_)), "{err}");
+    assert!(matches!(err.at, Some(Position { line: 2, .. })), "{err}");
     assert!(err.to_string().contains("line 2, column"), "{err}");
     assert!(err.to_string().contains(FILE));
     let err = parse("{} trailing").unwrap_err();
-    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+    assert!(matches!(err.problem, Problem::Syntax(_)), "{err}");
 }
 
 #[test]
 fn an_empty_file_or_a_non_object_is_refused() {
     for text in ["", "  \n", "\u{feff}"] {
-        assert!(matches!(parse(text), Err(ConfigError::Empty { .. })), "{text:?}");
+        assert!(
+            matches!(parse(text).map_err(|e| e.problem), Err(Problem::Empty)),
+            "{text:?}"
+        );
     }
     for text in ["[]", "null", "42", "\"stm\""] {
         let err = parse(text).unwrap_err();
-        assert!(matches!(err, ConfigError::NotAnObject { .. }), "{text:?}");
+        assert!(matches!(err.problem, Problem::NotAnObject), "{text:?}");
         assert!(err.to_string().contains(FILE));
     }
 }
@@ -191,7 +198,8 @@ fn values_that_break_the_rules_are_refused_by_field() {
     ];
     for (text, field, says) in cases {
         let err = error_about(text, field);
-        assert!(matches!(err, ConfigError::Invalid { .. }), "{text}: {err}");
+        assert!(matches!(err.problem, Problem::Invalid(_)), "{text}: {err}");
+        assert_eq!(err.at, None, "found after parsing: {err}");
         assert!(err.to_string().contains(says), "{text}: {err}");
     }
 }
@@ -206,6 +214,6 @@ fn a_context_window_of_zero_is_allowed() {
 fn an_unreadable_file_is_an_error_not_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let err = SessionConfig::load(dir.path()).unwrap_err();
-    assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+    assert!(matches!(err.problem, Problem::Read(_)), "{err}");
     assert!(err.to_string().contains(&dir.path().display().to_string()));
 }

@@ -1,6 +1,7 @@
 //! `channels.discord`: the Discord bot (serenity). The token appears only as
 //! the name of an environment variable.
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,10 +35,10 @@ impl Default for DiscordConfig {
 }
 
 impl DiscordConfig {
-    /// `Err((field, reason))` for settings that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// A [`FieldError`] (its field path within the app config) for settings that cannot work.
+    pub fn validate(&self) -> Result<(), FieldError> {
         if self.token_env.trim().is_empty() {
-            return Err((
+            return Err(FieldError::new(
                 "discord.tokenEnv",
                 "is empty; name the environment variable holding the bot token".into(),
             ));
@@ -45,13 +46,13 @@ impl DiscordConfig {
         if let Some(url) = &self.api_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return Err((
+            return Err(FieldError::new(
                 "discord.apiUrl",
                 format!("`{url}` is not an http:// or https:// base URL (e.g. http://127.0.0.1:8080, no /api path)"),
             ));
         }
         if let Some(id) = &self.guild_id {
-            self.guild_number().ok_or((
+            self.guild_number().ok_or(FieldError::new(
                 "discord.guildId",
                 format!("`{id}` is not a Discord server id (Developer Mode → right-click the server → Copy Server ID)"),
             ))?;
@@ -88,8 +89,8 @@ mod tests {
             with("1500000000000000001").guild_number(),
             Some(1_500_000_000_000_000_001)
         );
-        assert_eq!(with("my-server").validate().map_err(|e| e.0), Err("discord.guildId"));
-        assert_eq!(with("0").validate().map_err(|e| e.0), Err("discord.guildId"));
+        assert_eq!(with("my-server").validate().unwrap_err().field, "discord.guildId");
+        assert_eq!(with("0").validate().unwrap_err().field, "discord.guildId");
     }
 
     #[test]
@@ -98,7 +99,7 @@ mod tests {
             api_url: Some("discord-proxy:8080".into()),
             ..DiscordConfig::default()
         };
-        assert_eq!(c.validate().map_err(|e| e.0), Err("discord.apiUrl"));
+        assert_eq!(c.validate().unwrap_err().field, "discord.apiUrl");
         let c = DiscordConfig {
             api_url: Some("http://127.0.0.1:8080".into()),
             ..DiscordConfig::default()

@@ -1,6 +1,7 @@
 //! `channels.slack`: the Slack app (slack-morphism). Tokens and the signing
 //! secret appear only as names of environment variables.
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -43,21 +44,24 @@ impl Default for SlackConfig {
 }
 
 impl SlackConfig {
-    /// `Err((field, reason))` for settings that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// A [`FieldError`] (its field path within the app config) for settings that cannot work.
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !["socket", "events"].contains(&self.mode.as_str()) {
-            return Err(("slack.mode", format!("`{}` is not `socket` or `events`", self.mode)));
+            return Err(FieldError::new(
+                "slack.mode",
+                format!("`{}` is not `socket` or `events`", self.mode),
+            ));
         }
         if let Some(url) = &self.api_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
-            return Err((
+            return Err(FieldError::new(
                 "slack.apiUrl",
                 format!("`{url}` must start with https:// (or http:// for a local server)"),
             ));
         }
         if self.listen.parse::<SocketAddr>().is_err() {
-            return Err((
+            return Err(FieldError::new(
                 "slack.listen",
                 format!("`{}` is not an address like 0.0.0.0:3000", self.listen),
             ));
@@ -69,7 +73,7 @@ impl SlackConfig {
         ];
         for (field, name) in named {
             if name.trim().is_empty() {
-                return Err((field, "must name an environment variable".into()));
+                return Err(FieldError::new(field, "must name an environment variable".into()));
             }
         }
         Ok(())
@@ -93,16 +97,16 @@ mod tests {
             api_url: Some("slack.com/api".into()),
             ..SlackConfig::default()
         };
-        assert_eq!(bad_url.validate().unwrap_err().0, "slack.apiUrl");
+        assert_eq!(bad_url.validate().unwrap_err().field, "slack.apiUrl");
         let bad_listen = SlackConfig {
             listen: "port 3000".into(),
             ..SlackConfig::default()
         };
-        assert_eq!(bad_listen.validate().unwrap_err().0, "slack.listen");
+        assert_eq!(bad_listen.validate().unwrap_err().field, "slack.listen");
         let no_env = SlackConfig {
             app_token_env: " ".into(),
             ..SlackConfig::default()
         };
-        assert_eq!(no_env.validate().unwrap_err().0, "slack.appTokenEnv");
+        assert_eq!(no_env.validate().unwrap_err().field, "slack.appTokenEnv");
     }
 }

@@ -1,6 +1,7 @@
 //! `channels.telegram`: the Telegram bot (teloxide). The token and the
 //! webhook secret appear only as the names of environment variables.
 
+use mnemo_sessions::config::FieldError;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -48,16 +49,16 @@ impl Default for TelegramConfig {
 }
 
 impl TelegramConfig {
-    /// `Err((field, reason))` for settings that cannot work.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// A [`FieldError`] (its field path within the app config) for settings that cannot work.
+    pub fn validate(&self) -> Result<(), FieldError> {
         if !["polling", "webhook"].contains(&self.mode.as_str()) {
-            return Err((
+            return Err(FieldError::new(
                 "telegram.mode",
                 format!("`{}` is not `polling` or `webhook`", self.mode),
             ));
         }
         if !(1..=50).contains(&self.poll_timeout_secs) {
-            return Err((
+            return Err(FieldError::new(
                 "telegram.pollTimeoutSecs",
                 format!("{} is not between 1 and 50", self.poll_timeout_secs),
             ));
@@ -65,10 +66,13 @@ impl TelegramConfig {
         if let Some(url) = &self.api_url
             && !is_http_url(url)
         {
-            return Err(("telegram.apiUrl", format!("`{url}` is not an http(s) URL")));
+            return Err(FieldError::new(
+                "telegram.apiUrl",
+                format!("`{url}` is not an http(s) URL"),
+            ));
         }
         if self.webhook_listen.parse::<SocketAddr>().is_err() {
-            return Err((
+            return Err(FieldError::new(
                 "telegram.webhookListen",
                 format!(
                     "`{}` is not an address and port like 127.0.0.1:8443",
@@ -78,9 +82,17 @@ impl TelegramConfig {
         }
         if self.mode == "webhook" {
             match &self.webhook_url {
-                None => return Err(("telegram.webhookUrl", "is required when mode is `webhook`".into())),
+                None => {
+                    return Err(FieldError::new(
+                        "telegram.webhookUrl",
+                        "is required when mode is `webhook`".into(),
+                    ));
+                }
                 Some(url) if !is_http_url(url) => {
-                    return Err(("telegram.webhookUrl", format!("`{url}` is not an http(s) URL")));
+                    return Err(FieldError::new(
+                        "telegram.webhookUrl",
+                        format!("`{url}` is not an http(s) URL"),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -117,7 +129,7 @@ mod tests {
             mode: "webhook".into(),
             ..TelegramConfig::default()
         };
-        assert_eq!(webhook.validate().unwrap_err().0, "telegram.webhookUrl");
+        assert_eq!(webhook.validate().unwrap_err().field, "telegram.webhookUrl");
         let ok = TelegramConfig {
             webhook_url: Some("https://bot.example/tg".into()),
             ..webhook
@@ -165,7 +177,7 @@ mod tests {
             ),
         ];
         for (config, field) in cases {
-            assert_eq!(config.validate().unwrap_err().0, field);
+            assert_eq!(config.validate().unwrap_err().field, field);
         }
     }
 
