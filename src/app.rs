@@ -70,6 +70,17 @@ impl ChannelMemory {
             maintenance,
         })
     }
+
+    /// Turns recall's dense embeddings on for this channel when its
+    /// `sessions/config.json` has `recall.embeddings` (off otherwise): the
+    /// endpoint is checked like the `summarizer` section and its key read
+    /// through `env`; a bad one fails here, at start, naming the file.
+    pub fn use_embeddings(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        let embedder = crate::model::embeddings::recall_embedder(self.config.recall.embeddings.as_ref(), env)
+            .with_context(|| format!("the session config {} is refused", self.layout.config_path().display()))?;
+        self.recall.use_embedder(embedder);
+        Ok(())
+    }
 }
 
 /// Everything the app needs, resolved from config and environment.
@@ -106,14 +117,29 @@ pub struct App {
 }
 
 impl App {
-    /// Builds the app for `channels`, opening each one's memory.
+    /// Builds the app for `channels`, opening each one's memory. An
+    /// embeddings endpoint (`recall.embeddings`) gets no key: see
+    /// [`App::with_env`].
     pub fn new(parts: AppParts, channels: Vec<Arc<dyn Channel>>) -> Result<Self> {
+        App::with_env(parts, channels, &|_| None)
+    }
+
+    /// [`App::new`] with the environment lookup that gives each channel's
+    /// `recall.embeddings` endpoint its key (`apiKeyEnv`).
+    pub fn with_env(
+        parts: AppParts,
+        channels: Vec<Arc<dyn Channel>>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self> {
         let locks = LockRegistry::new();
         let mut memories = HashMap::new();
         let mut senders = HashMap::new();
         for channel in channels {
             let name = channel.name().to_string();
             let mut memory = ChannelMemory::open(&parts.state_root, &name, &locks, parts.tz, parts.summarizer.clone())
+                .with_context(|| format!("opening the memory of channel `{name}`"))?;
+            memory
+                .use_embeddings(env)
                 .with_context(|| format!("opening the memory of channel `{name}`"))?;
             // `<state>/logs` is shared: the first channel's maintenance rotates it.
             memory.maintenance = memory.maintenance.rotating_logs(memories.is_empty());

@@ -10,6 +10,9 @@
 
 use crate::support;
 
+#[path = "recall/embeddings.rs"]
+mod embeddings;
+
 use chrono::{TimeDelta, Utc};
 use mnemo::app::App;
 use mnemo::config::LimitsConfig;

@@ -230,6 +230,9 @@ pub struct RecallConfig {
     /// Budget of the recalled items, inside `context.maxTokens`
     /// (characters / 4).
     pub max_tokens: usize,
+    /// Dense embeddings fused with BM25; absent (the default) = BM25 only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<EmbeddingsConfig>,
 }
 
 impl Default for RecallConfig {
@@ -237,7 +240,50 @@ impl Default for RecallConfig {
         RecallConfig {
             enabled: true,
             max_tokens: 1500,
+            embeddings: None,
         }
+    }
+}
+
+/// Which embeddings API `recall.embeddings` speaks. One for now: every
+/// OpenAI-compatible `POST {baseUrl}/embeddings` (OpenAI, Mistral, Ollama,
+/// vLLM, llama.cpp server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingsProvider {
+    Openai,
+}
+
+/// `recall.embeddings`: shaped like the app config's `summarizer` (the
+/// broker reads the key from the variable `apiKeyEnv` names; this crate
+/// only carries the names and never talks to the endpoint).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EmbeddingsConfig {
+    pub provider: EmbeddingsProvider,
+    /// Including `/v1` (we append `/embeddings`); default
+    /// `https://api.openai.com/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The *name* of the variable holding the key; default
+    /// `OPENAI_API_KEY`, `""` sends none (servers on localhost need none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The embedding model the endpoint knows, e.g. `text-embedding-3-small`.
+    pub model: String,
+    /// How long a turn waits for its question's vector before BM25
+    /// answers alone.
+    #[serde(default = "default_query_timeout_ms")]
+    pub query_timeout_ms: u64,
+}
+
+fn default_query_timeout_ms() -> u64 {
+    800
+}
+
+impl EmbeddingsConfig {
+    pub fn query_timeout(&self) -> Duration {
+        Duration::from_millis(self.query_timeout_ms)
     }
 }
 

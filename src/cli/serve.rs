@@ -84,7 +84,7 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let (trigger, stop) = shutdown::Trigger::new();
     let parts = setup.parts(Some(stop.clone()))?;
-    let app = App::new(parts, channels.clone())?;
+    let app = App::with_env(parts, channels.clone(), &super::setup::env)?;
     shutdown::on_signals(trigger.clone())?;
     let ops = match setup.config.ops.addr() {
         Ok(Some(addr)) => Some(

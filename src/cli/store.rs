@@ -26,7 +26,7 @@ pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCo
         SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
         SessionsCommand::Maintain { channel, json } => maintain(&setup, channel.as_deref(), json).await,
         SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
-        SessionsCommand::Reindex { channel } => reindex(&setup, channel.as_deref()),
+        SessionsCommand::Reindex { channel } => reindex(&setup, channel.as_deref()).await,
     }
 }
 
@@ -186,14 +186,19 @@ fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceRepo
 
 /// Rebuilds the recall index of every user, one user at a time (memory
 /// holds one archive batch and the keys of one user's messages), printing
-/// progress to stderr and a summary to stdout.
-fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+/// progress to stderr and a summary to stdout. A channel with
+/// `recall.embeddings` also gets every user's vectors computed again.
+async fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let started = std::time::Instant::now();
-    let (mut users_done, mut messages) = (0usize, 0u64);
+    let (mut users_done, mut messages, mut vectors) = (0usize, 0u64, 0u64);
     for name in channels(&setup.state_root, only)? {
-        let (stm, _) = open_stm(&setup.state_root, &name)?;
+        let (stm, config) = open_stm(&setup.state_root, &name)?;
         let recall = Recall::of(&stm);
+        let embedder = crate::model::embeddings::recall_embedder(config.recall.embeddings.as_ref(), &super::setup::env)
+            .with_context(|| format!("the session config {} is refused", stm.layout().config_path().display()))?;
+        let embeddings = embedder.is_some();
+        recall.use_embedder(embedder);
         let users = recall.users();
         for (i, user) in users.iter().enumerate() {
             let mut last_shown = 0u64;
@@ -206,12 +211,35 @@ fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
                 })
                 .with_context(|| format!("reindexing user `{user}` of channel `{name}`"))?;
             eprintln!("{name}: user {}/{} done: {count} messages", i + 1, users.len());
+            if embeddings {
+                let mut last_shown = 0u64;
+                let (total, of) = (users.len(), i + 1);
+                let channel = name.clone();
+                let embedded = recall
+                    .reindex_vectors(user, &mut move |so_far| {
+                        if so_far >= last_shown + 10_000 {
+                            last_shown = so_far;
+                            eprintln!("  {channel}: user {of}/{total}: {so_far} vectors so far");
+                        }
+                    })
+                    .await
+                    .with_context(|| {
+                        format!("computing the recall vectors of user `{user}` of channel `{name}` (its BM25 index is rebuilt; run reindex again once the embeddings endpoint works)")
+                    })?;
+                eprintln!("{name}: user {}/{} vectors: {embedded}", i + 1, users.len());
+                vectors += embedded;
+            }
             users_done += 1;
             messages += count;
         }
     }
+    let vectors = if vectors > 0 {
+        format!(" and {vectors} vectors")
+    } else {
+        String::new()
+    };
     println!(
-        "reindexed {messages} messages of {users_done} user(s) in {:.1} s",
+        "reindexed {messages} messages{vectors} of {users_done} user(s) in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)

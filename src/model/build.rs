@@ -104,7 +104,7 @@ fn build_validated(
 
 /// The key and the name of the variable it came from, or `None` when no key
 /// is to be sent: none configured, or a local server and the variable unset.
-fn api_key(
+pub(super) fn api_key(
     cfg: &ModelConfig,
     env: &dyn Fn(&str) -> Option<String>,
     section: &str,

@@ -14,6 +14,7 @@ mod anthropic;
 mod build;
 mod command;
 pub mod config;
+pub mod embeddings;
 mod http;
 mod openai;
 pub mod redact;

@@ -39,6 +39,11 @@ struct ToolLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PurposeLabel {
     purpose: String,
 }
@@ -65,6 +70,7 @@ pub struct Metrics {
     refused: Family<ChannelReason, Counter>,
     compactions: Family<ChannelOutcome, Counter>,
     tool_calls: Family<ToolLabels, Counter>,
+    recall_embeddings: Family<OutcomeLabel, Counter>,
     summarizer_failures: Counter,
     maintenance_runs: Family<ChannelOutcome, Counter>,
     reconnects: Family<ChannelLabel, Counter>,
@@ -97,6 +103,7 @@ impl Metrics {
             refused: Family::default(),
             compactions: Family::default(),
             tool_calls: Family::default(),
+            recall_embeddings: Family::default(),
             summarizer_failures: Counter::default(),
             maintenance_runs: Family::default(),
             reconnects: Family::default(),
@@ -106,6 +113,11 @@ impl Metrics {
             registry: Registry::default(),
         };
         registry.register("turns", "Turns finished, by channel and outcome", m.turns.clone());
+        registry.register(
+            "recall_embeddings",
+            "Embedding requests of recall (questions and indexing), by outcome",
+            m.recall_embeddings.clone(),
+        );
         registry.register(
             "turn_seconds",
             "Whole-turn latency from intake to reply sent",
@@ -261,6 +273,15 @@ impl Metrics {
             .inc();
     }
 
+    /// `outcome` is `ok` or one of `EmbedError::outcome`'s codes.
+    pub fn recall_embeddings(&self, outcome: &'static str) {
+        self.recall_embeddings
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
     pub fn maintenance_run(&self, channel: &str, outcome: &'static str) {
         self.maintenance_runs
             .get_or_create(&channel_outcome(channel, outcome))
@@ -313,7 +334,12 @@ mod tests {
         m.refused("slack", "rate_limit");
         m.link("discord", true, 3);
         m.link("discord", true, 3);
+        m.recall_embeddings("timeout");
         let text = m.encode();
+        assert!(
+            text.contains(r#"mnemo_recall_embeddings_total{outcome="timeout"} 1"#),
+            "{text}"
+        );
         assert!(
             text.contains(r#"mnemo_turns_total{channel="telegram",outcome="answered"} 1"#),
             "{text}"

@@ -183,5 +183,38 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
             ),
         ));
     }
+    if let Some(embeddings) = &config.recall.embeddings {
+        check_embeddings(embeddings, &invalid)?;
+    }
+    Ok(())
+}
+
+/// Longest `recall.embeddings.queryTimeoutMs`: the person waits that long
+/// at worst before BM25 answers alone.
+pub const MAX_QUERY_TIMEOUT_MS: u64 = 10_000;
+
+/// The rules of `recall.embeddings` this crate owns. The endpoint's
+/// `baseUrl` and `apiKeyEnv` are checked by the broker when it builds the
+/// client, with the very checks of the `summarizer` section (a start with a
+/// bad one fails naming this file and the field).
+fn check_embeddings(
+    embeddings: &super::EmbeddingsConfig,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if embeddings.model.trim().is_empty() {
+        return Err(invalid(
+            "recall.embeddings.model",
+            "it is empty, but must name the embedding model, e.g. \"text-embedding-3-small\" (OpenAI), \"mistral-embed\" (Mistral) or \"nomic-embed-text\" (Ollama)".into(),
+        ));
+    }
+    if !(1..=MAX_QUERY_TIMEOUT_MS).contains(&embeddings.query_timeout_ms) {
+        return Err(invalid(
+            "recall.embeddings.queryTimeoutMs",
+            format!(
+                "it is {}, but must be between 1 and {MAX_QUERY_TIMEOUT_MS}: a turn waits this long for the question's vector before BM25 answers alone",
+                embeddings.query_timeout_ms
+            ),
+        ));
+    }
     Ok(())
 }

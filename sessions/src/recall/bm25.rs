@@ -100,6 +100,9 @@ pub struct Bm25 {
     pub(super) live_docs: u32,
     pub(super) live_len: u64,
     dead_docs: u32,
+    /// Bumped when compaction renumbers the documents, so a walk that
+    /// remembers a position (the embeddings fill) starts over.
+    generation: u32,
 }
 
 /// A scored document.
@@ -131,6 +134,21 @@ impl Bm25 {
 
     pub fn live_docs(&self) -> usize {
         self.live_docs as usize
+    }
+
+    /// Ids issued so far, removed documents included: every id is below.
+    pub fn id_bound(&self) -> u32 {
+        u32::try_from(self.docs.len()).unwrap_or(u32::MAX)
+    }
+
+    /// False for a removed document.
+    pub fn is_live(&self, id: u32) -> bool {
+        self.lens.get(id as usize).is_some_and(|&len| len != DEAD)
+    }
+
+    /// Changes whenever ids are renumbered (see [`Bm25::id_bound`]).
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// Adds a document unless one with its key is already there; returns
@@ -250,7 +268,11 @@ impl Bm25 {
     /// Rebuilds postings without the dead documents (ids change).
     fn compact(&mut self) {
         let docs = std::mem::take(&mut self.docs);
-        *self = Bm25::default();
+        let generation = self.generation.wrapping_add(1);
+        *self = Bm25 {
+            generation,
+            ..Bm25::default()
+        };
         for doc in docs.into_iter().filter(|d| !d.dead) {
             self.add(doc.key, doc.at, doc.source, doc.text);
         }

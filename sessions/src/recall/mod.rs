@@ -13,18 +13,24 @@
 //! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
 //! `store` (a user's index on disk: load, catch up, rebuild), `sources`
 //! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
-//! neighbours, spread), `pack` (labels and budget).
+//! neighbours, spread), `pack` (labels and budget), and with
+//! `recall.embeddings` on, `embed` (the [`Embedder`] seam) and `vectors`
+//! (each owner's dense vectors, searched by cosine and fused with BM25).
 //!
-//! No network, no clock: dates come from the records and files.
+//! No network, no clock: dates come from the records and files, vectors
+//! from an [`Embedder`] the broker hands in.
 
 mod bm25;
+mod embed;
 mod pack;
 mod plan;
 mod score;
 mod sources;
 mod store;
 mod tokenize;
+mod vectors;
 
+pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled};
 pub use store::{RecallError, message_key};
 
@@ -37,12 +43,26 @@ use plan::{Pick, Side};
 use sources::FileSet;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
 use store::UserIndex;
+use vectors::Vectors;
 
 /// Users whose index stays loaded; the least recently used beyond this are
 /// dropped from memory (their files stay and load again on use).
 const MAX_CACHED_USERS: usize = 128;
+/// Texts per embeddings request while indexing.
+const EMBED_BATCH: usize = 32;
+/// Nearest documents a turn takes from the embeddings.
+const DENSE_HITS: usize = 12;
+/// Dense hits weaker than this share of the best cosine are noise.
+const DENSE_MIN_SHARE: f32 = 0.5;
+/// Longest text sent to be embedded (a message is at most
+/// `limits.maxMessageChars`, 8,000 by default; notes come in pieces).
+const EMBED_MAX_CHARS: usize = 8_000;
+/// Added to the query budget before recall stops waiting itself, in case
+/// an [`Embedder`] does not hold the budget it was given.
+const BUDGET_MARGIN: Duration = Duration::from_millis(50);
 
 /// FNV-1a over `parts` (with a separator): stable across builds and
 /// platforms, unlike `std`'s hasher, since keys are compared with what an
@@ -91,6 +111,12 @@ struct Inner {
     /// Why a `std` mutex: searches are short CPU work, never held across
     /// an `.await`.
     shared: Mutex<SharedIndex>,
+    /// `recall.embeddings`: the embedder and the turn's budget for the
+    /// question's vector; `None` = BM25 only.
+    embedder: RwLock<Option<(Arc<dyn Embedder>, Duration)>>,
+    /// Owners whose vectors a background fill is computing (`None` =
+    /// `_shared`): one fill per owner at a time.
+    filling: Mutex<HashSet<Option<SafeName>>>,
 }
 
 /// A user's index, loaded on first use (`None` until then or after
@@ -108,6 +134,8 @@ struct Cache {
 struct SharedIndex {
     bm25: Bm25,
     files: FileSet,
+    /// In memory only: the shared notes are few and re-read from files.
+    vectors: Vectors,
 }
 
 /// Live handles by sessions folder.
@@ -127,6 +155,8 @@ impl Recall {
             stm: stm.clone(),
             users: Mutex::new(Cache::default()),
             shared: Mutex::new(SharedIndex::default()),
+            embedder: RwLock::new(None),
+            filling: Mutex::new(HashSet::new()),
         });
         registry.push((root, Arc::downgrade(&inner)));
         Recall { inner }
@@ -163,6 +193,20 @@ impl Recall {
         f(index)
     }
 
+    /// Turns dense embeddings on (`Some`: the embedder and how long a turn
+    /// waits for its question's vector) or off (`None`) for this channel.
+    pub fn use_embedder(&self, embedder: Option<(Arc<dyn Embedder>, Duration)>) {
+        *self.inner.embedder.write().unwrap_or_else(PoisonError::into_inner) = embedder;
+    }
+
+    fn embedder(&self) -> Option<(Arc<dyn Embedder>, Duration)> {
+        self.inner
+            .embedder
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Indexes a record just appended to the user's STM. Cheap (no fsync,
     /// no re-read of history); never fails a turn.
     pub fn index(&self, user: &SafeName, record: &Record) {
@@ -171,33 +215,60 @@ impl Recall {
 
     /// [`Recall::index`] on the blocking pool: a user's first use loads
     /// (or rebuilds) their index from disk, which must not hold an async
-    /// worker serving other users' turns.
+    /// worker serving other users' turns. With embeddings on, the new
+    /// message's vector is computed in the background afterwards: the turn
+    /// never waits for it.
     pub async fn index_async(&self, user: &SafeName, record: &Record) {
-        let (this, user, record) = (self.clone(), user.clone(), record.clone());
-        crate::blocking::off_workers(move || this.index(&user, &record)).await;
+        let (this, owner, record) = (self.clone(), user.clone(), record.clone());
+        crate::blocking::off_workers(move || this.index(&owner, &record)).await;
+        self.fill_later(Some(user.clone()));
     }
 
     /// [`Recall::for_turn`] on the blocking pool (see
     /// [`Recall::index_async`]); nothing recalled if the runtime is
-    /// shutting down.
+    /// shutting down. With embeddings on, the question's vector is asked
+    /// for first, within the configured budget; without it (a failure, a
+    /// timeout) BM25 answers alone.
     pub async fn for_turn_async(&self, user: &SafeName, query: &TurnQuery<'_>) -> Recalled {
-        let (this, user) = (self.clone(), user.clone());
+        let vector = self.query_vector(query.message).await;
+        let (this, owner) = (self.clone(), user.clone());
         let (message, recent, max_tokens) = (query.message.to_string(), query.recent.to_vec(), query.max_tokens);
-        crate::blocking::off_workers(move || {
+        let recalled = crate::blocking::off_workers(move || {
             let query = TurnQuery {
                 message: &message,
                 recent: &recent,
                 max_tokens,
             };
-            this.for_turn(&user, &query)
+            this.for_turn_with(&owner, &query, vector.as_deref())
         })
         .await
-        .unwrap_or_default()
+        .unwrap_or_default();
+        // Notes of `_shared` new since the last turn get their vectors.
+        self.fill_later(None);
+        recalled
+    }
+
+    /// The question's vector, or `None` (embeddings off, failed, late).
+    async fn query_vector(&self, message: &str) -> Option<Vec<f32>> {
+        let (embedder, budget) = self.embedder()?;
+        let text = [clip(message).to_string()];
+        let asked = embedder.embed(&text, EmbedPurpose::Query { budget });
+        let vectors = tokio::time::timeout(budget + BUDGET_MARGIN, asked).await.ok()?.ok()?;
+        embed::checked(1, vectors).ok()?.pop()
     }
 
     /// The dated items that answer `query` best, from the caller's history
-    /// and the shared notes, under `query.max_tokens`.
+    /// and the shared notes, under `query.max_tokens` (BM25 only: the
+    /// question's vector comes from [`Recall::for_turn_async`] or
+    /// [`Recall::for_turn_with`]).
     pub fn for_turn(&self, user: &SafeName, query: &TurnQuery) -> Recalled {
+        self.for_turn_with(user, query, None)
+    }
+
+    /// [`Recall::for_turn`] with the question's vector (from the embedder
+    /// in use): the nearest documents of the caller's and the shared
+    /// vectors are fused with BM25's ranking.
+    pub fn for_turn_with(&self, user: &SafeName, query: &TurnQuery, vector: Option<&[f32]>) -> Recalled {
         let excluded: HashSet<u64> = query.recent.iter().map(message_key).collect();
         let context: Vec<&str> = query
             .recent
@@ -207,8 +278,20 @@ impl Recall {
             .take(2)
             .map(|r| r.text.as_str())
             .collect();
+        let model = self.embedder().map(|(e, _)| e.model().to_string());
         let items = self.ranked(user, |user_index, shared| {
-            plan::plan(user_index, shared, query.message, &context, &excluded)
+            let dense = match (vector, &model) {
+                (Some(vector), Some(model)) => dense(user_index, shared, model, vector, &excluded),
+                _ => Vec::new(),
+            };
+            plan::plan(
+                &user_index.bm25,
+                &shared.bm25,
+                query.message,
+                &context,
+                &excluded,
+                &dense,
+            )
         });
         pack::pack(items, query.max_tokens)
     }
@@ -220,6 +303,7 @@ impl Recall {
         let terms: Vec<(String, f32)> = tokenize::query_terms(words).into_iter().map(|t| (t, 1.0)).collect();
         self.ranked(user, |user_index, shared| {
             let mut hits: Vec<(f32, Pick)> = user_index
+                .bm25
                 .search(&terms, limit, |_| true)
                 .into_iter()
                 .map(|h| {
@@ -232,7 +316,7 @@ impl Recall {
                     )
                 })
                 .collect();
-            hits.extend(shared.search(&terms, limit, |_| true).into_iter().map(|h| {
+            hits.extend(shared.bm25.search(&terms, limit, |_| true).into_iter().map(|h| {
                 (
                     h.score,
                     Pick {
@@ -249,21 +333,149 @@ impl Recall {
 
     /// Refreshes both indexes from the files, runs `choose`, and turns its
     /// picks into items.
-    fn ranked(&self, user: &SafeName, choose: impl FnOnce(&Bm25, &Bm25) -> Vec<Pick>) -> Vec<Item> {
+    fn ranked(&self, user: &SafeName, choose: impl FnOnce(&mut UserIndex, &mut SharedIndex) -> Vec<Pick>) -> Vec<Item> {
         let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
-        let SharedIndex { bm25, files } = &mut *shared;
-        files.refresh(bm25, &sources::shared_specs(self.layout()));
-        let shared = &*bm25;
+        let shared = &mut *shared;
+        shared
+            .files
+            .refresh(&mut shared.bm25, &sources::shared_specs(self.layout()));
         self.with_user(user, |index| {
             index.refresh_files(&self.inner.stm, user);
-            choose(&index.bm25, shared)
+            choose(index, shared)
                 .into_iter()
                 .map(|pick| match pick.side {
                     Side::User => Item::of(index.bm25.doc(pick.doc)),
-                    Side::Shared => Item::of(shared.doc(pick.doc)),
+                    Side::Shared => Item::of(shared.bm25.doc(pick.doc)),
                 })
                 .collect()
         })
+    }
+
+    /// Vectors held for the user (loading them if need be): what a test or
+    /// an operator can check after indexing.
+    pub fn vectors_held(&self, user: &SafeName) -> usize {
+        self.with_user(user, |index| index.with_vectors().1.len())
+    }
+
+    /// Starts a background fill of `owner`'s missing vectors unless one
+    /// runs (it then picks up what was added meanwhile) or embeddings are
+    /// off, or there is no runtime to run it on.
+    fn fill_later(&self, owner: Option<SafeName>) {
+        let Some((embedder, _)) = self.embedder() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.filling().insert(owner.clone()) {
+            return;
+        }
+        let this = self.clone();
+        runtime.spawn(async move {
+            loop {
+                let _ = this.fill(&owner, embedder.as_ref(), &mut |_| {}).await;
+                this.filling().remove(&owner);
+                // Anything indexed between the last look and the line
+                // above found the fill still running: look once more.
+                let more = this
+                    .pending(&owner, embedder.model(), 1)
+                    .await
+                    .is_some_and(|p| !p.is_empty());
+                if !more || !this.filling().insert(owner.clone()) {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn filling(&self) -> std::sync::MutexGuard<'_, HashSet<Option<SafeName>>> {
+        self.inner.filling.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Up to `limit` documents of `owner` still lacking a vector of
+    /// `model`; `None` when the runtime is shutting down.
+    async fn pending(&self, owner: &Option<SafeName>, model: &str, limit: usize) -> Option<Vec<(u64, String)>> {
+        let (this, owner, model) = (self.clone(), owner.clone(), model.to_string());
+        crate::blocking::off_workers(move || match &owner {
+            Some(user) => this.with_user(user, |index| {
+                let (bm25, vectors) = index.with_vectors();
+                vectors.pending(bm25, &model, limit)
+            }),
+            None => {
+                let mut shared = this.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let SharedIndex { bm25, vectors, .. } = &mut *shared;
+                vectors.pending(bm25, &model, limit)
+            }
+        })
+        .await
+    }
+
+    /// Computes `owner`'s missing vectors batch by batch until none is
+    /// missing; returns how many were stored, or the embedder's error.
+    async fn fill(
+        &self,
+        owner: &Option<SafeName>,
+        embedder: &dyn Embedder,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
+        let mut stored = 0u64;
+        loop {
+            let Some(batch) = self.pending(owner, embedder.model(), EMBED_BATCH).await else {
+                return Ok(stored);
+            };
+            if batch.is_empty() {
+                return Ok(stored);
+            }
+            let (keys, texts): (Vec<u64>, Vec<String>) = batch
+                .into_iter()
+                .map(|(key, text)| (key, clip(&text).to_string()))
+                .unzip();
+            let vectors = embed::checked(texts.len(), embedder.embed(&texts, EmbedPurpose::Index).await?)?;
+            let (this, owner, model) = (self.clone(), owner.clone(), embedder.model().to_string());
+            let count = keys.len() as u64;
+            crate::blocking::off_workers(move || this.add_vectors(&owner, &model, &keys, &vectors)).await;
+            stored += count;
+            progress(stored);
+        }
+    }
+
+    /// Stores vectors for the documents `owner`'s index still holds (one
+    /// removed meanwhile — `/session forget` — gets none).
+    fn add_vectors(&self, owner: &Option<SafeName>, model: &str, keys: &[u64], vectors: &[Vec<f32>]) {
+        let add = |bm25: &Bm25, store: &mut Vectors| {
+            let (keys, vectors): (Vec<u64>, Vec<Vec<f32>>) = keys
+                .iter()
+                .zip(vectors)
+                .filter(|(key, _)| bm25.contains(**key))
+                .map(|(key, vector)| (*key, vector.clone()))
+                .unzip();
+            store.add(model, &keys, &vectors);
+        };
+        match owner {
+            Some(user) => self.with_user(user, |index| {
+                let (bm25, vectors) = index.with_vectors();
+                add(bm25, vectors);
+            }),
+            None => {
+                let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let SharedIndex { bm25, vectors, .. } = &mut *shared;
+                add(bm25, vectors);
+            }
+        }
+    }
+
+    /// Computes the user's vectors again from scratch (`mnemo sessions
+    /// reindex` with embeddings on), reporting vectors stored so far;
+    /// returns their number. Without an embedder, nothing to do.
+    pub async fn reindex_vectors(
+        &self,
+        user: &SafeName,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
+        let Some((embedder, _)) = self.embedder() else {
+            return Ok(0);
+        };
+        let (this, owner) = (self.clone(), user.clone());
+        crate::blocking::off_workers(move || this.with_user(&owner, UserIndex::drop_vectors)).await;
+        self.fill(&Some(user.clone()), embedder.as_ref(), progress).await
     }
 
     /// Drops the user's index from memory and disk at once (`/session
@@ -335,5 +547,54 @@ impl Recall {
         users.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         users.dedup();
         users
+    }
+}
+
+/// The nearest documents of the caller's and the shared vectors to
+/// `vector`, merged by cosine, without what the turn leaves out and
+/// without hits far below the best.
+fn dense(
+    user: &mut UserIndex,
+    shared: &mut SharedIndex,
+    model: &str,
+    vector: &[f32],
+    excluded: &HashSet<u64>,
+) -> Vec<Pick> {
+    let (bm25, vectors) = user.with_vectors();
+    let mut hits: Vec<(f32, Pick)> = vectors
+        .search(bm25, model, vector, DENSE_HITS, &plan::skipped(bm25, excluded))
+        .into_iter()
+        .map(|(doc, cosine)| (cosine, Pick { side: Side::User, doc }))
+        .collect();
+    let skip = plan::skipped(&shared.bm25, excluded);
+    hits.extend(
+        shared
+            .vectors
+            .search(&shared.bm25, model, vector, DENSE_HITS, &skip)
+            .into_iter()
+            .map(|(doc, cosine)| {
+                (
+                    cosine,
+                    Pick {
+                        side: Side::Shared,
+                        doc,
+                    },
+                )
+            }),
+    );
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let best = hits.first().map_or(0.0, |h| h.0);
+    hits.into_iter()
+        .filter(|(cosine, _)| *cosine >= best * DENSE_MIN_SHARE)
+        .take(DENSE_HITS)
+        .map(|(_, pick)| pick)
+        .collect()
+}
+
+/// `text` cut to [`EMBED_MAX_CHARS`] on a character boundary.
+fn clip(text: &str) -> &str {
+    match text.char_indices().nth(EMBED_MAX_CHARS) {
+        Some((at, _)) => &text[..at],
+        None => text,
     }
 }

@@ -23,6 +23,10 @@ const RRF_K: f32 = 8.0;
 const MIN_SHARE: f32 = 0.2;
 /// Rare words of the first hits added to the second round.
 const EXPANSION_TERMS: usize = 6;
+/// Rank offset of the fusion of BM25's ranking with the dense one: the
+/// usual 60 of reciprocal rank fusion, so neither list's top dominates and
+/// a document both lists rank well comes first.
+const DENSE_RRF_K: f32 = 60.0;
 /// Items of one day taken before any day gets a further one.
 const PER_DAY_FIRST_PASS: usize = 2;
 
@@ -40,10 +44,29 @@ pub struct Pick {
     pub doc: u32,
 }
 
+/// What each index leaves out of a turn, by id: the documents whose keys
+/// are in `excluded` (already in the context) and those in every context
+/// anyway. Found once per turn, not asked of every document a query names.
+pub fn skipped(index: &Bm25, excluded: &HashSet<u64>) -> Vec<u32> {
+    let mut ids: Vec<u32> = index.pinned().to_vec();
+    ids.extend(excluded.iter().filter_map(|&key| index.id_of(key)));
+    ids
+}
+
 /// The ranked documents for `message` (plus `context`, earlier messages of
 /// the recent window), leaving out the documents whose keys are in
 /// `excluded` (already in the context) and those in every context anyway.
-pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], excluded: &HashSet<u64>) -> Vec<Pick> {
+/// `dense` is the embeddings' ranking of the same two indexes (nearest
+/// first, already without the left-out documents; empty when embeddings
+/// are off or failed): it is fused with BM25's by reciprocal rank.
+pub fn plan(
+    user: &Bm25,
+    shared: &Bm25,
+    message: &str,
+    context: &[&str],
+    excluded: &HashSet<u64>,
+    dense: &[Pick],
+) -> Vec<Pick> {
     let main = tokenize::query_terms(message);
     if main.is_empty() {
         return Vec::new();
@@ -67,14 +90,7 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
         }
     }
 
-    // What each index skips, by id: found once per turn, not asked of
-    // every document a query term names.
-    let skip = |index: &Bm25| -> Vec<u32> {
-        let mut ids: Vec<u32> = index.pinned().to_vec();
-        ids.extend(excluded.iter().filter_map(|&key| index.id_of(key)));
-        ids
-    };
-    let (user_skip, shared_skip) = (skip(user), skip(shared));
+    let (user_skip, shared_skip) = (skipped(user, excluded), skipped(shared, excluded));
     let excluded = |d: &Doc| excluded.contains(&d.key);
     let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
     let mut scratch = Scratch::default();
@@ -106,6 +122,9 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
 
     let mut ranked: Vec<((Side, u32), f32)> = fused.into_iter().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.1.cmp(&a.0.1)));
+    if !dense.is_empty() {
+        ranked = with_dense(&ranked, dense);
+    }
     let mut picks: Vec<Pick> = Vec::new();
     let mut taken: HashSet<(Side, u32)> = HashSet::new();
     for ((side, doc), _) in ranked {
@@ -124,6 +143,24 @@ pub fn plan(user: &Bm25, shared: &Bm25, message: &str, context: &[&str], exclude
         Side::User => user.doc(p.doc).at.date_naive(),
         Side::Shared => shared.doc(p.doc).at.date_naive(),
     })
+}
+
+/// BM25's fused ranking and the dense one, fused by reciprocal rank
+/// ([`DENSE_RRF_K`]).
+fn with_dense(ranked: &[((Side, u32), f32)], dense: &[Pick]) -> Vec<((Side, u32), f32)> {
+    let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
+    let lists = [
+        ranked.iter().map(|(pick, _)| *pick).collect::<Vec<_>>(),
+        dense.iter().map(|p| (p.side, p.doc)).collect(),
+    ];
+    for list in &lists {
+        for (rank, pick) in list.iter().enumerate() {
+            *fused.entry(*pick).or_default() += 1.0 / (DENSE_RRF_K + rank as f32 + 1.0);
+        }
+    }
+    let mut out: Vec<((Side, u32), f32)> = fused.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.1.cmp(&a.0.1)));
+    out
 }
 
 /// Hits worth showing: those within [`MIN_SHARE`] of the best.
@@ -232,6 +269,7 @@ mod tests {
             "Where does my sister live?",
             &[],
             &HashSet::new(),
+            &[],
         );
         let found = texts(&user, &picks);
         assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
@@ -247,6 +285,7 @@ mod tests {
             "when is the piano recital",
             &[],
             &HashSet::from([1]),
+            &[],
         );
         assert!(picks.is_empty());
     }
@@ -255,7 +294,31 @@ mod tests {
     fn a_question_of_stop_words_recalls_nothing() {
         let mut user = Bm25::default();
         user.add(1, at(1), Source::User, "what is it".into());
-        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &HashSet::new()).is_empty());
+        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &HashSet::new(), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_dense_hit_bm25_missed_is_picked_and_one_both_rank_comes_first() {
+        let mut user = Bm25::default();
+        user.add(1, at(1), Source::User, "I parked the automobile on level three".into());
+        user.add(2, at(2), Source::User, "my car is blue".into());
+        user.add(3, at(3), Source::User, "the car wash was closed".into());
+        let dense = [
+            Pick {
+                side: Side::User,
+                doc: 1,
+            },
+            Pick {
+                side: Side::User,
+                doc: 0,
+            },
+        ];
+        let picks = plan(&user, &Bm25::default(), "where is my car", &[], &HashSet::new(), &dense);
+        let docs: Vec<u32> = picks.iter().map(|p| p.doc).collect();
+        assert_eq!(docs[0], 1, "in both lists: {docs:?}");
+        assert!(docs.contains(&0), "found by the embeddings alone: {docs:?}");
+        let without = plan(&user, &Bm25::default(), "where is my car", &[], &HashSet::new(), &[]);
+        assert!(!without.iter().any(|p| p.doc == 0));
     }
 
     #[test]

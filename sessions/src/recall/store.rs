@@ -12,11 +12,15 @@
 //! (one unsynced `write`: cheaper than the fsync'ed STM append it follows);
 //! archive batches written since the last load are caught up at load. The
 //! markdown sources are not stored here: [`super::sources`] re-reads them.
+//! With `recall.embeddings` on, the folder also holds `vectors.bin`, owned
+//! by [`super::vectors`] and loaded on first need (a rebuild here leaves it
+//! alone: its keys are the same).
 
 use super::bm25::{Bm25, Source};
 use super::key_of;
 use super::sources::{FileSet, user_specs};
 use super::tokenize;
+use super::vectors::{Vectors, file_in};
 use crate::archive;
 use crate::fsutil::{
     FileError, atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
@@ -112,6 +116,9 @@ pub struct UserIndex {
     dir: PathBuf,
     /// The state root, below which nothing is touched through a link.
     root: PathBuf,
+    /// Dense vectors (`vectors.bin`), loaded on first use: only with
+    /// `recall.embeddings` on.
+    vectors: Option<Vectors>,
 }
 
 impl UserIndex {
@@ -163,6 +170,28 @@ impl UserIndex {
         }
     }
 
+    /// The BM25 index and the vectors (loaded from `vectors.bin` on first
+    /// use; in memory only when the folder cannot be written).
+    pub fn with_vectors(&mut self) -> (&Bm25, &mut Vectors) {
+        let stored = self.log.is_some();
+        let (root, dir) = (&self.root, &self.dir);
+        let vectors = self.vectors.get_or_insert_with(|| {
+            if stored {
+                Vectors::load(file_in(root, dir))
+            } else {
+                Vectors::in_memory()
+            }
+        });
+        (&self.bm25, vectors)
+    }
+
+    /// Deletes the stored vectors (they are computed again).
+    pub fn drop_vectors(&mut self) {
+        self.vectors = None;
+        let file = file_in(&self.root, &self.dir);
+        let _ = remove_nofollow(&file.root, &file.path);
+    }
+
     /// Brings the markdown sources up to date (see [`super::sources`]).
     pub fn refresh_files(&mut self, stm: &Stm, user: &SafeName) {
         self.files.refresh(&mut self.bm25, &user_specs(stm.layout(), user));
@@ -210,6 +239,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         log: None,
         dir: dir.to_path_buf(),
         root: root.to_path_buf(),
+        vectors: None,
     };
     for (number, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.is_empty() {
@@ -259,6 +289,7 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
         log: None,
         dir,
         root: stm.layout().state_root().to_path_buf(),
+        vectors: None,
     };
     let mut add = |records: Vec<Record>| {
         for record in &records {
