@@ -9,6 +9,8 @@ use mnemo_testkit::discord as fake;
 mod gateway;
 #[path = "discord/inbound.rs"]
 mod inbound;
+#[path = "discord/live.rs"]
+mod live;
 #[path = "discord/outbound.rs"]
 mod outbound;
 

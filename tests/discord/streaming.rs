@@ -25,7 +25,7 @@ use super::support;
 /// inside an open fence and every prefix has something left open.
 fn long_answer() -> String {
     let prose = "**Tea** notes: `sencha` is *grassy*, and gyokuro ~~or~~ matcha are shaded.";
-    let paragraphs = vec![prose; 12].join("\n\n");
+    let paragraphs = [prose; 12].join("\n\n");
     let code: String = (0..80)
         .map(|i| format!("let cup_{i:02} = brew(\"sencha\", {i});\n"))
         .collect();
