@@ -2,9 +2,11 @@
 //! End-to-end: the real `mnemo run` binary with Discord enabled, against a
 //! fake Discord (REST and a real gateway session) and the fake model, both
 //! on 127.0.0.1. Everything between them is the real broker and adapter.
+//! Streamed answers (message edits) are specified in `discord/streaming.rs`.
 
 use crate::support;
 use mnemo_testkit::discord as fake;
+mod streaming;
 
 use fake::{APP_ID, FakeDiscord, dm_channel_of};
 use mnemo_sessions::{Layout, Record, Role, SafeName};
@@ -290,9 +292,10 @@ async fn session_slash_commands_are_answered_privately_without_the_model() {
 
     assert_eq!(model.chat_requests().len(), 1, "only the first DM asked the model");
 
-    // A reply Discord refuses is logged with the reason.
+    // A reply Discord refuses (a missing permission stays missing: every
+    // try of the streamed answer is refused) is logged with the reason.
     let refusal = json!({ "code": 50013, "message": "Missing Permissions" });
-    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 403, refusal, 1);
+    discord.fail(&format!("/channels/{DM_CHANNEL}/messages"), 403, refusal, 100);
     discord.dispatch("MESSAGE_CREATE", dm("1300000000000000044", "are you there?"));
     discord.wait_for(1, |r| r.content() == "echo: are you there?").await;
     let logs = stop(child, dir.path());

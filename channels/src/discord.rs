@@ -8,12 +8,14 @@
 //!
 //! Layout: [`inbound`] (what becomes an `Inbound`), [`handler`] (serenity's
 //! event handler), [`sequencer`] (keeps events in Discord's order),
-//! [`outbound`] (sending; reply text is rendered by [`crate::format`]), [`commands`]
-//! (the `/session` definition).
+//! [`outbound`] (sending; reply text is rendered by [`crate::format`]),
+//! [`live`] (an answer grown in place by message edits while the model
+//! writes it), [`commands`] (the `/session` definition).
 
 pub mod commands;
 mod handler;
 pub mod inbound;
+pub mod live;
 mod outbound;
 pub mod sequencer;
 
@@ -228,6 +230,11 @@ impl Channel for DiscordChannel {
     /// hint; secrets redacted) for the broker to log.
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
         outbound::send(&self.shared, out).await
+    }
+
+    /// The answer is posted and grown by message edits (`discord/live.rs`).
+    fn live(&self, out: Outbound) -> Box<dyn crate::LiveReply + '_> {
+        live::reply(self, out)
     }
 
     async fn typing(&self, to: &Inbound) {

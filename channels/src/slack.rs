@@ -31,6 +31,7 @@ use web::{Web, WebError};
 pub use crate::format::SLACK_MAX_CHARS;
 use crate::format::{self, SlackMrkdwn};
 use crate::retry::{Gave, RetryPolicy, Verdict};
+pub use live::EMPTY_ANSWER;
 
 /// What the placeholder says while the model works (mrkdwn italics).
 pub const THINKING: &str = "_thinking…_";

@@ -7,6 +7,7 @@
 use mnemo_testkit::discord as fake;
 mod gateway;
 mod inbound;
+mod live;
 mod outbound;
 
 use fake::FakeDiscord;

@@ -2,9 +2,17 @@
 //! (what serenity's `HttpBuilder::proxy` sends to) and a gateway websocket
 //! at `/ws` speaking the real protocol — Hello, Identify, READY, heartbeat
 //! ACKs, RESUMED, then whatever dispatches a test pushes. Every REST request
-//! is recorded (JSON body or multipart payload + files) so tests can assert
-//! on exactly what the adapter sent. Shared by the adapter tests and the
-//! end-to-end tests of the binary.
+//! is recorded (JSON body or multipart payload + files, when it came and how
+//! it was answered) so tests can assert on exactly what the adapter sent.
+//! Messages behave like Discord's where the adapter depends on it: a posted
+//! message is kept and returned whole; `PATCH
+//! /channels/{channel.id}/messages/{message.id}` edits only a message that
+//! exists in that channel (else 404 `Unknown Message`, code 10008) and
+//! returns the whole edited message; empty or over-2,000-character content
+//! is refused with Discord's 400s; a rate limit answers 429 with
+//! `retry_after` in the body and the `Retry-After` / `X-RateLimit-*`
+//! headers, and keeps answering 429 until that time has passed. Shared by
+//! the adapter tests and the end-to-end tests of the binary.
 
 use crate::PATIENCE;
 use axum::Router;
@@ -14,7 +22,9 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
@@ -38,6 +48,10 @@ pub struct Recorded {
     pub json: Value,
     /// Multipart files: (field file name, bytes).
     pub files: Vec<(String, Vec<u8>)>,
+    /// When it arrived (for pace and "waited out the 429" checks).
+    pub at: Instant,
+    /// The HTTP status it was answered with.
+    pub status: u16,
 }
 
 impl Recorded {
@@ -55,10 +69,29 @@ struct Failure {
     times: usize,
 }
 
+/// A route Discord has rate limited: requests whose path contains
+/// `path_part` get 429 until `until` (set by the first of them).
+struct Limit {
+    path_part: String,
+    retry_after: Duration,
+    until: Option<Instant>,
+}
+
+/// A message the bot posted, as Discord keeps it.
+struct Kept {
+    id: u64,
+    channel: String,
+    content: String,
+}
+
 struct Inner {
     base: String,
     requests: Mutex<Vec<Recorded>>,
     failures: Mutex<Vec<Failure>>,
+    limits: Mutex<Vec<Limit>>,
+    messages: Mutex<Vec<Kept>>,
+    /// Numbers the ids of messages and webhook answers.
+    next_id: AtomicU64,
     identify: watch::Sender<Option<Value>>,
     /// Resume payloads (`d` of op 6) received so far.
     resumes: watch::Sender<Vec<Value>>,
@@ -85,6 +118,9 @@ impl FakeDiscord {
             base,
             requests: Mutex::new(Vec::new()),
             failures: Mutex::new(Vec::new()),
+            limits: Mutex::new(Vec::new()),
+            messages: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
             identify: watch::channel(None).0,
             resumes: watch::channel(Vec::new()).0,
             kick: tokio::sync::Notify::new(),
@@ -132,6 +168,40 @@ impl FakeDiscord {
             body,
             times,
         });
+    }
+
+    /// Rate limits the route: the next request whose path contains
+    /// `path_part` gets 429 with `retry_after`, and so does every matching
+    /// request until `retry_after` has passed since that first 429 (as
+    /// Discord's buckets do).
+    pub fn rate_limit(&self, path_part: &str, retry_after: Duration) {
+        self.inner.limits.lock().expect("lock").push(Limit {
+            path_part: path_part.into(),
+            retry_after,
+            until: None,
+        });
+    }
+
+    /// The messages of channel `id` as a person sees them now: every
+    /// message the bot posted there, in order, with its latest content.
+    pub fn messages_in(&self, id: &str) -> Vec<String> {
+        let kept = self.inner.messages.lock().expect("lock");
+        kept.iter()
+            .filter(|m| m.channel == id)
+            .map(|m| m.content.clone())
+            .collect()
+    }
+
+    /// Posts and edits of messages in channel `id`, in order of arrival.
+    pub fn message_calls(&self, id: &str) -> Vec<Recorded> {
+        let post = format!("/api/v10/channels/{id}/messages");
+        let edit = format!("{post}/");
+        self.requests()
+            .into_iter()
+            .filter(|r| {
+                (r.method == Method::POST && r.path == post) || (r.method == Method::PATCH && r.path.starts_with(&edit))
+            })
+            .collect()
     }
 
     /// The Identify payload (`d`), once the adapter has sent it.
@@ -187,6 +257,86 @@ pub fn sent_message(id: u64, channel_id: &str, content: &str) -> Value {
     })
 }
 
+/// Discord's answer to a message with nothing in it.
+fn empty_message() -> (StatusCode, Value) {
+    let body = json!({ "code": 50006, "message": "Cannot send an empty message" });
+    (StatusCode::BAD_REQUEST, body)
+}
+
+/// Discord's answer to content over 2,000 characters.
+fn too_long() -> (StatusCode, Value) {
+    let body = json!({
+        "code": 50035, "message": "Invalid Form Body",
+        "errors": { "content": { "_errors": [
+            { "code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length." }
+        ] } }
+    });
+    (StatusCode::BAD_REQUEST, body)
+}
+
+/// The content Discord would refuse, and how.
+fn refused_content(content: Option<&str>, has_files: bool) -> Option<(StatusCode, Value)> {
+    match content {
+        Some(c) if c.chars().count() > 2000 => Some(too_long()),
+        Some(c) if c.trim().is_empty() && !has_files => Some(empty_message()),
+        None if !has_files => Some(empty_message()),
+        _ => None,
+    }
+}
+
+/// Posts a message to `channel`, as Discord keeps it; the message object.
+fn keep(inner: &Inner, id: u64, channel: &str, content: &str) -> Value {
+    inner.messages.lock().expect("lock").push(Kept {
+        id,
+        channel: channel.into(),
+        content: content.into(),
+    });
+    sent_message(id, channel, content)
+}
+
+/// Edits message `id` of `channel` if Discord has it: the whole message
+/// object after the edit, or Discord's 404.
+fn edit(inner: &Inner, channel: &str, id: &str, content: Option<&str>) -> Response {
+    let mut kept = inner.messages.lock().expect("lock");
+    let Some(m) = kept.iter_mut().find(|m| m.channel == channel && m.id.to_string() == id) else {
+        let body = json!({ "code": 10008, "message": "Unknown Message" });
+        return (StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+    };
+    if let Some(content) = content {
+        m.content = content.into();
+    }
+    let mut message = sent_message(m.id, channel, &m.content);
+    message["edited_timestamp"] = json!("2026-03-23T03:28:33.000000+00:00");
+    axum::Json(message).into_response()
+}
+
+/// 429 for a rate-limited route, as Discord answers it.
+fn limited(inner: &Inner, path: &str) -> Option<Response> {
+    let now = Instant::now();
+    let mut limits = inner.limits.lock().expect("lock");
+    let limit = limits
+        .iter_mut()
+        .find(|l| path.contains(&l.path_part) && l.until.is_none_or(|until| now < until))?;
+    let until = *limit.until.get_or_insert(now + limit.retry_after);
+    let wait = until.saturating_duration_since(now).as_secs_f64();
+    let body = json!({ "message": "You are being rate limited.", "retry_after": wait, "global": false });
+    let headers = [
+        ("retry-after", format!("{}", wait.ceil())),
+        ("x-ratelimit-limit", "5".into()),
+        ("x-ratelimit-remaining", "0".into()),
+        ("x-ratelimit-reset-after", format!("{wait:.3}")),
+        ("x-ratelimit-bucket", "fake-messages-bucket".into()),
+        ("x-ratelimit-scope", "user".into()),
+    ];
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    for (name, value) in headers {
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Some(response)
+}
+
 async fn rest(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -217,25 +367,32 @@ async fn rest(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         let bytes = axum::body::to_bytes(req.into_body(), 64 << 20).await.expect("body");
         json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     }
-    let record = Recorded {
-        method: method.clone(),
-        path: path.clone(),
+    let at = Instant::now();
+    let seq = 1_600_000_000_000_000_000 + inner.next_id.fetch_add(1, Ordering::SeqCst);
+    let response = answer(&inner, &method, &path, &json, !files.is_empty(), seq);
+    inner.requests.lock().expect("lock").push(Recorded {
+        method,
+        path,
         authorization,
         json,
         files,
-    };
-    let count = {
-        let mut requests = inner.requests.lock().expect("lock");
-        requests.push(record);
-        requests.len()
-    };
+        at,
+        status: response.status().as_u16(),
+    });
+    response
+}
 
-    if let Some((status, body)) = scripted_failure(&inner, &path) {
+/// What Discord answers; `seq` is the id a new message gets.
+fn answer(inner: &Inner, method: &Method, path: &str, json: &Value, has_files: bool, seq: u64) -> Response {
+    if let Some(response) = limited(inner, path) {
+        return response;
+    }
+    if let Some((status, body)) = scripted_failure(inner, path) {
         return (status, axum::Json(body)).into_response();
     }
-    let seq = 1_600_000_000_000_000_000 + count as u64;
     let ws = format!("{}/ws", inner.base.replace("http://", "ws://"));
     let segments: Vec<&str> = path.trim_start_matches("/api/v10/").split('/').collect();
+    let content = json["content"].as_str();
     match (method.as_str(), segments.as_slice()) {
         ("GET", ["gateway"]) => axum::Json(json!({ "url": ws })).into_response(),
         ("GET", ["gateway", "bot"]) => axum::Json(json!({
@@ -246,13 +403,19 @@ async fn rest(State(inner): State<Arc<Inner>>, req: Request) -> Response {
         ("POST", ["channels", _, "typing"]) | ("POST", ["interactions", _, _, "callback"]) => {
             StatusCode::NO_CONTENT.into_response()
         }
-        ("POST", ["channels", channel, "messages"]) => axum::Json(sent_message(seq, channel, "")).into_response(),
+        ("POST", ["channels", channel, "messages"]) => match refused_content(content, has_files) {
+            Some((status, body)) => (status, axum::Json(body)).into_response(),
+            None => axum::Json(keep(inner, seq, channel, content.unwrap_or_default())).into_response(),
+        },
+        ("PATCH", ["channels", channel, "messages", id]) => {
+            match content.and_then(|c| refused_content(Some(c), true)) {
+                Some((status, body)) => (status, axum::Json(body)).into_response(),
+                None => edit(inner, channel, id, content),
+            }
+        }
         ("PUT", ["applications", .., "commands"]) => axum::Json(json!([])).into_response(),
         ("POST", ["users", "@me", "channels"]) => {
-            let user = inner.requests.lock().expect("lock")[count - 1].json["recipient_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let user = json["recipient_id"].as_str().unwrap_or_default().to_string();
             axum::Json(json!({
                 "id": dm_channel_of(&user), "type": 1, "last_message_id": null,
                 "recipients": [{ "id": user, "username": "someone", "discriminator": "0", "avatar": null }]

@@ -5,7 +5,8 @@
 //! finished, grows by `chat.update` at most once every 1.2 s, continues in
 //! new posts in the thread when it outgrows a message, and ends exactly as
 //! a one-shot send of the stored reply shows; a stream cut mid-reply and a
-//! 429 on an update are handled.
+//! 429 on an update are handled, and the placeholder never stays behind
+//! (an error before any text, or an empty answer, replaces it).
 
 use super::{Bot, connected, socket_config};
 use mnemo_channels::format::{SlackMrkdwn, to_chunks};
@@ -165,6 +166,52 @@ async fn a_429_on_an_update_is_waited_out_and_the_final_text_still_lands() {
         "Retry-After waited out"
     );
     assert_eq!(fake.calls_to("chat.postMessage").len(), 1, "nothing resent");
+    let (clean, _) = bot.stop().await;
+    assert!(clean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_failure_before_any_text_replaces_the_placeholder_with_the_error() {
+    let (model, model_url) = FakeModel::start().await;
+    model.answer_with(Some("never shown"));
+    model.stream_slowly(5, Duration::from_millis(50));
+    model.break_stream_after(Some(0));
+    let fake = FakeSlack::start().await;
+    let bot = Bot::start(&model_url, socket_config(&fake));
+    connected(&fake, 1).await;
+
+    ask(&fake, "a question").await;
+    let told = "The model's reply was cut off or unreadable";
+    let shown = support::eventually("the user told", async || {
+        let shown = fake.messages_in("DU1");
+        shown.iter().any(|t| t.starts_with(told)).then_some(shown)
+    })
+    .await;
+    assert_eq!(shown.len(), 1, "the placeholder became the error: {shown:?}");
+    assert!(stored_reply(bot.state()).is_none(), "nothing stored as an answer");
+    let (clean, _) = bot.stop().await;
+    assert!(clean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_ends_empty_leaves_no_thinking_placeholder_behind() {
+    let (model, model_url) = FakeModel::start().await;
+    model.answer_with(Some(""));
+    let fake = FakeSlack::start().await;
+    let bot = Bot::start(&model_url, socket_config(&fake));
+    connected(&fake, 1).await;
+
+    ask(&fake, "a question").await;
+    support::eventually("the stored (empty) answer", async || stored_reply(bot.state())).await;
+    let shown = support::eventually("the placeholder replaced", async || {
+        let shown = fake.messages_in("DU1");
+        (!shown.is_empty() && !shown.contains(&THINKING.to_string())).then_some(shown)
+    })
+    .await;
+    let notice = to_chunks(&SlackMrkdwn, mnemo_channels::slack::EMPTY_ANSWER)[0]
+        .text
+        .clone();
+    assert_eq!(shown, [notice], "the placeholder became the notice");
     let (clean, _) = bot.stop().await;
     assert!(clean);
 }

@@ -216,14 +216,14 @@ fn too_large_note(caption: &str, path: &Path, size: u64) -> String {
 
 /// No `@everyone`, role or user pings from model text; the asker is pinged
 /// by the reply itself so a slow answer is noticed.
-fn only_the_asker() -> CreateAllowedMentions {
+pub(super) fn only_the_asker() -> CreateAllowedMentions {
     CreateAllowedMentions::new().replied_user(true)
 }
 
 /// Runs `call`, again after a wait when Discord (or the proxy) answers 429.
 /// No shutdown cuts these waits: replies are still sent while the broker
 /// drains, and the waits are bounded.
-async fn retry<T, F, Fut>(call: F) -> serenity::Result<T>
+pub(super) async fn retry<T, F, Fut>(call: F) -> serenity::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = serenity::Result<T>>,
@@ -241,7 +241,7 @@ where
         .map_err(Gave::into_error)
 }
 
-fn status(e: &serenity::Error) -> Option<u16> {
+pub(super) fn status(e: &serenity::Error) -> Option<u16> {
     match e {
         serenity::Error::Http(HttpError::UnsuccessfulRequest(r)) => Some(r.status_code.as_u16()),
         _ => None,
@@ -249,7 +249,7 @@ fn status(e: &serenity::Error) -> Option<u16> {
 }
 
 /// A failed request in words a person can act on (before redaction).
-fn describe(e: &serenity::Error) -> String {
+pub(super) fn describe(e: &serenity::Error) -> String {
     let hint = match status(e) {
         Some(401) => " (the bot token was refused: check the token's environment variable)",
         Some(403) => " (the bot lacks a permission here: View Channel, Send Messages, Attach Files)",

@@ -3,11 +3,14 @@
 //! an answer longer than one message continues in new posts in the same
 //! thread. At most one Web API call every 1.2 s per reply (`chat.update`
 //! is Tier 3, about 50 a minute); a 429 is waited out by the Web API's own
-//! retry (its `Retry-After`), which slows the next calls too. Slash-command
+//! retry (its `Retry-After`), which slows the next calls too. The
+//! placeholder never stays behind: an error before any text replaces it
+//! with the error sentence the broker finishes with, and a final text that
+//! shows nothing (an empty answer) with [`EMPTY_ANSWER`]. Slash-command
 //! answers, ephemeral and private replies are sent once at the end.
 
 use super::{Shared, SlackChannel};
-use crate::format::{Chunk, SlackMrkdwn};
+use crate::format::{Chunk, SlackMrkdwn, to_chunks};
 use crate::live::{Editor, Growing};
 use crate::{ChannelError, LiveReply, Outbound, SendAtFinish};
 use async_trait::async_trait;
@@ -16,6 +19,10 @@ use std::time::Duration;
 
 /// The least time between two calls of one reply.
 pub const EDIT_INTERVAL: Duration = Duration::from_millis(1200);
+
+/// What the placeholder becomes when the answer shows nothing at all
+/// (markdown, like every answer).
+pub const EMPTY_ANSWER: &str = "The model's answer was empty. Your message is saved; please try again.";
 
 /// The live reply for `out`.
 pub(super) fn reply(channel: &SlackChannel, out: Outbound) -> Box<dyn LiveReply + '_> {
@@ -27,7 +34,31 @@ pub(super) fn reply(channel: &SlackChannel, out: Outbound) -> Box<dyn LiveReply 
         shared: channel.shared.clone(),
         out,
     };
-    Box::new(Growing::new(SlackMrkdwn, editor, EDIT_INTERVAL))
+    Box::new(NeverThinking(Growing::new(SlackMrkdwn, editor, EDIT_INTERVAL)))
+}
+
+/// [`Growing`] whose final state always replaces the placeholder: a final
+/// text that renders to no message at all would otherwise leave
+/// "thinking…" on screen for good.
+struct NeverThinking(Growing<SlackMrkdwn, SlackEditor>);
+
+#[async_trait]
+impl LiveReply for NeverThinking {
+    fn ready_at(&self) -> tokio::time::Instant {
+        self.0.ready_at()
+    }
+
+    async fn update(&mut self, text: &str) {
+        self.0.update(text).await;
+    }
+
+    async fn finish(self: Box<Self>, text: &str) -> Result<(), ChannelError> {
+        let text = match to_chunks(&SlackMrkdwn, text).is_empty() {
+            true => EMPTY_ANSWER,
+            false => text,
+        };
+        Box::new(self.0).finish(text).await
+    }
 }
 
 struct SlackEditor {
