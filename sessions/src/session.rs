@@ -153,17 +153,37 @@ impl Sessions {
         Ok(appended)
     }
 
+    /// [`Sessions::append`], then the [`Sessions::context_view`] of the last
+    /// `n` records, under one hold of the user's lock: what a turn does with
+    /// the user's message before asking the model, with the files checked
+    /// once instead of twice. The view includes `record`.
+    pub async fn append_then_view(
+        &self,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+        n: usize,
+    ) -> Result<(Appended, ContextView), SessionError> {
+        let _guard = self.stm().lock_log(user).await;
+        // As in `append`: dropped on error or with this future.
+        let mut state = self.checked_out(user, true, n)?;
+        let written = state.write(self.stm(), user, record, &self.shared.budget)?;
+        self.stm().commit_appended(user, written.file, written.new_file).await?;
+        state.appended(record);
+        let appended = Appended {
+            fold_due: state.fold_due(&self.shared.config, now),
+        };
+        let view = view_of(&state, n);
+        self.states().put(user.clone(), state);
+        Ok((appended, view))
+    }
+
     /// The summary, profile and last `n` unfolded records of the user, from
     /// memory once loaded; a file changed since is re-read first.
     pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {
         let _guard = self.stm().lock_log(user).await;
         let state = self.checked_out(user, true, n)?;
-        let skip = state.recent.len().saturating_sub(n);
-        let view = ContextView {
-            summary: state.summary.clone(),
-            profile: state.profile.clone(),
-            recent: state.recent.iter().skip(skip).cloned().collect(),
-        };
+        let view = view_of(&state, n);
         self.states().put(user.clone(), state);
         Ok(view)
     }
@@ -247,5 +267,15 @@ impl Sessions {
     /// is one take or put, so the map is always consistent.
     fn states(&self) -> MutexGuard<'_, StateMap> {
         self.shared.states.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a turn reads: the summary, profile and last `n` records of `state`.
+fn view_of(state: &SessionState, n: usize) -> ContextView {
+    let skip = state.recent.len().saturating_sub(n);
+    ContextView {
+        summary: state.summary.clone(),
+        profile: state.profile.clone(),
+        recent: state.recent.iter().skip(skip).cloned().collect(),
     }
 }

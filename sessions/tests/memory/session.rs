@@ -265,3 +265,33 @@ async fn an_append_dropped_while_its_sync_runs_is_on_disk_once_and_memory_reread
     assert_eq!(m.log(), recs(0..3), "nothing lost or doubled on disk");
     assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
 }
+
+/// What a turn does with the user's message: append, then view, under one
+/// hold of the lock — the view is the files' view with the message in it,
+/// through folds, a reload after a change behind our back, and fsync.
+#[tokio::test]
+async fn append_then_view_shows_what_the_files_show_including_the_new_message() {
+    for fsync in [false, true] {
+        let mut m = memory(config(8, 3, 12));
+        m.stm = Stm::new(m.sb.layout.clone(), LockRegistry::new(), fsync);
+        let fake = FakeSummarizer::new();
+        let s = sessions(&m, &fake);
+        for i in 0..20 {
+            if i == 11 {
+                // An operator's edit, behind the sessions' back.
+                write(
+                    &m.sb.layout.profile_path(&m.user),
+                    "---\nuserId: U1\n---\n## Preferences\n- tea\n",
+                );
+            }
+            let (appended, view) = s.append_then_view(&m.user, &rec(i), now(), 4).await.unwrap();
+            assert_eq!(view, from_disk(&m, &m.user, 4), "fsync {fsync}, m{i}");
+            assert_eq!(view.recent.last(), Some(&rec(i)), "fsync {fsync}, m{i}");
+            assert_eq!(appended.fold_due, s.fold_due(&m.user, now()), "fsync {fsync}, m{i}");
+            if appended.fold_due {
+                s.compact(&m.user, now()).await.unwrap();
+            }
+        }
+        assert_eq!(m.everything(), recs(0..20), "fsync {fsync}: nothing lost or doubled");
+    }
+}
