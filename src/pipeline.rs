@@ -25,7 +25,7 @@ use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::recall::TurnQuery;
-use mnemo_sessions::session::SessionError;
+use mnemo_sessions::session::{ContextView, SessionError};
 use mnemo_sessions::{Record, Role, SafeName, commands, compaction};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -206,9 +206,11 @@ impl Pipeline {
             chat_id: Some(message.chat_id.clone()),
             user_name: message.user_name.clone(),
         };
-        let mut appended = memory
+        // One extra message because the one being answered is in the log too.
+        let window = memory.config.stm.context_window + 1;
+        let (mut appended, view) = memory
             .sessions
-            .append(&user, &record, Utc::now())
+            .append_then_view(&user, &record, Utc::now(), window)
             .await
             .map_err(TurnError::Store)?;
         memory.recall.index_async(&user, &record).await;
@@ -218,7 +220,7 @@ impl Pipeline {
             return Ok(Outcome::Saved);
         }
 
-        let request = self.request_for(memory, &user, &message).await?;
+        let request = self.request_for(memory, &user, &message, view).await;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, &user, &request);
         let (answer, live) = {
@@ -327,20 +329,15 @@ impl Pipeline {
     /// The context for this user only: profile, rolling summary, what recall
     /// found in their older history (and `_shared` notes) and the recent
     /// messages not yet folded, without the message being answered, from
-    /// the session state in memory (no whole-file read).
+    /// the session state in memory (`view`, read with the append: no
+    /// whole-file read).
     async fn request_for(
         &self,
         memory: &ChannelMemory,
         user: &SafeName,
         message: &Inbound,
-    ) -> Result<ModelRequest, TurnError> {
-        // One extra message because the one being answered is in the log too.
-        let window = memory.config.stm.context_window;
-        let view = memory
-            .sessions
-            .context_view(user, window + 1)
-            .await
-            .map_err(TurnError::Read)?;
+        view: ContextView,
+    ) -> ModelRequest {
         let recall = &memory.config.recall;
         let recalled = if recall.enabled {
             let query = TurnQuery {
@@ -361,7 +358,7 @@ impl Pipeline {
             answering: Some(&message.msg_id),
             max_tokens: memory.config.context.max_tokens,
         });
-        Ok(ModelRequest::new(context, message.text.clone()))
+        ModelRequest::new(context, message.text.clone())
     }
 
     /// The memory tools of this turn, built for this caller only (the
@@ -442,8 +439,6 @@ impl Drop for AbortOnDrop {
 enum TurnError {
     #[error("could not save to short-term memory: {0}")]
     Store(SessionError),
-    #[error("could not read memory: {0}")]
-    Read(SessionError),
     #[error("the broker is shutting down")]
     Closed,
 }
@@ -465,9 +460,6 @@ impl TurnHandler for Pipeline {
             let text = match e {
                 TurnError::Store(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
-                }
-                TurnError::Read(_) => {
-                    "Sorry — I couldn't read my memory of our conversation. Your message is saved; please try again."
                 }
                 TurnError::Closed => SAVED_WHILE_STOPPING,
             };

@@ -28,7 +28,6 @@ mod state;
 use crate::compaction::{CompactionError, CompactionOutcome, Compactor};
 use crate::config::SessionConfig;
 use crate::layout::Layout;
-use crate::locks::UserGuard;
 use crate::names::SafeName;
 use crate::record::Record;
 use crate::stm::{Stm, StmError};
@@ -132,32 +131,21 @@ impl Sessions {
     }
 
     /// Appends `record` to the user's log — on disk first, then in memory —
-    /// and says whether a fold is due at `now`. With `stm.fsync` on, the
-    /// write and its fsync run on the blocking pool, not on an async worker.
+    /// and says whether a fold is due at `now`. The line is written here
+    /// (one `write`); with `stm.fsync` on, it is made durable by the
+    /// channel's group commit (see [`crate::stm`]'s `commit` module) with
+    /// other users' appends that land at the same time, and only then taken
+    /// into memory and acknowledged. The user's lock is held until then.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
         let guard = self.stm().lock_log(user).await;
-        if !self.stm().fsync() {
-            return self.append_locked(&guard, user, record, now);
-        }
-        let (this, user, record) = (self.clone(), user.clone(), record.clone());
-        // The guard moves along: the lock is held until the write is done,
-        // even if this future is dropped meanwhile.
-        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now))
-            .await
-            .unwrap_or(Err(SessionError::Interrupted))
-    }
-
-    fn append_locked(
-        &self,
-        guard: &UserGuard,
-        user: &SafeName,
-        record: &Record,
-        now: DateTime<Utc>,
-    ) -> Result<Appended, SessionError> {
         debug_assert!(guard.protects(self.layout().channel(), user));
         let mut state = self.checked_out(user, false, 0)?;
-        // On error `state` is dropped here: memory never runs ahead of disk.
-        state.append(self.stm(), user, record, &self.shared.budget)?;
+        // On error, or if this future is dropped while the sync runs,
+        // `state` is dropped: memory never runs ahead of disk, and the next
+        // use reads the files again.
+        let written = state.write(self.stm(), user, record, &self.shared.budget)?;
+        self.stm().commit_appended(user, written.file, written.new_file).await?;
+        state.appended(record);
         let appended = Appended {
             fold_due: state.fold_due(&self.shared.config, now),
         };
@@ -165,17 +153,37 @@ impl Sessions {
         Ok(appended)
     }
 
+    /// [`Sessions::append`], then the [`Sessions::context_view`] of the last
+    /// `n` records, under one hold of the user's lock: what a turn does with
+    /// the user's message before asking the model, with the files checked
+    /// once instead of twice. The view includes `record`.
+    pub async fn append_then_view(
+        &self,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+        n: usize,
+    ) -> Result<(Appended, ContextView), SessionError> {
+        let _guard = self.stm().lock_log(user).await;
+        // As in `append`: dropped on error or with this future.
+        let mut state = self.checked_out(user, true, n)?;
+        let written = state.write(self.stm(), user, record, &self.shared.budget)?;
+        self.stm().commit_appended(user, written.file, written.new_file).await?;
+        state.appended(record);
+        let appended = Appended {
+            fold_due: state.fold_due(&self.shared.config, now),
+        };
+        let view = view_of(&state, n);
+        self.states().put(user.clone(), state);
+        Ok((appended, view))
+    }
+
     /// The summary, profile and last `n` unfolded records of the user, from
     /// memory once loaded; a file changed since is re-read first.
     pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {
         let _guard = self.stm().lock_log(user).await;
         let state = self.checked_out(user, true, n)?;
-        let skip = state.recent.len().saturating_sub(n);
-        let view = ContextView {
-            summary: state.summary.clone(),
-            profile: state.profile.clone(),
-            recent: state.recent.iter().skip(skip).cloned().collect(),
-        };
+        let view = view_of(&state, n);
         self.states().put(user.clone(), state);
         Ok(view)
     }
@@ -252,5 +260,15 @@ impl Sessions {
     /// is one take or put, so the map is always consistent.
     fn states(&self) -> MutexGuard<'_, StateMap> {
         self.shared.states.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a turn reads: the summary, profile and last `n` records of `state`.
+fn view_of(state: &SessionState, n: usize) -> ContextView {
+    let skip = state.recent.len().saturating_sub(n);
+    ContextView {
+        summary: state.summary.clone(),
+        profile: state.profile.clone(),
+        recent: state.recent.iter().skip(skip).cloned().collect(),
     }
 }

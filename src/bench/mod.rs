@@ -23,6 +23,8 @@ use chrono::Utc;
 use instant::{CHANNEL, InstantModel, TimedChannel};
 use mnemo_channels::{Channel, ChatKind, Inbound};
 use mnemo_sessions::Layout;
+use mnemo_sessions::recall::Recall;
+use mnemo_sessions::session::Sessions;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,27 +98,12 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
 
     let channel = Arc::new(TimedChannel::new());
     let app = App::new(app_parts(&root), vec![channel.clone() as Arc<dyn Channel>])?;
-    let sessions = app
-        .memories()
-        .get(CHANNEL)
-        .context("the bench channel has no memory")?
-        .sessions
-        .clone();
+    let memory = app.memories().get(CHANNEL).context("the bench channel has no memory")?;
+    let (sessions, recall) = (memory.sessions.clone(), memory.recall.clone());
 
     let seeding = Instant::now();
     if options.history > 0 {
-        let now = Utc::now();
-        for u in 0..options.users {
-            seed::seed_history(&sessions, &user_id(u), options.history, now).await?;
-            if (u + 1) % (options.users / 10).max(1) == 0 {
-                progress(format!(
-                    "seeded {} of {} users with {} messages each",
-                    u + 1,
-                    options.users,
-                    options.history
-                ));
-            }
-        }
+        seed_all(&sessions, &recall, options, progress).await?;
     }
     let seed_s = seeding.elapsed().as_secs_f64();
 
@@ -138,6 +125,44 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         .map(|(after, before)| after.saturating_sub(before));
     app.wait_background(Duration::from_secs(30)).await;
     Ok(summarize(options, latencies, elapsed, cpu, seed_s))
+}
+
+/// Seeds every user's history (see [`seed::seed_history`]), one user per
+/// core at a time, on the blocking pool: it is all file work.
+async fn seed_all(
+    sessions: &Sessions,
+    recall: &Recall,
+    options: &Options,
+    progress: &mut dyn FnMut(String),
+) -> Result<()> {
+    let now = Utc::now();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let slots = Arc::new(tokio::sync::Semaphore::new(cores));
+    let mut seeding = tokio::task::JoinSet::new();
+    for u in 0..options.users {
+        let (sessions, recall, slots) = (sessions.clone(), recall.clone(), slots.clone());
+        let history = options.history;
+        let runtime = tokio::runtime::Handle::current();
+        seeding.spawn(async move {
+            let _slot = slots.acquire_owned().await?;
+            tokio::task::spawn_blocking(move || {
+                runtime.block_on(seed::seed_history(&sessions, &recall, &user_id(u), history, now))
+            })
+            .await?
+        });
+    }
+    let mut done = 0;
+    while let Some(seeded) = seeding.join_next().await {
+        seeded.context("a seeding task panicked")??;
+        done += 1;
+        if done % (options.users / 10).max(1) == 0 {
+            progress(format!(
+                "seeded {done} of {} users with {} messages each",
+                options.users, options.history
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The app's parts for a bench in `root`: the instant model (also as the

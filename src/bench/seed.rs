@@ -2,19 +2,29 @@
 //! earlier messages of which all but the STM's usual bound were folded —
 //! archived in compaction-sized batches through [`archive::write_batch`]
 //! (the product's own path), summed up in `summary.md` — and the newest
-//! `contextWindow` still in the short-term log.
+//! `contextWindow` still in the short-term log — and indexed for recall
+//! the way `mnemo sessions reindex` stores it ([`Recall::reindex`]), so the
+//! first turn loads the index instead of rebuilding it.
 //!
-//! This is the one place history is seeded, so when recall lands its index
-//! is seeded here too. It writes only the given user's memory files.
+//! This is the one place history is seeded. It writes only the given
+//! user's memory files, and does blocking file work: run it off the async
+//! workers (the bench seeds users on the blocking pool).
 
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, TimeDelta, Utc};
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
 use mnemo_sessions::{Record, Role, SafeName, archive, summary};
 
 /// Gives `user` `n` earlier messages, one a minute, ending a minute before
 /// `now` (young enough that none has aged out of the STM).
-pub async fn seed_history(sessions: &Sessions, user_id: &str, n: usize, now: DateTime<Utc>) -> Result<()> {
+pub async fn seed_history(
+    sessions: &Sessions,
+    recall: &Recall,
+    user_id: &str,
+    n: usize,
+    now: DateTime<Utc>,
+) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
@@ -49,6 +59,9 @@ pub async fn seed_history(sessions: &Sessions, user_id: &str, n: usize, now: Dat
             .await
             .with_context(|| format!("seeding the short-term log of {user_id}"))?;
     }
+    recall
+        .reindex(&user, &mut |_| {})
+        .with_context(|| format!("seeding the recall index of {user_id}"))?;
     Ok(())
 }
 

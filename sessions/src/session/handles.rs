@@ -25,7 +25,7 @@ impl Budget {
     }
 
     /// Keeps `file` open if the budget allows; otherwise it is closed here.
-    pub(super) fn keep(&self, file: File) -> Option<OpenLog> {
+    pub(super) fn keep(&self, file: Arc<File>) -> Option<OpenLog> {
         let claimed = self
             .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
@@ -45,12 +45,13 @@ impl Budget {
 /// An open append handle that gives its place in the budget back when
 /// dropped (its state evicted, reloaded or thrown away).
 pub(super) struct OpenLog {
-    file: File,
+    /// Shared with the group commit while an append waits for its sync.
+    file: Arc<File>,
     open: Arc<AtomicUsize>,
 }
 
 impl OpenLog {
-    pub(super) fn file(&self) -> &File {
+    pub(super) fn file(&self) -> &Arc<File> {
         &self.file
     }
 }

@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 /// A file's identity as last read or written (see [`FileStamp`]).
 pub(super) type FileId = FileStamp;
@@ -39,6 +40,14 @@ pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
         _ => false,
     }
 }
+/// A line written by [`SessionState::write`], waiting to be made durable.
+pub(super) struct Written {
+    /// The log it went to.
+    pub(super) file: Arc<File>,
+    /// The log was empty before: its folder entries need syncing too.
+    pub(super) new_file: bool,
+}
+
 /// What a turn needs from one user's short-term memory, loaded once and
 /// kept up to date by the appends that go through [`super::Sessions`].
 pub(super) struct SessionState {
@@ -116,45 +125,49 @@ impl SessionState {
         self.profile = profile::read_body(layout, user).unwrap_or(None);
     }
 
-    /// Appends one record to the log on disk, then — only once the write
-    /// (and fsync, per `stm.fsync`) succeeded — to this state. On an error
-    /// the caller must drop the state: the disk may hold part of a line.
-    pub(super) fn append(
+    /// Writes one record's line to the log (not synced), keeping the
+    /// handle open if the budget allows; returns the handle and whether
+    /// the log was new, for [`Stm::commit_appended`]. The record reaches
+    /// this state only through [`SessionState::appended`], once the write
+    /// is durable. On an error the caller must drop the state: the disk may
+    /// hold part of a line.
+    pub(super) fn write(
         &mut self,
         stm: &Stm,
         user: &SafeName,
         record: &Record,
         budget: &Budget,
-    ) -> Result<(), StmError> {
+    ) -> Result<Written, StmError> {
         let path = stm.layout().messages_path(user);
         let line = stm::encode_line(&path, record)?;
-        let mut fresh: Option<File> = None;
-        let mut new_file = false;
-        let file = match &self.appender {
-            Some(open) => open.file(),
+        let (file, new_file) = match &self.appender {
+            Some(open) => (Arc::clone(open.file()), false),
             None => {
                 let (file, meta) = stm.open_for_append(user)?;
                 self.log = Some(FileId::of(&meta));
-                new_file = meta.len() == 0;
-                fresh.insert(file)
+                let file = Arc::new(file);
+                self.appender = budget.keep(Arc::clone(&file));
+                (file, meta.len() == 0)
             }
         };
-        stm.write_line(user, file, &line, self.torn_tail, new_file)?;
+        stm.write_line(user, &file, &line, self.torn_tail)?;
         let written = line.len() as u64 + u64::from(self.torn_tail);
-        if let Some(file) = fresh {
-            self.appender = budget.keep(file);
-        }
         if let Some(log) = &mut self.log {
             log.len += written;
         }
         self.torn_tail = false;
+        Ok(Written { file, new_file })
+    }
+
+    /// Takes in a record whose line [`SessionState::write`] wrote and
+    /// `stm.fsync` made durable.
+    pub(super) fn appended(&mut self, record: &Record) {
         self.unfolded += 1;
         self.first_unfolded_ts.get_or_insert(record.ts);
         self.recent.push_back(record.clone());
         while self.recent.len() > self.keep {
             self.recent.pop_front();
         }
-        Ok(())
     }
 
     /// Whether compaction has work, from the counters (DESIGN §2).
