@@ -4,8 +4,11 @@
 //!
 //! Every field is optional; a missing file means all defaults. Anything
 //! else that is wrong — bad JSON, an unknown field, a wrong type, a value
-//! that breaks a rule — is refused with the file, the field path and the
-//! reason, never silently replaced by a default. This module only reads.
+//! that breaks a rule — is refused with the file, the field path (and the
+//! line and column where parsing stopped) and the reason, never silently
+//! replaced by a default. This module only reads. The error's shape
+//! ([`ConfigError`]) and the strict parse ([`parse_object`]) live in
+//! `config/error.rs` and serve `config.json` and `access.json` too.
 
 mod error;
 mod validate;

@@ -143,10 +143,13 @@ pub fn open_append_nofollow(root: &Path, path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {
         create_private_dir_all(root, parent)?;
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
+    open_private(path, OpenOptions::new().read(true).append(true).create(true))
+}
+
+/// Opens `path` as `options` say, as a file of mnemo's: created 0600 (and
+/// narrowed to it), never through a link at `path` itself.
+fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options
         .mode(PRIVATE_FILE)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
@@ -225,15 +228,7 @@ pub fn create_new_private(root: &Path, path: &Path) -> io::Result<File> {
 }
 
 fn create_new_file(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(PRIVATE_FILE)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| link_or(e, path))?;
-    private_file(&file)?;
-    Ok(file)
+    open_private(path, OpenOptions::new().write(true).create_new(true))
 }
 
 /// A temp path next to `target`, unique to this call.

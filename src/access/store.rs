@@ -253,16 +253,13 @@ pub fn quarantine_notice(path: &Path) -> Option<String> {
 pub fn quarantined(path: &Path) -> Vec<PathBuf> {
     let prefix = format!("{}.corrupt-", file_name(path));
     let Some(dir) = path.parent() else { return Vec::new() };
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
+    // Listed sorted by name, and the names sort by their timestamps.
+    let entries = mnemo_sessions::fsutil::list_dir(dir, dir).unwrap_or_default();
+    entries
+        .iter()
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
+        .collect()
 }
 
 #[cfg(test)]

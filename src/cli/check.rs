@@ -7,20 +7,19 @@
 //!
 //! Every problem is one `error: …` line on stderr. A problem of a config
 //! file — the app config, a channel's `sessions/config.json` or
-//! `access.json` — is a [`ConfigError`] and reads the same whichever file
-//! it is in: the file, the field, the line and column when parsing found
-//! it, the reason and the way out.
+//! `access.json` — is a `mnemo_sessions::config::ConfigError` and reads
+//! the same whichever file it is in: the file, the field, the line and
+//! column when parsing found it, the reason and the way out.
 
 mod online;
 
 use super::setup::env;
 use super::{GlobalArgs, Setup};
 use crate::config::ConfigSource;
-use crate::model::BuildError;
 use anyhow::Result;
 use mnemo_channels::Channel;
 use mnemo_sessions::Layout;
-use mnemo_sessions::config::{ConfigError, ConfigFile, SessionConfig};
+use mnemo_sessions::config::SessionConfig;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -96,13 +95,13 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
             // The errors name their own section (`model…:`, `summarizer…:`).
             match crate::model::build(&model, &env) {
                 Ok(m) => built.model = Some(m),
-                Err(e) => problems.push(build_problem(setup, e)),
+                Err(e) => problems.push(e.to_string()),
             }
             let summarizer = setup.summarizer_config(&model);
             match crate::model::build_section(&summarizer, &env, "summarizer") {
                 Ok(m) if summarizer != model => built.summarizer = Some(m),
                 Ok(_) => {}
-                Err(e) => problems.push(build_problem(setup, e)),
+                Err(e) => problems.push(e.to_string()),
             }
         }
     }
@@ -131,17 +130,6 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
         }
     }
     built
-}
-
-/// Why a model cannot be built; a refused value of the config file is
-/// said as the file's [`ConfigError`], like every other config problem.
-fn build_problem(setup: &Setup, e: BuildError) -> String {
-    match (e, &setup.source) {
-        (BuildError::Config(field), ConfigSource::File(path)) => {
-            ConfigError::invalid(ConfigFile::App, path, field).to_string()
-        }
-        (e, _) => e.to_string(),
-    }
 }
 
 /// Why a channel's `access.json` keeps it on the restrictive fallback.

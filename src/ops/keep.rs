@@ -281,9 +281,8 @@ pub fn restore(state_root: &Path, file: &Path, force: bool) -> Result<String> {
     if manifest.is_none() {
         bail!("{} is not a mnemo backup (no {MANIFEST} inside)", file.display());
     }
-    let present: Vec<PathBuf> = std::fs::read_dir(state_root)
-        .with_context(|| format!("cannot list {}", state_root.display()))?
-        .flatten()
+    let present: Vec<PathBuf> = mnemo_sessions::fsutil::list_dir(state_root, state_root)?
+        .into_iter()
         .map(|e| e.path())
         .filter(|p| p.file_name().is_some_and(|n| n != "mnemo.lock"))
         .collect();

@@ -9,7 +9,11 @@
 //! A section that validates itself without knowing its file (the model,
 //! a channel, the limits) says what is wrong as a [`FieldError`]; the
 //! loader of the file lifts it into a [`ConfigError`] with
-//! [`ConfigError::invalid`].
+//! [`ConfigError::invalid`]. [`parse_object`] is the one strict parse
+//! every config file goes through, so the three fail the same way.
+//!
+//! It reads nothing itself; the text of a config value appears only where
+//! serde's reason quotes it.
 
 use serde::de::DeserializeOwned;
 use std::fmt;
