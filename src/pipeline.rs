@@ -248,6 +248,7 @@ impl Pipeline {
                     .map_err(TurnError::Store)?;
                 memory.recall.index_async(&user, &reply).await;
                 trace.lap(Phase::Memory);
+                self.fold_if_due(memory, &user, appended.fold_due).await;
                 self.show(&message, live, &reply.text).await;
                 match answer.broken {
                     Some(e) => {
@@ -260,14 +261,12 @@ impl Pipeline {
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
+                self.fold_if_due(memory, &user, appended.fold_due).await;
                 self.show(&message, live, e.user_message()).await;
                 Outcome::ModelFailed
             }
         };
         trace.lap(Phase::Send);
-        if appended.fold_due {
-            self.compact_later(memory, user).await;
-        }
         Ok(outcome)
     }
 
@@ -377,6 +376,15 @@ impl Pipeline {
             budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
         };
         (MemoryTools::for_caller(memory, user, Utc::now()), limits)
+    }
+
+    /// Starts the fold the counters say is due, before the reply goes out:
+    /// once a user has seen the answer, the fold it made due is already
+    /// among the background work [`Pipeline::wait_background`] waits for.
+    async fn fold_if_due(&self, memory: &ChannelMemory, user: &SafeName, due: bool) {
+        if due {
+            self.compact_later(memory, user.clone()).await;
+        }
     }
 
     /// Folds the user's older messages in the background: the counters said

@@ -50,7 +50,9 @@
 //! the same steps 2–4, so the same argument holds for them.
 //!
 //! Only one run per user at a time inside a [`Compactor`] (one per channel,
-//! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`].
+//! cloned): a second trigger returns [`CompactionOutcome::AlreadyRunning`]
+//! and the run in progress looks once more when it is done, so a fold made
+//! due by messages appended during a run is not dropped.
 //!
 //! The file work of a run (the whole-log reads, gzip, atomic writes and
 //! their fsyncs) runs on Tokio's blocking pool with the fold lock moved
@@ -84,7 +86,7 @@ use crate::topics;
 use crate::versions::{Author, Change};
 use chrono::{DateTime, Utc};
 use plan::Decision;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -93,7 +95,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub enum CompactionOutcome {
     /// Nothing to fold.
     NotNeeded,
-    /// Another run for this user is in progress; this trigger is dropped.
+    /// Another run for this user is in progress; it looks again when done.
     AlreadyRunning,
     /// Only an interrupted run's batch was archived and dropped.
     Resumed { archived: usize, archived_to: PathBuf },
@@ -148,9 +150,9 @@ struct Inner {
     stm: Stm,
     config: SessionConfig,
     summarizer: Arc<dyn Summarizer>,
-    /// Users with a run in progress. A `std` mutex: held for one insert or
-    /// remove, never across an `.await`.
-    running: Mutex<HashSet<SafeName>>,
+    /// Users with a run in progress, each with whether another trigger came
+    /// during it. A `std` mutex: held for one look, never across an `.await`.
+    running: Mutex<HashMap<SafeName, bool>>,
     /// The crash-test hook: where runs stop (`fail-points` feature only).
     #[cfg(feature = "fail-points")]
     fail_point: Option<FailPoint>,
@@ -163,7 +165,7 @@ impl Compactor {
                 stm,
                 config,
                 summarizer,
-                running: Mutex::new(HashSet::new()),
+                running: Mutex::new(HashMap::new()),
                 #[cfg(feature = "fail-points")]
                 fail_point: None,
             }),
@@ -188,14 +190,32 @@ impl Compactor {
     /// in the background after a turn whose counters say a fold is due; it
     /// never runs before a context is built, so messages that aged out are
     /// still shown raw until it commits — folded, never dropped.
+    ///
+    /// A trigger that comes while a run for the same user is in progress
+    /// returns [`CompactionOutcome::AlreadyRunning`] and is handed to that
+    /// run, which looks once more when it is done: the messages appended
+    /// meanwhile may have made another fold due, and it is not dropped.
     pub async fn maybe_compact(
         &self,
         user: &SafeName,
         now: DateTime<Utc>,
     ) -> Result<CompactionOutcome, CompactionError> {
-        let Some(_running) = Running::claim(&self.inner, user) else {
+        let Some(running) = Running::claim(&self.inner, user) else {
             return Ok(CompactionOutcome::AlreadyRunning);
         };
+        let mut outcome = self.fold_once(user, now).await?;
+        while running.asked_again() {
+            let again = self.fold_once(user, now).await?;
+            if again != CompactionOutcome::NotNeeded {
+                outcome = again;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// One run of [`Compactor::maybe_compact`], the caller holding the
+    /// user's [`Running`] mark.
+    async fn fold_once(&self, user: &SafeName, now: DateTime<Utc>) -> Result<CompactionOutcome, CompactionError> {
         let stm = &self.inner.stm;
 
         // Phase 1, under the fold lock, on a blocking thread (whole-log
@@ -561,12 +581,25 @@ struct Running {
 }
 
 impl Running {
+    /// The mark, or `None` (and the trigger noted for the run in progress)
+    /// if the user is being compacted already.
     fn claim(inner: &Arc<Inner>, user: &SafeName) -> Option<Running> {
         let mut running = inner.running.lock().unwrap_or_else(PoisonError::into_inner);
-        running.insert(user.clone()).then(|| Running {
+        if let Some(again) = running.get_mut(user) {
+            *again = true;
+            return None;
+        }
+        running.insert(user.clone(), false);
+        Some(Running {
             inner: Arc::clone(inner),
             user: user.clone(),
         })
+    }
+
+    /// Whether a trigger came since the last look (and forgets it).
+    fn asked_again(&self) -> bool {
+        let mut running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
+        running.get_mut(&self.user).is_some_and(|again| std::mem::take(again))
     }
 }
 
