@@ -599,7 +599,7 @@ impl Running {
     /// Whether a trigger came since the last look (and forgets it).
     fn asked_again(&self) -> bool {
         let mut running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
-        running.get_mut(&self.user).is_some_and(|again| std::mem::take(again))
+        running.get_mut(&self.user).is_some_and(std::mem::take)
     }
 }
 
