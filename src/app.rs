@@ -159,8 +159,9 @@ impl App {
 
     /// Serves `channels` until they all end (console end of input) or
     /// `shutdown` fires, then drains: queued and in-flight turns finish
-    /// (after a signal, unstarted turns are saved, not answered) within a
-    /// bounded time. Returns whether everything finished in time.
+    /// (after a signal, unstarted turns and whatever the channels still
+    /// hand over are saved, not answered) within a bounded time. Returns
+    /// whether everything finished in time.
     pub async fn serve(&self, channels: Vec<Arc<dyn Channel>>, shutdown: watch::Receiver<bool>) -> bool {
         let (inbox_tx, mut inbox) = mpsc::channel::<Inbound>(256);
         let mut receivers = tokio::task::JoinSet::new();
@@ -175,7 +176,7 @@ impl App {
         }
         drop(inbox_tx);
         let mut stop = shutdown.clone();
-        let signalled = loop {
+        let ended_by_signal = loop {
             tokio::select! {
                 message = inbox.recv() => match message {
                     Some(message) => self.submit(message).await,
@@ -184,14 +185,35 @@ impl App {
                 _ = crate::shutdown::fired(&mut stop) => break true,
             }
         };
+        // The channels watch the same signal and close the inbox when it
+        // fires, so the loop may see the closed inbox first: an inbox that
+        // closed after a signal is still a shutdown, with its short grace,
+        // not an end of input that waits for every answer.
+        let signalled = ended_by_signal || *shutdown.borrow();
         let grace = if signalled {
-            self.pipeline.start_draining();
             SHUTDOWN_GRACE
         } else {
             // End of input: let every queued turn get its answer.
             Duration::from_secs(self.pipeline.turn_timeout_secs().saturating_mul(4).max(60))
         };
-        let finished = self.dispatcher.drain(grace).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        if signalled {
+            self.pipeline.start_draining();
+            // A message a channel took in as the signal fired (a platform
+            // event already acknowledged) is saved, not dropped with the
+            // inbox: take what the channels still hand over until they have
+            // all stopped, within the same grace.
+            let _ = tokio::time::timeout_at(deadline, async {
+                while let Some(message) = inbox.recv().await {
+                    self.submit(message).await;
+                }
+            })
+            .await;
+        }
+        let finished = self
+            .dispatcher
+            .drain(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
         self.pipeline.wait_background(Duration::from_secs(5)).await;
         receivers.abort_all();
         if !finished {

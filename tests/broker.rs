@@ -2,9 +2,8 @@
 //! CLI): the real `mnemo` binary or the real `App`, with fakes only at the
 //! network edge (a model server on 127.0.0.1, a stand-in channel).
 
-#[path = "broker/streaming.rs"]
 mod streaming;
-mod support;
+use crate::support;
 
 use mnemo::app::App;
 use mnemo::config::LimitsConfig;
@@ -315,6 +314,34 @@ async fn a_turn_still_waiting_when_the_shutdown_grace_ends_is_given_up_with_its_
     assert_eq!(records.len(), 1, "the message is saved, no answer is: {records:?}");
     assert_eq!(records[0].text, "keep this one");
     assert!(channel.sent().is_empty(), "nothing half-done is sent");
+}
+
+/// A message a platform handed over just as the shutdown signal fired is
+/// saved (and the user told so), not dropped with the broker's inbox.
+#[tokio::test(start_paused = true)]
+async fn a_message_handed_over_as_the_shutdown_signal_fires_is_saved_not_dropped() {
+    let (_fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    support::open_access(dir.path(), "fake", &[]);
+    let parts = app_parts(dir.path(), &url, LimitsConfig::default());
+    let (channel, _inbox) = FakeChannel::new("fake");
+    channel.hand_over_on_stop(dm("fake", "late", "9", "sent as the bot stopped"));
+    let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>]).unwrap();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn({
+        let (app, channel) = (app.clone(), channel.clone() as Arc<dyn Channel>);
+        async move { app.serve(vec![channel], stop).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    stop_tx.send(true).unwrap();
+
+    assert!(serving.await.unwrap(), "the late message's turn finished in the grace");
+    let records = stm_records(dir.path(), "fake", "late");
+    assert_eq!(records.len(), 1, "the late message is saved, unanswered: {records:?}");
+    assert_eq!(records[0].text, "sent as the bot stopped");
+    let sent = channel.sent();
+    assert_eq!(sent.len(), 1, "the user is told it was saved: {sent:?}");
+    assert!(matches!(&sent[0].body, OutboundBody::Text(t) if t == mnemo::pipeline::SAVED_WHILE_STOPPING));
 }
 
 #[test]

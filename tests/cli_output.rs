@@ -2,7 +2,7 @@
 //! on `sessions report`, `sessions maintain` and `access list`, shell
 //! completions, and `--version` naming the git revision.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

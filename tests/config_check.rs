@@ -4,9 +4,9 @@
 //! also proving `run` refuses it), and `--online` really asks the model and
 //! each platform — fakes on 127.0.0.1 standing in for them.
 
+use crate::support;
 use mnemo_testkit::discord as discord_fake;
 use mnemo_testkit::slack as slack_fake;
-mod support;
 use mnemo_testkit::telegram as telegram_fake;
 
 use serde_json::{Value, json};

@@ -4,10 +4,9 @@
 //! on 127.0.0.1. Everything between them is the real broker and adapter.
 //! Streamed answers (message edits) are specified in `discord/streaming.rs`.
 
+use crate::support;
 use mnemo_testkit::discord as fake;
-#[path = "discord/streaming.rs"]
 mod streaming;
-mod support;
 
 use fake::{APP_ID, FakeDiscord, dm_channel_of};
 use mnemo_sessions::{Layout, Record, Role, SafeName};

@@ -3,7 +3,7 @@
 //! rule of README's "Hardening" section: links inside the state folder are
 //! refused, never followed; everything mnemo creates is private to its user.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! `mnemo restore` round-tripping a folder that a chatting bot keeps
 //! writing to. The fake model is the only fake.
 
-mod support;
+use crate::support;
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! contained to the caller, at most three deletions per turn, and versions
 //! kept and put back by `/session undo`.
 
-mod support;
+use crate::support;
 
 use mnemo_sessions::{Layout, SafeName, profile};
 use serde_json::{Value, json};

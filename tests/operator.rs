@@ -2,7 +2,7 @@
 //! `mnemo sessions report|export|maintain`, `mnemo config check`, and the
 //! one-process-per-state-folder lock. Fakes only at the network edge.
 
-mod support;
+use crate::support;
 
 use chrono::{Duration as TimeDelta, SecondsFormat, Utc};
 use serde_json::json;

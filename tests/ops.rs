@@ -5,10 +5,10 @@
 //! follows the platform connection, and every turn leaves one log line
 //! without its text.
 
+use crate::support;
 use mnemo_testkit::discord as discord_fake;
 use mnemo_testkit::slack as slack_fake;
 use mnemo_testkit::telegram as fake_api;
-mod support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, user};
 use mnemo_sessions::Layout;

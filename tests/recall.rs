@@ -8,7 +8,7 @@
 //! a plain-string fact is kept as a note and a malformed one is logged
 //! (without its text) while the fold goes on.
 
-mod support;
+use crate::support;
 
 use chrono::{TimeDelta, Utc};
 use mnemo::app::App;

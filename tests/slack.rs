@@ -5,9 +5,8 @@
 //! between is the real broker and the real Slack adapter.
 
 use mnemo_testkit::slack as fake;
-#[path = "slack/streaming.rs"]
 mod streaming;
-mod support;
+use crate::support;
 
 use fake::*;
 use mnemo_channels::slack::{COMMANDS_PATH, EVENTS_PATH, THINKING, signature};

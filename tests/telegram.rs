@@ -8,9 +8,8 @@
 
 use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
-#[path = "telegram/streaming.rs"]
 mod streaming;
-mod support;
+use crate::support;
 
 use fake_api::{FakeBotApi, TOKEN, text_message, topic_message, user};
 use mnemo_sessions::{Layout, Record, Role, SafeName};

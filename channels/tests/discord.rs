@@ -5,13 +5,9 @@
 #![cfg(feature = "discord")]
 
 use mnemo_testkit::discord as fake;
-#[path = "discord/gateway.rs"]
 mod gateway;
-#[path = "discord/inbound.rs"]
 mod inbound;
-#[path = "discord/live.rs"]
 mod live;
-#[path = "discord/outbound.rs"]
 mod outbound;
 
 use fake::FakeDiscord;

@@ -8,11 +8,7 @@
     reason = "test fixtures build their own paths in a temp folder"
 )]
 
-#[path = "upkeep/commands.rs"]
 mod commands;
-#[path = "upkeep/digests.rs"]
 mod digests;
-#[path = "upkeep/expiry.rs"]
 mod expiry;
-#[path = "upkeep/support.rs"]
 mod support;

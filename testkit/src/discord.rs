@@ -200,12 +200,15 @@ impl FakeDiscord {
     pub fn message_calls(&self, id: &str) -> Vec<Recorded> {
         let post = format!("/api/v10/channels/{id}/messages");
         let edit = format!("{post}/");
-        self.requests()
+        let mut calls: Vec<Recorded> = self
+            .requests()
             .into_iter()
             .filter(|r| {
                 (r.method == Method::POST && r.path == post) || (r.method == Method::PATCH && r.path.starts_with(&edit))
             })
-            .collect()
+            .collect();
+        calls.sort_by_key(|c| c.at);
+        calls
     }
 
     /// The Identify payload (`d`), once the adapter has sent it.

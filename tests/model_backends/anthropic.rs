@@ -1,7 +1,7 @@
 //! The `anthropic` backend speaks the Messages API: the exact request (with
 //! its alternation and `max_tokens` rules), the reply, and its event stream.
 
-use crate::fake::{FakeServer, Reply, env};
+use super::fake::{FakeServer, Reply, env};
 use futures_util::StreamExt;
 use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
@@ -44,7 +44,7 @@ async fn sends_system_apart_merges_same_role_turns_and_authenticates_with_x_api_
         &env(&[("ANTHROPIC_API_KEY", "sk-ant-test")]),
     )
     .unwrap();
-    let context = crate::context_of(
+    let context = super::context_of(
         "You are mnemo.\n\nSummary so far: a trip to Kyoto.",
         vec![
             turn(Role::User, "Which month is best?"),

@@ -2,7 +2,7 @@
 //! placeholders, never a shell string; failures carry the end of stderr; a
 //! timeout kills the child.
 
-use crate::fake::env;
+use super::fake::env;
 use futures_util::StreamExt;
 use mnemo::model::{ModelConfig, ModelError, ModelRequest, StreamPart, build};
 use mnemo_sessions::context::{Context, Turn};
@@ -51,7 +51,7 @@ async fn context_is_flattened_into_its_placeholder() {
         &env(&[]),
     )
     .unwrap();
-    let context = crate::context_of(
+    let context = super::context_of(
         "Be brief.",
         vec![
             Turn {

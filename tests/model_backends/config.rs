@@ -2,7 +2,7 @@
 //! path from the environment, summarizer inheritance, and refusals that
 //! name the field.
 
-use crate::fake::env;
+use super::fake::env;
 use mnemo::model::{BuildError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, build, from_env};
 use serde_json::json;
 

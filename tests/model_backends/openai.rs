@@ -1,7 +1,7 @@
 //! The `openai` backend speaks OpenAI-compatible chat completions: the exact
 //! request it sends, the reply and usage it reads, and its SSE stream.
 
-use crate::fake::{FakeServer, Reply, env, sse_data};
+use super::fake::{FakeServer, Reply, env, sse_data};
 use futures_util::StreamExt;
 use mnemo::model::{ModelError, ModelRequest, StreamPart, Usage, build};
 use mnemo_sessions::context::{Context, Turn};
@@ -18,7 +18,7 @@ fn completion(text: &str) -> serde_json::Value {
 }
 
 fn request_with_history() -> ModelRequest {
-    let context = crate::context_of(
+    let context = super::context_of(
         "You are mnemo.\n\nSummary so far: the user plans a trip to Kyoto.",
         vec![
             Turn {

@@ -3,7 +3,7 @@
 //! `Retry-After`), our own mistakes are not, and a dead model hands over to
 //! its fallback.
 
-use crate::fake::{FakeServer, Reply, closed_port_url, env};
+use super::fake::{FakeServer, Reply, closed_port_url, env};
 use futures_util::StreamExt;
 use mnemo::model::{ModelConfig, ModelError, ModelRequest, build, build_serving};
 use mnemo_sessions::context::Context;
@@ -167,7 +167,7 @@ async fn the_fallback_answers_when_the_primary_stays_unavailable() {
 #[tokio::test]
 async fn the_fallback_also_serves_streams_that_cannot_open() {
     let primary = FakeServer::start(vec![Reply::Json(500, json!({}))]).await;
-    let backup = FakeServer::start(vec![Reply::Sse(crate::fake::sse_data(&[
+    let backup = FakeServer::start(vec![Reply::Sse(super::fake::sse_data(&[
         r#"{"choices":[{"delta":{"content":"backup"},"finish_reason":"stop"}]}"#,
         "[DONE]",
     ]))])

@@ -1,6 +1,6 @@
 //! Keys never reach an error message, its Debug form, or `describe`.
 
-use crate::fake::{FakeServer, Reply, closed_port_url, env};
+use super::fake::{FakeServer, Reply, closed_port_url, env};
 use mnemo::model::{ModelError, ModelRequest, build, redact};
 use mnemo_sessions::context::Context;
 use serde_json::json;

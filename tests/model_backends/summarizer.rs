@@ -1,7 +1,7 @@
 //! `ModelSummarizer` asks a model for a summary plus durable facts as JSON
 //! and reads what comes back leniently: JSON, fenced JSON, or plain prose.
 
-use crate::fake::{FakeServer, Reply, env};
+use super::fake::{FakeServer, Reply, env};
 use chrono::{NaiveDate, TimeZone, Utc};
 use mnemo::model::{ModelSummarizer, build};
 use mnemo_sessions::record::{Record, Role};

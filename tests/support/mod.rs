@@ -25,6 +25,9 @@ pub struct FakeChannel {
     name: String,
     inbox: tokio::sync::Mutex<Option<mpsc::Receiver<Inbound>>>,
     pub sent: Arc<Mutex<Vec<Outbound>>>,
+    /// Handed to the broker a moment after the shutdown signal, like a
+    /// platform event that arrived as the signal fired.
+    on_stop: Mutex<Option<Inbound>>,
 }
 
 impl FakeChannel {
@@ -34,12 +37,18 @@ impl FakeChannel {
             name: name.into(),
             inbox: tokio::sync::Mutex::new(Some(rx)),
             sent: Default::default(),
+            on_stop: Mutex::new(None),
         };
         (Arc::new(channel), tx)
     }
 
     pub fn sent(&self) -> Vec<Outbound> {
         self.sent.lock().unwrap().clone()
+    }
+
+    /// Makes the channel hand `message` over just after the shutdown signal.
+    pub fn hand_over_on_stop(&self, message: Inbound) {
+        *self.on_stop.lock().unwrap() = Some(message);
     }
 }
 
@@ -63,7 +72,14 @@ impl Channel for FakeChannel {
                     Some(m) => inbox.send(m).await.map_err(|_| ChannelError::InboxClosed { channel: self.name.clone() })?,
                     None => return Ok(()),
                 },
-                _ = shutdown.changed() => return Ok(()),
+                _ = shutdown.changed() => {
+                    let late = self.on_stop.lock().unwrap().take();
+                    if let Some(m) = late {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        inbox.send(m).await.map_err(|_| ChannelError::InboxClosed { channel: self.name.clone() })?;
+                    }
+                    return Ok(());
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The archive: every message that left STM, once, gzipped, readable by range.
 
-use crate::support::{at, record};
+use super::support::{at, record};
 use mnemo_sessions::archive::{self, ArchiveError};
 use mnemo_sessions::{Layout, SafeName};
 use std::fs;

@@ -1,7 +1,7 @@
 //! The context builder: order, the answered message, the token budget and
 //! its visible cuts.
 
-use crate::support::record;
+use super::support::record;
 use mnemo_sessions::context::{Context, ContextInput, Turn, build, build_with_report};
 use mnemo_sessions::{Record, Role};
 

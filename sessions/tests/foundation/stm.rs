@@ -1,6 +1,6 @@
 //! The STM log: order, reading, tail, prefix dropping, guards, listing.
 
-use crate::support::{at, record, stm};
+use super::support::{at, record, stm};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::stm::{MALFORMED_FILE, StmError};
 use proptest::prelude::*;

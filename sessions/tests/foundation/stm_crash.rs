@@ -1,7 +1,7 @@
 //! The STM log under crashes, contention and size: torn lines, many
 //! concurrent writers, a million-line history.
 
-use crate::support::{record, stm};
+use super::support::{record, stm};
 use mnemo_sessions::SafeName;
 use std::collections::HashSet;
 use std::fs;

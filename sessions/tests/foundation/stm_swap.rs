@@ -3,7 +3,7 @@
 //! What was appended in between stays, in order; a log replaced in between
 //! is left alone; a stage never swapped (a crash) changes nothing.
 
-use crate::support::{record, stm};
+use super::support::{record, stm};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::fsutil::TEMP_PREFIX;
 use mnemo_sessions::stm::{Stm, StmError};

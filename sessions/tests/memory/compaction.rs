@@ -3,9 +3,9 @@
 //! the sliding window holds the hard bound when compaction is off, and the
 //! facts found fill long-term memory.
 
-use crate::fake::{FakeSummarizer, Reply, summary_text};
-use crate::fixture::{Memory, config, ids, memory, now, rec, recs};
-use crate::support::at;
+use super::fake::{FakeSummarizer, Reply, summary_text};
+use super::fixture::{Memory, config, ids, memory, now, rec, recs};
+use super::support::at;
 use chrono::TimeDelta;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
 use mnemo_sessions::recall::Recall;

@@ -4,8 +4,8 @@
 //! their dates, and the log follows the user's commands (remember, forget,
 //! undo, clear all), hand edits of the profile and crashes mid-fold.
 
-use crate::fake::{FakeSummarizer, Reply};
-use crate::fixture::{Memory, config, memory};
+use super::fake::{FakeSummarizer, Reply};
+use super::fixture::{Memory, config, memory};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use mnemo_sessions::commands::{self, Caller, SessionCommand};
 use mnemo_sessions::compaction::{CompactionOutcome, Compactor, FailPoint};
@@ -301,7 +301,7 @@ async fn an_operators_edit_of_the_profile_is_kept_and_recorded_before_the_next_f
 async fn an_existing_profile_without_a_log_becomes_its_first_entries() {
     let m = memory(config(4, 2, 60));
     let path = m.sb.layout.profile_path(&m.user);
-    crate::support::write(
+    super::support::write(
         &path,
         "---\nuser_id: U1\nchannel: slack\n---\n## Facts\n- job: teacher\n## Notes\n- likes tea\n",
     );

@@ -2,9 +2,9 @@
 //! failure count, until the fallback summary keeps the log bounded; broken
 //! files a person left behind neither block compaction nor get overwritten.
 
-use crate::fake::{FakeSummarizer, Reply};
-use crate::fixture::{config, memory, now, recs};
-use crate::support::write;
+use super::fake::{FakeSummarizer, Reply};
+use super::fixture::{config, memory, now, recs};
+use super::support::write;
 use mnemo_sessions::compaction::CompactionOutcome;
 use mnemo_sessions::summarizer::{Fact, FactSection};
 

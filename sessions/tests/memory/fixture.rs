@@ -2,8 +2,8 @@
 //! readers that show exactly what is in the log, the archive (duplicates
 //! included) and the summary.
 
-use crate::fake::FakeSummarizer;
-use crate::support::{Sandbox, at, sandbox};
+use super::fake::FakeSummarizer;
+use super::support::{Sandbox, at, sandbox};
 use chrono::{DateTime, TimeDelta, Utc};
 use flate2::read::GzDecoder;
 use mnemo_sessions::compaction::Compactor;

@@ -1,7 +1,7 @@
 //! The long-term profile: facts are merged, not piled up; it stays under its
 //! cap with a visible cut; a broken file is reported and kept.
 
-use crate::support::{at, sandbox, write};
+use super::support::{at, sandbox, write};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::profile::{self, MergeReport, Owner, ProfileError};
 use mnemo_sessions::summarizer::{Fact, FactSection};

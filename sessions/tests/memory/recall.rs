@@ -3,7 +3,7 @@
 //! not the same user id in another channel, not a deleted item — through
 //! corruption, half-written indexes and hostile input.
 
-use crate::support::write;
+use super::support::write;
 use chrono::{DateTime, TimeZone, Utc};
 use mnemo_sessions::commands::{self, Caller, SessionCommand};
 use mnemo_sessions::locks::LockRegistry;

@@ -3,9 +3,9 @@
 //! compaction (finished or crashed at any step), after a change made behind
 //! the bot's back, after a failed write, and for more users than it keeps.
 
-use crate::fake::FakeSummarizer;
-use crate::fixture::{Memory, config, memory, now, rec, recs};
-use crate::support::write;
+use super::fake::FakeSummarizer;
+use super::fixture::{Memory, config, memory, now, rec, recs};
+use super::support::write;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
 use mnemo_sessions::locks::LockRegistry;

@@ -1,7 +1,7 @@
 //! Topic notes: a user's own, the operator's shared ones, and the refusal of
 //! hostile names before any file is touched.
 
-use crate::support::{at, sandbox, snapshot, write};
+use super::support::{at, sandbox, snapshot, write};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::topics::{self, TopicError, TopicWrite};
 

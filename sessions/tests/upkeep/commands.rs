@@ -3,7 +3,7 @@
 //! no command of one may read, count, export or delete anything of the
 //! other's.
 
-use crate::support::*;
+use super::support::*;
 use chrono::NaiveDate;
 use mnemo_sessions::commands::{Caller, HELP, Reply, SessionCommand, execute, parse};
 use mnemo_sessions::profile::{self, Owner};

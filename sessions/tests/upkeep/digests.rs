@@ -2,7 +2,7 @@
 //! configured zone, caught up after an outage, bounded per run, and never
 //! held up by one user's failures.
 
-use crate::support::*;
+use super::support::*;
 use chrono::NaiveDate;
 use chrono_tz::{America::New_York, Europe::Berlin, UTC};
 use mnemo_sessions::config::SessionConfig;

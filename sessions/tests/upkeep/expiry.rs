@@ -2,7 +2,7 @@
 //! `stmExpireDays`, nothing is lost, and the rolling summary lives on in the
 //! daily summary of the last active day.
 
-use crate::support::*;
+use super::support::*;
 use chrono_tz::UTC;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::maintenance::digests::read_digest;
