@@ -78,13 +78,16 @@ fn report(channel: &str, took: &[Duration]) {
     );
 }
 
-/// `config.json` in `dir`: the fake model, `channels` as given, no fsync.
+/// `config.json` in `dir`: the fake model, `channels` as given, and no
+/// per-user rate limit (one user asks hundreds of questions in a row, as
+/// `mnemo bench` does). Memory settings are the defaults (fsync on).
 fn write_config(dir: &Path, model_url: &str, channels: Value) -> std::path::PathBuf {
     let config = json!({
         "stateDir": dir.join("state"),
         "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_BENCH_KEY",
                    "model": "fake-1", "timeoutSecs": 30, "maxRetries": 0 },
         "channels": channels,
+        "limits": { "userMessagesPerMinute": 0 },
     });
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");

@@ -239,7 +239,12 @@ async fn a_channel_opted_in_without_mention_is_answered_without_one() {
     );
     let asked: Vec<String> = model.chat_requests().iter().map(last_user_message).collect();
     assert_eq!(asked, ["just chatting with @Bob"]);
-    let said: Vec<String> = stm(dir.path(), ALICE).into_iter().map(|r| r.text).collect();
+    // A streamed answer is shown as it comes and stored once complete.
+    let said = support::eventually("the answer stored", async || {
+        let said: Vec<String> = stm(dir.path(), ALICE).into_iter().map(|r| r.text).collect();
+        (said.len() == 2).then_some(said)
+    })
+    .await;
     assert_eq!(said, ["just chatting with @Bob", "echo: just chatting with @Bob"]);
 
     let logs = stop(child, dir.path());

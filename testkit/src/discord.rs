@@ -21,6 +21,7 @@ use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -131,6 +132,9 @@ impl FakeDiscord {
             .route("/ws", get(gateway))
             .fallback(rest)
             .with_state(inner.clone());
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move { axum::serve(listener, app).await });
         FakeDiscord { inner }
     }
@@ -196,12 +200,15 @@ impl FakeDiscord {
     pub fn message_calls(&self, id: &str) -> Vec<Recorded> {
         let post = format!("/api/v10/channels/{id}/messages");
         let edit = format!("{post}/");
-        self.requests()
+        let mut calls: Vec<Recorded> = self
+            .requests()
             .into_iter()
             .filter(|r| {
                 (r.method == Method::POST && r.path == post) || (r.method == Method::PATCH && r.path.starts_with(&edit))
             })
-            .collect()
+            .collect();
+        calls.sort_by_key(|c| c.at);
+        calls
     }
 
     /// The Identify payload (`d`), once the adapter has sent it.
