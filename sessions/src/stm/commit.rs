@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use tokio::sync::oneshot;
 
@@ -134,37 +134,33 @@ fn run(queue: &Queue) {
     }
 }
 
-/// Syncs every file of the batch, then each folder named once, and answers
-/// every append with its own result.
+/// Syncs every file of the batch in turn, answering an append as soon as
+/// its file is synced when it needs no folder; then syncs each folder the
+/// others need, once, and answers them.
 fn commit(batch: Vec<Job>) {
-    let files: Vec<io::Result<()>> = batch.iter().map(|job| job.file.sync_data()).collect();
-    let mut folders: HashMap<&Path, Result<(), (io::ErrorKind, String)>> = HashMap::new();
-    for (job, file) in batch.iter().zip(&files) {
-        if file.is_err() {
-            continue;
-        }
-        for dir in &job.dirs {
-            folders
-                .entry(dir.as_path())
-                .or_insert_with(|| crate::fsutil::sync_dir(dir).map_err(|e| (e.kind(), e.to_string())));
+    let mut waiting_for_folders: Vec<Job> = Vec::new();
+    for job in batch {
+        match job.file.sync_data() {
+            Ok(()) if !job.dirs.is_empty() => waiting_for_folders.push(job),
+            // The append's future may have been dropped (its turn
+            // cancelled): its data is durable all the same.
+            result => {
+                let _ = job.done.send(result);
+            }
         }
     }
-    let results: Vec<io::Result<()>> = batch
-        .iter()
-        .zip(files)
-        .map(|(job, file)| {
-            file?;
-            for dir in &job.dirs {
-                if let Some(Err((kind, message))) = folders.get(dir.as_path()) {
-                    return Err(io::Error::new(*kind, message.clone()));
-                }
+    let mut folders: HashMap<PathBuf, Result<(), (io::ErrorKind, String)>> = HashMap::new();
+    for job in waiting_for_folders {
+        let mut result = Ok(());
+        for dir in &job.dirs {
+            let synced = folders
+                .entry(dir.clone())
+                .or_insert_with(|| crate::fsutil::sync_dir(dir).map_err(|e| (e.kind(), e.to_string())));
+            if let Err((kind, message)) = synced {
+                result = Err(io::Error::new(*kind, message.clone()));
+                break;
             }
-            Ok(())
-        })
-        .collect();
-    for (job, result) in batch.into_iter().zip(results) {
-        // The append's future may have been dropped (its turn cancelled):
-        // its data is durable all the same.
+        }
         let _ = job.done.send(result);
     }
 }
