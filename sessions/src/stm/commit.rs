@@ -1,61 +1,57 @@
 //! Group commit for `stm.fsync: true`: the appends of several users that
-//! land together are made durable by one committer thread, in batches,
-//! instead of each append taking a blocking-pool thread of its own for its
+//! land together are made durable by one committer per batch, instead of
+//! each append taking a blocking-pool thread of its own for its
 //! `fdatasync`.
 //!
 //! An append writes its line on the caller's thread (one `write` to the
 //! page cache) and hands the open log to [`GroupCommit::sync`], which
 //! resolves only once *that* file's data is on disk — and, for a log the
-//! append created, the entries of its folder and of `stm/`. The committer
-//! takes everything queued while it was busy as one batch: the files are
-//! synced one after the other on the one thread (on ext4 a sequential
-//! `fdatasync` costs what concurrent ones do, measured in BENCHMARKS.md,
-//! without a thread per append waking and sleeping), and each folder is
-//! synced once per batch however many new logs it holds. What is shared is
-//! the waiting and the folder syncs, never the acknowledgement: a turn
-//! whose own sync failed gets its own error, and nothing is acknowledged
-//! before its data is durable (durable-before-model stays).
+//! append created, the entries of its folder and of `stm/`. If no committer
+//! is running, the append starts one on Tokio's blocking pool; it takes
+//! everything queued as one batch, syncs the files one after the other (on
+//! ext4 a sequential `fdatasync` costs what concurrent ones do, measured in
+//! BENCHMARKS.md, without a thread per append waking and sleeping), syncs
+//! each folder once per batch however many new logs it holds, and repeats
+//! until the queue is empty, then ends. What is shared is the thread and the
+//! folder syncs, never the acknowledgement: each append is answered with its
+//! own file's result, and nothing is acknowledged before its data is
+//! durable (durable-before-model stays).
 //!
-//! The thread starts on the first sync and stops when the channel's `Stm`
-//! is dropped, after finishing what is queued. It never opens, reads or
-//! writes a log: it only syncs handles it is given.
+//! A committer is a blocking-pool task, not a thread of its own, so nothing
+//! outlives the runtime and Tokio's paused test clock does not run ahead
+//! while a sync is in flight. It never opens, reads or writes a log: it
+//! only syncs handles it is given.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
-/// One channel's committer (in `Stm`'s shared part).
+/// One channel's group commit (in `Stm`'s shared part).
 #[derive(Default)]
 pub(crate) struct GroupCommit {
-    /// Started on the first sync: a channel with `stm.fsync` off, or with
-    /// no turns, never has a thread.
-    queue: OnceLock<Arc<Queue>>,
+    queue: Arc<Queue>,
 }
 
-/// The syncs waiting for the committer.
+/// The syncs waiting for the committer. A `std` mutex: held to push or take
+/// a batch, never across I/O or an `.await`.
 #[derive(Default)]
-struct Queue {
-    /// A `std` mutex: held to push or take a batch, never across I/O or an
-    /// `.await`.
-    pending: Mutex<Pending>,
-    wake: Condvar,
-}
+struct Queue(Mutex<Pending>);
 
 #[derive(Default)]
 struct Pending {
     jobs: Vec<Job>,
-    /// The `Stm` is gone: finish what is queued, then stop.
-    closed: bool,
+    /// A committer is running (or about to) and will take what is queued.
+    running: bool,
 }
 
 /// One append waiting to be durable.
 struct Job {
     file: Arc<File>,
-    /// Folders whose entries must be durable too, in order (a new log: its
-    /// folder, then `stm/`).
+    /// Folders whose entries must be durable too (a new log: its folder
+    /// and `stm/`).
     dirs: Vec<PathBuf>,
     done: oneshot::Sender<io::Result<()>>,
 }
@@ -63,74 +59,69 @@ struct Job {
 impl GroupCommit {
     /// Makes what was written to `file` durable, with `dirs` synced after it
     /// (see [`Job::dirs`]). Resolves when this file's sync (and its folders')
-    /// is done, with this file's own result.
+    /// is done, with this file's own result. Called on a Tokio runtime.
     pub(crate) async fn sync(&self, file: Arc<File>, dirs: Vec<PathBuf>) -> io::Result<()> {
         let (done, synced) = oneshot::channel();
-        let queue = self.queue()?;
-        lock(&queue.pending).jobs.push(Job { file, dirs, done });
-        queue.wake.notify_one();
-        synced.await.unwrap_or_else(|_| {
-            Err(io::Error::other(
-                "the committer thread stopped before this append was synced",
-            ))
-        })
-    }
-
-    fn queue(&self) -> io::Result<&Arc<Queue>> {
-        if let Some(queue) = self.queue.get() {
-            return Ok(queue);
-        }
-        let queue = Arc::new(Queue::default());
-        let theirs = Arc::clone(&queue);
-        // Two first syncs at once: only the winner's queue is kept, and the
-        // loser's thread finds its queue closed (below) and stops.
-        let spawned = std::thread::Builder::new()
-            .name("mnemo-stm-commit".into())
-            .spawn(move || run(&theirs))?;
-        drop(spawned);
-        if let Err(lost) = self.queue.set(queue) {
-            close(&lost);
-        }
-        // Set just now, by us or by the other first sync.
-        self.queue
-            .get()
-            .ok_or_else(|| io::Error::other("the committer queue was not set"))
-    }
-}
-
-impl Drop for GroupCommit {
-    fn drop(&mut self) {
-        if let Some(queue) = self.queue.get() {
-            close(queue);
-        }
-    }
-}
-
-fn close(queue: &Queue) {
-    lock(&queue.pending).closed = true;
-    queue.wake.notify_one();
-}
-
-/// The pending syncs, even if a panicking thread poisoned the mutex: every
-/// change is one push or one take, so the queue is always consistent.
-fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
-    pending.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The committer thread: one batch at a time until closed and empty.
-fn run(queue: &Queue) {
-    loop {
-        let batch = {
-            let mut pending = lock(&queue.pending);
-            while pending.jobs.is_empty() && !pending.closed {
-                pending = queue.wake.wait(pending).unwrap_or_else(PoisonError::into_inner);
-            }
-            if pending.jobs.is_empty() {
-                return;
-            }
-            std::mem::take(&mut pending.jobs)
+        let start = {
+            let mut pending = self.queue.lock();
+            pending.jobs.push(Job { file, dirs, done });
+            !std::mem::replace(&mut pending.running, true)
         };
-        commit(batch);
+        if start {
+            let committer = Committer {
+                queue: Arc::clone(&self.queue),
+                finished: false,
+            };
+            drop(tokio::task::spawn_blocking(move || committer.run()));
+        }
+        synced
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("the runtime stopped before this append was synced")))
+    }
+}
+
+impl Queue {
+    /// The pending syncs, even if a panicking thread poisoned the mutex:
+    /// every change is one push or one take, so the queue stays consistent.
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The committer of the moment: batches until the queue is empty.
+struct Committer {
+    queue: Arc<Queue>,
+    /// Set once it found the queue empty and stepped down.
+    finished: bool,
+}
+
+impl Committer {
+    fn run(mut self) {
+        loop {
+            let batch = {
+                let mut pending = self.queue.lock();
+                if pending.jobs.is_empty() {
+                    pending.running = false;
+                    self.finished = true;
+                    return;
+                }
+                std::mem::take(&mut pending.jobs)
+            };
+            commit(batch);
+        }
+    }
+}
+
+impl Drop for Committer {
+    /// Never run (the runtime shut down first) or stopped by a panic: the
+    /// appends queued are answered with an error (their senders dropped)
+    /// and the next append starts a new committer.
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut pending = self.queue.lock();
+            pending.jobs.clear();
+            pending.running = false;
+        }
     }
 }
 
@@ -169,6 +160,13 @@ fn commit(batch: Vec<Job>) {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::time::Duration;
+
+    fn written(dir: &std::path::Path, name: &str) -> Arc<File> {
+        let mut file = File::create(dir.join(name)).unwrap();
+        file.write_all(b"line\n").unwrap();
+        Arc::new(file)
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_append_of_a_batch_is_answered_with_its_own_result() {
@@ -176,18 +174,17 @@ mod tests {
         let commit = Arc::new(GroupCommit::default());
         let mut waiting = Vec::new();
         for i in 0..20 {
-            let path = dir.path().join(format!("log{i}"));
-            let mut file = File::create(&path).unwrap();
-            file.write_all(format!("line {i}\n").as_bytes()).unwrap();
+            let file = written(dir.path(), &format!("log{i}"));
             let commit = Arc::clone(&commit);
             let dirs = if i % 2 == 0 {
                 vec![dir.path().to_path_buf()]
             } else {
                 vec![dir.path().join("missing")]
             };
-            waiting.push(tokio::spawn(async move { commit.sync(Arc::new(file), dirs).await }));
+            waiting.push(tokio::spawn(async move { commit.sync(file, dirs).await }));
         }
-        for (i, result) in futures_join(waiting).await.into_iter().enumerate() {
+        for (i, task) in waiting.into_iter().enumerate() {
+            let result = task.await.unwrap();
             if i % 2 == 0 {
                 assert!(result.is_ok(), "append {i}: {result:?}");
             } else {
@@ -197,27 +194,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_thread_stops_when_the_channel_is_dropped() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_committer_steps_down_when_idle_and_the_next_append_starts_another() {
+        let dir = tempfile::tempdir().unwrap();
         let commit = GroupCommit::default();
-        let queue = Arc::clone(commit.queue().unwrap());
-        drop(commit);
-        assert!(lock(&queue.pending).closed);
-        // The thread holds the other reference until it returns.
-        for _ in 0..1000 {
-            if Arc::strong_count(&queue) == 1 {
-                return;
+        for i in 0..3 {
+            let sync = commit.sync(written(dir.path(), &format!("log{i}")), Vec::new());
+            let synced = tokio::time::timeout(Duration::from_secs(1), sync).await;
+            assert!(matches!(synced, Ok(Ok(()))), "append {i}: {synced:?}");
+            // The committer checks the queue once more, finds it empty and
+            // ends: nothing keeps running between bursts.
+            for _ in 0..500 {
+                if !commit.queue.lock().running {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            assert!(!commit.queue.lock().running, "after append {i}");
         }
-        panic!("the committer thread still runs after its channel was dropped");
-    }
-
-    async fn futures_join(tasks: Vec<tokio::task::JoinHandle<io::Result<()>>>) -> Vec<io::Result<()>> {
-        let mut out = Vec::new();
-        for task in tasks {
-            out.push(task.await.unwrap());
-        }
-        out
     }
 }
