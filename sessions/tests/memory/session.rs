@@ -295,3 +295,39 @@ async fn append_then_view_shows_what_the_files_show_including_the_new_message() 
         assert_eq!(m.everything(), recs(0..20), "fsync {fsync}: nothing lost or doubled");
     }
 }
+
+/// Turns go on while a compaction summarizes; a trigger that finds it
+/// running is not lost: the run looks again when it ends and folds what
+/// came in meanwhile, so the log is back within its bound without waiting
+/// for the user's next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_during_a_compaction_is_folded_when_that_compaction_ends() {
+    let m = memory(config(6, 2, 8));
+    let (fake, gate) = FakeSummarizer::gated();
+    let s = sessions(&m, &fake);
+    for i in 0..7 {
+        s.append(&m.user, &rec(i), now()).await.unwrap();
+    }
+    let first = {
+        let (s, user) = (s.clone(), m.user.clone());
+        tokio::spawn(async move { s.compact(&user, now()).await })
+    };
+    gate.entered.notified().await;
+    for i in 7..14 {
+        s.append(&m.user, &rec(i), now()).await.unwrap();
+    }
+    assert_eq!(
+        s.compact(&m.user, now()).await.unwrap(),
+        CompactionOutcome::AlreadyRunning
+    );
+    gate.release();
+    gate.release();
+    assert!(matches!(
+        first.await.unwrap().unwrap(),
+        CompactionOutcome::Compacted { .. }
+    ));
+    assert_eq!(fake.seen().len(), 2, "the first run folded again when it ended");
+    assert!(m.log().len() <= 8, "back within maxMessages: {}", m.log().len());
+    assert_eq!(m.everything(), recs(0..14), "nothing lost or doubled");
+    assert_eq!(s.context_view(&m.user, 2).await.unwrap(), from_disk(&m, &m.user, 2));
+}
