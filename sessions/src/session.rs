@@ -28,6 +28,7 @@ mod state;
 use crate::compaction::{CompactionError, CompactionOutcome, Compactor};
 use crate::config::SessionConfig;
 use crate::layout::Layout;
+use crate::locks::UserGuard;
 use crate::names::SafeName;
 use crate::record::Record;
 use crate::stm::{Stm, StmError};
@@ -36,6 +37,7 @@ use chrono::{DateTime, Utc};
 use handles::Budget;
 use map::StateMap;
 use state::{FileId, SessionState, same_log};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many users' states a channel keeps in memory by default. A state is
@@ -92,6 +94,8 @@ struct Shared {
     /// use, under the user's lock).
     states: Mutex<StateMap>,
     budget: Budget,
+    /// Users with a compaction trigger that found a run in progress.
+    reruns: Mutex<HashSet<SafeName>>,
 }
 
 impl Sessions {
@@ -114,6 +118,7 @@ impl Sessions {
                 compactor,
                 states: Mutex::new(StateMap::new(max_active)),
                 budget: Budget::new(max_open_logs),
+                reruns: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -131,32 +136,17 @@ impl Sessions {
     }
 
     /// Appends `record` to the user's log — on disk first, then in memory —
-    /// and says whether a fold is due at `now`. The line is written here
-    /// (one `write`); with `stm.fsync` on, it is made durable by the
-    /// channel's group commit (see [`crate::stm`]'s `commit` module) with
-    /// other users' appends that land at the same time, and only then taken
-    /// into memory and acknowledged. The user's lock is held until then.
+    /// and says whether a fold is due at `now`. With `stm.fsync` on, the
+    /// write and its fsync run on the blocking pool, not on an async worker.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
-        let guard = self.stm().lock_log(user).await;
-        debug_assert!(guard.protects(self.layout().channel(), user));
-        let mut state = self.checked_out(user, false, 0)?;
-        // On error, or if this future is dropped while the sync runs,
-        // `state` is dropped: memory never runs ahead of disk, and the next
-        // use reads the files again.
-        let written = state.write(self.stm(), user, record, &self.shared.budget)?;
-        self.stm().commit_appended(user, written.file, written.new_file).await?;
-        state.appended(record);
-        let appended = Appended {
-            fold_due: state.fold_due(&self.shared.config, now),
-        };
-        self.states().put(user.clone(), state);
-        Ok(appended)
+        Ok(self.append_viewing(user, record, now, None).await?.0)
     }
 
     /// [`Sessions::append`], then the [`Sessions::context_view`] of the last
     /// `n` records, under one hold of the user's lock: what a turn does with
     /// the user's message before asking the model, with the files checked
-    /// once instead of twice. The view includes `record`.
+    /// once instead of twice and (with `stm.fsync` on) one trip to the
+    /// blocking pool. The view includes `record`.
     pub async fn append_then_view(
         &self,
         user: &SafeName,
@@ -164,16 +154,49 @@ impl Sessions {
         now: DateTime<Utc>,
         n: usize,
     ) -> Result<(Appended, ContextView), SessionError> {
-        let _guard = self.stm().lock_log(user).await;
-        // As in `append`: dropped on error or with this future.
-        let mut state = self.checked_out(user, true, n)?;
+        let (appended, view) = self.append_viewing(user, record, now, Some(n)).await?;
+        Ok((appended, view.unwrap_or_default()))
+    }
+
+    async fn append_viewing(
+        &self,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+        view: Option<usize>,
+    ) -> Result<(Appended, Option<ContextView>), SessionError> {
+        let guard = self.stm().lock_log(user).await;
+        if !self.stm().fsync() {
+            return self.append_locked(&guard, user, record, now, view);
+        }
+        let (this, user, record) = (self.clone(), user.clone(), record.clone());
+        // The guard moves along: the lock is held until the write is done,
+        // even if this future is dropped meanwhile.
+        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now, view))
+            .await
+            .unwrap_or(Err(SessionError::Interrupted))
+    }
+
+    /// The append under the user's lock (blocking with `stm.fsync` on), and
+    /// the view of the last `view` records after it if asked for.
+    fn append_locked(
+        &self,
+        guard: &UserGuard,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+        view: Option<usize>,
+    ) -> Result<(Appended, Option<ContextView>), SessionError> {
+        debug_assert!(guard.protects(self.layout().channel(), user));
+        let mut state = self.checked_out(user, view.is_some(), view.unwrap_or(0))?;
+        // On error `state` is dropped here: memory never runs ahead of disk.
         let written = state.write(self.stm(), user, record, &self.shared.budget)?;
-        self.stm().commit_appended(user, written.file, written.new_file).await?;
+        self.stm().sync_appended(user, &written.file, written.new_file)?;
         state.appended(record);
         let appended = Appended {
             fold_due: state.fold_due(&self.shared.config, now),
         };
-        let view = view_of(&state, n);
+        let view = view.map(|n| view_of(&state, n));
         self.states().put(user.clone(), state);
         Ok((appended, view))
     }
@@ -192,15 +215,32 @@ impl Sessions {
     /// see [`Compactor::maybe_compact`]), then drops the memory copy if it
     /// changed anything (or failed midway), so the next turn reads the
     /// committed files.
+    ///
+    /// A trigger that finds a run in progress leaves a note and returns
+    /// [`CompactionOutcome::AlreadyRunning`]; the run in progress read the
+    /// log before that trigger's appends, so when it ends it looks again
+    /// and folds what is due — otherwise the log would stay past
+    /// `stm.maxMessages` until the user's next turn.
     pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<CompactionOutcome, CompactionError> {
-        let result = self.shared.compactor.maybe_compact(user, now).await;
-        if !matches!(
-            result,
-            Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)
-        ) {
-            self.forget(user).await;
+        let mut retried = false;
+        loop {
+            let result = self.shared.compactor.maybe_compact(user, now).await;
+            if matches!(result, Ok(CompactionOutcome::AlreadyRunning)) {
+                self.reruns().insert(user.clone());
+                // Once more, in case the run ended before it saw the note.
+                if retried {
+                    return result;
+                }
+                retried = true;
+                continue;
+            }
+            if !matches!(result, Ok(CompactionOutcome::NotNeeded)) {
+                self.forget(user).await;
+            }
+            if result.is_err() || !self.reruns().remove(user) {
+                return result;
+            }
         }
-        result
     }
 
     /// Drops the user's memory copy; the next use reads the files. For
@@ -254,6 +294,12 @@ impl Sessions {
             }
         }
         Ok(state)
+    }
+
+    /// Users whose compaction was asked for again while one ran (see
+    /// [`Sessions::compact`]); poisoning is ignored as for the map.
+    fn reruns(&self) -> MutexGuard<'_, HashSet<SafeName>> {
+        self.shared.reruns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The map, even if a panicking thread poisoned the mutex: every change

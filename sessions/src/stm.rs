@@ -9,7 +9,6 @@
 //! [`crate::locks::LockRegistry`]. It never summarizes, archives or decides
 //! what to keep: compaction and maintenance call it.
 
-mod commit;
 pub(crate) mod read;
 mod swap;
 mod tail;
@@ -22,7 +21,6 @@ use crate::locks::{FoldGuard, LockRegistry, UserGuard};
 use crate::names::SafeName;
 use crate::record::Record;
 use chrono::{DateTime, Utc};
-use commit::GroupCommit;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -95,19 +93,12 @@ struct Shared {
     /// the last second of messages on power loss is acceptable (tests,
     /// benches, throwaway deployments).
     fsync: bool,
-    /// Syncs the appends of the turn path in batches (see [`commit`]).
-    commit: GroupCommit,
 }
 
 impl Stm {
     pub fn new(layout: Layout, locks: LockRegistry, fsync: bool) -> Self {
         Stm {
-            shared: Arc::new(Shared {
-                layout,
-                locks,
-                fsync,
-                commit: GroupCommit::default(),
-            }),
+            shared: Arc::new(Shared { layout, locks, fsync }),
         }
     }
 
@@ -155,15 +146,7 @@ impl Stm {
         let len = meta.len();
         let torn = len > 0 && !ends_with_newline(&file, len).map_err(StmError::io("read", &path))?;
         self.write_line(user, &file, &line, torn)?;
-        if self.shared.fsync {
-            file.sync_data().map_err(StmError::io("fsync", &path))?;
-            if len == 0 {
-                for dir in self.new_log_folders(user) {
-                    sync_dir(&dir).map_err(StmError::io("fsync the folder of", &path))?;
-                }
-            }
-        }
-        Ok(())
+        self.sync_appended(user, &file, len == 0)
     }
 
     /// Opens (creating if needed, with its folder) the user's log for
@@ -177,8 +160,8 @@ impl Stm {
 
     /// Writes one encoded line (ending in `\n`) to the user's log opened by
     /// [`Stm::open_for_append`], sealing a torn last line first. Not synced:
-    /// the caller syncs as `stm.fsync` says ([`Stm::commit_appended`] on the
-    /// turn path). The caller holds the user's lock.
+    /// the caller syncs as `stm.fsync` says ([`Stm::sync_appended`]). The
+    /// caller holds the user's lock.
     pub(crate) fn write_line(
         &self,
         user: &SafeName,
@@ -195,37 +178,21 @@ impl Stm {
     }
 
     /// With `stm.fsync` on: makes what [`Stm::write_line`] wrote to `file`
-    /// durable through the channel's group commit (see [`commit`]),
-    /// resolving once this file's data (and, for a log that was empty —
-    /// `new_file` — its folder entries) is on disk. The caller keeps the
-    /// user's log lock until then. With `stm.fsync` off: nothing to do.
-    pub(crate) async fn commit_appended(
-        &self,
-        user: &SafeName,
-        file: Arc<fs::File>,
-        new_file: bool,
-    ) -> Result<(), StmError> {
+    /// durable — and, for a log that was empty (`new_file`), its folder
+    /// entries: a new file is durable only once its folder entry is, and a
+    /// new user's folder only once the `stm/` entry is. Blocking; the caller
+    /// holds the user's lock, off the async workers. With it off: nothing.
+    pub(crate) fn sync_appended(&self, user: &SafeName, file: &fs::File, new_file: bool) -> Result<(), StmError> {
         if !self.shared.fsync {
             return Ok(());
         }
-        let dirs = if new_file {
-            self.new_log_folders(user)
-        } else {
-            Vec::new()
-        };
         let path = self.layout().messages_path(user);
-        self.shared
-            .commit
-            .sync(file, dirs)
-            .await
-            .map_err(StmError::io("fsync", &path))
-    }
-
-    /// The folders to sync after a new log's first sync: a new file is
-    /// durable only once its folder entry is, and a new user's folder only
-    /// once the `stm/` entry is.
-    fn new_log_folders(&self, user: &SafeName) -> Vec<PathBuf> {
-        vec![self.layout().stm_dir(user), self.layout().stm_root()]
+        file.sync_data().map_err(StmError::io("fsync", &path))?;
+        if new_file {
+            sync_dir(&self.layout().stm_dir(user)).map_err(StmError::io("fsync the folder of", &path))?;
+            sync_dir(&self.layout().stm_root()).map_err(StmError::io("fsync the folder of", &path))?;
+        }
+        Ok(())
     }
 
     /// Whether appends are fsynced (`stm.fsync`).

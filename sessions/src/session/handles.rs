@@ -45,7 +45,7 @@ impl Budget {
 /// An open append handle that gives its place in the budget back when
 /// dropped (its state evicted, reloaded or thrown away).
 pub(super) struct OpenLog {
-    /// Shared with the group commit while an append waits for its sync.
+    /// Shared with the append writing through it until its sync is done.
     file: Arc<File>,
     open: Arc<AtomicUsize>,
 }

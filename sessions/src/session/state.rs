@@ -127,7 +127,7 @@ impl SessionState {
 
     /// Writes one record's line to the log (not synced), keeping the
     /// handle open if the budget allows; returns the handle and whether
-    /// the log was new, for [`Stm::commit_appended`]. The record reaches
+    /// the log was new, for [`Stm::sync_appended`]. The record reaches
     /// this state only through [`SessionState::appended`], once the write
     /// is durable. On an error the caller must drop the state: the disk may
     /// hold part of a line.
