@@ -318,8 +318,7 @@ async fn a_turn_still_waiting_when_the_shutdown_grace_ends_is_given_up_with_its_
 
 /// A message a platform handed over just as the shutdown signal fired is
 /// saved (and the user told so), not dropped with the broker's inbox. On
-/// the real clock: the late turn ends the drain long before the grace does
-/// (and the group commit's thread is invisible to a paused clock).
+/// the real clock: the late turn ends the drain long before the grace does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_handed_over_as_the_shutdown_signal_fires_is_saved_not_dropped() {
     let (_fake, url) = FakeModel::start().await;

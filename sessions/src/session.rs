@@ -37,7 +37,6 @@ use chrono::{DateTime, Utc};
 use handles::Budget;
 use map::StateMap;
 use state::{FileId, SessionState, same_log};
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many users' states a channel keeps in memory by default. A state is
@@ -94,8 +93,6 @@ struct Shared {
     /// use, under the user's lock).
     states: Mutex<StateMap>,
     budget: Budget,
-    /// Users with a compaction trigger that found a run in progress.
-    reruns: Mutex<HashSet<SafeName>>,
 }
 
 impl Sessions {
@@ -118,7 +115,6 @@ impl Sessions {
                 compactor,
                 states: Mutex::new(StateMap::new(max_active)),
                 budget: Budget::new(max_open_logs),
-                reruns: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -216,31 +212,20 @@ impl Sessions {
     /// changed anything (or failed midway), so the next turn reads the
     /// committed files.
     ///
-    /// A trigger that finds a run in progress leaves a note and returns
-    /// [`CompactionOutcome::AlreadyRunning`]; the run in progress read the
-    /// log before that trigger's appends, so when it ends it looks again
-    /// and folds what is due — otherwise the log would stay past
-    /// `stm.maxMessages` until the user's next turn.
+    /// A trigger that finds a run in progress returns
+    /// [`CompactionOutcome::AlreadyRunning`] and is handed to that run,
+    /// which folds again when it ends (see [`Compactor::maybe_compact`]) —
+    /// otherwise the log would stay past `stm.maxMessages` until the user's
+    /// next turn.
     pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<CompactionOutcome, CompactionError> {
-        let mut retried = false;
-        loop {
-            let result = self.shared.compactor.maybe_compact(user, now).await;
-            if matches!(result, Ok(CompactionOutcome::AlreadyRunning)) {
-                self.reruns().insert(user.clone());
-                // Once more, in case the run ended before it saw the note.
-                if retried {
-                    return result;
-                }
-                retried = true;
-                continue;
-            }
-            if !matches!(result, Ok(CompactionOutcome::NotNeeded)) {
-                self.forget(user).await;
-            }
-            if result.is_err() || !self.reruns().remove(user) {
-                return result;
-            }
+        let result = self.shared.compactor.maybe_compact(user, now).await;
+        if !matches!(
+            result,
+            Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)
+        ) {
+            self.forget(user).await;
         }
+        result
     }
 
     /// Drops the user's memory copy; the next use reads the files. For
@@ -294,12 +279,6 @@ impl Sessions {
             }
         }
         Ok(state)
-    }
-
-    /// Users whose compaction was asked for again while one ran (see
-    /// [`Sessions::compact`]); poisoning is ignored as for the map.
-    fn reruns(&self) -> MutexGuard<'_, HashSet<SafeName>> {
-        self.shared.reruns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The map, even if a panicking thread poisoned the mutex: every change
