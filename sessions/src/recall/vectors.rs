@@ -108,6 +108,27 @@ impl Vectors {
         vectors
     }
 
+    /// True when the vectors held are of `model` but not of `dims`
+    /// dimensions: the model behind the name changed (a restart with
+    /// another build of it), so they can no longer be compared.
+    pub fn stale(&self, model: &str, dims: usize) -> bool {
+        !self.keys.is_empty() && self.model == model && self.dims != dims
+    }
+
+    /// Forgets every vector, in memory and on disk (they are computed
+    /// again).
+    pub fn clear(&mut self) {
+        if let Some(file) = &self.file {
+            tracing::warn!(file = %file.path.display(), model = %self.model, dims = self.dims, "recall vectors are of another length than the endpoint now answers; they are computed again");
+            let _ = remove_nofollow(&file.root, &file.path);
+        }
+        let file = self.file.take();
+        *self = Vectors {
+            file,
+            ..Vectors::default()
+        };
+    }
+
     /// Number of vectors held.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -298,6 +319,10 @@ mod tests {
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 2]);
         assert!(vectors.search(&index, "other-model", &[1.0, 0.1], 3, &[]).is_empty());
         assert!(vectors.search(&index, "m", &[1.0, 0.1, 0.0], 3, &[]).is_empty());
+        assert!(vectors.stale("m", 3) && !vectors.stale("m", 2) && !vectors.stale("m2", 3));
+        vectors.clear();
+        assert_eq!(vectors.len(), 0);
+        assert_eq!(vectors.pending(&index, "m", 5).len(), 2);
     }
 
     #[test]
