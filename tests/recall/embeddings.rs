@@ -227,7 +227,10 @@ async fn an_embedder_down_slow_or_answering_nan_leaves_bm25_answering_with_one_w
             1,
             "{mode:?}: one warning, not one per turn: {logged}"
         );
-        assert!(!logged.contains("quokka"), "{mode:?}: no message text in the log: {logged}");
+        assert!(
+            !logged.contains("quokka"),
+            "{mode:?}: no message text in the log: {logged}"
+        );
     }
 }
 
