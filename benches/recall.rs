@@ -40,12 +40,30 @@ const SMALL: Size = Size {
     sets: 3,
 };
 
+/// What is measured: the recent window only, recall (BM25), or recall
+/// with dense embeddings from the test kit's fake `/v1/embeddings` (a
+/// hashed bag of concepts with a small thesaurus — a test fake, not a
+/// model: its numbers say the fusion works, not what a real model scores).
+#[derive(Clone, Copy, PartialEq)]
+enum Mode<'a> {
+    Window,
+    Recall,
+    Embeddings(&'a str),
+}
+
 /// The default operator config, except: no fsync (the benchmark measures
 /// recall, not the disk), and no folding by age (weeks of history are
 /// replayed in seconds of wall-clock time, so every message would look
 /// hours old to the age rule).
-fn config(recall: bool) -> String {
-    format!(r#"{{"stm": {{"fsync": false, "maxAgeMinutes": 100000000}}, "recall": {{"enabled": {recall}}}}}"#)
+fn config(mode: Mode) -> String {
+    let recall = match mode {
+        Mode::Window => r#"{"enabled": false}"#.to_string(),
+        Mode::Recall => r#"{"enabled": true}"#.to_string(),
+        Mode::Embeddings(url) => format!(
+            r#"{{"enabled": true, "embeddings": {{"provider": "openai", "baseUrl": "{url}", "apiKeyEnv": "", "model": "fake-embed"}}}}"#
+        ),
+    };
+    format!(r#"{{"stm": {{"fsync": false, "maxAgeMinutes": 100000000}}, "recall": {recall}}}"#)
 }
 
 #[derive(Clone, Copy, Default)]
@@ -55,10 +73,31 @@ struct Tally {
     tokens: usize,
 }
 
+/// What one mode measured.
+struct Measured {
+    tally: BTreeMap<Kind, Tally>,
+    /// Requests carrying another user's canary.
+    leaks: usize,
+    /// Wall time of each question's turn (recall, the query's vector with
+    /// embeddings on, the instant model), sorted.
+    turn_micros: Vec<u128>,
+}
+
+impl Measured {
+    fn percentile(&self, p: f64) -> f64 {
+        let n = self.turn_micros.len();
+        if n == 0 {
+            return 0.0;
+        }
+        let at = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
+        self.turn_micros[at] as f64 / 1000.0
+    }
+}
+
 /// Plays every conversation, then asks the questions; tallies per kind and
 /// counts requests carrying another user's canary.
-async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind, Tally>, usize) {
-    let mut broker = Broker::start(&config(recall));
+async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
+    let mut broker = Broker::start(&config(mode));
     // Interleave users day by day, as a real channel would see them.
     let mut turns: Vec<(&str, &conversation::Turn)> = conversations
         .iter()
@@ -68,13 +107,19 @@ async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind
     for (user, turn) in turns {
         broker.say(user, &turn.id, turn.at, &turn.text).await;
     }
+    if matches!(mode, Mode::Embeddings(_)) {
+        broker.embed_all(conversations.iter().map(|c| c.user.as_str())).await;
+    }
     let mut tally: BTreeMap<Kind, Tally> = BTreeMap::new();
     let mut leaks = 0;
+    let mut turn_micros = Vec::new();
     for c in conversations {
         let texts: BTreeMap<&str, &str> = c.turns.iter().map(|t| (t.id.as_str(), t.text.as_str())).collect();
         let asked_at = c.turns.last().map_or_else(chrono::Utc::now, |t| t.at) + TimeDelta::days(1);
         for (i, q) in c.questions.iter().enumerate() {
+            let started = std::time::Instant::now();
             let seen = broker.say(&c.user, &format!("q{i}"), asked_at, &q.text).await;
+            turn_micros.push(started.elapsed().as_micros());
             let t = tally.entry(q.kind).or_default();
             t.asked += 1;
             t.tokens += seen.tokens;
@@ -106,7 +151,12 @@ async fn measure(conversations: &[Conversation], recall: bool) -> (BTreeMap<Kind
             }
         }
     }
-    (tally, leaks)
+    turn_micros.sort_unstable();
+    Measured {
+        tally,
+        leaks,
+        turn_micros,
+    }
 }
 
 fn share(t: &Tally) -> f64 {
@@ -138,45 +188,63 @@ fn main() {
         .build()
         .expect("a runtime");
     let clock = std::time::Instant::now();
-    let (window, window_leaks) = runtime.block_on(measure(&conversations, false));
-    let (recall, recall_leaks) = runtime.block_on(measure(&conversations, true));
+    let (_fake, embed_url) = runtime.block_on(mnemo_testkit::embeddings::FakeEmbeddings::start());
+    let window = runtime.block_on(measure(&conversations, Mode::Window));
+    let recall = runtime.block_on(measure(&conversations, Mode::Recall));
+    let dense = runtime.block_on(measure(&conversations, Mode::Embeddings(&embed_url)));
     let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
 
     println!(
         "recall benchmark: {} users, {} days, {turns} history turns, {} questions ({} s)",
         size.users,
         size.days,
-        total(&recall).asked,
+        total(&recall.tally).asked,
         clock.elapsed().as_secs()
     );
     println!(
-        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request |"
+        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request | recall + fake embeddings: all answer turns | tokens/request |"
     );
-    println!("|---|---|---|---|---|---|");
-    let mut rows: Vec<(String, Tally, Tally)> = Kind::ALL
+    println!("|---|---|---|---|---|---|---|---|");
+    let row = |m: &Measured, k: &Kind| m.tally.get(k).map_or_else(Tally::default, |t| *t);
+    let mut rows: Vec<(String, [Tally; 3])> = Kind::ALL
         .iter()
-        .map(|k| {
-            let w = window.get(k).map_or_else(Tally::default, |t| *t);
-            let r = recall.get(k).map_or_else(Tally::default, |t| *t);
-            (k.name().to_string(), w, r)
-        })
+        .map(|k| (k.name().to_string(), [row(&window, k), row(&recall, k), row(&dense, k)]))
         .collect();
-    rows.push(("all".into(), total(&window), total(&recall)));
-    for (name, w, r) in &rows {
+    rows.push((
+        "all".into(),
+        [total(&window.tally), total(&recall.tally), total(&dense.tally)],
+    ));
+    for (name, [w, r, d]) in &rows {
         println!(
-            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
+            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
             r.asked,
             100.0 * share(w),
             mean_tokens(w),
             100.0 * share(r),
-            mean_tokens(r)
+            mean_tokens(r),
+            100.0 * share(d),
+            mean_tokens(d)
         );
     }
-    println!("requests carrying another user's fact: window-only {window_leaks}, recall {recall_leaks}");
+    println!(
+        "requests carrying another user's fact: window-only {}, recall {}, recall + fake embeddings {}",
+        window.leaks, recall.leaks, dense.leaks
+    );
+    for (name, m) in [
+        ("window-only", &window),
+        ("recall", &recall),
+        ("recall + fake embeddings", &dense),
+    ] {
+        println!(
+            "question turn, wall time ({name}): p50 {:.2} ms, p99 {:.2} ms",
+            m.percentile(0.5),
+            m.percentile(0.99)
+        );
+    }
 
-    let (w, r) = (total(&window), total(&recall));
+    let (w, r, d) = (total(&window.tally), total(&recall.tally), total(&dense.tally));
     assert_eq!(
-        recall_leaks + window_leaks,
+        window.leaks + recall.leaks + dense.leaks,
         0,
         "one user's facts reached another user's request"
     );
@@ -186,4 +254,8 @@ fn main() {
         "recall target: ≥ 80 % of questions with all answer turns"
     );
     assert!(mean_tokens(&r) <= 2000.0, "recall target: ≤ 2,000 tokens per request");
+    assert!(
+        mean_tokens(&d) <= 2000.0,
+        "with embeddings, still ≤ 2,000 tokens per request"
+    );
 }

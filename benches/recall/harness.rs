@@ -115,6 +115,21 @@ impl Broker {
         }
     }
 
+    /// Computes every vector the users' history still lacks (with
+    /// `recall.embeddings` on), as the background fill would by the time
+    /// they ask; returns how many.
+    pub async fn embed_all<'a>(&self, users: impl IntoIterator<Item = &'a str>) -> u64 {
+        let recall = &self.app.memories()["bench"].recall;
+        let mut stored = 0;
+        for user in users {
+            stored += recall
+                .embed_missing(&mnemo_sessions::SafeName::of(user), &mut |_| {})
+                .await
+                .expect("the fake embeddings server answers");
+        }
+        stored
+    }
+
     /// One turn of `user`, answered; returns what the model was asked.
     pub async fn say(&mut self, user: &str, id: &str, at: DateTime<Utc>, text: &str) -> Seen {
         self.seq += 1;

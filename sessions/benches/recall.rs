@@ -6,14 +6,17 @@
 //!
 //! Before criterion runs, the recall step is also timed 2,000 times by hand
 //! to print p50 and p99 of wall time and of the thread's CPU time
-//! (criterion reports medians and intervals only).
+//! (criterion reports medians and intervals only), also with dense vectors
+//! (384 dimensions, from an in-process stand-in embedder) for every
+//! document of that user.
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mnemo_sessions::locks::LockRegistry;
-use mnemo_sessions::recall::{Recall, TurnQuery};
+use mnemo_sessions::recall::{EmbedError, EmbedPurpose, Embedder, Recall, TurnQuery};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::{Layout, Record, Role, SafeName, archive};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Archived messages of the measured user: 10⁵ under `cargo bench`, a small
@@ -95,6 +98,37 @@ fn archive_history(stm: &Stm, user: &SafeName, messages: u64, seed: u64) {
     }
 }
 
+/// Dimensions of the bench's vectors (all-MiniLM's; the time of the
+/// cosine walk grows linearly with them).
+const DIMS: usize = 384;
+
+/// A deterministic stand-in embedder: each word adds ±1 to two hashed
+/// dimensions.
+struct Hashed;
+
+fn hashed(text: &str) -> Vec<f32> {
+    let mut v = vec![0.0f32; DIMS];
+    for word in text.split_whitespace() {
+        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        v[(h % DIMS as u64) as usize] += 1.0;
+        v[((h >> 20) % DIMS as u64) as usize] -= if h & 1 == 0 { 1.0 } else { -1.0 };
+    }
+    v
+}
+
+#[async_trait::async_trait]
+impl Embedder for Hashed {
+    async fn embed(&self, texts: &[String], _: EmbedPurpose) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| hashed(t)).collect())
+    }
+
+    fn model(&self) -> &str {
+        "hashed"
+    }
+}
+
 fn benches(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let stm = Stm::new(Layout::new(dir.path(), "bench"), LockRegistry::new(), false);
@@ -127,11 +161,11 @@ fn benches(c: &mut Criterion) {
     // Wall time and this thread's CPU time of each call: on a shared
     // machine the wall-clock tail is mostly time spent preempted, which
     // the CPU time leaves out.
-    let percentiles = |label: &str| {
+    let percentiles_with = |label: &str, vector: Option<&[f32]>| {
         let (mut wall, mut cpu): (Vec<Duration>, Vec<Duration>) = (0..if full() { 2000 } else { 20 })
             .map(|_| {
                 let (t, c) = (Instant::now(), thread_cpu());
-                std::hint::black_box(recall.for_turn(&big, &query));
+                std::hint::black_box(recall.for_turn_with(&big, &query, vector));
                 (t.elapsed(), thread_cpu().saturating_sub(c))
             })
             .unzip();
@@ -145,6 +179,7 @@ fn benches(c: &mut Criterion) {
             );
         }
     };
+    let percentiles = |label: &str| percentiles_with(label, None);
     recall.reindex(&big, &mut |_| {}).unwrap();
     let clock = Instant::now();
     recall.for_turn(&big, &query);
@@ -153,6 +188,24 @@ fn benches(c: &mut Criterion) {
         clock.elapsed().as_secs_f64()
     );
     percentiles("1 user loaded");
+
+    // With dense embeddings: every document gets a vector (from an
+    // in-process stand-in: the network is not what is measured here), then
+    // the step searches them by cosine and fuses the lists.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    recall.use_embedder(Some((Arc::new(Hashed), Duration::from_millis(800))));
+    let clock = Instant::now();
+    let embedded = runtime.block_on(recall.embed_missing(&big, &mut |_| {})).unwrap();
+    eprintln!(
+        "embedded {embedded} documents ({DIMS} dims) in {:.1} s",
+        clock.elapsed().as_secs_f64()
+    );
+    let vector = hashed(&question);
+    percentiles_with(&format!("1 user loaded, + {DIMS}-dim vectors"), Some(&vector));
+    recall.use_embedder(None);
 
     let mut group = c.benchmark_group("recall");
     group.measurement_time(Duration::from_secs(4)).sample_size(40);
@@ -170,7 +223,6 @@ fn benches(c: &mut Criterion) {
         b.iter(|| recall.for_turn(&big, &query))
     });
 
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let fsynced = Stm::new(Layout::new(dir.path(), "fsync"), LockRegistry::new(), true);
     let writer = SafeName::of("writer");
     let mut n = 0u64;

@@ -122,8 +122,17 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
     }
     for channel in names {
         let layout = Layout::new(&setup.state_root, channel);
-        if let Err(e) = SessionConfig::load(&layout.config_path()) {
-            problems.push(e.to_string());
+        match SessionConfig::load(&layout.config_path()) {
+            Err(e) => problems.push(e.to_string()),
+            // The embeddings endpoint as a start would build it (URL, key).
+            Ok(config) => {
+                if let Err(e) = crate::model::embeddings::recall_embedder(config.recall.embeddings.as_ref(), &env) {
+                    problems.push(format!(
+                        "the session config {} is refused: {e}",
+                        layout.config_path().display()
+                    ));
+                }
+            }
         }
         if channel != "console" {
             problems.extend(access_problem(&layout.access_path()));

@@ -199,13 +199,19 @@ async fn an_embedder_down_slow_or_answering_nan_leaves_bm25_answering_with_one_w
         let mut recall = embeddings_at(&embed_url);
         recall["embeddings"]["queryTimeoutMs"] = json!(100);
         memory(&state, "console", recall);
-        let mut input = String::from("My locker code is 4471, remember it.\n");
+        let mut input = String::from("My locker code is zebra-quokka, remember it.\n");
         for i in 0..11 {
             input.push_str(&format!("chatter about the weather, part {i}\n"));
         }
         input.push_str("What is my locker code?\n");
         let before = model.chat_requests().len();
+        let calls_before = embedder.calls();
         let logged = chat(&config, dir.path(), &state, input).await;
+        // 13 questions, and a fill after each of the 26 messages, each
+        // retried 3 times when the server is down: never a loop of calls.
+        let attempts = if mode == Mode::Down { 4 } else { 1 };
+        let calls = embedder.calls() - calls_before;
+        assert!(calls <= 13 + 26 * attempts, "{mode:?}: {calls} calls");
 
         assert_eq!(
             model.chat_requests().len() - before,
@@ -213,7 +219,7 @@ async fn an_embedder_down_slow_or_answering_nan_leaves_bm25_answering_with_one_w
             "{mode:?}: every turn answered"
         );
         assert!(
-            asked(&model, "What is my locker code?").contains("My locker code is 4471"),
+            asked(&model, "What is my locker code?").contains("My locker code is zebra-quokka"),
             "{mode:?}: BM25 answers"
         );
         assert_eq!(
@@ -221,11 +227,14 @@ async fn an_embedder_down_slow_or_answering_nan_leaves_bm25_answering_with_one_w
             1,
             "{mode:?}: one warning, not one per turn: {logged}"
         );
-        assert!(!logged.contains("4471"), "{mode:?}: no message text in the log");
+        assert!(
+            !logged.contains("quokka"),
+            "{mode:?}: no message text in the log: {logged}"
+        );
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_embeddings_section_stops_the_start_naming_the_file_and_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let config = support::write_config(dir.path(), "http://127.0.0.1:9/v1", json!({}));
@@ -250,14 +259,7 @@ async fn a_bad_embeddings_section_stops_the_start_naming_the_file_and_the_field(
         ),
     ] {
         memory(&state, "console", json!({ "embeddings": embeddings }));
-        let (config, home) = (config.clone(), dir.path().to_path_buf());
-        let out = tokio::task::spawn_blocking(move || {
-            let mut cmd = support::mnemo(&config, &home);
-            cmd.arg("chat");
-            support::with_input(cmd, b"hello\n")
-        })
-        .await
-        .unwrap();
+        let out = binary(&config, dir.path(), &["chat"], b"hello\n").await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{field}: refused");
         assert!(stderr.contains(field), "{field}: {stderr}");
@@ -266,5 +268,33 @@ async fn a_bad_embeddings_section_stops_the_start_naming_the_file_and_the_field(
             "{field}: names the file: {stderr}"
         );
         assert!(!stderr.contains("sk-live-123"), "a pasted key is not echoed");
+
+        let out = binary(&config, dir.path(), &["config", "check"], b"").await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{field}: config check refuses it too");
+        assert!(stderr.contains(field), "{field}: config check: {stderr}");
     }
+    // Embeddings with recall turned off would be a field nothing uses.
+    memory(
+        &state,
+        "console",
+        json!({"enabled": false, "embeddings": {"provider": "openai", "model": "x"}}),
+    );
+    let out = binary(&config, dir.path(), &["config", "check"], b"").await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recall.embeddings"));
+}
+
+/// The real binary with `args`, `input` on its stdin, off the runtime.
+async fn binary(config: &Path, home: &Path, args: &[&str], input: &[u8]) -> std::process::Output {
+    let (config, home) = (config.to_path_buf(), home.to_path_buf());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let input = input.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = support::mnemo(&config, &home);
+        cmd.args(&args);
+        support::with_input(cmd, &input)
+    })
+    .await
+    .unwrap()
 }

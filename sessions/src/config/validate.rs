@@ -184,6 +184,12 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         ));
     }
     if let Some(embeddings) = &config.recall.embeddings {
+        if !config.recall.enabled {
+            return Err(invalid(
+                "recall.embeddings",
+                "it is set, but recall.enabled is false, so nothing would use it: remove it, or turn recall on".into(),
+            ));
+        }
         check_embeddings(embeddings, &invalid)?;
     }
     Ok(())

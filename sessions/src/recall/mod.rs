@@ -273,7 +273,9 @@ impl Recall {
         })
         .await
         .unwrap_or_default();
-        // Notes of `_shared` new since the last turn get their vectors.
+        // Notes of `_shared` new since the last turn get their vectors (the
+        // user's come with the fill after the reply is indexed, also when
+        // this turn found them stale).
         self.fill_later(None);
         recalled
     }
@@ -401,8 +403,13 @@ impl Recall {
         let this = self.clone();
         runtime.spawn(async move {
             loop {
-                let _ = this.fill(&owner, embedder.as_ref(), &mut |_| {}).await;
+                let filled = this.fill(&owner, embedder.as_ref(), &mut |_| {}).await;
                 this.filling().remove(&owner);
+                // A failure waits for the next message to try again (the
+                // embedder has logged it); never a loop of failing calls.
+                if filled.is_err() {
+                    break;
+                }
                 // Anything indexed between the last look and the line
                 // above found the fill still running: look once more.
                 let more = this
@@ -500,11 +507,25 @@ impl Recall {
         user: &SafeName,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<u64, EmbedError> {
+        if self.embedder().is_none() {
+            return Ok(0);
+        }
+        let (this, owner) = (self.clone(), user.clone());
+        crate::blocking::off_workers(move || this.with_user(&owner, UserIndex::drop_vectors)).await;
+        self.embed_missing(user, progress).await
+    }
+
+    /// Computes the vectors the user's documents still lack, now, waiting
+    /// for them (what the background fill does after each message); returns
+    /// how many were stored. Without an embedder, nothing to do.
+    pub async fn embed_missing(
+        &self,
+        user: &SafeName,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
         let Some((embedder, _)) = self.embedder() else {
             return Ok(0);
         };
-        let (this, owner) = (self.clone(), user.clone());
-        crate::blocking::off_workers(move || this.with_user(&owner, UserIndex::drop_vectors)).await;
         self.fill(&Some(user.clone()), embedder.as_ref(), progress).await
     }
 
@@ -591,6 +612,12 @@ fn dense(
     excluded: &HashSet<u64>,
 ) -> Vec<Pick> {
     let (bm25, vectors) = user.with_vectors();
+    if vectors.stale(model, vector.len()) {
+        vectors.clear();
+    }
+    if shared.vectors.stale(model, vector.len()) {
+        shared.vectors.clear();
+    }
     let mut hits: Vec<(f32, Pick)> = vectors
         .search(bm25, model, vector, DENSE_HITS, &plan::skipped(bm25, excluded))
         .into_iter()

@@ -386,3 +386,90 @@ async fn items_already_in_the_recent_window_are_not_repeated_and_the_budget_is_k
     let days: std::collections::HashSet<_> = out.items.iter().map(|i| i.at.date_naive()).collect();
     assert!(days.len() >= out.items.len().min(10) / 2, "spread across days: {text}");
 }
+
+/// An in-process embedder at the `Embedder` seam (the network side lives
+/// in the broker): a hashed bag of lowercased words, 16 dimensions, that
+/// can be held mid-call so a test can act while a fill is in flight.
+struct HeldEmbedder {
+    gate: tokio::sync::Semaphore,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl mnemo_sessions::recall::Embedder for HeldEmbedder {
+    async fn embed(
+        &self,
+        texts: &[String],
+        _: mnemo_sessions::recall::EmbedPurpose,
+    ) -> Result<Vec<Vec<f32>>, mnemo_sessions::recall::EmbedError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _pass = self.gate.acquire().await.unwrap();
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; 16];
+                for w in t.split_whitespace() {
+                    let h = w
+                        .to_lowercase()
+                        .bytes()
+                        .fold(7usize, |h, b| h.wrapping_mul(31) + b as usize);
+                    v[h % 16] += 1.0;
+                }
+                v
+            })
+            .collect())
+    }
+
+    fn model(&self) -> &str {
+        "held"
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vector_fill_racing_clear_all_stores_nothing_of_what_was_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let ada = SafeName::of("ada");
+    history(&stm, &ada, "my locker code is 4471").await;
+    let embedder = std::sync::Arc::new(HeldEmbedder {
+        gate: tokio::sync::Semaphore::new(0),
+        calls: Default::default(),
+    });
+    let recall = Recall::of(&stm);
+    recall.use_embedder(Some((embedder.clone(), std::time::Duration::from_millis(100))));
+
+    // The fill asks for the first batch and is held there …
+    let filling = tokio::spawn({
+        let (recall, ada) = (recall.clone(), ada.clone());
+        async move { recall.embed_missing(&ada, &mut |_| {}).await }
+    });
+    for _ in 0..60_000 {
+        if embedder.calls.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        embedder.calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the fill is held"
+    );
+    // … while the user deletes everything.
+    let caller = Caller {
+        user: &ada,
+        display_name: None,
+        max_profile_chars: 4000,
+    };
+    commands::try_execute(&stm, caller, &SessionCommand::ClearAllConfirmed, day(21, 9))
+        .await
+        .unwrap();
+    embedder.gate.add_permits(1000);
+    filling.await.unwrap().unwrap();
+
+    assert_eq!(recall.vectors_held(&ada), 0, "nothing deleted came back as a vector");
+    #[allow(clippy::disallowed_methods, reason = "a test names the file it checks")]
+    let file = stm.layout().recall_dir(&ada).join("vectors.bin");
+    let stored = std::fs::read(&file).unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&stored).contains("4471"));
+    assert!(stored.len() < 200, "at most a header: {} bytes", stored.len());
+}
