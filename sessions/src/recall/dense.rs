@@ -1,0 +1,228 @@
+//! The dense side of recall, with `recall.embeddings` on: each owner's
+//! missing vectors filled in the background after indexing (one fill per
+//! owner at a time, picking up what was added meanwhile), computed again by
+//! `mnemo sessions reindex`, and the cosine search a turn fuses with BM25.
+//! Only documents the owner's index still holds get a vector, so a fill
+//! racing a delete stores nothing deleted.
+
+use super::bm25::Bm25;
+use super::plan::{self, Pick, Side};
+use super::store::UserIndex;
+use super::vectors::Vectors;
+use super::{EmbedError, EmbedPurpose, Embedder, Recall, SharedIndex, embed};
+use crate::names::SafeName;
+use std::collections::HashSet;
+use std::sync::PoisonError;
+
+/// Texts per embeddings request while indexing.
+const EMBED_BATCH: usize = 32;
+/// Nearest documents a turn takes from the embeddings.
+const DENSE_HITS: usize = 12;
+/// Dense hits weaker than this share of the best cosine are noise.
+const DENSE_MIN_SHARE: f32 = 0.5;
+/// Longest text sent to be embedded (a message is at most
+/// `limits.maxMessageChars`, 8,000 by default; notes come in pieces).
+const EMBED_MAX_CHARS: usize = 8_000;
+
+impl Recall {
+    /// Vectors held for the user (loading them if need be): what a test or
+    /// an operator can check after indexing.
+    pub fn vectors_held(&self, user: &SafeName) -> usize {
+        self.with_user(user, |index| index.with_vectors().1.len())
+    }
+
+    /// Starts a background fill of `owner`'s missing vectors unless one
+    /// runs (it then picks up what was added meanwhile) or embeddings are
+    /// off, or there is no runtime to run it on.
+    pub(super) fn fill_later(&self, owner: Option<SafeName>) {
+        let Some((embedder, _)) = self.embedder() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.filling().insert(owner.clone()) {
+            return;
+        }
+        let this = self.clone();
+        runtime.spawn(async move {
+            loop {
+                let filled = this.fill(&owner, embedder.as_ref(), &mut |_| {}).await;
+                this.filling().remove(&owner);
+                // A failure waits for the next message to try again (the
+                // embedder has logged it); never a loop of failing calls.
+                if filled.is_err() {
+                    break;
+                }
+                // Anything indexed between the last look and the line
+                // above found the fill still running: look once more.
+                let more = this
+                    .pending(&owner, embedder.model(), 1)
+                    .await
+                    .is_some_and(|p| !p.is_empty());
+                if !more || !this.filling().insert(owner.clone()) {
+                    break;
+                }
+            }
+        });
+    }
+
+    fn filling(&self) -> std::sync::MutexGuard<'_, HashSet<Option<SafeName>>> {
+        self.inner.filling.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Up to `limit` documents of `owner` still lacking a vector of
+    /// `model`; `None` when the runtime is shutting down.
+    async fn pending(&self, owner: &Option<SafeName>, model: &str, limit: usize) -> Option<Vec<(u64, String)>> {
+        let (this, owner, model) = (self.clone(), owner.clone(), model.to_string());
+        crate::blocking::off_workers(move || match &owner {
+            Some(user) => this.with_user(user, |index| {
+                let (bm25, vectors) = index.with_vectors();
+                vectors.pending(bm25, &model, limit)
+            }),
+            None => {
+                let mut shared = this.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let SharedIndex { bm25, vectors, .. } = &mut *shared;
+                vectors.pending(bm25, &model, limit)
+            }
+        })
+        .await
+    }
+
+    /// Computes `owner`'s missing vectors batch by batch until none is
+    /// missing; returns how many were stored, or the embedder's error.
+    async fn fill(
+        &self,
+        owner: &Option<SafeName>,
+        embedder: &dyn Embedder,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
+        let mut stored = 0u64;
+        loop {
+            let Some(batch) = self.pending(owner, embedder.model(), EMBED_BATCH).await else {
+                return Ok(stored);
+            };
+            if batch.is_empty() {
+                return Ok(stored);
+            }
+            let (keys, texts): (Vec<u64>, Vec<String>) = batch
+                .into_iter()
+                .map(|(key, text)| (key, clip(&text).to_string()))
+                .unzip();
+            let vectors = embed::checked(texts.len(), embedder.embed(&texts, EmbedPurpose::Index).await?)?;
+            let (this, owner, model) = (self.clone(), owner.clone(), embedder.model().to_string());
+            let count = keys.len() as u64;
+            crate::blocking::off_workers(move || this.add_vectors(&owner, &model, &keys, &vectors)).await;
+            stored += count;
+            progress(stored);
+        }
+    }
+
+    /// Stores vectors for the documents `owner`'s index still holds (one
+    /// removed meanwhile — `/session forget` — gets none).
+    fn add_vectors(&self, owner: &Option<SafeName>, model: &str, keys: &[u64], vectors: &[Vec<f32>]) {
+        let add = |bm25: &Bm25, store: &mut Vectors| {
+            let (keys, vectors): (Vec<u64>, Vec<Vec<f32>>) = keys
+                .iter()
+                .zip(vectors)
+                .filter(|(key, _)| bm25.contains(**key))
+                .map(|(key, vector)| (*key, vector.clone()))
+                .unzip();
+            store.add(model, &keys, &vectors);
+        };
+        match owner {
+            Some(user) => self.with_user(user, |index| {
+                let (bm25, vectors) = index.with_vectors();
+                add(bm25, vectors);
+            }),
+            None => {
+                let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let SharedIndex { bm25, vectors, .. } = &mut *shared;
+                add(bm25, vectors);
+            }
+        }
+    }
+
+    /// Computes the user's vectors again from scratch (`mnemo sessions
+    /// reindex` with embeddings on), reporting vectors stored so far;
+    /// returns their number. Without an embedder, nothing to do.
+    pub async fn reindex_vectors(
+        &self,
+        user: &SafeName,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
+        if self.embedder().is_none() {
+            return Ok(0);
+        }
+        let (this, owner) = (self.clone(), user.clone());
+        crate::blocking::off_workers(move || this.with_user(&owner, UserIndex::drop_vectors)).await;
+        self.embed_missing(user, progress).await
+    }
+
+    /// Computes the vectors the user's documents still lack, now, waiting
+    /// for them (what the background fill does after each message); returns
+    /// how many were stored. Without an embedder, nothing to do.
+    pub async fn embed_missing(
+        &self,
+        user: &SafeName,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<u64, EmbedError> {
+        let Some((embedder, _)) = self.embedder() else {
+            return Ok(0);
+        };
+        self.fill(&Some(user.clone()), embedder.as_ref(), progress).await
+    }
+}
+
+/// The nearest documents of the caller's and the shared vectors to
+/// `vector`, merged by cosine, without what the turn leaves out and
+/// without hits far below the best.
+pub(super) fn nearest(
+    user: &mut UserIndex,
+    shared: &mut SharedIndex,
+    model: &str,
+    vector: &[f32],
+    excluded: &HashSet<u64>,
+) -> Vec<Pick> {
+    let (bm25, vectors) = user.with_vectors();
+    if vectors.stale(model, vector.len()) {
+        vectors.clear();
+    }
+    if shared.vectors.stale(model, vector.len()) {
+        shared.vectors.clear();
+    }
+    let mut hits: Vec<(f32, Pick)> = vectors
+        .search(bm25, model, vector, DENSE_HITS, &plan::skipped(bm25, excluded))
+        .into_iter()
+        .map(|(doc, cosine)| (cosine, Pick { side: Side::User, doc }))
+        .collect();
+    let skip = plan::skipped(&shared.bm25, excluded);
+    hits.extend(
+        shared
+            .vectors
+            .search(&shared.bm25, model, vector, DENSE_HITS, &skip)
+            .into_iter()
+            .map(|(doc, cosine)| {
+                (
+                    cosine,
+                    Pick {
+                        side: Side::Shared,
+                        doc,
+                    },
+                )
+            }),
+    );
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let best = hits.first().map_or(0.0, |h| h.0);
+    hits.into_iter()
+        .filter(|(cosine, _)| *cosine >= best * DENSE_MIN_SHARE)
+        .take(DENSE_HITS)
+        .map(|(_, pick)| pick)
+        .collect()
+}
+
+/// `text` cut to [`EMBED_MAX_CHARS`] on a character boundary.
+pub(super) fn clip(text: &str) -> &str {
+    match text.char_indices().nth(EMBED_MAX_CHARS) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
