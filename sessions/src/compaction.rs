@@ -64,12 +64,14 @@
 mod fail;
 mod fallback;
 pub(crate) mod plan;
+mod running;
 mod view;
 
 #[cfg(feature = "fail-points")]
 pub use fail::FailPoint;
 #[cfg(not(feature = "fail-points"))]
 use fail::FailPoint;
+use running::Running;
 pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError};
@@ -88,7 +90,7 @@ use chrono::{DateTime, Utc};
 use plan::Decision;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// What one call of [`Compactor::maybe_compact`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -571,44 +573,4 @@ enum Prepared {
         before: Option<SummaryFile>,
         profile: Option<String>,
     },
-}
-
-/// Marks a user as being compacted; unmarks on drop (also on error, panic
-/// or a cancelled future).
-struct Running {
-    inner: Arc<Inner>,
-    user: SafeName,
-}
-
-impl Running {
-    /// The mark, or `None` (and the trigger noted for the run in progress)
-    /// if the user is being compacted already.
-    fn claim(inner: &Arc<Inner>, user: &SafeName) -> Option<Running> {
-        let mut running = inner.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(again) = running.get_mut(user) {
-            *again = true;
-            return None;
-        }
-        running.insert(user.clone(), false);
-        Some(Running {
-            inner: Arc::clone(inner),
-            user: user.clone(),
-        })
-    }
-
-    /// Whether a trigger came since the last look (and forgets it).
-    fn asked_again(&self) -> bool {
-        let mut running = self.inner.running.lock().unwrap_or_else(PoisonError::into_inner);
-        running.get_mut(&self.user).is_some_and(std::mem::take)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.inner
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.user);
-    }
 }
