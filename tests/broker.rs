@@ -31,11 +31,7 @@ fn chat(config: &Path, home: &Path, input: &str) -> String {
 }
 
 fn stm_records(state: &Path, channel: &str, user: &str) -> Vec<Record> {
-    let path = Layout::new(state, channel).messages_path(&SafeName::of(user));
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("every STM line is a whole record"))
-        .collect()
+    support::stm_written(&Layout::new(state, channel).messages_path(&SafeName::of(user)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,17 +113,8 @@ fn stop(mut child: Child, dir: &Path) -> String {
     logs
 }
 
-/// The user's STM records as far as they are written: the bot may be
-/// writing a line while this reads, so a last line without its newline is
-/// not taken yet.
 fn stm(dir: &Path, user: &str) -> Vec<Record> {
-    let path = Layout::new(dir.join("state"), "discord").messages_path(&SafeName::of(user));
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-    whole
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("whole record"))
-        .collect()
+    support::stm_written(&Layout::new(dir.join("state"), "discord").messages_path(&SafeName::of(user)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

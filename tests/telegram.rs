@@ -129,16 +129,8 @@ fn log_files(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The user's STM records as far as they are written (a last line still
-/// being written, without its newline, is not taken yet).
 fn stm_records(state: &Path, user: i64) -> Vec<Record> {
-    let path = Layout::new(state, "telegram").messages_path(&SafeName::of(&user.to_string()));
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-    whole
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("every STM line is a whole record"))
-        .collect()
+    support::stm_written(&Layout::new(state, "telegram").messages_path(&SafeName::of(&user.to_string())))
 }
 
 fn texts(calls: &[fake_api::Call]) -> Vec<String> {

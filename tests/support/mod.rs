@@ -199,3 +199,15 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         streaming: Default::default(),
     }
 }
+
+/// The records of an STM log as far as they are written: a running bot may
+/// be writing a line while this reads, so a last line without its newline
+/// is not taken yet. Every complete line must be a whole record.
+pub fn stm_written(path: &std::path::Path) -> Vec<mnemo_sessions::Record> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every complete STM line is a whole record"))
+        .collect()
+}
