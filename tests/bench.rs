@@ -148,3 +148,35 @@ fn bench_refuses_a_state_folder_that_already_has_a_bench_channel() {
     .unwrap();
     assert_eq!(before, after, "nothing of the earlier run was touched");
 }
+
+#[test]
+fn bench_concurrency_caps_the_turns_in_flight_and_refuses_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(
+        dir.path(),
+        &["--users", "6", "--turns", "3", "--concurrency", "2", "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("at most 2 in flight"), "{stderr}");
+    let report = last_json_line(&out);
+    assert_eq!(report["concurrency"], 2);
+    assert_eq!(report["total_turns"], 18);
+    let max = report["max_in_flight"].as_u64().unwrap();
+    assert!((1..=2).contains(&max), "{report}");
+
+    // Without the option every user's turn may be in flight.
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), &["--users", "4", "--turns", "2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(last_json_line(&out)["concurrency"], 4);
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), &["--users", "2", "--turns", "1", "--concurrency", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--concurrency must be at least 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -28,6 +28,7 @@ use mnemo_sessions::session::Sessions;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -42,6 +43,11 @@ pub struct Options {
     pub recall: bool,
     /// Earlier messages each user already has (see [`seed::seed_history`]).
     pub history: usize,
+    /// Turns in flight at once across all users; `None`: every user's
+    /// (each user still sends one turn after the other). With a small
+    /// number the per-turn times are the broker's work, not queueing
+    /// behind other users' turns for the cores.
+    pub concurrency: Option<usize>,
     /// Where to keep state; `None`: a temporary folder, removed afterwards.
     pub state_dir: Option<PathBuf>,
 }
@@ -54,6 +60,10 @@ pub struct Report {
     pub fsync: bool,
     pub recall: bool,
     pub history: usize,
+    /// The `--concurrency` asked for (`users` when not given).
+    pub concurrency: usize,
+    /// The most turns that were in flight at one time.
+    pub max_in_flight: usize,
     pub total_turns: usize,
     /// Wall time of the turns (seeding excluded).
     pub elapsed_s: f64,
@@ -82,6 +92,9 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     if options.users == 0 || options.turns == 0 {
         bail!("--users and --turns must be at least 1");
     }
+    if options.concurrency == Some(0) {
+        bail!("--concurrency must be at least 1");
+    }
     let temp;
     let root = match &options.state_dir {
         Some(dir) => dir.clone(),
@@ -107,13 +120,18 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     }
     let seed_s = seeding.elapsed().as_secs_f64();
 
-    progress(format!("running {} users × {} turns", options.users, options.turns));
+    let concurrency = options.concurrency.unwrap_or(options.users);
+    progress(format!(
+        "running {} users × {} turns, at most {concurrency} in flight",
+        options.users, options.turns
+    ));
+    let flight = Arc::new(InFlight::new(concurrency));
     let cpu_before = cpu_time();
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for u in 0..options.users {
         let sent = channel.listen(&chat_id(u));
-        tasks.spawn(user_turns(app.clone(), u, options.turns, sent));
+        tasks.spawn(user_turns(app.clone(), u, options.turns, sent, flight.clone()));
     }
     let mut latencies = Vec::with_capacity(options.users * options.turns);
     while let Some(done) = tasks.join_next().await {
@@ -124,7 +142,53 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
     app.wait_background(Duration::from_secs(30)).await;
-    Ok(summarize(options, latencies, elapsed, cpu, seed_s))
+    let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
+    report.max_in_flight = flight.max();
+    Ok(report)
+}
+
+/// The cap on turns in flight, and the most that ever were.
+struct InFlight {
+    slots: tokio::sync::Semaphore,
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl InFlight {
+    fn new(cap: usize) -> InFlight {
+        InFlight {
+            slots: tokio::sync::Semaphore::new(cap),
+            now: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+        }
+    }
+
+    /// Waits for a slot (not timed: a turn starts once it has one).
+    async fn enter(&self) -> Result<Slot<'_>> {
+        let permit = self.slots.acquire().await.context("the bench's slots closed")?;
+        let now = self.now.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max.fetch_max(now, Ordering::Relaxed);
+        Ok(Slot {
+            flight: self,
+            _permit: permit,
+        })
+    }
+
+    fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+}
+
+/// One turn's place in flight, given back when dropped.
+struct Slot<'a> {
+    flight: &'a InFlight,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.flight.now.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Seeds every user's history (see [`seed::seed_history`]), one user per
@@ -212,10 +276,17 @@ pub fn prepare_channel(root: &Path, fsync: bool, recall: bool) -> Result<()> {
 
 /// One user's turns, one after the other as a person would send them; each
 /// turn's time from submit to reply sent, in µs.
-async fn user_turns(app: App, u: usize, turns: usize, mut sent: mpsc::UnboundedReceiver<Instant>) -> Result<Vec<u64>> {
+async fn user_turns(
+    app: App,
+    u: usize,
+    turns: usize,
+    mut sent: mpsc::UnboundedReceiver<Instant>,
+    flight: Arc<InFlight>,
+) -> Result<Vec<u64>> {
     let mut out = Vec::with_capacity(turns);
     for t in 0..turns {
         let message = message(u, t);
+        let _slot = flight.enter().await?;
         let submitted = Instant::now();
         app.submit(message).await;
         let replied = tokio::time::timeout(REPLY_TIMEOUT, sent.recv())
@@ -276,6 +347,8 @@ fn summarize(
         fsync: options.fsync,
         recall: options.recall,
         history: options.history,
+        concurrency: options.concurrency.unwrap_or(options.users),
+        max_in_flight: 0,
         total_turns: n,
         elapsed_s: secs,
         turns_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },

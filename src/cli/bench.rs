@@ -25,6 +25,11 @@ pub struct BenchArgs {
     /// leaves them, with the short-term log at its normal bound.
     #[arg(long, default_value_t = 0)]
     pub history: usize,
+    /// Turns in flight at once across all users (default: all of them).
+    /// A number near the core count measures each turn's own time instead
+    /// of its wait for the cores behind other users' turns.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     /// Print one JSON object with the results as the last line.
     #[arg(long)]
     pub json: bool,
@@ -37,6 +42,7 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
         fsync: args.fsync,
         recall: !args.no_recall,
         history: args.history,
+        concurrency: args.concurrency,
         state_dir: global.state_dir.clone(),
     };
     let report = bench::run(&options, &mut |line| eprintln!("mnemo bench: {line}")).await?;
@@ -50,7 +56,8 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
 fn table(r: &Report) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.1} {unit}"));
     format!(
-        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, recall {recall}, history {history}\n\
+        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, recall {recall}, history {history}, \
+         at most {concurrency} in flight\n\
          \x20 turns             {total}\n\
          \x20 wall time         {elapsed:.3} s\n\
          \x20 turns/s           {tps:.0}\n\
@@ -66,6 +73,7 @@ fn table(r: &Report) -> String {
         recall = if r.recall { "on" } else { "off" },
         fsync = if r.fsync { "on" } else { "off" },
         history = r.history,
+        concurrency = r.concurrency,
         total = r.total_turns,
         elapsed = r.elapsed_s,
         tps = r.turns_per_s,
