@@ -43,33 +43,96 @@ pub enum ArchiveError {
     },
 }
 
+/// A batch of records encoded as the archive keeps them — one JSON line
+/// per record, each ending in `\n` — with the SHA-256 of those bytes.
+/// Compaction's fold marker (`batchSha256` in `summary.md`) and the archive
+/// file's name are both derived from this one digest, so a batch is encoded
+/// and hashed once per commit, and the name always equals the marker's
+/// digest (its first 16 hex digits).
+pub struct EncodedBatch {
+    jsonl: Vec<u8>,
+    sha256: [u8; 32],
+    earliest: DateTime<Utc>,
+    latest: DateTime<Utc>,
+}
+
+impl EncodedBatch {
+    /// Encodes `records` (non-empty) and hashes the lines.
+    pub fn encode(user: &SafeName, records: &[Record]) -> Result<EncodedBatch, ArchiveError> {
+        let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
+        else {
+            return Err(ArchiveError::EmptyBatch { user: user.clone() });
+        };
+        let jsonl = jsonl(records).map_err(|source| ArchiveError::Encode {
+            user: user.clone(),
+            source,
+        })?;
+        let sha256 = Sha256::digest(&jsonl).into();
+        Ok(EncodedBatch {
+            jsonl,
+            sha256,
+            earliest,
+            latest,
+        })
+    }
+
+    /// The SHA-256 of the lines, as lowercase hex (the fold marker's
+    /// `batchSha256`).
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+
+    /// The archive file name of this batch: earliest and latest timestamp
+    /// and the first 8 bytes of the digest.
+    fn file_name(&self) -> String {
+        format!(
+            "{PREFIX}{}-{}-{}{SUFFIX}",
+            self.earliest.format(NAME_TS),
+            self.latest.format(NAME_TS),
+            hex(&self.sha256[..8])
+        )
+    }
+}
+
+/// The records as JSON lines, each ending in `\n`: the bytes the archive
+/// holds and the fold marker hashes.
+pub(crate) fn jsonl(records: &[Record]) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(records.len() * 256);
+    for record in records {
+        serde_json::to_writer(&mut out, record)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// SHA-256 of `bytes`, as lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// Writes `records` as one gzipped JSONL batch and returns its path. The
 /// same records always give the same path, so a retry replaces, never
 /// duplicates.
 pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<PathBuf, ArchiveError> {
-    let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
-    else {
-        return Err(ArchiveError::EmptyBatch { user: user.clone() });
-    };
-    let mut jsonl = Vec::new();
-    for record in records {
-        serde_json::to_writer(&mut jsonl, record).map_err(|source| ArchiveError::Encode {
-            user: user.clone(),
-            source,
-        })?;
-        jsonl.push(b'\n');
-    }
-    let digest = Sha256::digest(&jsonl);
-    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let name = format!(
-        "{PREFIX}{}-{}-{short}{SUFFIX}",
-        earliest.format(NAME_TS),
-        latest.format(NAME_TS)
-    );
-    let path = layout.archive_batch_path(user, &name);
+    write_encoded(layout, user, &EncodedBatch::encode(user, records)?)
+}
 
+/// [`write_batch`] for a batch already encoded (compaction encodes it once
+/// for its fold marker and its archive file).
+pub fn write_encoded(layout: &Layout, user: &SafeName, batch: &EncodedBatch) -> Result<PathBuf, ArchiveError> {
+    let path = layout.archive_batch_path(user, &batch.file_name());
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&jsonl)
+    gz.write_all(&batch.jsonl)
         .and_then(|()| gz.finish())
         .and_then(|bytes| atomic_write(layout.state_root(), &path, &bytes))
         .map_err(FileError::with("write", &path))?;

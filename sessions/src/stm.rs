@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use read::LogSnapshot;
-pub use swap::{FolderSync, StagedDrop};
+pub use swap::{FolderSync, LogRead, StagedDrop};
 
 /// Where malformed lines dropped from the front of the log are kept, inside
 /// the user's STM folder, so an operator can still recover them.
@@ -273,17 +273,24 @@ impl Stm {
             expected: folded.len(),
             detail,
         })?;
-        if !split.malformed.is_empty() {
-            let quarantine = self.layout().malformed_path(user);
-            tracing::warn!(
-                file = %path.display(),
-                lines = split.malformed.len(),
-                kept_in = %quarantine.display(),
-                "malformed lines left the log with the folded records; kept for the operator"
-            );
-            self.keep_malformed(&quarantine, &split.malformed)?;
-        }
+        self.quarantine(user, &split.malformed)?;
         Ok(split.rest_start)
+    }
+
+    /// Malformed lines leaving the log with a folded prefix: appended to
+    /// `stm/<user>/malformed.jsonl` (synced) before the log is rewritten.
+    fn quarantine(&self, user: &SafeName, malformed: &[&[u8]]) -> Result<(), StmError> {
+        if malformed.is_empty() {
+            return Ok(());
+        }
+        let quarantine = self.layout().malformed_path(user);
+        tracing::warn!(
+            file = %self.layout().messages_path(user).display(),
+            lines = malformed.len(),
+            kept_in = %quarantine.display(),
+            "malformed lines left the log with the folded records; kept for the operator"
+        );
+        self.keep_malformed(&quarantine, malformed)
     }
 
     /// Every valid record in the log's complete lines: for a reader holding
