@@ -40,6 +40,15 @@ pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
         _ => false,
     }
 }
+/// When the summary and profile were last looked at: the message time of
+/// the turn that looked (`None`: a look outside a turn, which does not
+/// count for the timer) and [`Stm::exclusive_locks`] just before.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Looked {
+    pub(super) at: Option<DateTime<Utc>>,
+    pub(super) exclusive_locks: u64,
+}
+
 /// A line written by [`SessionState::write`], waiting to be made durable.
 pub(super) struct Written {
     /// The log it went to.
@@ -64,6 +73,9 @@ pub(super) struct SessionState {
     pub(super) profile_file: Option<FileId>,
     /// The profile's body; `None` when missing, blank or unreadable.
     pub(super) profile: Option<String>,
+    /// When `summary_file` and `profile_file` were last compared with the
+    /// disk (see [`super::FILES_RECHECK`]).
+    pub(super) looked: Option<Looked>,
     /// The last `keep` records not yet folded into the summary, oldest first.
     pub(super) recent: VecDeque<Record>,
     /// How many records `recent` may hold.
@@ -85,7 +97,7 @@ impl SessionState {
     /// becomes active and when a file changed behind our back — never once
     /// per turn. The summary is read first and the log second, under the
     /// user's lock, so an in-process compaction cannot commit in between.
-    pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize) -> Result<SessionState, SessionError> {
+    pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize, looked: Looked) -> Result<SessionState, SessionError> {
         let layout = stm.layout();
         let summary_path = layout.summary_path(user);
         let summary_file = FileId::at(&summary_path).map_err(StmError::io("inspect", &summary_path))?;
@@ -103,6 +115,7 @@ impl SessionState {
             summary: summary.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty()),
             profile_file: None,
             profile: None,
+            looked: Some(looked),
             recent: unfolded[unfolded.len().saturating_sub(keep)..]
                 .iter()
                 .cloned()

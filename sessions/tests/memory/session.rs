@@ -10,7 +10,7 @@ use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::profile;
-use mnemo_sessions::session::{ContextView, Sessions};
+use mnemo_sessions::session::{ContextView, FILES_RECHECK, Sessions};
 use mnemo_sessions::stm::Stm;
 use std::sync::Arc;
 
@@ -261,6 +261,8 @@ async fn an_append_dropped_while_it_syncs_is_on_disk_once_and_in_the_view_once()
 /// What a turn does with the user's message: append, then view, under one
 /// hold of the lock — the view is the files' view with the message in it,
 /// through folds, a reload after a change behind our back, and fsync.
+/// (Turns a second apart: a turn looks at the profile at most once per
+/// `FILES_RECHECK`, see the next spec.)
 #[tokio::test]
 async fn append_then_view_shows_what_the_files_show_including_the_new_message() {
     for fsync in [false, true] {
@@ -276,12 +278,13 @@ async fn append_then_view_shows_what_the_files_show_including_the_new_message() 
                     "---\nuserId: U1\n---\n## Preferences\n- tea\n",
                 );
             }
-            let (appended, view) = s.append_then_view(&m.user, &rec(i), now(), 4).await.unwrap();
+            let at = now() + FILES_RECHECK * i as i32;
+            let (appended, view) = s.append_then_view(&m.user, &rec(i), at, 4).await.unwrap();
             assert_eq!(view, from_disk(&m, &m.user, 4), "fsync {fsync}, m{i}");
             assert_eq!(view.recent.last(), Some(&rec(i)), "fsync {fsync}, m{i}");
-            assert_eq!(appended.fold_due, s.fold_due(&m.user, now()), "fsync {fsync}, m{i}");
+            assert_eq!(appended.fold_due, s.fold_due(&m.user, at), "fsync {fsync}, m{i}");
             if appended.fold_due {
-                s.compact(&m.user, now()).await.unwrap();
+                s.compact(&m.user, at).await.unwrap();
             }
         }
         assert_eq!(m.everything(), recs(0..20), "fsync {fsync}: nothing lost or doubled");
@@ -322,4 +325,81 @@ async fn a_trigger_during_a_compaction_is_folded_when_that_compaction_ends() {
     assert!(m.log().len() <= 8, "back within maxMessages: {}", m.log().len());
     assert_eq!(m.everything(), recs(0..14), "nothing lost or doubled");
     assert_eq!(s.context_view(&m.user, 2).await.unwrap(), from_disk(&m, &m.user, 2));
+}
+
+/// A turn's view looks at the summary and profile on disk at most once per
+/// `FILES_RECHECK` of message time (the log, which appends go to, every
+/// time): an edit made behind the bot's back is in the context within that
+/// second, and never overwritten — and at once when an in-process rewriter
+/// of the user's files (`Stm::lock`: a memory tool's edit, clear, expiry)
+/// ran, or when the clock went back. `context_view` always looks.
+#[tokio::test]
+async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_interval() {
+    let m = memory(config(50, 4, 60));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    let profile = |likes: &str| {
+        write(
+            &m.sb.layout.profile_path(&m.user),
+            &format!("---\nuserId: U1\n---\n## Preferences\n- {likes}\n"),
+        )
+    };
+    let t0 = now();
+    s.append_then_view(&m.user, &rec(0), t0, 4).await.unwrap();
+
+    // An operator's edit and another writer's append, within the second.
+    profile("tea");
+    write(&m.sb.layout.summary_path(&m.user), "---\nuserId: U1\n---\nAbout tea.\n");
+    m.stm.append(&m.user, &rec(1)).await.unwrap();
+    let half = t0 + FILES_RECHECK / 2;
+    let (_, view) = s.append_then_view(&m.user, &rec(2), half, 4).await.unwrap();
+    assert_eq!(view.recent, recs(0..3), "the log is looked at every time");
+    // (The other writer's append changed the log, so this turn reloaded
+    // everything; the next edit is one the log does not give away.)
+    assert_eq!(view, from_disk(&m, &m.user, 4));
+    profile("coffee");
+    let (_, view) = s.append_then_view(&m.user, &rec(3), half, 4).await.unwrap();
+    assert_eq!(
+        view.profile.as_deref(),
+        Some("## Preferences\n- tea"),
+        "not looked at again within the second"
+    );
+    assert_eq!(view.recent, recs(0..4));
+    let (_, view) = s
+        .append_then_view(&m.user, &rec(4), half + FILES_RECHECK, 4)
+        .await
+        .unwrap();
+    assert_eq!(
+        view.profile.as_deref(),
+        Some("## Preferences\n- coffee"),
+        "a second later"
+    );
+    assert_eq!(view, from_disk(&m, &m.user, 4));
+    assert_eq!(
+        std::fs::read_to_string(m.sb.layout.profile_path(&m.user)).unwrap(),
+        "---\nuserId: U1\n---\n## Preferences\n- coffee\n",
+        "the edit is never overwritten"
+    );
+
+    // The bot's own rewriter, under the user's lock: seen at once.
+    {
+        let _guard = m.stm.lock(&m.user).await;
+        profile("oolong");
+    }
+    let t = half + FILES_RECHECK;
+    let (_, view) = s.append_then_view(&m.user, &rec(5), t, 4).await.unwrap();
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- oolong"));
+
+    // A clock that went back looks too.
+    profile("water");
+    let (_, view) = s.append_then_view(&m.user, &rec(6), t0, 4).await.unwrap();
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- water"));
+
+    // Outside a turn, always.
+    profile("juice");
+    assert_eq!(
+        s.context_view(&m.user, 4).await.unwrap().profile.as_deref(),
+        Some("## Preferences\n- juice")
+    );
+    assert_eq!(m.log(), recs(0..7), "nothing lost or doubled");
 }
