@@ -82,16 +82,26 @@ pub struct Appended {
     pub fold_due: bool,
 }
 
-/// What the context builder needs, read from memory.
+/// What the context builder needs, read from memory. Shares the texts
+/// and records with the session state (`Arc`s): a view costs no copy of
+/// them, and stays as it was when the state moves on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContextView {
     /// The rolling summary's body, if any.
-    pub summary: Option<String>,
+    pub summary: Option<Arc<str>>,
     /// The long-term profile's body, if any (an unreadable profile is
     /// logged and left out).
-    pub profile: Option<String>,
+    pub profile: Option<Arc<str>>,
     /// The last records not yet folded into `summary`, oldest first.
-    pub recent: Vec<Record>,
+    pub recent: Vec<Arc<Record>>,
+}
+
+impl ContextView {
+    /// The recent records as plain values (a copy), for code that wants a
+    /// `&[Record]`.
+    pub fn recent_records(&self) -> Vec<Record> {
+        self.recent.iter().map(|r| Record::clone(r)).collect()
+    }
 }
 
 /// One channel's session states. Cheap to clone: clones share the states.

@@ -68,16 +68,18 @@ pub(super) struct SessionState {
     /// `summary.md` as last read.
     pub(super) summary_file: Option<FileId>,
     /// The rolling summary's body, trimmed; `None` when blank or missing.
-    pub(super) summary: Option<String>,
+    /// Shared with the views handed out (no copy per turn).
+    pub(super) summary: Option<Arc<str>>,
     /// The profile as last read.
     pub(super) profile_file: Option<FileId>,
     /// The profile's body; `None` when missing, blank or unreadable.
-    pub(super) profile: Option<String>,
+    pub(super) profile: Option<Arc<str>>,
     /// When `summary_file` and `profile_file` were last compared with the
     /// disk (see [`super::FILES_RECHECK`]).
     pub(super) looked: Option<Looked>,
-    /// The last `keep` records not yet folded into the summary, oldest first.
-    pub(super) recent: VecDeque<Record>,
+    /// The last `keep` records not yet folded into the summary, oldest
+    /// first; shared with the views handed out.
+    pub(super) recent: VecDeque<Arc<Record>>,
     /// How many records `recent` may hold.
     pub(super) keep: usize,
     /// How many records of the log are not folded yet.
@@ -112,13 +114,15 @@ impl SessionState {
             log,
             torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
             summary_file,
-            summary: summary.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty()),
+            summary: summary
+                .map(|s| Arc::from(s.body.trim()))
+                .filter(|b: &Arc<str>| !b.is_empty()),
             profile_file: None,
             profile: None,
             looked: Some(looked),
             recent: unfolded[unfolded.len().saturating_sub(keep)..]
                 .iter()
-                .cloned()
+                .map(|r| Arc::new(r.clone()))
                 .collect(),
             keep,
             unfolded: unfolded.len(),
@@ -135,7 +139,7 @@ impl SessionState {
     pub(super) fn reload_profile(&mut self, layout: &Layout, user: &SafeName) {
         let path = layout.profile_path(user);
         self.profile_file = FileId::at(&path).unwrap_or(None);
-        self.profile = profile::read_body(layout, user).unwrap_or(None);
+        self.profile = profile::read_body(layout, user).unwrap_or(None).map(Arc::from);
     }
 
     /// Writes one record's line to the log (not synced), keeping the
@@ -177,7 +181,7 @@ impl SessionState {
     pub(super) fn appended(&mut self, record: &Record) {
         self.unfolded += 1;
         self.first_unfolded_ts.get_or_insert(record.ts);
-        self.recent.push_back(record.clone());
+        self.recent.push_back(Arc::new(record.clone()));
         while self.recent.len() > self.keep {
             self.recent.pop_front();
         }

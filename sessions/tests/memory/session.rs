@@ -22,9 +22,9 @@ fn sessions(m: &Memory, fake: &Arc<FakeSummarizer>) -> Sessions {
 fn from_disk(m: &Memory, user: &SafeName, n: usize) -> ContextView {
     let recent = compaction::read_for_context(&m.stm, user, n).unwrap();
     ContextView {
-        summary: recent.summary,
-        profile: profile::read_body(&m.sb.layout, user).unwrap(),
-        recent: recent.recent,
+        summary: recent.summary.map(Arc::from),
+        profile: profile::read_body(&m.sb.layout, user).unwrap().map(Arc::from),
+        recent: recent.recent.into_iter().map(Arc::new).collect(),
     }
 }
 
@@ -89,7 +89,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     for i in 0..3 {
         s.append(&m.user, &rec(i), now()).await.unwrap();
     }
-    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, recs(0..3));
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent_records(), recs(0..3));
 
     // Another writer appends (as a second process would), an operator edits
     // the profile and writes a summary by hand.
@@ -103,7 +103,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
         "---\nuserId: U1\n---\nThey talked about tea.\n",
     );
     let view = s.context_view(&m.user, 5).await.unwrap();
-    assert_eq!(view.recent, recs(0..4), "the other writer's message is seen");
+    assert_eq!(view.recent_records(), recs(0..4), "the other writer's message is seen");
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- tea"));
     assert_eq!(view.summary.as_deref(), Some("They talked about tea."));
 
@@ -117,7 +117,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
         "---\nuserId: U1\n---\n## Preferences\n- coffee now\n",
     );
     let view = s.context_view(&m.user, 5).await.unwrap();
-    assert_eq!(view.recent, recs(1..6));
+    assert_eq!(view.recent_records(), recs(1..6));
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- coffee now"));
     assert_eq!(view, from_disk(&m, &m.user, 5));
 }
@@ -149,7 +149,7 @@ async fn a_failed_append_is_not_in_memory(fsync: bool) {
     );
     s.append(&m.user, &rec(2), now()).await.unwrap();
     assert_eq!(m.log(), vec![rec(2)]);
-    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, vec![rec(2)]);
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent_records(), vec![rec(2)]);
 }
 
 #[tokio::test]
@@ -161,7 +161,7 @@ async fn a_compaction_crashed_at_any_step_never_shows_a_message_twice_and_is_fin
         for i in 0..11 {
             s.append(&m.user, &rec(i), now()).await.unwrap();
         }
-        assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent, recs(7..11));
+        assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent_records(), recs(7..11));
         // A compaction that is not ours (the CLI's `sessions maintain`)
         // stops after `step`: memory is now behind the disk.
         let crashing = Compactor::failing_after(m.stm.clone(), m.config.clone(), fake.clone(), step);
@@ -205,7 +205,10 @@ async fn memory_stays_bounded_however_many_users_write_once() {
     // An evicted user comes back: their state is read again from the files.
     let first = SafeName::of("U0");
     s.append(&first, &rec(1), now()).await.unwrap();
-    assert_eq!(s.context_view(&first, 5).await.unwrap().recent, vec![rec(0), rec(1)]);
+    assert_eq!(
+        s.context_view(&first, 5).await.unwrap().recent_records(),
+        vec![rec(0), rec(1)]
+    );
     drop(s);
     assert_eq!(m.stm.users().unwrap().len(), 1000);
 }
@@ -252,7 +255,7 @@ async fn an_append_dropped_while_it_syncs_is_on_disk_once_and_in_the_view_once()
     // Polled once: the write and fsync are a thread hop away, so the zero
     // timeout drops the turn midway.
     let _ = tokio::time::timeout(std::time::Duration::ZERO, s.append(&m.user, &rec(1), now())).await;
-    assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent, recs(0..2));
+    assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent_records(), recs(0..2));
     s.append(&m.user, &rec(2), now()).await.unwrap();
     assert_eq!(m.log(), recs(0..3), "nothing lost or doubled on disk");
     assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
@@ -281,7 +284,7 @@ async fn append_then_view_shows_what_the_files_show_including_the_new_message() 
             let at = now() + FILES_RECHECK * i as i32;
             let (appended, view) = s.append_then_view(&m.user, &rec(i), at, 4).await.unwrap();
             assert_eq!(view, from_disk(&m, &m.user, 4), "fsync {fsync}, m{i}");
-            assert_eq!(view.recent.last(), Some(&rec(i)), "fsync {fsync}, m{i}");
+            assert_eq!(view.recent.last().map(|r| &**r), Some(&rec(i)), "fsync {fsync}, m{i}");
             assert_eq!(appended.fold_due, s.fold_due(&m.user, at), "fsync {fsync}, m{i}");
             if appended.fold_due {
                 s.compact(&m.user, at).await.unwrap();
@@ -353,7 +356,7 @@ async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_in
     m.stm.append(&m.user, &rec(1)).await.unwrap();
     let half = t0 + FILES_RECHECK / 2;
     let (_, view) = s.append_then_view(&m.user, &rec(2), half, 4).await.unwrap();
-    assert_eq!(view.recent, recs(0..3), "the log is looked at every time");
+    assert_eq!(view.recent_records(), recs(0..3), "the log is looked at every time");
     // (The other writer's append changed the log, so this turn reloaded
     // everything; the next edit is one the log does not give away.)
     assert_eq!(view, from_disk(&m, &m.user, 4));
@@ -364,7 +367,7 @@ async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_in
         Some("## Preferences\n- tea"),
         "not looked at again within the second"
     );
-    assert_eq!(view.recent, recs(0..4));
+    assert_eq!(view.recent_records(), recs(0..4));
     let (_, view) = s
         .append_then_view(&m.user, &rec(4), half + FILES_RECHECK, 4)
         .await
