@@ -354,7 +354,10 @@ mod tests {
                 GzDecoder::new(&ours[..]).read_to_end(&mut back).unwrap();
                 assert!(back == data, "{len} bytes, round {round}: not the data back");
                 let ratio = ours.len() as f64 / theirs.len() as f64;
-                assert!(ratio < 1.05, "{len} bytes, round {round}: {ratio:.3} of GzEncoder's size");
+                assert!(
+                    ratio < 1.05,
+                    "{len} bytes, round {round}: {ratio:.3} of GzEncoder's size"
+                );
             }
         }
     }
