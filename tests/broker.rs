@@ -385,9 +385,10 @@ fn config_check_refuses_a_bad_field_and_names_it() {
 }
 
 /// The turn path reads memory from session state: what changes on disk
-/// between turns — an operator's profile edit, a `/session clear`, the
-/// background compaction — is what the next prompt shows, and compaction
-/// still bounds the log and loses nothing.
+/// between turns — an operator's profile edit (within
+/// `session::FILES_RECHECK`), a `/session clear`, the background
+/// compaction — is what the next prompt shows, and compaction still bounds
+/// the log and loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_prompt_follows_the_files_through_edits_clears_and_compactions() {
     let (fake, url) = FakeModel::start().await;
@@ -426,6 +427,9 @@ async fn the_next_prompt_follows_the_files_through_edits_clears_and_compactions(
     let profile = layout.profile_path(&SafeName::of("ada"));
     std::fs::create_dir_all(profile.parent().unwrap()).unwrap();
     std::fs::write(&profile, "---\nuserId: ada\n---\n## Preferences\n- likes green tea\n").unwrap();
+    // An edit from outside the bot is looked for at most once a second.
+    let recheck = mnemo_sessions::session::FILES_RECHECK.to_std().unwrap();
+    tokio::time::sleep(recheck).await;
     turn("what do I like?").await;
     let prompt = request_text(&fake.chat_requests().pop().unwrap());
     assert!(

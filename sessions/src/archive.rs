@@ -14,13 +14,13 @@ use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::record::Record;
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
-use flate2::Compression;
 use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 const PREFIX: &str = "messages-";
 const SUFFIX: &str = ".jsonl.gz";
@@ -43,37 +43,143 @@ pub enum ArchiveError {
     },
 }
 
+/// A batch of records encoded as the archive keeps them — one JSON line
+/// per record, each ending in `\n` — with the SHA-256 of those bytes.
+/// Compaction's fold marker (`batchSha256` in `summary.md`) and the archive
+/// file's name are both derived from this one digest, so a batch is encoded
+/// and hashed once per commit, and the name always equals the marker's
+/// digest (its first 16 hex digits).
+pub struct EncodedBatch {
+    jsonl: Vec<u8>,
+    sha256: [u8; 32],
+    earliest: DateTime<Utc>,
+    latest: DateTime<Utc>,
+}
+
+impl EncodedBatch {
+    /// Encodes `records` (non-empty) and hashes the lines.
+    pub fn encode(user: &SafeName, records: &[Record]) -> Result<EncodedBatch, ArchiveError> {
+        let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
+        else {
+            return Err(ArchiveError::EmptyBatch { user: user.clone() });
+        };
+        let jsonl = jsonl(records).map_err(|source| ArchiveError::Encode {
+            user: user.clone(),
+            source,
+        })?;
+        let sha256 = Sha256::digest(&jsonl).into();
+        Ok(EncodedBatch {
+            jsonl,
+            sha256,
+            earliest,
+            latest,
+        })
+    }
+
+    /// The SHA-256 of the lines, as lowercase hex (the fold marker's
+    /// `batchSha256`).
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+
+    /// The archive file name of this batch: earliest and latest timestamp
+    /// and the first 8 bytes of the digest.
+    fn file_name(&self) -> String {
+        format!(
+            "{PREFIX}{}-{}-{}{SUFFIX}",
+            self.earliest.format(NAME_TS),
+            self.latest.format(NAME_TS),
+            hex(&self.sha256[..8])
+        )
+    }
+}
+
+/// The records as JSON lines, each ending in `\n`: the bytes the archive
+/// holds and the fold marker hashes.
+pub(crate) fn jsonl(records: &[Record]) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(records.len() * 256);
+    for record in records {
+        serde_json::to_writer(&mut out, record)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// SHA-256 of `bytes`, as lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// Writes `records` as one gzipped JSONL batch and returns its path. The
 /// same records always give the same path, so a retry replaces, never
 /// duplicates.
 pub fn write_batch(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<PathBuf, ArchiveError> {
-    let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
-    else {
-        return Err(ArchiveError::EmptyBatch { user: user.clone() });
-    };
-    let mut jsonl = Vec::new();
-    for record in records {
-        serde_json::to_writer(&mut jsonl, record).map_err(|source| ArchiveError::Encode {
-            user: user.clone(),
-            source,
-        })?;
-        jsonl.push(b'\n');
-    }
-    let digest = Sha256::digest(&jsonl);
-    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let name = format!(
-        "{PREFIX}{}-{}-{short}{SUFFIX}",
-        earliest.format(NAME_TS),
-        latest.format(NAME_TS)
-    );
-    let path = layout.archive_batch_path(user, &name);
+    write_encoded(layout, user, &EncodedBatch::encode(user, records)?)
+}
 
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&jsonl)
-        .and_then(|()| gz.finish())
+/// [`write_batch`] for a batch already encoded (compaction encodes it once
+/// for its fold marker and its archive file).
+pub fn write_encoded(layout: &Layout, user: &SafeName, batch: &EncodedBatch) -> Result<PathBuf, ArchiveError> {
+    let path = layout.archive_batch_path(user, &batch.file_name());
+    gzip(&batch.jsonl)
         .and_then(|bytes| atomic_write(layout.state_root(), &path, &bytes))
         .map_err(FileError::with("write", &path))?;
     Ok(path)
+}
+
+/// The compression level of archive files. Not part of the format (any
+/// gzip reader takes any level): the fastest, since a batch is gzipped on
+/// every fold and read back rarely (recall rebuilds, exports, digests).
+const LEVEL: Compression = Compression::fast();
+
+/// Compressors kept between batches: making one allocates and clears a few
+/// hundred KiB of tables, which cost as much as compressing a batch.
+/// Bounded: folds of different users run on the blocking pool at once.
+static SPARE_COMPRESSORS: Mutex<Vec<Compress>> = Mutex::new(Vec::new());
+const MAX_SPARE_COMPRESSORS: usize = 2;
+
+/// `data` as one gzip member (RFC 1952) — the header `flate2`'s
+/// `GzEncoder` writes at [`LEVEL`], raw deflate, CRC-32 and length — with
+/// a compressor reused across batches.
+fn gzip(data: &[u8]) -> io::Result<Vec<u8>> {
+    let spare = SPARE_COMPRESSORS.lock().unwrap_or_else(PoisonError::into_inner).pop();
+    let mut deflate = spare.unwrap_or_else(|| Compress::new(LEVEL, false));
+    deflate.reset();
+    // Magic, deflate, no flags, no mtime, XFL 4 ("fastest"), OS unknown.
+    let mut out = Vec::with_capacity(data.len() / 2 + 64);
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 255]);
+    loop {
+        let consumed = usize::try_from(deflate.total_in())
+            .unwrap_or(data.len())
+            .min(data.len());
+        // Room for progress on every round, so the loop ends.
+        out.reserve(data.len() / 4 + 64);
+        match deflate.compress_vec(&data[consumed..], &mut out, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) => break,
+            Ok(Status::Ok | Status::BufError) => {}
+            Err(e) => return Err(io::Error::other(e)),
+        }
+    }
+    let mut crc = Crc::new();
+    crc.update(data);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    // ISIZE: the length modulo 2^32, as the format says.
+    out.extend_from_slice(&crc.amount().to_le_bytes());
+    let mut spares = SPARE_COMPRESSORS.lock().unwrap_or_else(PoisonError::into_inner);
+    if spares.len() < MAX_SPARE_COMPRESSORS {
+        spares.push(deflate);
+    }
+    Ok(out)
 }
 
 /// The user's archive files, sorted by name (that is, by earliest
@@ -208,4 +314,51 @@ fn span_of(path: &Path) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 
 fn parse_name_ts(text: &str) -> Option<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(text, NAME_TS).ok().map(|t| t.and_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::GzEncoder;
+    use std::io::{Read, Write};
+
+    /// Text that compresses but not to nothing, over several deflate
+    /// blocks.
+    fn sample(len: usize) -> Vec<u8> {
+        let mut state = 0x2545_f491_u32;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                let alphabet = b"abcdefgh {}\":,\n";
+                alphabet[state as usize % alphabet.len()]
+            })
+            .collect()
+    }
+
+    /// What `zcat` reads: one gzip member whose CRC-32 and length match
+    /// (the decoder checks both), with `GzEncoder`'s header, from a fresh
+    /// compressor and from a reused one alike.
+    #[test]
+    fn archives_are_plain_gzip_from_fresh_and_reused_compressors() {
+        for len in [1, 100, 70_000, 300_000] {
+            let data = sample(len);
+            let mut theirs = GzEncoder::new(Vec::new(), LEVEL);
+            theirs.write_all(&data).unwrap();
+            let theirs = theirs.finish().unwrap();
+            for round in 0..2 {
+                let ours = gzip(&data).unwrap();
+                assert_eq!(ours[..10], theirs[..10], "{len} bytes, round {round}: the header");
+                let mut back = Vec::new();
+                GzDecoder::new(&ours[..]).read_to_end(&mut back).unwrap();
+                assert!(back == data, "{len} bytes, round {round}: not the data back");
+                let ratio = ours.len() as f64 / theirs.len() as f64;
+                assert!(
+                    ratio < 1.05,
+                    "{len} bytes, round {round}: {ratio:.3} of GzEncoder's size"
+                );
+            }
+        }
+    }
 }

@@ -26,8 +26,9 @@
 //!    repeated fact changes nothing and adds no entry;
 //! 2. write `summary.md`: the new body and a [`FoldMarker`] naming `B`
 //!    (length, last record, SHA-256 of its lines);
-//! 3. [`archive::write_batch`]`(B)` — the file name is derived from `B`'s
-//!    content, so writing `B` again replaces the same file;
+//! 3. [`archive::write_encoded`]`(B)` — the file name is derived from `B`'s
+//!    content (the marker's SHA-256: `B` is encoded and hashed once, see
+//!    [`EncodedBatch`]), so writing `B` again replaces the same file;
 //! 4. drop `B` from the head of the log: the rest is staged in a synced
 //!    temp file under the fold lock alone; only the swap — copying what was
 //!    appended since, the rename and, with `stm.fsync` on, the folder sync —
@@ -54,15 +55,22 @@
 //! and the run in progress looks once more when it is done, so a fold made
 //! due by messages appended during a run is not dropped.
 //!
-//! The file work of a run (the whole-log reads, gzip, atomic writes and
-//! their fsyncs) runs on Tokio's blocking pool with the fold lock moved
-//! along, so it never stalls the async workers that serve other users'
-//! turns, and a run whose caller is dropped still finishes its commit. The
-//! log is read without the log lock (only complete lines count, see
-//! [`Stm::read_settled`]): under the fold lock only appends change it.
+//! The log is read once per run, in phase 1, without the log lock (only
+//! complete lines count) and with the file kept open ([`LogRead`]): under
+//! the fold lock only appends change it, and every rewrite replaces it, so
+//! phase 3 checks "the head is still `B`" as "the log is still that file
+//! and not shorter" (one `stat`) and stages the drop from the bytes phase 1
+//! read; the swap copies what was appended since. Only a failed summarizer
+//! reads the log again (to see how far past `maxMessages` it grew).
+//!
+//! The file work of a run (the log read, gzip, atomic writes and their
+//! fsyncs) runs on Tokio's blocking pool with the fold lock moved along,
+//! so it never stalls the async workers that serve other users' turns, and
+//! a run whose caller is dropped still finishes its commit.
 
 mod fail;
 mod fallback;
+mod ltm;
 pub(crate) mod plan;
 mod running;
 mod view;
@@ -74,18 +82,15 @@ use fail::FailPoint;
 use running::Running;
 pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
-use crate::archive::{self, ArchiveError};
+use crate::archive::{self, ArchiveError, EncodedBatch};
 use crate::config::SessionConfig;
 use crate::layout::Layout;
 use crate::locks::FoldGuard;
 use crate::names::SafeName;
-use crate::profile::{self, Learned, MergeReport, Owner};
-use crate::record::{Record, Role};
-use crate::stm::{StagedDrop, Stm, StmError};
-use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
+use crate::profile::{self, MergeReport};
+use crate::stm::{LogRead, StagedDrop, Stm, StmError};
+use crate::summarizer::{SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
 use crate::summary::{self, SummaryError, SummaryFile};
-use crate::topics;
-use crate::versions::{Author, Change};
 use chrono::{DateTime, Utc};
 use plan::Decision;
 use std::collections::HashMap;
@@ -223,7 +228,7 @@ impl Compactor {
         // Phase 1, under the fold lock, on a blocking thread (whole-log
         // read, archive and fsyncs): finish an interrupted run, then decide.
         let mut resumed = None;
-        let (batch, before, profile_body) = loop {
+        let (log, batch_len, before, profile_body) = loop {
             let fold = stm.lock_fold(user).await;
             let (fold, prepared) = self
                 .off_workers(user, move |this, user| {
@@ -252,7 +257,12 @@ impl Compactor {
                         (outcome, _) => outcome,
                     });
                 }
-                Prepared::Fold { batch, before, profile } => break (batch, before, profile),
+                Prepared::Fold {
+                    log,
+                    batch_len,
+                    before,
+                    profile,
+                } => break (log, batch_len, before, profile),
             }
             std::mem::drop(fold);
         };
@@ -262,7 +272,7 @@ impl Compactor {
         let request = SummaryRequest {
             kind: SummaryKind::Rolling,
             previous_summary: previous,
-            messages: &batch,
+            messages: &log.records()[..batch_len],
             notes: &[],
             profile: profile_body.as_deref(),
         };
@@ -287,7 +297,7 @@ impl Compactor {
         let fold = stm.lock_fold(user).await;
         let (outcome, drop, fold) = self
             .off_workers(user, move |this, user| {
-                let (outcome, drop) = this.finish(&fold, user, (batch, before), result, now)?;
+                let (outcome, drop) = this.finish(&fold, user, (log, batch_len, before), result, now)?;
                 Ok((outcome, drop, fold))
             })
             .await?;
@@ -334,29 +344,31 @@ impl Compactor {
             .unwrap_or(Err(CompactionError::Interrupted))
     }
 
-    /// Phase 1 (see [`Compactor::maybe_compact`]).
+    /// Phase 1 (see [`Compactor::maybe_compact`]): the one read of the log
+    /// in a run; phase 3 and the stage work from it (see [`LogRead`]).
     fn prepare(&self, fold: &FoldGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
         let stm = &self.inner.stm;
         let layout = stm.layout();
         let before = summary::read_or_salvage(layout, user)?;
-        let records = stm.read_settled(user)?.records;
+        let log = stm.read_for_fold(fold, user)?;
+        let records = log.records();
         let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-        let resume = plan::already_folded(&records, marker);
+        let resume = plan::already_folded(records, marker);
         if resume > 0 {
             tracing::info!(user = %user, records = resume, "finishing an interrupted compaction");
-            let (archived_to, drop) = self.archive_and_stage(fold, user, &records[..resume])?;
+            let encoded = EncodedBatch::encode(user, &records[..resume])?;
+            let (archived_to, drop) = self.archive_and_stage(fold, user, (&log, resume), &encoded)?;
             return Ok(Prepared::Resume {
                 count: resume,
                 archived_to,
                 drop,
             });
         }
-        Ok(match plan::decide(&records, &self.inner.config, now) {
+        Ok(match plan::decide(records, &self.inner.config, now) {
             Decision::Nothing => Prepared::Done(CompactionOutcome::NotNeeded, None),
             Decision::Slide(n) => {
-                let mut next = before.unwrap_or_else(|| summary::empty(user));
-                next.meta.last_folded = plan::marker_for(&records[..n]);
-                let (archived_to, drop) = self.commit(fold, user, &records[..n], &next)?;
+                let next = before.unwrap_or_else(|| summary::empty(user));
+                let (archived_to, drop) = self.commit(fold, user, (&log, n), next)?;
                 let outcome = CompactionOutcome::SlidingWindow {
                     archived: n,
                     archived_to,
@@ -364,7 +376,8 @@ impl Compactor {
                 Prepared::Done(outcome, Some(drop))
             }
             Decision::Fold(n) => Prepared::Fold {
-                batch: records[..n].to_vec(),
+                log,
+                batch_len: n,
                 before,
                 profile: profile::read_body(layout, user).ok().flatten(),
             },
@@ -373,57 +386,71 @@ impl Compactor {
 
     /// Phase 3: checks that the summary and the head of the log are still
     /// what was summarized, then commits the summarizer's result (or its
-    /// failure).
+    /// failure). The log is not read again: it is the file phase 1 read
+    /// and not shorter, so the batch is still its head (see [`LogRead`]).
+    /// Only a failure, which needs the current length of the log, reads it.
     fn finish(
         &self,
         fold: &FoldGuard,
         user: &SafeName,
-        (batch, before): (Vec<Record>, Option<SummaryFile>),
+        (log, batch_len, before): (LogRead, usize, Option<SummaryFile>),
         result: Result<SummaryOutput, SummarizeError>,
         now: DateTime<Utc>,
     ) -> Result<Committed, CompactionError> {
         let stm = &self.inner.stm;
         let current = summary::read_or_salvage(stm.layout(), user)?;
-        let records = stm.read_settled(user)?.records;
-        if current != before || !records.starts_with(&batch) {
+        let log = if current != before || !stm.unchanged_since(user, &log)? {
+            None
+        } else if result.is_ok() {
+            Some(log)
+        } else {
+            let fresh = stm.read_for_fold(fold, user)?;
+            fresh
+                .records()
+                .starts_with(&log.records()[..batch_len])
+                .then_some(fresh)
+        };
+        let Some(log) = log else {
             tracing::info!(user = %user, "log or summary changed during summarization; nothing written");
             return Ok((CompactionOutcome::Superseded, None));
-        }
+        };
         let mut next = current.unwrap_or_else(|| summary::empty(user));
         match result {
             Ok(output) => {
-                let facts = self.merge_ltm(user, &batch, &output, now);
+                let facts = self.merge_ltm(user, &log.records()[..batch_len], &output, now);
                 self.fail_at(FailPoint::AfterLtm)?;
                 next.body = output.summary.trim().to_string();
                 next.body.push('\n');
                 next.meta.fallback = false;
                 next.meta.failures = 0;
-                let (archived_to, drop) = self.fold_into(fold, user, &batch, next, now)?;
+                let (archived_to, drop) = self.fold_into(fold, user, (&log, batch_len), next, now)?;
                 let outcome = CompactionOutcome::Compacted {
-                    folded: batch.len(),
+                    folded: batch_len,
                     archived_to,
                     facts,
                 };
                 Ok((outcome, Some(drop)))
             }
-            Err(error) => self.after_failure(fold, user, (&records, batch.len()), next, &error, now),
+            Err(error) => self.after_failure(fold, user, (&log, batch_len), next, &error, now),
         }
     }
 
     /// A failed summarizer: count it; after `maxFailures` in a row fold the
-    /// planned batch (`records[..batch_len]`) into a fallback summary; before
-    /// that, fall back only for what sticks out past `maxMessages`, so the
-    /// hard bound holds. Otherwise only the count is written.
+    /// planned batch (the first `batch_len` records of `log`) into a
+    /// fallback summary; before that, fall back only for what sticks out
+    /// past `maxMessages`, so the hard bound holds. Otherwise only the
+    /// count is written.
     fn after_failure(
         &self,
         guard: &FoldGuard,
         user: &SafeName,
-        (records, batch_len): (&[Record], usize),
+        (log, batch_len): (&LogRead, usize),
         mut next: SummaryFile,
         error: &SummarizeError,
         now: DateTime<Utc>,
     ) -> Result<Committed, CompactionError> {
         let config = &self.inner.config;
+        let records = log.records();
         let failures = next.meta.failures.saturating_add(1);
         let max = config.compacting.max_failures;
         tracing::warn!(user = %user, failures, max, error = %error, "summarizer failed");
@@ -448,7 +475,7 @@ impl Compactor {
         next.meta.fallback = true;
         next.meta.failures = remaining;
         tracing::warn!(user = %user, folded = fold, "fallback summary written so the log stays bounded");
-        let (archived_to, drop) = self.fold_into(guard, user, &records[..fold], next, now)?;
+        let (archived_to, drop) = self.fold_into(guard, user, (log, fold), next, now)?;
         let outcome = CompactionOutcome::Fallback {
             folded: fold,
             archived_to,
@@ -457,80 +484,51 @@ impl Compactor {
         Ok((outcome, Some(drop)))
     }
 
-    /// Steps 2–4 for a batch that went into the summary body.
+    /// Steps 2–4 for the first `n` records of `log`, which went into the
+    /// summary body.
     fn fold_into(
         &self,
         fold: &FoldGuard,
         user: &SafeName,
-        batch: &[Record],
+        (log, n): (&LogRead, usize),
         mut next: SummaryFile,
         now: DateTime<Utc>,
     ) -> Result<(PathBuf, StagedDrop), CompactionError> {
         next.meta.last_compacted = Some(now);
-        next.meta.messages_compacted = next.meta.messages_compacted.saturating_add(batch.len() as u64);
-        next.meta.last_folded = plan::marker_for(batch);
-        self.commit(fold, user, batch, &next)
+        next.meta.messages_compacted = next.meta.messages_compacted.saturating_add(n as u64);
+        self.commit(fold, user, (log, n), next)
     }
 
-    /// Steps 2–4 (see the module doc): summary with marker, archive, and
-    /// the log without the batch staged for [`Compactor::swap`].
+    /// Steps 2–4 (see the module doc) for the first `n` records of `log`:
+    /// summary with the marker, archive, and the log without the batch
+    /// staged for [`Compactor::swap`]. The batch is encoded and hashed
+    /// once, for both the marker and the archive file's name.
     fn commit(
         &self,
         fold: &FoldGuard,
         user: &SafeName,
-        batch: &[Record],
-        next: &SummaryFile,
+        (log, n): (&LogRead, usize),
+        mut next: SummaryFile,
     ) -> Result<(PathBuf, StagedDrop), CompactionError> {
-        summary::write(self.layout(), user, next)?;
+        let batch = &log.records()[..n];
+        let encoded = EncodedBatch::encode(user, batch)?;
+        next.meta.last_folded = plan::marker_for(batch, &encoded);
+        summary::write(self.layout(), user, &next)?;
         self.fail_at(FailPoint::AfterSummary)?;
-        self.archive_and_stage(fold, user, batch)
+        self.archive_and_stage(fold, user, (log, n), &encoded)
     }
 
+    /// Steps 3–4 for the first `n` records of `log`, encoded as `encoded`.
     fn archive_and_stage(
         &self,
         fold: &FoldGuard,
         user: &SafeName,
-        batch: &[Record],
+        (log, n): (&LogRead, usize),
+        encoded: &EncodedBatch,
     ) -> Result<(PathBuf, StagedDrop), CompactionError> {
-        let archived_to = archive::write_batch(self.layout(), user, batch)?;
+        let archived_to = archive::write_encoded(self.layout(), user, encoded)?;
         self.fail_at(FailPoint::AfterArchive)?;
-        Ok((archived_to, self.inner.stm.stage_drop(fold, user, batch)?))
-    }
-
-    /// Step 1. A profile that cannot be read or written is reported and
-    /// skipped: the summary still goes ahead, and no fact is forced into a
-    /// file a person has to fix.
-    fn merge_ltm(&self, user: &SafeName, batch: &[Record], output: &SummaryOutput, now: DateTime<Utc>) -> MergeReport {
-        let layout = self.layout();
-        let max_chars = self.inner.config.ltm.max_profile_chars;
-        let display_name = batch
-            .iter()
-            .rev()
-            .filter(|r| r.role == Role::User)
-            .find_map(|r| r.user_name.as_deref());
-        let owner = Owner { display_name };
-        let change = Change {
-            by: Author::Compaction,
-            what: "facts from older messages",
-        };
-        let learned = Learned {
-            facts: &output.facts,
-            batch,
-        };
-        let report = profile::merge_facts(layout, user, owner, learned, max_chars, change, now).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
-            MergeReport::default()
-        });
-        for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
-            let change = Change {
-                by: Author::Compaction,
-                what: "ongoing topic from older messages",
-            };
-            if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, change, now) {
-                tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
-            }
-        }
-        report
+        Ok((archived_to, self.inner.stm.stage_drop_read(fold, user, log, n)?))
     }
 
     #[cfg(feature = "fail-points")]
@@ -559,8 +557,9 @@ type Committed = (CompactionOutcome, Option<StagedDrop>);
 
 /// What phase 1 found: an interrupted run's batch archived and its drop
 /// staged (phase 1 runs again after the swap); the run is over (with a
-/// sliding window's drop to swap in); or a batch to summarize with the
-/// summary it was read against and the profile for the summarizer.
+/// sliding window's drop to swap in); or a batch to summarize — the head
+/// of the log read — with the summary it was read against and the profile
+/// for the summarizer.
 enum Prepared {
     Resume {
         count: usize,
@@ -569,7 +568,10 @@ enum Prepared {
     },
     Done(CompactionOutcome, Option<StagedDrop>),
     Fold {
-        batch: Vec<Record>,
+        /// The log as phase 1 read it; phase 3 commits from it.
+        log: LogRead,
+        /// How many of its first records to fold.
+        batch_len: usize,
         before: Option<SummaryFile>,
         profile: Option<String>,
     },

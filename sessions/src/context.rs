@@ -7,6 +7,7 @@
 //! never reads, writes or calls a model.
 
 use crate::record::{Record, Role};
+use std::borrow::{Borrow, Cow};
 
 /// Header of the profile section in the system text.
 pub const PROFILE_HEADER: &str = "## What you know about this user";
@@ -61,9 +62,11 @@ impl Context {
     }
 }
 
-/// What the caller has read for one model call.
-#[derive(Clone, Copy, Debug)]
-pub struct ContextInput<'a> {
+/// What the caller has read for one model call. The recent records are
+/// `Record`s or anything that lends one (`Arc<Record>`, as the session
+/// state shares them), so the caller never copies them to build a context.
+#[derive(Debug)]
+pub struct ContextInput<'a, R = Record> {
     /// The operator's base system prompt; never cut.
     pub system_prompt: &'a str,
     /// The user's long-term profile (body, no frontmatter).
@@ -74,13 +77,22 @@ pub struct ContextInput<'a> {
     /// `recall.maxTokens` (see `crate::recall::Recalled::render`).
     pub recalled: Option<&'a str>,
     /// The last messages of the log, oldest first.
-    pub recent: &'a [Record],
+    pub recent: &'a [R],
     /// `msgId` of the user message being answered: left out of the turns so
     /// the model sees it once, as the user turn.
     pub answering: Option<&'a str>,
     /// `context.maxTokens`.
     pub max_tokens: usize,
 }
+
+// By hand: a derive would ask `R: Copy`, and only references are held.
+impl<R> Clone for ContextInput<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for ContextInput<'_, R> {}
 
 /// What [`build_with_report`] had to cut to stay within the budget.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -110,7 +122,7 @@ impl CutReport {
 }
 
 /// The context for one model call; see [`build_with_report`].
-pub fn build(input: &ContextInput) -> Context {
+pub fn build<R: Borrow<Record>>(input: &ContextInput<'_, R>) -> Context {
     build_with_report(input).0
 }
 
@@ -120,26 +132,29 @@ pub fn build(input: &ContextInput) -> Context {
 /// the recalled items, the summary, then the profile, each with a
 /// `…[+N chars]` marker. The base
 /// system prompt is never cut.
-pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
+pub fn build_with_report<R: Borrow<Record>>(input: &ContextInput<'_, R>) -> (Context, CutReport) {
     let budget = input.max_tokens.saturating_mul(4);
     let recent: Vec<&Record> = input
         .recent
         .iter()
+        .map(<R as Borrow<Record>>::borrow)
         .filter(|r| !(r.role == Role::User && Some(r.msg_id.as_str()) == input.answering))
         .collect();
-    let mut profile = input.profile.filter(|p| !p.trim().is_empty()).map(str::to_string);
-    let mut summary = input.summary.filter(|s| !s.trim().is_empty()).map(str::to_string);
-    let mut recalled = input.recalled.filter(|s| !s.trim().is_empty()).map(str::to_string);
+    // Borrowed until a cut needs its own copy: most turns cut nothing.
+    let mut profile = input.profile.filter(|p| !p.trim().is_empty()).map(Cow::Borrowed);
+    let mut summary = input.summary.filter(|s| !s.trim().is_empty()).map(Cow::Borrowed);
+    let mut recalled = input.recalled.filter(|s| !s.trim().is_empty()).map(Cow::Borrowed);
     let mut report = CutReport::default();
 
     let turn_chars: Vec<usize> = recent.iter().map(|r| chars(&r.text)).collect();
-    let fixed = |profile: &Option<String>, summary: &Option<String>, recalled: &Option<String>, omitted: usize| {
-        chars(input.system_prompt)
-            + section_chars(PROFILE_HEADER, profile.as_deref())
-            + section_chars(SUMMARY_HEADER, summary.as_deref())
-            + section_chars(RECALL_HEADER, recalled.as_deref())
-            + omitted_marker(omitted).map_or(0, |m| chars(&m))
-    };
+    let fixed =
+        |profile: &Option<Cow<str>>, summary: &Option<Cow<str>>, recalled: &Option<Cow<str>>, omitted: usize| {
+            chars(input.system_prompt)
+                + section_chars(PROFILE_HEADER, profile.as_deref())
+                + section_chars(SUMMARY_HEADER, summary.as_deref())
+                + section_chars(RECALL_HEADER, recalled.as_deref())
+                + omitted_marker(omitted).map_or(0, |m| chars(&m))
+        };
 
     // 1. Leave out the oldest messages.
     let mut kept_chars: usize = turn_chars.iter().sum();
@@ -199,7 +214,16 @@ pub fn build_with_report(input: &ContextInput) -> (Context, CutReport) {
         );
     }
 
-    let mut system = input.system_prompt.to_string();
+    let sections = [&profile, &summary, &recalled];
+    let mut system = String::with_capacity(
+        input.system_prompt.len()
+            + sections
+                .iter()
+                .map(|s| s.as_ref().map_or(0, |s| s.len() + 64))
+                .sum::<usize>()
+            + 40,
+    );
+    system.push_str(input.system_prompt);
     push_section(&mut system, PROFILE_HEADER, profile.as_deref());
     push_section(&mut system, SUMMARY_HEADER, summary.as_deref());
     push_section(&mut system, RECALL_HEADER, recalled.as_deref());
@@ -255,7 +279,7 @@ fn clip_marker(cut: usize) -> String {
 
 /// Cuts `text` to at most `room` chars including a `…[+N chars]` marker
 /// (the marker alone if even it does not fit) and returns N.
-fn clip(text: &mut String, room: usize) -> usize {
+fn clip(text: &mut Cow<str>, room: usize) -> usize {
     let total = chars(text);
     if total <= room {
         return 0;
@@ -264,6 +288,7 @@ fn clip(text: &mut String, room: usize) -> usize {
     let keep = room.saturating_sub(chars(&clip_marker(total)));
     let cut = total - keep;
     let byte_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let text = text.to_mut();
     text.truncate(byte_end);
     text.push_str(&clip_marker(cut));
     cut

@@ -15,6 +15,17 @@
 //! and `/session` commands that change files also drop the copy after they
 //! commit.
 //!
+//! The log is checked before every use: appends go to it, and a log
+//! replaced or removed must never receive one. The summary and profile are
+//! only ever read from memory (nothing here writes them), so a turn's view
+//! ([`Sessions::append_then_view`]) looks at them at most once per
+//! [`FILES_RECHECK`] of message time — and at once after any in-process
+//! rewriter of a user's files ([`Stm::lock`]: clear, expiry, maintenance,
+//! a memory tool's edit) ran. An edit from another process (an operator,
+//! the CLI) reaches the context within that second; until then the turn
+//! sees the summary and profile as they were, consistent with the log.
+//! [`Sessions::context_view`] always looks.
+//!
 //! It never touches the network and takes time only as `now` parameters.
 //! Every method takes the user's log lock from [`crate::locks`], so it is
 //! serialised with expiry and the `/session` commands (which take both of
@@ -33,10 +44,10 @@ use crate::names::SafeName;
 use crate::record::Record;
 use crate::stm::{Stm, StmError};
 use crate::summary::SummaryError;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use handles::Budget;
 use map::StateMap;
-use state::{FileId, SessionState, same_log};
+use state::{FileId, Looked, SessionState, same_log};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many users' states a channel keeps in memory by default. A state is
@@ -46,6 +57,11 @@ pub const DEFAULT_MAX_ACTIVE: usize = 4096;
 
 /// How many of them keep their log open by default (see `handles`).
 pub const DEFAULT_MAX_OPEN_LOGS: usize = 256;
+
+/// The longest a turn's view goes without looking at the user's summary
+/// and profile on disk (message time): an edit made by another process is
+/// in the context within this. The bot's own changes are seen at once.
+pub const FILES_RECHECK: TimeDelta = TimeDelta::seconds(1);
 
 /// Why a session operation failed. The memory copy is dropped on any error,
 /// so the next call starts again from the files.
@@ -66,16 +82,26 @@ pub struct Appended {
     pub fold_due: bool,
 }
 
-/// What the context builder needs, read from memory.
+/// What the context builder needs, read from memory. Shares the texts
+/// and records with the session state (`Arc`s): a view costs no copy of
+/// them, and stays as it was when the state moves on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContextView {
     /// The rolling summary's body, if any.
-    pub summary: Option<String>,
+    pub summary: Option<Arc<str>>,
     /// The long-term profile's body, if any (an unreadable profile is
     /// logged and left out).
-    pub profile: Option<String>,
+    pub profile: Option<Arc<str>>,
     /// The last records not yet folded into `summary`, oldest first.
-    pub recent: Vec<Record>,
+    pub recent: Vec<Arc<Record>>,
+}
+
+impl ContextView {
+    /// The recent records as plain values (a copy), for code that wants a
+    /// `&[Record]`.
+    pub fn recent_records(&self) -> Vec<Record> {
+        self.recent.iter().map(|r| Record::clone(r)).collect()
+    }
 }
 
 /// One channel's session states. Cheap to clone: clones share the states.
@@ -184,7 +210,8 @@ impl Sessions {
         view: Option<usize>,
     ) -> Result<(Appended, Option<ContextView>), SessionError> {
         debug_assert!(guard.protects(self.layout().channel(), user));
-        let mut state = self.checked_out(user, view.is_some(), view.unwrap_or(0))?;
+        let check = if view.is_some() { Check::Due(now) } else { Check::Log };
+        let mut state = self.checked_out(user, check, view.unwrap_or(0))?;
         // On error `state` is dropped here: memory never runs ahead of disk.
         let written = state.write(self.stm(), user, record, &self.shared.budget)?;
         self.stm().sync_appended(user, &written.file, written.new_file)?;
@@ -201,7 +228,7 @@ impl Sessions {
     /// memory once loaded; a file changed since is re-read first.
     pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {
         let _guard = self.stm().lock_log(user).await;
-        let state = self.checked_out(user, true, n)?;
+        let state = self.checked_out(user, Check::Everything, n)?;
         let view = view_of(&state, n);
         self.states().put(user.clone(), state);
         Ok(view)
@@ -255,28 +282,46 @@ impl Sessions {
     }
 
     /// The user's state, taken out of the map, checked against the files
-    /// (`whole`: summary and profile too, not only the log) and reloaded
-    /// where they changed; a state holding at least `keep` recent records.
-    /// The caller holds the user's lock and puts the state back.
-    fn checked_out(&self, user: &SafeName, whole: bool, keep: usize) -> Result<SessionState, SessionError> {
+    /// as `check` says and reloaded where they changed; a state holding at
+    /// least `keep` recent records. The caller holds the user's lock and
+    /// puts the state back.
+    fn checked_out(&self, user: &SafeName, check: Check, keep: usize) -> Result<SessionState, SessionError> {
         let layout = self.layout();
         let keep = keep.max(self.shared.config.stm.context_window + 1);
         let taken = self.states().take(user);
         let log_path = layout.messages_path(user);
         let log_now = FileId::at(&log_path).map_err(StmError::io("inspect", &log_path))?;
+        // Read before the files are looked at: a rewriter that takes its
+        // lock after this is counted again by the next look.
+        let looked = Looked {
+            at: match check {
+                Check::Due(now) => Some(now),
+                Check::Log | Check::Everything => None,
+            },
+            exclusive_locks: self.stm().exclusive_locks(),
+        };
         let mut state = match taken {
             Some(state) if state.keep >= keep && same_log(state.log, log_now) => state,
-            _ => return SessionState::load(self.stm(), user, keep),
+            _ => return SessionState::load(self.stm(), user, keep, looked),
         };
-        if whole {
+        let look = match check {
+            Check::Log => false,
+            Check::Everything => true,
+            Check::Due(now) => state.looked.is_none_or(|last| {
+                last.exclusive_locks != looked.exclusive_locks
+                    || last.at.is_none_or(|at| now < at || now - at >= FILES_RECHECK)
+            }),
+        };
+        if look {
             let summary_path = layout.summary_path(user);
             let summary_now = FileId::at(&summary_path).map_err(StmError::io("inspect", &summary_path))?;
             if summary_now != state.summary_file {
-                return SessionState::load(self.stm(), user, keep);
+                return SessionState::load(self.stm(), user, keep, looked);
             }
             if FileId::at(&layout.profile_path(user)).unwrap_or(None) != state.profile_file {
                 state.reload_profile(layout, user);
             }
+            state.looked = Some(looked);
         }
         Ok(state)
     }
@@ -286,6 +331,19 @@ impl Sessions {
     fn states(&self) -> MutexGuard<'_, StateMap> {
         self.shared.states.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Which of a user's files [`Sessions::checked_out`] looks at.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Only the log: an append without a view.
+    Log,
+    /// The log, and the summary and profile if [`FILES_RECHECK`] passed
+    /// since they were last looked at (message time `now`) or an in-process
+    /// rewriter ran.
+    Due(DateTime<Utc>),
+    /// All three.
+    Everything,
 }
 
 /// What a turn reads: the summary, profile and last `n` records of `state`.

@@ -26,9 +26,10 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use read::LogSnapshot;
-pub use swap::{FolderSync, StagedDrop};
+pub use swap::{FolderSync, LogRead, StagedDrop};
 
 /// Where malformed lines dropped from the front of the log are kept, inside
 /// the user's STM folder, so an operator can still recover them.
@@ -93,12 +94,23 @@ struct Shared {
     /// the last second of messages on power loss is acceptable (tests,
     /// benches, throwaway deployments).
     fsync: bool,
+    /// How many times [`Stm::lock`] (both of a user's locks: every
+    /// in-process rewriter of a user's files but compaction) was taken, in
+    /// any user's name. The session state compares it to skip looking at
+    /// files nobody in this process can have changed (see
+    /// [`crate::session`]).
+    exclusive_locks: AtomicU64,
 }
 
 impl Stm {
     pub fn new(layout: Layout, locks: LockRegistry, fsync: bool) -> Self {
         Stm {
-            shared: Arc::new(Shared { layout, locks, fsync }),
+            shared: Arc::new(Shared {
+                layout,
+                locks,
+                fsync,
+                exclusive_locks: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -111,7 +123,17 @@ impl Stm {
     /// files (expiry, clear, maintenance) so no append and no compaction
     /// commit slips in between.
     pub async fn lock(&self, user: &SafeName) -> UserGuard {
-        self.shared.locks.lock_exclusive(self.layout().channel(), user).await
+        let guard = self.shared.locks.lock_exclusive(self.layout().channel(), user).await;
+        // Counted once held, before anything is written under it.
+        self.shared.exclusive_locks.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// How many times [`Stm::lock`] has been taken on this channel, by any
+    /// user's task: unchanged means no in-process rewriter (clear, expiry,
+    /// maintenance, a memory tool's edit) ran since.
+    pub fn exclusive_locks(&self) -> u64 {
+        self.shared.exclusive_locks.load(Ordering::Acquire)
     }
 
     /// Takes only `user`'s log lock: for appends and reads of the log, which
@@ -273,17 +295,24 @@ impl Stm {
             expected: folded.len(),
             detail,
         })?;
-        if !split.malformed.is_empty() {
-            let quarantine = self.layout().malformed_path(user);
-            tracing::warn!(
-                file = %path.display(),
-                lines = split.malformed.len(),
-                kept_in = %quarantine.display(),
-                "malformed lines left the log with the folded records; kept for the operator"
-            );
-            self.keep_malformed(&quarantine, &split.malformed)?;
-        }
+        self.quarantine(user, &split.malformed)?;
         Ok(split.rest_start)
+    }
+
+    /// Malformed lines leaving the log with a folded prefix: appended to
+    /// `stm/<user>/malformed.jsonl` (synced) before the log is rewritten.
+    fn quarantine(&self, user: &SafeName, malformed: &[&[u8]]) -> Result<(), StmError> {
+        if malformed.is_empty() {
+            return Ok(());
+        }
+        let quarantine = self.layout().malformed_path(user);
+        tracing::warn!(
+            file = %self.layout().messages_path(user).display(),
+            lines = malformed.len(),
+            kept_in = %quarantine.display(),
+            "malformed lines left the log with the folded records; kept for the operator"
+        );
+        self.keep_malformed(&quarantine, malformed)
     }
 
     /// Every valid record in the log's complete lines: for a reader holding

@@ -5,32 +5,31 @@
 //! No file access, no clock: everything comes in as arguments, so the rules
 //! are tested exactly.
 
+use crate::archive::{self, EncodedBatch};
 use crate::config::SessionConfig;
 use crate::record::Record;
 use crate::summary::FoldMarker;
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
-/// The marker for `batch` (non-empty): its last record, length and digest.
-pub(crate) fn marker_for(batch: &[Record]) -> Option<FoldMarker> {
+/// The marker for `batch` (non-empty), whose archive encoding is
+/// `encoded`: its last record, length and digest — the digest the archive
+/// file of the batch is named by.
+pub(crate) fn marker_for(batch: &[Record], encoded: &EncodedBatch) -> Option<FoldMarker> {
     let last = batch.last()?;
     Some(FoldMarker {
         ts: last.ts,
         msg_id: last.msg_id.clone(),
         batch_len: batch.len(),
-        batch_sha256: digest(batch),
+        batch_sha256: encoded.sha256_hex(),
     })
 }
 
-/// SHA-256 (hex) of the records as JSONL lines.
+/// SHA-256 (hex) of the records as JSONL lines: the archive's encoding
+/// ([`archive::jsonl`]), so it is the digest [`marker_for`] recorded.
 fn digest(records: &[Record]) -> String {
-    let mut hasher = Sha256::new();
-    for record in records {
-        // A `Record` is plain strings and a timestamp: encoding cannot fail.
-        hasher.update(serde_json::to_vec(record).unwrap_or_default());
-        hasher.update(b"\n");
-    }
-    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    // A `Record` is plain strings and a timestamp: encoding cannot fail.
+    let lines = archive::jsonl(records).unwrap_or_default();
+    archive::sha256_hex(&lines)
 }
 
 /// How many records at the head of `records` were folded by the run that
@@ -175,7 +174,9 @@ mod tests {
     #[test]
     fn a_marked_batch_at_the_head_is_already_folded() {
         let records = log(0..10);
-        let marker = marker_for(&records[..4]).unwrap();
+        let user = crate::names::SafeName::of("U1");
+        let encoded = EncodedBatch::encode(&user, &records[..4]).unwrap();
+        let marker = marker_for(&records[..4], &encoded).unwrap();
         assert_eq!(already_folded(&records, Some(&marker)), 4);
         assert_eq!(already_folded(&records[4..], Some(&marker)), 0, "gone once dropped");
         assert_eq!(

@@ -40,6 +40,15 @@ pub(super) fn same_log(a: Option<FileId>, b: Option<FileId>) -> bool {
         _ => false,
     }
 }
+/// When the summary and profile were last looked at: the message time of
+/// the turn that looked (`None`: a look outside a turn, which does not
+/// count for the timer) and [`Stm::exclusive_locks`] just before.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Looked {
+    pub(super) at: Option<DateTime<Utc>>,
+    pub(super) exclusive_locks: u64,
+}
+
 /// A line written by [`SessionState::write`], waiting to be made durable.
 pub(super) struct Written {
     /// The log it went to.
@@ -59,13 +68,18 @@ pub(super) struct SessionState {
     /// `summary.md` as last read.
     pub(super) summary_file: Option<FileId>,
     /// The rolling summary's body, trimmed; `None` when blank or missing.
-    pub(super) summary: Option<String>,
+    /// Shared with the views handed out (no copy per turn).
+    pub(super) summary: Option<Arc<str>>,
     /// The profile as last read.
     pub(super) profile_file: Option<FileId>,
     /// The profile's body; `None` when missing, blank or unreadable.
-    pub(super) profile: Option<String>,
-    /// The last `keep` records not yet folded into the summary, oldest first.
-    pub(super) recent: VecDeque<Record>,
+    pub(super) profile: Option<Arc<str>>,
+    /// When `summary_file` and `profile_file` were last compared with the
+    /// disk (see [`super::FILES_RECHECK`]).
+    pub(super) looked: Option<Looked>,
+    /// The last `keep` records not yet folded into the summary, oldest
+    /// first; shared with the views handed out.
+    pub(super) recent: VecDeque<Arc<Record>>,
     /// How many records `recent` may hold.
     pub(super) keep: usize,
     /// How many records of the log are not folded yet.
@@ -85,7 +99,7 @@ impl SessionState {
     /// becomes active and when a file changed behind our back — never once
     /// per turn. The summary is read first and the log second, under the
     /// user's lock, so an in-process compaction cannot commit in between.
-    pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize) -> Result<SessionState, SessionError> {
+    pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize, looked: Looked) -> Result<SessionState, SessionError> {
         let layout = stm.layout();
         let summary_path = layout.summary_path(user);
         let summary_file = FileId::at(&summary_path).map_err(StmError::io("inspect", &summary_path))?;
@@ -100,12 +114,15 @@ impl SessionState {
             log,
             torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
             summary_file,
-            summary: summary.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty()),
+            summary: summary
+                .map(|s| Arc::from(s.body.trim()))
+                .filter(|b: &Arc<str>| !b.is_empty()),
             profile_file: None,
             profile: None,
+            looked: Some(looked),
             recent: unfolded[unfolded.len().saturating_sub(keep)..]
                 .iter()
-                .cloned()
+                .map(|r| Arc::new(r.clone()))
                 .collect(),
             keep,
             unfolded: unfolded.len(),
@@ -122,7 +139,7 @@ impl SessionState {
     pub(super) fn reload_profile(&mut self, layout: &Layout, user: &SafeName) {
         let path = layout.profile_path(user);
         self.profile_file = FileId::at(&path).unwrap_or(None);
-        self.profile = profile::read_body(layout, user).unwrap_or(None);
+        self.profile = profile::read_body(layout, user).unwrap_or(None).map(Arc::from);
     }
 
     /// Writes one record's line to the log (not synced), keeping the
@@ -164,7 +181,7 @@ impl SessionState {
     pub(super) fn appended(&mut self, record: &Record) {
         self.unfolded += 1;
         self.first_unfolded_ts.get_or_insert(record.ts);
-        self.recent.push_back(record.clone());
+        self.recent.push_back(Arc::new(record.clone()));
         while self.recent.len() > self.keep {
             self.recent.pop_front();
         }

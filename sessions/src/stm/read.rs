@@ -5,6 +5,7 @@
 
 use crate::record::Record;
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 
 /// Every valid record of a log, oldest first, and how many non-blank lines
@@ -62,18 +63,43 @@ pub(crate) fn settled(bytes: &[u8]) -> &[u8] {
 
 /// Every record of the log bytes read from `path` (named in warnings).
 pub(crate) fn parse_all(path: &Path, bytes: &[u8]) -> LogSnapshot {
-    let mut snapshot = LogSnapshot::default();
-    for (number, (_, line)) in lines_with_offsets(bytes).enumerate() {
+    let indexed = parse_indexed(path, bytes);
+    LogSnapshot {
+        records: indexed.records,
+        skipped_lines: indexed.malformed.len(),
+    }
+}
+
+/// The records of a log's bytes with where each one's line ends, and the
+/// spans of its malformed lines: enough to cut a prefix of records off the
+/// same bytes later without parsing them again.
+#[derive(Debug, Default)]
+pub(crate) struct IndexedLog {
+    pub records: Vec<Record>,
+    /// `ends[i]`: the byte offset just past record `i`'s line (its `\n`
+    /// included), where the lines after it start.
+    pub ends: Vec<usize>,
+    /// Byte spans of the malformed lines (without their `\n`), in order.
+    pub malformed: Vec<Range<usize>>,
+}
+
+/// [`parse_all`], keeping the line offsets (see [`IndexedLog`]).
+pub(crate) fn parse_indexed(path: &Path, bytes: &[u8]) -> IndexedLog {
+    let mut indexed = IndexedLog::default();
+    for (number, (offset, line)) in lines_with_offsets(bytes).enumerate() {
         match parse_line(line) {
             Line::Blank => {}
-            Line::Valid(record) => snapshot.records.push(record),
+            Line::Valid(record) => {
+                indexed.records.push(record);
+                indexed.ends.push((offset + line.len() + 1).min(bytes.len()));
+            }
             Line::Malformed => {
-                snapshot.skipped_lines += 1;
+                indexed.malformed.push(offset..offset + line.len());
                 tracing::warn!(file = %path.display(), line = number + 1, "malformed line in the short-term log; skipped");
             }
         }
     }
-    snapshot
+    indexed
 }
 
 /// Where the folded prefix of a log ends.

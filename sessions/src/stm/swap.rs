@@ -4,7 +4,10 @@
 //!
 //! - [`Stm::stage_drop`], under the fold lock only: reads the log's
 //!   complete lines, checks its head is the folded batch and writes the
-//!   rest to a synced temp file next to it;
+//!   rest to a synced temp file next to it — or [`Stm::stage_drop_read`],
+//!   the same from a [`LogRead`] the caller made earlier under the same
+//!   fold lock, so a compaction reads the log once per run, not three
+//!   times;
 //! - [`Stm::finish_drop_locked`], under the log lock: checks the log is
 //!   still the file it read (same inode, not shorter), copies what was
 //!   appended since onto the temp file (synced when `stm.fsync` is on, as
@@ -26,6 +29,35 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The log as a compaction run read it under the user's fold lock: its
+/// complete lines, the records in them (with where each line ends), and
+/// the open file, so its inode number cannot be reused while the run
+/// holds this.
+///
+/// Under the fold lock only appends change the log, and every rewrite —
+/// a compaction's swap, clear, expiry, maintenance, in this process or
+/// another — replaces it by rename or removes it. So while the file at
+/// the log's path is still this one and not shorter, the bytes read are
+/// still its head ([`Stm::unchanged_since`]), and the run can stage its
+/// drop from them ([`Stm::stage_drop_read`]) instead of reading the log
+/// again. (An edit in place that keeps the length is not noticed — the
+/// same limit the swap has always had.)
+#[derive(Debug, Default)]
+pub struct LogRead {
+    file: Option<Arc<File>>,
+    /// The log's bytes up to the end of its last complete line.
+    bytes: Vec<u8>,
+    indexed: read::IndexedLog,
+}
+
+impl LogRead {
+    /// The valid records, oldest first.
+    pub fn records(&self) -> &[Record] {
+        &self.indexed.records
+    }
+}
 
 /// A log without its folded prefix, written beside it and waiting for
 /// [`Stm::finish_drop_locked`]. Dropped instead, it removes its temp file
@@ -36,7 +68,7 @@ pub struct StagedDrop {
     staged: Staged,
     /// The log that was read, kept open so its inode number cannot be
     /// reused by a replacement (`None`: there was no log).
-    log: Option<File>,
+    log: Option<Arc<File>>,
     /// How many bytes of it the temp file already holds (up to the end of
     /// the read's last complete line).
     copied: u64,
@@ -75,7 +107,7 @@ impl Stm {
             Ok(mut log) => {
                 let mut bytes = Vec::new();
                 log.read_to_end(&mut bytes).map_err(StmError::io("read", &path))?;
-                (bytes, Some(log))
+                (bytes, Some(Arc::new(log)))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), None),
             Err(e) => return Err(StmError::io("open", &path)(e)),
@@ -89,6 +121,91 @@ impl Stm {
             staged,
             log,
             copied: settled.len() as u64,
+        })
+    }
+
+    /// The log's complete lines and records, with the file kept open (see
+    /// [`LogRead`]); the caller holds `user`'s fold lock. A missing log is
+    /// empty.
+    pub fn read_for_fold(&self, fold: &FoldGuard, user: &SafeName) -> Result<LogRead, StmError> {
+        if !fold.protects(self.layout().channel(), user) {
+            return Err(self.wrong_guard(fold.channel(), fold.user(), user));
+        }
+        let path = self.layout().messages_path(user);
+        let mut log = match open_nofollow(self.layout().state_root(), &path) {
+            Ok(log) => log,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LogRead::default()),
+            Err(e) => return Err(StmError::io("open", &path)(e)),
+        };
+        let mut bytes = Vec::new();
+        log.read_to_end(&mut bytes).map_err(StmError::io("read", &path))?;
+        let settled = read::settled(&bytes).len();
+        bytes.truncate(settled);
+        let indexed = read::parse_indexed(&path, &bytes);
+        Ok(LogRead {
+            file: Some(Arc::new(log)),
+            bytes,
+            indexed,
+        })
+    }
+
+    /// Whether the log at `user`'s path is still the file `read` was made
+    /// from and not shorter than what it read: then the records read are
+    /// still the head of the log (see [`LogRead`]). One `stat`.
+    pub fn unchanged_since(&self, user: &SafeName, read: &LogRead) -> Result<bool, StmError> {
+        let path = self.layout().messages_path(user);
+        let now = fsutil::FileStamp::at(&path).map_err(StmError::io("inspect", &path))?;
+        Ok(match (&read.file, now) {
+            (Some(file), Some(now)) => {
+                let then = file.metadata().map_err(StmError::io("inspect", &path))?;
+                (then.dev(), then.ino()) == (now.dev, now.ino) && now.len >= read.bytes.len() as u64
+            }
+            (None, None) => true,
+            _ => false,
+        })
+    }
+
+    /// [`Stm::stage_drop`] of the first `n` records of `read`, from the
+    /// bytes already read: nothing is read or parsed again. The caller
+    /// holds `user`'s fold lock, the one `read` was made under, and has
+    /// checked [`Stm::unchanged_since`] if it let go of the lock between.
+    /// Malformed lines before the `n`th record leave the log with the
+    /// prefix and are kept in `malformed.jsonl` first, as with
+    /// [`Stm::stage_drop`].
+    pub fn stage_drop_read(
+        &self,
+        fold: &FoldGuard,
+        user: &SafeName,
+        read: &LogRead,
+        n: usize,
+    ) -> Result<StagedDrop, StmError> {
+        if !fold.protects(self.layout().channel(), user) {
+            return Err(self.wrong_guard(fold.channel(), fold.user(), user));
+        }
+        let path = self.layout().messages_path(user);
+        let rest_start = match n.checked_sub(1) {
+            None => 0,
+            Some(last) => *read.indexed.ends.get(last).ok_or_else(|| StmError::PrefixMismatch {
+                path: path.clone(),
+                expected: n,
+                detail: format!("the log read holds only {} valid records", read.indexed.records.len()),
+            })?,
+        };
+        let malformed: Vec<&[u8]> = read
+            .indexed
+            .malformed
+            .iter()
+            .take_while(|span| span.start < rest_start)
+            .map(|span| &read.bytes[span.clone()])
+            .collect();
+        self.quarantine(user, &malformed)?;
+        let staged = fsutil::stage(self.layout().state_root(), &path, &read.bytes[rest_start..])
+            .map_err(StmError::io("rewrite", &path))?;
+        Ok(StagedDrop {
+            user: user.clone(),
+            staged,
+            log: read.file.clone(),
+            copied: read.bytes.len() as u64,
         })
     }
 

@@ -338,3 +338,132 @@ async fn facts_from_compaction_fill_profile_topics_and_index() {
     m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
     assert!(fake.seen()[1].profile.as_deref().unwrap().contains("language: English"));
 }
+
+/// The fold marker and the archive file come from one encoding of the
+/// batch: the file name carries the first 16 hex digits of the marker's
+/// SHA-256, and that digest is the SHA-256 of the archive's decompressed
+/// bytes — the batch's JSON lines, as they always were. A run that
+/// finishes an interrupted batch names its file from the marker's batch
+/// the same way.
+#[tokio::test]
+async fn the_archive_name_carries_the_fold_markers_digest_of_the_archived_bytes() {
+    use flate2::read::GzDecoder;
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+
+    let lines = |records: &[mnemo_sessions::Record]| -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            out.extend(serde_json::to_vec(r).unwrap());
+            out.push(b'\n');
+        }
+        out
+    };
+    let check = |m: &Memory, folded: std::ops::Range<usize>| {
+        let marker = m.summary().unwrap().meta.last_folded.unwrap();
+        assert_eq!(marker.batch_len, folded.len());
+        let names = m.archive_names();
+        let name = names.last().unwrap();
+        let path = m.sb.layout.archive_dir(&m.user).join(name);
+        let mut bytes = Vec::new();
+        GzDecoder::new(std::fs::File::open(&path).unwrap())
+            .read_to_end(&mut bytes)
+            .unwrap();
+        assert_eq!(bytes, lines(&recs(folded)), "the archive holds the batch's JSON lines");
+        let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(marker.batch_sha256, digest, "the marker hashes the archived bytes");
+        assert!(
+            name.ends_with(&format!("-{}.jsonl.gz", &digest[..16])),
+            "{name} is named by the marker's digest {digest}"
+        );
+    };
+
+    let m = memory(config(50, 10, 60));
+    m.append(0..51).await;
+    let fake = FakeSummarizer::new();
+    m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
+    check(&m, 0..41);
+
+    // Stopped right after the summary (marker written, nothing archived),
+    // then finished by the next run from the marker alone.
+    m.append(51..92).await;
+    let crashing = Compactor::failing_after(m.stm.clone(), m.config.clone(), fake.clone(), FailPoint::AfterSummary);
+    assert!(crashing.maybe_compact(&m.user, now()).await.is_err());
+    assert_eq!(m.archive_names().len(), 1);
+    let outcome = m.compactor(&fake).maybe_compact(&m.user, now()).await.unwrap();
+    assert!(
+        matches!(outcome, CompactionOutcome::Resumed { archived: 41, .. }),
+        "{outcome:?}"
+    );
+    check(&m, 41..82);
+    assert_eq!(m.everything(), recs(0..92));
+}
+
+/// The log is read once per run and the drop is staged from those bytes:
+/// malformed lines inside the folded part leave with it and are kept in
+/// `malformed.jsonl`, the one after it stays, and messages appended while
+/// the summarizer ran are copied after the rest, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_staged_from_the_first_read_keeps_malformed_lines_and_later_appends() {
+    use std::io::Write;
+
+    let m = Arc::new(memory(config(50, 10, 60)));
+    let path = m.sb.layout.messages_path(&m.user);
+    let garbage = |text: &[u8]| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(text)
+            .unwrap()
+    };
+    m.append(0..5).await;
+    garbage(b"garbage inside the batch\n");
+    m.append(5..45).await;
+    garbage(b"garbage after the batch\n");
+    m.append(45..51).await;
+    let (fake, gate) = FakeSummarizer::gated();
+    let run = {
+        let (compactor, user) = (m.compactor(&fake), m.user.clone());
+        tokio::spawn(async move { compactor.maybe_compact(&user, now()).await })
+    };
+    gate.entered.notified().await;
+    m.append(51..60).await;
+    gate.release();
+    let outcome = run.await.unwrap().unwrap();
+    assert!(
+        matches!(outcome, CompactionOutcome::Compacted { folded: 41, .. }),
+        "{outcome:?}"
+    );
+    let kept = std::fs::read_to_string(m.sb.layout.malformed_path(&m.user)).unwrap();
+    assert_eq!(kept, "garbage inside the batch\n");
+    let snapshot = m.stm.read_all(&m.user).unwrap();
+    assert_eq!(snapshot.records, recs(41..60));
+    assert_eq!(snapshot.skipped_lines, 1, "the line after the batch stays in the log");
+    assert_eq!(m.archived(), recs(0..41));
+}
+
+/// Phase 3 trusts the first read only while the log is the same file: a
+/// log rewritten behind the run's back — even with the same records at its
+/// head, as another process's rewrite could leave it — supersedes the run,
+/// and nothing is written.
+#[tokio::test]
+async fn a_log_rewritten_during_summarization_supersedes_the_run() {
+    let m = memory(config(50, 10, 60));
+    m.append(0..51).await;
+    let (fake, gate) = FakeSummarizer::gated();
+    let run = {
+        let (compactor, user) = (m.compactor(&fake), m.user.clone());
+        tokio::spawn(async move { compactor.maybe_compact(&user, now()).await })
+    };
+    gate.entered.notified().await;
+    let path = m.sb.layout.messages_path(&m.user);
+    let bytes = std::fs::read(&path).unwrap();
+    let copy = path.with_extension("copy");
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::rename(&copy, &path).unwrap();
+    gate.release();
+    assert_eq!(run.await.unwrap().unwrap(), CompactionOutcome::Superseded);
+    assert_eq!(m.log(), recs(0..51));
+    assert!(m.summary().is_none() && m.archived().is_empty());
+}

@@ -10,7 +10,7 @@ use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::profile;
-use mnemo_sessions::session::{ContextView, Sessions};
+use mnemo_sessions::session::{ContextView, FILES_RECHECK, Sessions};
 use mnemo_sessions::stm::Stm;
 use std::sync::Arc;
 
@@ -22,9 +22,9 @@ fn sessions(m: &Memory, fake: &Arc<FakeSummarizer>) -> Sessions {
 fn from_disk(m: &Memory, user: &SafeName, n: usize) -> ContextView {
     let recent = compaction::read_for_context(&m.stm, user, n).unwrap();
     ContextView {
-        summary: recent.summary,
-        profile: profile::read_body(&m.sb.layout, user).unwrap(),
-        recent: recent.recent,
+        summary: recent.summary.map(Arc::from),
+        profile: profile::read_body(&m.sb.layout, user).unwrap().map(Arc::from),
+        recent: recent.recent.into_iter().map(Arc::new).collect(),
     }
 }
 
@@ -89,7 +89,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     for i in 0..3 {
         s.append(&m.user, &rec(i), now()).await.unwrap();
     }
-    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, recs(0..3));
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent_records(), recs(0..3));
 
     // Another writer appends (as a second process would), an operator edits
     // the profile and writes a summary by hand.
@@ -103,7 +103,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
         "---\nuserId: U1\n---\nThey talked about tea.\n",
     );
     let view = s.context_view(&m.user, 5).await.unwrap();
-    assert_eq!(view.recent, recs(0..4), "the other writer's message is seen");
+    assert_eq!(view.recent_records(), recs(0..4), "the other writer's message is seen");
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- tea"));
     assert_eq!(view.summary.as_deref(), Some("They talked about tea."));
 
@@ -117,7 +117,7 @@ async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
         "---\nuserId: U1\n---\n## Preferences\n- coffee now\n",
     );
     let view = s.context_view(&m.user, 5).await.unwrap();
-    assert_eq!(view.recent, recs(1..6));
+    assert_eq!(view.recent_records(), recs(1..6));
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- coffee now"));
     assert_eq!(view, from_disk(&m, &m.user, 5));
 }
@@ -149,7 +149,7 @@ async fn a_failed_append_is_not_in_memory(fsync: bool) {
     );
     s.append(&m.user, &rec(2), now()).await.unwrap();
     assert_eq!(m.log(), vec![rec(2)]);
-    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent, vec![rec(2)]);
+    assert_eq!(s.context_view(&m.user, 5).await.unwrap().recent_records(), vec![rec(2)]);
 }
 
 #[tokio::test]
@@ -161,7 +161,7 @@ async fn a_compaction_crashed_at_any_step_never_shows_a_message_twice_and_is_fin
         for i in 0..11 {
             s.append(&m.user, &rec(i), now()).await.unwrap();
         }
-        assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent, recs(7..11));
+        assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent_records(), recs(7..11));
         // A compaction that is not ours (the CLI's `sessions maintain`)
         // stops after `step`: memory is now behind the disk.
         let crashing = Compactor::failing_after(m.stm.clone(), m.config.clone(), fake.clone(), step);
@@ -205,7 +205,10 @@ async fn memory_stays_bounded_however_many_users_write_once() {
     // An evicted user comes back: their state is read again from the files.
     let first = SafeName::of("U0");
     s.append(&first, &rec(1), now()).await.unwrap();
-    assert_eq!(s.context_view(&first, 5).await.unwrap().recent, vec![rec(0), rec(1)]);
+    assert_eq!(
+        s.context_view(&first, 5).await.unwrap().recent_records(),
+        vec![rec(0), rec(1)]
+    );
     drop(s);
     assert_eq!(m.stm.users().unwrap().len(), 1000);
 }
@@ -252,7 +255,7 @@ async fn an_append_dropped_while_it_syncs_is_on_disk_once_and_in_the_view_once()
     // Polled once: the write and fsync are a thread hop away, so the zero
     // timeout drops the turn midway.
     let _ = tokio::time::timeout(std::time::Duration::ZERO, s.append(&m.user, &rec(1), now())).await;
-    assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent, recs(0..2));
+    assert_eq!(s.context_view(&m.user, 4).await.unwrap().recent_records(), recs(0..2));
     s.append(&m.user, &rec(2), now()).await.unwrap();
     assert_eq!(m.log(), recs(0..3), "nothing lost or doubled on disk");
     assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
@@ -261,6 +264,8 @@ async fn an_append_dropped_while_it_syncs_is_on_disk_once_and_in_the_view_once()
 /// What a turn does with the user's message: append, then view, under one
 /// hold of the lock — the view is the files' view with the message in it,
 /// through folds, a reload after a change behind our back, and fsync.
+/// (Turns a second apart: a turn looks at the profile at most once per
+/// `FILES_RECHECK`, see the next spec.)
 #[tokio::test]
 async fn append_then_view_shows_what_the_files_show_including_the_new_message() {
     for fsync in [false, true] {
@@ -276,12 +281,13 @@ async fn append_then_view_shows_what_the_files_show_including_the_new_message() 
                     "---\nuserId: U1\n---\n## Preferences\n- tea\n",
                 );
             }
-            let (appended, view) = s.append_then_view(&m.user, &rec(i), now(), 4).await.unwrap();
+            let at = now() + FILES_RECHECK * i as i32;
+            let (appended, view) = s.append_then_view(&m.user, &rec(i), at, 4).await.unwrap();
             assert_eq!(view, from_disk(&m, &m.user, 4), "fsync {fsync}, m{i}");
-            assert_eq!(view.recent.last(), Some(&rec(i)), "fsync {fsync}, m{i}");
-            assert_eq!(appended.fold_due, s.fold_due(&m.user, now()), "fsync {fsync}, m{i}");
+            assert_eq!(view.recent.last().map(|r| &**r), Some(&rec(i)), "fsync {fsync}, m{i}");
+            assert_eq!(appended.fold_due, s.fold_due(&m.user, at), "fsync {fsync}, m{i}");
             if appended.fold_due {
-                s.compact(&m.user, now()).await.unwrap();
+                s.compact(&m.user, at).await.unwrap();
             }
         }
         assert_eq!(m.everything(), recs(0..20), "fsync {fsync}: nothing lost or doubled");
@@ -322,4 +328,81 @@ async fn a_trigger_during_a_compaction_is_folded_when_that_compaction_ends() {
     assert!(m.log().len() <= 8, "back within maxMessages: {}", m.log().len());
     assert_eq!(m.everything(), recs(0..14), "nothing lost or doubled");
     assert_eq!(s.context_view(&m.user, 2).await.unwrap(), from_disk(&m, &m.user, 2));
+}
+
+/// A turn's view looks at the summary and profile on disk at most once per
+/// `FILES_RECHECK` of message time (the log, which appends go to, every
+/// time): an edit made behind the bot's back is in the context within that
+/// second, and never overwritten — and at once when an in-process rewriter
+/// of the user's files (`Stm::lock`: a memory tool's edit, clear, expiry)
+/// ran, or when the clock went back. `context_view` always looks.
+#[tokio::test]
+async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_interval() {
+    let m = memory(config(50, 4, 60));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    let profile = |likes: &str| {
+        write(
+            &m.sb.layout.profile_path(&m.user),
+            &format!("---\nuserId: U1\n---\n## Preferences\n- {likes}\n"),
+        )
+    };
+    let t0 = now();
+    s.append_then_view(&m.user, &rec(0), t0, 4).await.unwrap();
+
+    // An operator's edit and another writer's append, within the second.
+    profile("tea");
+    write(&m.sb.layout.summary_path(&m.user), "---\nuserId: U1\n---\nAbout tea.\n");
+    m.stm.append(&m.user, &rec(1)).await.unwrap();
+    let half = t0 + FILES_RECHECK / 2;
+    let (_, view) = s.append_then_view(&m.user, &rec(2), half, 4).await.unwrap();
+    assert_eq!(view.recent_records(), recs(0..3), "the log is looked at every time");
+    // (The other writer's append changed the log, so this turn reloaded
+    // everything; the next edit is one the log does not give away.)
+    assert_eq!(view, from_disk(&m, &m.user, 4));
+    profile("coffee");
+    let (_, view) = s.append_then_view(&m.user, &rec(3), half, 4).await.unwrap();
+    assert_eq!(
+        view.profile.as_deref(),
+        Some("## Preferences\n- tea"),
+        "not looked at again within the second"
+    );
+    assert_eq!(view.recent_records(), recs(0..4));
+    let (_, view) = s
+        .append_then_view(&m.user, &rec(4), half + FILES_RECHECK, 4)
+        .await
+        .unwrap();
+    assert_eq!(
+        view.profile.as_deref(),
+        Some("## Preferences\n- coffee"),
+        "a second later"
+    );
+    assert_eq!(view, from_disk(&m, &m.user, 4));
+    assert_eq!(
+        std::fs::read_to_string(m.sb.layout.profile_path(&m.user)).unwrap(),
+        "---\nuserId: U1\n---\n## Preferences\n- coffee\n",
+        "the edit is never overwritten"
+    );
+
+    // The bot's own rewriter, under the user's lock: seen at once.
+    {
+        let _guard = m.stm.lock(&m.user).await;
+        profile("oolong");
+    }
+    let t = half + FILES_RECHECK;
+    let (_, view) = s.append_then_view(&m.user, &rec(5), t, 4).await.unwrap();
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- oolong"));
+
+    // A clock that went back looks too.
+    profile("water");
+    let (_, view) = s.append_then_view(&m.user, &rec(6), t0, 4).await.unwrap();
+    assert_eq!(view.profile.as_deref(), Some("## Preferences\n- water"));
+
+    // Outside a turn, always.
+    profile("juice");
+    assert_eq!(
+        s.context_view(&m.user, 4).await.unwrap().profile.as_deref(),
+        Some("## Preferences\n- juice")
+    );
+    assert_eq!(m.log(), recs(0..7), "nothing lost or doubled");
 }
