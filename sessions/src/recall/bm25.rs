@@ -178,13 +178,11 @@ impl Bm25 {
         }
         let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
         let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
-        let mut tf: FxHashMap<&str, u16> = FxHashMap::default();
-        tf.reserve(terms.len());
-        for term in terms {
-            let n = tf.entry(term.as_ref()).or_default();
-            *n = n.saturating_add(1);
-        }
-        for (term, n) in tf {
+        // Counted by sorting, not in a map: a message has a few dozen terms.
+        let mut sorted: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
+        sorted.sort_unstable();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let (term, n) = (run[0], u16::try_from(run.len()).unwrap_or(u16::MAX));
             match self.postings.get_mut(term) {
                 Some(list) => list.push(id, n, len),
                 None => {
