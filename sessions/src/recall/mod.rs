@@ -13,7 +13,7 @@
 //! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
 //! `postings` (one term's postings and their block bounds), `score` (the
 //! exact top-k with pruning), `store` (a user's index on disk: load, catch
-//! up, rebuild), `sources`
+//! up, rebuild) and `line` (its line format), `sources`
 //! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`
@@ -27,6 +27,7 @@
 mod bm25;
 mod dense;
 mod embed;
+mod line;
 mod pack;
 mod plan;
 mod postings;
