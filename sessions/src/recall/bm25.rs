@@ -6,6 +6,7 @@
 //! does no I/O; loading, saving and deciding what to index live in
 //! [`super::store`] and [`super::sources`], scoring in [`super::score`].
 
+use super::postings::Postings;
 use super::tokenize;
 use chrono::{DateTime, NaiveDate, Utc};
 use rustc_hash::FxHashMap;
@@ -88,8 +89,8 @@ pub struct Bm25 {
     /// Each document's number of terms, [`DEAD`] once removed: dense beside
     /// `docs`, so scoring reads four bytes a posting, not a whole [`Doc`].
     pub(super) lens: Vec<u32>,
-    /// term → (doc index, term frequency), doc indexes ascending.
-    pub(super) postings: FxHashMap<String, Vec<(u32, u16)>>,
+    /// term → the documents holding it, ids ascending.
+    pub(super) postings: FxHashMap<Box<str>, Postings>,
     /// Message documents in the order they were said.
     messages: Vec<u32>,
     keys: FxHashMap<u64, u32>,
@@ -176,17 +177,16 @@ impl Bm25 {
             return id;
         }
         let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
-        let mut tf: FxHashMap<&str, u16> = FxHashMap::default();
-        tf.reserve(terms.len());
-        for term in terms {
-            let n = tf.entry(term.as_ref()).or_default();
-            *n = n.saturating_add(1);
-        }
-        for (term, n) in tf {
+        let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
+        // Counted by sorting, not in a map: a message has a few dozen terms.
+        let mut sorted: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
+        sorted.sort_unstable();
+        for run in sorted.chunk_by(|a, b| a == b) {
+            let (term, n) = (run[0], u16::try_from(run.len()).unwrap_or(u16::MAX));
             match self.postings.get_mut(term) {
-                Some(list) => list.push((id, n)),
+                Some(list) => list.push(id, n, len),
                 None => {
-                    self.postings.insert(term.to_string(), vec![(id, n)]);
+                    self.postings.insert(term.into(), Postings::new(id, n, len));
                 }
             }
         }
@@ -197,7 +197,6 @@ impl Bm25 {
         if source.always_in_context() {
             self.pinned.push(id);
         }
-        let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
         self.lens.push(len);
         self.docs.push(Doc {
             key,
@@ -250,7 +249,7 @@ impl Bm25 {
         // Postings still hold removed documents until compaction: count them
         // too, so a frequent term never gets a negative weight.
         let n = self.docs.len().max(1) as f32;
-        let df = self.postings.get(term).map_or(0, Vec::len) as f32;
+        let df = self.postings.get(term).map_or(0, Postings::len) as f32;
         if df == 0.0 {
             return 0.0;
         }
@@ -260,9 +259,7 @@ impl Bm25 {
     /// True when the document `id` holds `term` (a binary search in the
     /// term's postings: no text is tokenized again).
     pub fn has_term(&self, id: u32, term: &str) -> bool {
-        self.postings
-            .get(term)
-            .is_some_and(|list| list.binary_search_by_key(&id, |p| p.0).is_ok())
+        self.postings.get(term).is_some_and(|list| list.contains(id))
     }
 
     /// Rebuilds postings without the dead documents (ids change).

@@ -11,7 +11,9 @@
 //! and the shared one, never a global index filtered afterwards. Deleting a
 //! user's memory deletes their index ([`Recall::forget`]). Code map:
 //! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
-//! `store` (a user's index on disk: load, catch up, rebuild), `sources`
+//! `postings` (one term's postings and their block bounds), `score` (the
+//! exact top-k with pruning), `store` (a user's index on disk: load, catch
+//! up, rebuild) and `line` (its line format), `sources`
 //! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`
@@ -25,8 +27,10 @@
 mod bm25;
 mod dense;
 mod embed;
+mod line;
 mod pack;
 mod plan;
+mod postings;
 mod score;
 mod sources;
 mod store;

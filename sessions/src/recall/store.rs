@@ -1,14 +1,16 @@
 //! One user's recall index on disk and in memory:
 //! `recall/<user>/messages.jsonl` (every message of the user's history, one
-//! line each in the order said: `{"terms": "…", "record": {…}}`, the
-//! record with its search terms already stemmed, space-separated, so a
-//! load parses instead of tokenizing again) and `recall/<user>/meta.json`
-//! (format version and the archive batches already read).
+//! line each in the order said, with its search terms already stemmed, so
+//! a load splits instead of tokenizing again: the line format is
+//! [`super::line`]; the name is kept from when lines were JSON) and
+//! `recall/<user>/meta.json` (format version and the archive batches
+//! already read).
 //!
 //! Derived data, rebuilt from STM and the archive whenever it is missing,
 //! of another version, corrupt or half-written (a crash mid-append leaves a
 //! line without its newline): a broken index never fails a turn, it costs
-//! one rebuild and one warning. Messages are added as they are appended
+//! one rebuild and one warning (with progress logged for a long history).
+//! Messages are added as they are appended
 //! (one unsynced `write`: cheaper than the fsync'ed STM append it follows);
 //! archive batches written since the last load are caught up at load. The
 //! markdown sources are not stored here: [`super::sources`] re-reads them.
@@ -18,25 +20,29 @@
 
 use super::bm25::{Bm25, Source};
 use super::key_of;
+use super::line;
 use super::sources::{FileSet, user_specs};
 use super::tokenize;
 use super::vectors::{Vectors, file_in};
 use crate::archive;
 use crate::fsutil::{
-    FileError, atomic_write, create_new_private, open_append_nofollow, read_nofollow, remove_nofollow, unique_temp_path,
+    FileError, atomic_write, create_new_private, open_append_nofollow, open_nofollow, read_nofollow, remove_nofollow,
+    unique_temp_path,
 };
 use crate::names::SafeName;
 use crate::record::{Record, Role};
 use crate::stm::Stm;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Bumped when the stored shape, the key or the tokenizer changes: another
-/// version is rebuilt. 2: lines carry their terms.
-const VERSION: u32 = 2;
+/// version is rebuilt. 2: lines carry their terms. 3: lines are
+/// [`super::line`]'s tab-separated fields instead of JSON.
+const VERSION: u32 = 3;
 const MESSAGES: &str = "messages.jsonl";
 const META: &str = "meta.json";
 
@@ -68,41 +74,30 @@ struct Meta {
     archives: Vec<String>,
 }
 
-/// One line of `messages.jsonl`.
-#[derive(Serialize)]
-struct Line<'a> {
-    /// The record's terms ([`tokenize::terms`]), joined by spaces (a term
-    /// never holds one).
-    terms: &'a str,
-    record: &'a Record,
-}
+/// Messages between two progress lines of a rebuild at load.
+const PROGRESS_EVERY: u64 = 100_000;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StoredLine {
-    terms: String,
-    record: Record,
-}
-
-/// `record` as a stored line (newline included) and its terms.
-fn line_of(record: &Record) -> (Vec<u8>, Vec<String>) {
+/// `record` as a stored line (newline included) appended to `out`, and its
+/// terms.
+fn line_of(record: &Record, out: &mut Vec<u8>) -> Vec<String> {
     let terms = tokenize::terms(&record.text);
-    let joined = terms.join(" ");
-    // Strings and plain fields only: serialising cannot fail.
-    let mut line = serde_json::to_vec(&Line { terms: &joined, record }).unwrap_or_default();
-    line.push(b'\n');
-    (line, terms)
+    line::encode(record.ts, record.role, &record.msg_id, &terms, &record.text, out);
+    terms
 }
 
 /// The identity of a message: the same record from STM and from its
 /// archive batch is one document.
 pub fn message_key(record: &Record) -> u64 {
-    let ts = record.ts.timestamp_millis().to_le_bytes();
-    let role: &[u8] = match record.role {
+    key_of_message(record.ts, record.role, &record.msg_id, &record.text)
+}
+
+fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u64 {
+    let ts = ts.timestamp_millis().to_le_bytes();
+    let role: &[u8] = match role {
         Role::User => b"u",
         Role::Assistant => b"a",
     };
-    key_of(&[&ts, role, record.msg_id.as_bytes(), record.text.as_bytes()])
+    key_of(&[&ts, role, msg_id.as_bytes(), text.as_bytes()])
 }
 
 /// A user's index, loaded.
@@ -135,7 +130,14 @@ impl UserIndex {
                 tracing::warn!(user = %user, index = %dir.display(), %reason, "recall index unusable; rebuilding it from the user's files")
             }
         }
-        match rebuild(stm, user, &mut |_| {})
+        let mut logged = 0;
+        let mut progress = |written: u64| {
+            if written >= logged + PROGRESS_EVERY {
+                logged = written;
+                tracing::info!(user = %user, messages = written, "rebuilding the recall index");
+            }
+        };
+        match rebuild(stm, user, &mut progress)
             .map_err(|e| Stale::Broken(e.to_string()))
             .and_then(|_| load(stm, user, &dir))
         {
@@ -159,7 +161,8 @@ impl UserIndex {
         if self.bm25.contains(key) {
             return;
         }
-        let (line, terms) = line_of(record);
+        let mut line = Vec::with_capacity(record.text.len() * 2 + 64);
+        let terms = line_of(record, &mut line);
         self.bm25
             .add_terms(key, record.ts, source_of(record), record.text.clone(), &terms);
         let Some(log) = self.log.as_mut() else { return };
@@ -199,7 +202,11 @@ impl UserIndex {
 }
 
 fn source_of(record: &Record) -> Source {
-    match record.role {
+    source_of_role(record.role)
+}
+
+fn source_of_role(role: Role) -> Source {
+    match role {
         Role::User => Source::User,
         Role::Assistant => Source::Assistant,
     }
@@ -225,14 +232,13 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         )));
     }
     let on_disk = archive_names(stm, user).map_err(|e| Stale::Broken(e.to_string()))?;
-    if let Some(gone) = meta.archives.iter().find(|n| !on_disk.contains(n)) {
+    // By set: a long history has tens of thousands of batches.
+    let present: HashSet<&String> = on_disk.iter().collect();
+    if let Some(gone) = meta.archives.iter().find(|n| !present.contains(n)) {
         return Err(Stale::Broken(format!("archive batch {gone} is gone")));
     }
     let messages_path = in_dir(dir, MESSAGES);
-    let bytes = read_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
-    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-        return Err(Stale::Broken("messages.jsonl ends in a half-written line".into()));
-    }
+    let file = open_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
     let mut index = UserIndex {
         bm25: Bm25::default(),
         files: FileSet::default(),
@@ -241,16 +247,29 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         root: root.to_path_buf(),
         vectors: None,
     };
-    for (number, line) in bytes.split(|b| *b == b'\n').enumerate() {
+    // Streamed: one line in memory at a time, not the whole file.
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut buf = Vec::new();
+    for number in 1.. {
+        buf.clear();
+        let read = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
+        if read == 0 {
+            break;
+        }
+        let Some(line) = buf.strip_suffix(b"\n") else {
+            return Err(Stale::Broken("messages.jsonl ends in a half-written line".into()));
+        };
         if line.is_empty() {
             continue;
         }
-        let StoredLine { terms, record } = serde_json::from_slice(line)
-            .map_err(|e| Stale::Broken(format!("messages.jsonl line {}: {e}", number + 1)))?;
-        let terms: Vec<&str> = terms.split(' ').filter(|t| !t.is_empty()).collect();
+        let stored = line::decode(line).map_err(|e| Stale::Broken(format!("messages.jsonl line {number}: {e}")))?;
+        let terms: Vec<&str> = stored.terms.split(' ').filter(|t| !t.is_empty()).collect();
+        let key = key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text);
         index
             .bm25
-            .add_terms(message_key(&record), record.ts, source_of(&record), record.text, &terms);
+            .add_terms(key, stored.ts, source_of_role(stored.role), stored.text, &terms);
     }
     index.log = open_append_nofollow(root, &messages_path).ok();
     // Catch up: batches archived since the last load, then the live log.
@@ -329,11 +348,13 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         let mut out = BufWriter::new(file);
         let mut seen = rustc_hash::FxHashSet::default();
         let mut written = 0u64;
+        let mut line = Vec::new();
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {
                 if seen.insert(message_key(record)) {
-                    out.write_all(&line_of(record).0)
-                        .map_err(FileError::with("write", &temp))?;
+                    line.clear();
+                    line_of(record, &mut line);
+                    out.write_all(&line).map_err(FileError::with("write", &temp))?;
                     written += 1;
                 }
             }

@@ -253,7 +253,7 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
 
 #[tokio::test]
 async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
-    for damage in ["torn", "garbage", "meta", "version", "v1", "archive-gone"] {
+    for damage in ["torn", "garbage", "meta", "version", "v2", "archive-gone"] {
         let dir = tempfile::tempdir().unwrap();
         let stm = channel(&dir, "slack");
         let alice = SafeName::of("alice");
@@ -270,16 +270,12 @@ async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
             "garbage" => std::fs::write(&messages, "{not json\n").unwrap(),
             "meta" => std::fs::write(index.join("meta.json"), "").unwrap(),
             "version" => std::fs::write(index.join("meta.json"), r#"{"version":999,"archives":[]}"#).unwrap(),
-            "v1" => {
-                // The first stored shape: plain records, no terms.
-                let old: String = std::fs::read_to_string(&messages)
-                    .unwrap()
-                    .lines()
-                    .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["record"].to_string() + "\n")
-                    .collect();
-                std::fs::write(&messages, old).unwrap();
+            "v2" => {
+                // The previous stored shape: a JSON object per line.
+                let line = r#"{"terms":"gym canari","record":{"ts":"2026-03-20T10:00:00Z","role":"user","text":"my gym is canary-OLD","msgId":"x","channel":"slack"}}"#;
+                std::fs::write(&messages, format!("{line}\n")).unwrap();
                 let meta = std::fs::read_to_string(index.join("meta.json")).unwrap();
-                std::fs::write(index.join("meta.json"), meta.replace("\"version\":2", "\"version\":1")).unwrap();
+                std::fs::write(index.join("meta.json"), meta.replace("\"version\":3", "\"version\":2")).unwrap();
             }
             _ => {
                 let batch = archive::files(stm.layout(), &alice).unwrap().remove(0);
@@ -298,7 +294,7 @@ async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
         );
         let stored = std::fs::read_to_string(&messages).unwrap();
         assert!(
-            stored.ends_with('\n') && stored.contains("canary-GYM"),
+            stored.ends_with('\n') && stored.contains("canary-GYM") && !stored.contains("canary-OLD"),
             "{damage}: rebuilt on disk"
         );
     }
