@@ -289,8 +289,11 @@ impl Sessions {
         let layout = self.layout();
         let keep = keep.max(self.shared.config.stm.context_window + 1);
         let taken = self.states().take(user);
-        let log_path = layout.messages_path(user);
-        let log_now = FileId::at(&log_path).map_err(StmError::io("inspect", &log_path))?;
+        let log_now = match &taken {
+            Some(state) => FileId::at(&state.log_path),
+            None => FileId::at(&layout.messages_path(user)),
+        }
+        .map_err(|e| StmError::io("inspect", &layout.messages_path(user))(e))?;
         // Read before the files are looked at: a rewriter that takes its
         // lock after this is counted again by the next look.
         let looked = Looked {

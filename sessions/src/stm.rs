@@ -191,12 +191,26 @@ impl Stm {
         line: &[u8],
         seal_torn: bool,
     ) -> Result<(), StmError> {
-        let path = self.layout().messages_path(user);
+        // Built only for a warning or an error: three allocations a turn
+        // otherwise.
+        let path = || self.layout().messages_path(user);
         if seal_torn {
-            tracing::warn!(file = %path.display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
-            file.write_all(b"\n").map_err(StmError::io("append to", &path))?;
+            tracing::warn!(file = %path().display(), "the last line was torn (no trailing newline); sealing it so it is skipped and not glued to the new record");
+            file.write_all(b"\n")
+                .map_err(|e| StmError::io("append to", &path())(e))?;
         }
-        file.write_all(line).map_err(StmError::io("append to", &path))
+        file.write_all(line).map_err(|e| StmError::io("append to", &path())(e))
+    }
+
+    /// One record as the user's next JSONL line, `\n` included (the path
+    /// is built only for an error).
+    pub(crate) fn encode_line_for(&self, user: &SafeName, record: &Record) -> Result<Vec<u8>, StmError> {
+        let mut line = serde_json::to_vec(record).map_err(|source| StmError::Encode {
+            path: self.layout().messages_path(user),
+            source,
+        })?;
+        line.push(b'\n');
+        Ok(line)
     }
 
     /// With `stm.fsync` on: makes what [`Stm::write_line`] wrote to `file`

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A file's identity as last read or written (see [`FileStamp`]).
@@ -62,6 +62,9 @@ pub(super) struct Written {
 pub(super) struct SessionState {
     /// The log as last read or written by us.
     pub(super) log: Option<FileId>,
+    /// Where the log is (kept: building the path costs three allocations,
+    /// and it is `stat`ed before every use).
+    pub(super) log_path: PathBuf,
     /// The log's last line has no `\n` (a crash tore it): the next append
     /// seals it first.
     torn_tail: bool,
@@ -112,6 +115,7 @@ impl SessionState {
         let unfolded = &records[folded..];
         let mut state = SessionState {
             log,
+            log_path,
             torn_tail: bytes.last().is_some_and(|&b| b != b'\n'),
             summary_file,
             summary: summary
@@ -155,8 +159,7 @@ impl SessionState {
         record: &Record,
         budget: &Budget,
     ) -> Result<Written, StmError> {
-        let path = stm.layout().messages_path(user);
-        let line = stm::encode_line(&path, record)?;
+        let line = stm.encode_line_for(user, record)?;
         let (file, new_file) = match &self.appender {
             Some(open) => (Arc::clone(open.file()), false),
             None => {
