@@ -46,9 +46,9 @@ fn main() {
 
 /// Whether a binary linked with `-z pack-relative-relocs` can be built and
 /// run here. A position-independent binary otherwise carries a 24-byte
-/// `.rela.dyn` entry for every pointer the loader must fix up (~2 MB of
+/// `.rela.dyn` entry for every pointer the loader must fix up (1.46 MB of
 /// the release binary, read at every start); DT_RELR packs them into a
-/// bitmap of a few kB. It needs GNU ld ≥ 2.38 and glibc ≥ 2.36, whose
+/// bitmap (24 kB; BENCHMARKS.md). It needs GNU ld ≥ 2.38 and glibc ≥ 2.36, whose
 /// loader refuses the binary otherwise (`GLIBC_ABI_DT_RELR not found`), so
 /// the probe links and runs a C program with the flag and the binary gets
 /// it only if that worked: on an older system, or when cross-compiling,
