@@ -2,7 +2,13 @@
 //! (`mnemo --version`): the short commit, with `-dirty` for uncommitted
 //! changes; `unknown` when this is not a git checkout or git is missing
 //! (a crates.io or tarball build), never a build failure.
+//!
+//! Also links the `mnemo` binary with packed relative relocations
+//! (`-z pack-relative-relocs`, DT_RELR) where this machine's linker and C
+//! library handle them, which a probe decides; elsewhere the binary is
+//! linked as before. Never a build failure either.
 
+use std::path::Path;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -33,4 +39,41 @@ fn main() {
         println!("cargo:rerun-if-changed={file}");
     }
     println!("cargo:rerun-if-changed=build.rs");
+    if relr_links_and_runs() {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// Whether a binary linked with `-z pack-relative-relocs` can be built and
+/// run here. A position-independent binary otherwise carries a 24-byte
+/// `.rela.dyn` entry for every pointer the loader must fix up (1.46 MB of
+/// the release binary, read at every start); DT_RELR packs them into a
+/// bitmap (24 kB; BENCHMARKS.md). It needs GNU ld ≥ 2.38 and glibc ≥ 2.36, whose
+/// loader refuses the binary otherwise (`GLIBC_ABI_DT_RELR not found`), so
+/// the probe links and runs a C program with the flag and the binary gets
+/// it only if that worked: on an older system, or when cross-compiling,
+/// it is linked as before.
+// A build script's inputs are cargo's environment variables (the target,
+// `OUT_DIR`, `CC`); the product's rule that only setup reads the
+// environment is about the binary.
+#[allow(clippy::disallowed_methods)]
+fn relr_links_and_runs() -> bool {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let glibc = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
+    if !glibc || var("HOST") != var("TARGET") || !["x86_64", "x86"].contains(&var("CARGO_CFG_TARGET_ARCH").as_str()) {
+        return false;
+    }
+    let out = Path::new(&std::env::var_os("OUT_DIR").unwrap_or_default()).join("relr-probe");
+    let source = out.with_extension("c");
+    if std::fs::write(&source, "int main(void) { return 0; }\n").is_err() {
+        return false;
+    }
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let linked = Command::new(cc)
+        .args(["-fPIE", "-pie", "-Wl,-z,pack-relative-relocs", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    linked && Command::new(&out).status().is_ok_and(|s| s.success())
 }

@@ -138,5 +138,15 @@ fn open_daily_file(
         .rotation(tracing_appender::rolling::Rotation::DAILY)
         .filename_prefix("mnemo.log")
         .build(dir)?;
-    Ok(tracing_appender::non_blocking(appender))
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(FILE_BUFFER_LINES)
+        .finish(appender);
+    Ok((writer, guard))
 }
+
+/// Log lines that may wait for the file writer's thread before new ones
+/// are dropped. tracing-appender's default, 128,000, allocates and touches
+/// its whole queue up front: 4 MB, a quarter of a console chat's memory
+/// (BENCHMARKS.md). 8,192 lines (256 kB) still absorbs a burst of
+/// thousands of turns' lines while the writer drains the queue to disk.
+const FILE_BUFFER_LINES: usize = 8_192;

@@ -7,7 +7,9 @@
 //! 400s "message to edit not found" / "message is not modified"),
 //! `sendChatAction`, `sendDocument` (multipart), `setMyCommands`,
 //! `setWebhook`, `deleteWebhook`. It records every call, and answers the next call of a
-//! method with a scripted error when a test asks (429, 403, …).
+//! method with a scripted error when a test asks (429, 403, …). A load
+//! bench follows the bot's messages as they arrive with
+//! [`FakeBotApi::sent_feed`] instead of polling the record.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -19,7 +21,7 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// The token the fake accepts (any other gets Telegram's 404).
 pub const TOKEN: &str = "4242:AAtest-SECRET_token";
@@ -57,6 +59,17 @@ struct Inner {
     /// Every text message the bot sent, in order: (chat, message id, text
     /// as it shows now).
     sent: Vec<(i64, i64, String)>,
+    /// Where each new text message is also told, as it arrives.
+    feeds: Vec<mpsc::UnboundedSender<Sent>>,
+}
+
+/// A text message the bot sent, as [`FakeBotApi::sent_feed`] tells it.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub chat: i64,
+    pub text: String,
+    /// When its `sendMessage` arrived.
+    pub at: Instant,
 }
 
 /// The fake server; cheap to clone.
@@ -170,6 +183,15 @@ impl FakeBotApi {
         self.inner.lock().unwrap().sent.clone()
     }
 
+    /// Every text message the bot sends from now on, told as its
+    /// `sendMessage` arrives: a bench with thousands of users waits on this
+    /// instead of copying the whole record on every look.
+    pub fn sent_feed(&self) -> mpsc::UnboundedReceiver<Sent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.inner.lock().unwrap().feeds.push(tx);
+        rx
+    }
+
     /// The highest `getUpdates` offset the bot has sent.
     pub fn confirmed_offset(&self) -> i64 {
         self.inner.lock().unwrap().confirmed
@@ -243,6 +265,12 @@ impl FakeBotApi {
         if let Some(text) = extra.1.as_str() {
             let id = inner.next_message_id;
             inner.sent.push((chat_id, id, text.to_string()));
+            let sent = Sent {
+                chat: chat_id,
+                text: text.to_string(),
+                at: Instant::now(),
+            };
+            inner.feeds.retain(|feed| feed.send(sent.clone()).is_ok());
         }
         let mut message = json!({
             "message_id": inner.next_message_id,
