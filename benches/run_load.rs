@@ -25,7 +25,10 @@
 //! `cargo bench --bench run_load` runs 1,000 users × 10 turns; without
 //! `--bench` (CI's `cargo test --benches`) 20 users × 2 turns, so the bench
 //! cannot rot or hang (every wait is bounded). `MNEMO_LOAD_USERS` and
-//! `MNEMO_LOAD_TURNS` override the size; `MNEMO_LOAD_BIN` runs another
+//! `MNEMO_LOAD_TURNS` override the size; `MNEMO_LOAD_SESSIONS` (a JSON
+//! object) becomes the channel's `sessions/config.json`, e.g.
+//! `{"stm":{"fsync":false},"recall":{"enabled":false}}`;
+//! `MNEMO_LOAD_STREAMING=false` turns streaming edits off; `MNEMO_LOAD_BIN` runs another
 //! `mnemo` binary than the one cargo built (to compare two builds, e.g. two
 //! release profiles, in one interleaved series).
 
@@ -177,16 +180,29 @@ fn write_config(dir: &Path, model_url: &str, api_url: &str) -> PathBuf {
                    "model": "fake-1", "timeoutSecs": 30, "maxRetries": 0 },
         "channels": {
             "console": { "enabled": false },
-            "telegram": { "enabled": true, "apiUrl": api_url, "pollTimeoutSecs": 5 },
+            "telegram": { "enabled": true, "apiUrl": api_url, "pollTimeoutSecs": 5,
+                          "streaming": streaming() },
         },
         "limits": { "userMessagesPerMinute": 0 },
     });
     let path = dir.join("config.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
-    let access = mnemo_sessions::Layout::new(dir.join("state"), "telegram").access_path();
+    let layout = mnemo_sessions::Layout::new(dir.join("state"), "telegram");
+    let access = layout.access_path();
     std::fs::create_dir_all(access.parent().expect("a folder")).expect("state folder");
     std::fs::write(access, br#"{"dmPolicy": "open"}"#).expect("access.json");
+    if let Some(sessions) = std::env::var_os("MNEMO_LOAD_SESSIONS") {
+        let sessions = sessions.into_string().expect("MNEMO_LOAD_SESSIONS is UTF-8");
+        serde_json::from_str::<serde_json::Value>(&sessions).expect("MNEMO_LOAD_SESSIONS is a JSON object");
+        std::fs::write(layout.config_path(), sessions).expect("sessions/config.json");
+    }
     path
+}
+
+/// `MNEMO_LOAD_STREAMING=false` turns Telegram's streaming edits off.
+#[allow(clippy::disallowed_methods)]
+fn streaming() -> bool {
+    std::env::var("MNEMO_LOAD_STREAMING").map_or(true, |v| v != "false")
 }
 
 /// `mnemo run` with a clean environment, its log in `log`.
