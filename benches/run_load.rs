@@ -173,6 +173,8 @@ fn report(size: &Size, warm: &Window, measured: &Window, peak_rss_mb: f64) {
 /// fake model, and no per-user rate limit (each user asks one question
 /// after another without pause). Everything else is the default (fsync on,
 /// recall on, streaming on, at most 8 model calls in flight).
+// The harness's own knobs (`MNEMO_LOAD_SESSIONS`) come from its environment.
+#[allow(clippy::disallowed_methods)]
 fn write_config(dir: &Path, model_url: &str, api_url: &str) -> PathBuf {
     let config = json!({
         "stateDir": dir.join("state"),
