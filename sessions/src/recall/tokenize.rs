@@ -7,7 +7,7 @@
 //! characters, markup, emoji) costs no more than an ordinary message.
 
 use rust_stemmers::{Algorithm, Stemmer};
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::OnceLock;
 
 /// Distinct terms a query keeps (the first ones, in order).
@@ -29,8 +29,8 @@ const STOP_WORDS: &[&str] = &[
     "please", "thanks", "thank", "tell", "remind", "remember", "know", "let", "get", "got",
 ];
 
-fn stop_words() -> &'static HashSet<&'static str> {
-    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+fn stop_words() -> &'static FxHashSet<&'static str> {
+    static SET: OnceLock<FxHashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| STOP_WORDS.iter().copied().collect())
 }
 
@@ -77,10 +77,11 @@ pub fn terms(text: &str) -> Vec<String> {
 /// The distinct terms of a query, in order of first appearance, at most
 /// [`MAX_QUERY_TERMS`].
 pub fn query_terms(text: &str) -> Vec<String> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    // At most MAX_QUERY_TERMS short strings: a scan beats hashing and
+    // copying each term into a set.
+    let mut out: Vec<String> = Vec::new();
     for_each_term(text, |t| {
-        if seen.insert(t.clone()) {
+        if !out.contains(&t) {
             out.push(t);
         }
         out.len() < MAX_QUERY_TERMS
@@ -148,6 +149,14 @@ mod tests {
         assert!(terms("what is it that you and I were on about?").is_empty());
         assert!(terms("🎉🎉🔥 👍").is_empty());
         assert_eq!(terms("<b>hello</b> <@U123>"), ["hello", "u123"]);
+    }
+
+    #[test]
+    fn a_query_keeps_each_term_once_in_order_of_first_appearance() {
+        assert_eq!(
+            query_terms("Cats, dentist; cat DENTISTS and cats teeth"),
+            ["cat", "dentist", "teeth"]
+        );
     }
 
     #[test]
