@@ -6,7 +6,11 @@
 //! valid alone. A cut prefers, within the last half of what fits: a
 //! paragraph break, then a line break outside any formatting, then any line
 //! break (inside a code block), then a space outside formatting, then any
-//! space; only a single word longer than a message is cut inside.
+//! space; only a single word longer than a message is cut inside. Where a
+//! single character does not fit with its styles' tags (a link whose
+//! address alone is longer than a message), that message goes as its text
+//! alone, escaped and untagged: nothing visible is lost and no message is
+//! over the limit.
 //!
 //! Streaming (a reply that grows) uses [`Layout::next_chunk`]: it renders
 //! the text from a position and says where the next message must start when
@@ -80,21 +84,25 @@ impl<'m, M: Markup> Layout<'m, M> {
         if start >= self.chars.len() {
             return None;
         }
-        let hard = self.fit(start, limit);
+        // Where even one character does not fit with its styles' tags (a
+        // link whose address alone is longer than a message), the message
+        // goes without the tags: the text stays whole and under the limit.
+        let bare = self.size(start, start + 1, true) > limit;
+        let hard = self.fit(start, limit, bare);
         let cut = if hard == self.chars.len() {
             hard
         } else {
             self.boundary(start, hard).unwrap_or(hard)
         };
-        let end = self.trim_end(start, cut);
-        Some((self.render(start, end.max(start + 1)), cut))
+        let end = self.trim_end(start, cut).max(start + 1);
+        Some((self.render(start, end, !bare), cut))
     }
 
     /// The whole document as one message, whatever its length.
     pub fn render_all(&self) -> Chunk {
         let start = self.skip_blank(0);
         let end = self.trim_end(start, self.chars.len());
-        self.render(start, end.max(start).min(self.chars.len()))
+        self.render(start, end.max(start).min(self.chars.len()), true)
     }
 
     fn styles(&self, at: usize) -> &[Style] {
@@ -124,15 +132,15 @@ impl<'m, M: Markup> Layout<'m, M> {
     /// (at least `start + 1`). Every character costs at least one unit, so
     /// the answer lies within `limit` characters; rendered size only grows
     /// with `end`, so a binary search finds it.
-    fn fit(&self, start: usize, limit: usize) -> usize {
+    fn fit(&self, start: usize, limit: usize, bare: bool) -> usize {
         let (mut lo, mut hi) = (start + 1, self.chars.len().min(start + limit.max(1)));
-        if self.size(start, hi) <= limit {
+        if self.size(start, hi, !bare) <= limit {
             return hi;
         }
         // Invariant: `lo` fits (or is the minimum), `hi` does not.
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if self.size(start, mid) <= limit {
+            if self.size(start, mid, !bare) <= limit {
                 lo = mid;
             } else {
                 hi = mid;
@@ -141,8 +149,8 @@ impl<'m, M: Markup> Layout<'m, M> {
         lo
     }
 
-    fn size(&self, start: usize, end: usize) -> usize {
-        self.markup.measure(&self.render(start, end).text)
+    fn size(&self, start: usize, end: usize, styled: bool) -> usize {
+        self.markup.measure(&self.render(start, end, styled).text)
     }
 
     /// The best place in `start+1..=hard` to end a message (see the module
@@ -166,15 +174,16 @@ impl<'m, M: Markup> Layout<'m, M> {
             .or_else(|| kinds.iter().find_map(|kind| last(start + 1, kind)))
     }
 
-    /// `start..end` as one self-contained message.
-    fn render(&self, start: usize, end: usize) -> Chunk {
+    /// `start..end` as one self-contained message; without `styled`, as
+    /// its text alone (escaped, no tags).
+    fn render(&self, start: usize, end: usize, styled: bool) -> Chunk {
         let m = self.markup;
         let mut text = String::new();
         let mut plain = String::new();
         let mut open: &[Style] = &[];
         let mut line_start = true;
         for at in start..end {
-            let styles = self.styles(at);
+            let styles: &[Style] = if styled { self.styles(at) } else { &[] };
             let keep = common_prefix(open, styles);
             open[keep..].iter().rev().for_each(|s| text.push_str(&m.close(s)));
             if line_start {

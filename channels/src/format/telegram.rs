@@ -192,6 +192,18 @@ mod tests {
     }
 
     #[test]
+    fn a_link_whose_tags_alone_outgrow_a_message_goes_as_its_text() {
+        let text = format!("> **[see](https://e.com/{})** then", "a".repeat(100));
+        let chunks = format(&text, 64);
+        for chunk in &chunks {
+            assert!(chunk.text.encode_utf16().count() <= 64, "{}", chunk.text);
+            assert_eq!(visible_text(&chunk.text).as_deref(), Ok(chunk.plain.as_str()));
+        }
+        let seen: String = chunks.iter().map(|c| c.plain.as_str()).collect();
+        assert_eq!(seen.split_whitespace().collect::<Vec<_>>(), ["see", "then"]);
+    }
+
+    #[test]
     fn code_block_indentation_survives_a_split() {
         let line = "    indented();\n";
         let text = format!("```\n{}```", line.repeat(20));
