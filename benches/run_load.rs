@@ -32,6 +32,7 @@
 //! `mnemo` binary than the one cargo built (to compare two builds, e.g. two
 //! release profiles, in one interleaved series).
 
+use mnemo::bench::procfs::{self, CpuTimes};
 use mnemo_testkit::model::FakeModel;
 use mnemo_testkit::telegram::{FakeBotApi, Sent, TOKEN, text_message, user};
 use serde_json::json;
@@ -85,25 +86,8 @@ fn main() {
 struct Window {
     turns: usize,
     wall: Duration,
-    cpu: Cpu,
+    cpu: CpuTimes,
     latencies: Vec<Duration>,
-}
-
-/// CPU time of a process, as `/proc/<pid>/stat` counts it.
-#[derive(Clone, Copy)]
-struct Cpu {
-    user: Duration,
-    system: Duration,
-}
-
-impl std::ops::Sub for Cpu {
-    type Output = Cpu;
-    fn sub(self, before: Cpu) -> Cpu {
-        Cpu {
-            user: self.user.saturating_sub(before.user),
-            system: self.system.saturating_sub(before.system),
-        }
-    }
 }
 
 async fn run(size: Size) {
@@ -121,7 +105,7 @@ async fn run(size: Size) {
     let users = Users::start(&api, size.users);
     let warm = users.turns(0, 1, pid, &log).await;
     let measured = users.turns(1, size.turns, pid, &log).await;
-    let peak_rss_mb = peak_rss_kb(pid) as f64 / 1024.0;
+    let peak_rss_mb = procfs::peak_rss_kb(&pid.to_string()).expect("VmHWM in /proc/<pid>/status") as f64 / 1024.0;
 
     let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
     let _ = child.wait();
@@ -150,7 +134,7 @@ fn report(size: &Size, warm: &Window, measured: &Window, peak_rss_mb: f64) {
     ms.sort_by(f64::total_cmp);
     let at = |q: f64| ms[((q * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
     let us = |d: Duration, w: &Window| d.as_secs_f64() * 1e6 / w.turns as f64;
-    let per_turn_us = |w: &Window| us(w.cpu.user + w.cpu.system, w);
+    let per_turn_us = |w: &Window| us(w.cpu.total(), w);
     println!(
         "run_load/telegram: {} users x {} turns ({} measured): {:.0} turns/s, CPU {:.0} us/turn \
          (user {:.0}, system {:.0}; first turns {:.0} us/turn), p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, \
@@ -308,42 +292,9 @@ impl Users {
     }
 }
 
-/// User and system CPU time of process `pid`, all its threads so far.
-fn cpu_time(pid: u32) -> Cpu {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("mnemo is running");
-    // Fields after the command name (which may hold spaces): state is the
-    // first, utime the 12th and stime the 13th (man 5 proc).
-    let after_name = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let fields: Vec<&str> = after_name.split(' ').collect();
-    let seconds = |field: &str| {
-        let ticks: u64 = field.parse().expect("clock ticks");
-        Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
-    };
-    Cpu {
-        user: seconds(fields[11]),
-        system: seconds(fields[12]),
-    }
-}
-
-/// `getconf CLK_TCK` (100 on Linux unless the kernel says otherwise).
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// The process's peak resident set (`VmHWM`), in KiB.
-fn peak_rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("mnemo is running");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status")
+/// User and system CPU time of the running mnemo, all its threads so far.
+fn cpu_time(pid: u32) -> CpuTimes {
+    procfs::cpu_times(&pid.to_string()).expect("mnemo is running")
 }
 
 /// The last lines of mnemo's log, for a failed run's message (the log

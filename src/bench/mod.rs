@@ -11,6 +11,7 @@
 //! and the per-user rate limit off (a benchmark is not abuse).
 
 pub mod instant;
+pub mod procfs;
 pub mod seed;
 
 use crate::access::{AccessFile, DmPolicy};
@@ -366,22 +367,12 @@ fn summarize(
     }
 }
 
-/// User + system CPU time of the whole process, from `/proc/self/stat`
-/// (in clock ticks of 1/100 s, Linux's fixed `USER_HZ`).
+/// User + system CPU time of the whole process.
 fn cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces; fields after `)` are plain.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 10))
+    procfs::cpu_times("self").map(procfs::CpuTimes::total)
 }
 
-/// The process's peak resident set (`VmHWM` in `/proc/self/status`), MB.
+/// The process's peak resident set, MB.
 pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    procfs::peak_rss_kb("self").map(|kb| kb as f64 / 1024.0)
 }
