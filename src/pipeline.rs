@@ -339,10 +339,9 @@ impl Pipeline {
     ) -> ModelRequest {
         let recall = &memory.config.recall;
         let recalled = if recall.enabled {
-            let recent = view.recent_records();
             let query = TurnQuery {
                 message: &message.text,
-                recent: &recent,
+                recent: &view.recent,
                 max_tokens: recall.max_tokens,
             };
             memory.recall.for_turn_async(user, &query).await.render()

@@ -143,7 +143,7 @@ fn benches(c: &mut Criterion) {
 
     let recall = Recall::of(&stm);
     let mut words = Words(99);
-    let recent: Vec<Record> = (0..10).map(|i| record(&mut words, archived + i)).collect();
+    let recent: Vec<Arc<Record>> = (0..10).map(|i| Arc::new(record(&mut words, archived + i))).collect();
     let question = format!("what did we say about {} and {}?", words.word(), words.word());
     let query = TurnQuery {
         message: &question,

@@ -97,8 +97,8 @@ pub struct ContextView {
 }
 
 impl ContextView {
-    /// The recent records as plain values (a copy), for code that wants a
-    /// `&[Record]`.
+    /// The recent records as plain values (a copy), to compare with plain
+    /// records (the turn path shares them: `recent`).
     pub fn recent_records(&self) -> Vec<Record> {
         self.recent.iter().map(|r| Record::clone(r)).collect()
     }

@@ -82,8 +82,9 @@ pub struct TurnQuery<'a> {
     /// The message being answered.
     pub message: &'a str,
     /// The records already in the context (the recent window, the message
-    /// being answered included): never recalled again.
-    pub recent: &'a [Record],
+    /// being answered included): never recalled again. Shared with the
+    /// session state, so a turn hands them over without a copy.
+    pub recent: &'a [Arc<Record>],
     /// `recall.maxTokens`.
     pub max_tokens: usize,
 }
@@ -299,7 +300,7 @@ impl Recall {
     /// in use): the nearest documents of the caller's and the shared
     /// vectors are fused with BM25's ranking.
     pub fn for_turn_with(&self, user: &SafeName, query: &TurnQuery, vector: Option<&[f32]>) -> Recalled {
-        let excluded: HashSet<u64> = query.recent.iter().map(message_key).collect();
+        let excluded: HashSet<u64> = query.recent.iter().map(|r| message_key(r)).collect();
         let context: Vec<&str> = query
             .recent
             .iter()

@@ -11,6 +11,7 @@ use mnemo_sessions::recall::{Recall, TurnQuery};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::topics::{self, TopicWrite};
 use mnemo_sessions::{Layout, Record, Role, SafeName, archive};
+use std::sync::Arc;
 
 fn day(d: u32, h: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, d, h, 0, 0).unwrap()
@@ -362,10 +363,10 @@ async fn items_already_in_the_recent_window_are_not_repeated_and_the_budget_is_k
         say(&stm, &alice, r.clone()).await;
         records.push(r);
     }
-    let recent = &records[50..];
+    let recent: Vec<Arc<Record>> = records[50..].iter().cloned().map(Arc::new).collect();
     let query = TurnQuery {
         message: "tell me about the kayak trips",
-        recent,
+        recent: &recent,
         max_tokens: 300,
     };
     let out = Recall::of(&stm).for_turn(&alice, &query);
