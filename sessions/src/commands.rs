@@ -15,6 +15,7 @@ mod memory;
 pub mod parse;
 mod search;
 mod status;
+pub use status::ago;
 
 pub use parse::{SessionCommand, parse};
 

@@ -71,7 +71,7 @@
 mod fail;
 mod fallback;
 mod ltm;
-pub(crate) mod plan;
+pub mod plan;
 mod running;
 mod view;
 

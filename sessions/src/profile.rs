@@ -94,6 +94,34 @@ pub struct MergeReport {
     pub dropped: usize,
 }
 
+/// Merges `facts` into a profile body held outside the file layout (the
+/// Postgres store keeps the body in a row): the same rules as
+/// [`merge_facts`] — keyed replace, the size cap — without files, versions
+/// or the fact log. Returns the new body when something changed.
+pub fn merge_into_body(body: Option<&str>, facts: &[Fact], max_chars: usize) -> (Option<String>, MergeReport) {
+    let mut parsed = Body::parse(body.unwrap_or(""));
+    let mut report = merge_all(&mut parsed, facts);
+    report.dropped = parsed.cap(max_chars).len();
+    if report.added + report.replaced + report.dropped == 0 {
+        return (None, report);
+    }
+    (Some(parsed.render(max_chars)), report)
+}
+
+/// Merges each fact into `body`, counting what happened to it.
+fn merge_all(body: &mut Body, facts: &[Fact]) -> MergeReport {
+    let mut report = MergeReport::default();
+    for fact in facts {
+        match body.merge(fact.section, &fact.key, &fact.value) {
+            Some(Merged::Added) => report.added += 1,
+            Some(Merged::Replaced) => report.replaced += 1,
+            Some(Merged::Unchanged) => report.unchanged += 1,
+            None => report.ignored += 1,
+        }
+    }
+    report
+}
+
 /// Reads the profile; `Ok(None)` when the user has none.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<Option<Profile>, ProfileError> {
     let path = layout.profile_path(user);
@@ -139,15 +167,7 @@ pub fn merge_facts(
     let mut profile = existing.unwrap_or_else(|| new_profile(layout, user, now));
     let mut body = Body::parse(&profile.body);
     facts::sync(layout, user, &body, FactBy::Operator, now)?;
-    let mut report = MergeReport::default();
-    for fact in learned.facts {
-        match body.merge(fact.section, &fact.key, &fact.value) {
-            Some(Merged::Added) => report.added += 1,
-            Some(Merged::Replaced) => report.replaced += 1,
-            Some(Merged::Unchanged) => report.unchanged += 1,
-            None => report.ignored += 1,
-        }
-    }
+    let mut report = merge_all(&mut body, learned.facts);
     let dropped = body.cap(max_chars);
     report.dropped = dropped.len();
     if report.dropped > 0 {

@@ -1,6 +1,7 @@
 //! The test kit shared by every test suite in the workspace: fake servers
 //! that stand in for the real services at the network edge (`telegram`,
-//! `slack`, `discord`, `model`, `embeddings`), a strict reader of Telegram HTML
+//! `slack`, `discord`, `model`, `embeddings`), a throwaway PostgreSQL
+//! (`pg`, a real server for the Postgres store), a strict reader of Telegram HTML
 //! (`html_check`), and [`eventually`], the one bounded wait for "something
 //! the code under test does in the background has happened".
 //!
@@ -14,6 +15,7 @@ pub mod discord;
 pub mod embeddings;
 pub mod html_check;
 pub mod model;
+pub mod pg;
 pub mod slack;
 pub mod telegram;
 

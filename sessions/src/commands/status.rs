@@ -100,7 +100,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// `just now`, `5 minutes ago`, `3 hours ago`, `2 days ago`.
-fn ago(age: TimeDelta) -> String {
+pub fn ago(age: TimeDelta) -> String {
     let (n, unit) = if age < TimeDelta::minutes(1) {
         return "just now".to_string();
     } else if age < TimeDelta::hours(1) {

@@ -49,7 +49,7 @@ pub(crate) fn already_folded(records: &[Record], marker: Option<&FoldMarker>) ->
 
 /// What a run should do with the unfolded records of a log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     Nothing,
     /// Summarize the first `n` records into the rolling summary.
     Fold(usize),
@@ -62,7 +62,7 @@ pub(crate) enum Decision {
 ///   records older than `maxAgeMinutes` are folded too (even inside the
 ///   window), and never fewer than what brings the log back to `maxMessages`;
 /// - compaction off: past `maxMessages`, the oldest slide out unsummarized.
-pub(crate) fn decide(unfolded: &[Record], config: &SessionConfig, now: DateTime<Utc>) -> Decision {
+pub fn decide(unfolded: &[Record], config: &SessionConfig, now: DateTime<Utc>) -> Decision {
     let n = unfolded.len();
     let over_bound = n.saturating_sub(config.stm.max_messages);
     if !config.compacting.enabled {
@@ -91,7 +91,7 @@ pub(crate) fn decide(unfolded: &[Record], config: &SessionConfig, now: DateTime<
 /// records are unfolded, the timestamp of the first of them, and whether a
 /// batch already in the summary still waits at the head of the log. The
 /// session state keeps exactly these, so "is a fold due?" costs no read.
-pub(crate) fn due(
+pub fn due(
     unfolded: usize,
     first_unfolded_ts: Option<DateTime<Utc>>,
     pending_resume: bool,

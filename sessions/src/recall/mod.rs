@@ -38,7 +38,7 @@ mod tokenize;
 mod vectors;
 
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
-pub use pack::{Item, Recalled};
+pub use pack::{Item, Recalled, pack};
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;

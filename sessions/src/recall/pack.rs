@@ -9,6 +9,7 @@
 
 use super::bm25::{Doc, Source};
 use crate::profile::clipped_line;
+use crate::record::Role;
 use chrono::{DateTime, Utc};
 
 /// Longest text of one recalled item, in characters.
@@ -29,8 +30,8 @@ impl Item {
     pub fn of(doc: &Doc) -> Item {
         let day = doc.at.format("%Y-%m-%d");
         let label = match &doc.source {
-            Source::User => format!("[{day}, you]"),
-            Source::Assistant => format!("[{day}, assistant]"),
+            Source::User => return Item::message(doc.at, Role::User, &doc.text),
+            Source::Assistant => return Item::message(doc.at, Role::Assistant, &doc.text),
             Source::Summary(period) => format!("[summary {period}]"),
             Source::Rolling => format!("[summary of recent conversation, {day}]"),
             Source::Profile => "[profile]".to_string(),
@@ -46,6 +47,21 @@ impl Item {
             at: doc.at,
             label,
             text: clipped_line(&doc.text, ITEM_CHARS),
+        }
+    }
+
+    /// A recalled message of the conversation: `[2026-03-07, you] …` or
+    /// `[2026-03-07, assistant] …`.
+    pub fn message(at: DateTime<Utc>, role: Role, text: &str) -> Item {
+        let day = at.format("%Y-%m-%d");
+        let label = match role {
+            Role::User => format!("[{day}, you]"),
+            Role::Assistant => format!("[{day}, assistant]"),
+        };
+        Item {
+            at,
+            label,
+            text: clipped_line(text, ITEM_CHARS),
         }
     }
 

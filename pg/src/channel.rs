@@ -1,0 +1,216 @@
+//! One channel's users on the Postgres store: turns, folds and the
+//! `/session` commands this version answers from the database.
+
+use crate::turn::PgTurn;
+use crate::{PgError, PgStore};
+use chrono::{DateTime, Utc};
+use mnemo_sessions::SafeName;
+use mnemo_sessions::commands::{HELP, SessionCommand};
+use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::summarizer::Summarizer;
+use std::sync::Arc;
+
+/// One channel's memory in the database. Cheap to clone.
+#[derive(Clone)]
+pub struct PgChannel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: PgStore,
+    name: String,
+    config: SessionConfig,
+    summarizer: Arc<dyn Summarizer>,
+}
+
+/// Said for the `/session` commands this store does not answer yet.
+pub const NOT_ON_POSTGRES: &str = "That /session command is not available on this bot's database storage yet. \
+     /session status, clear, clear all, profile and search are.";
+
+impl PgChannel {
+    pub fn new(store: PgStore, name: &str, config: SessionConfig, summarizer: Arc<dyn Summarizer>) -> PgChannel {
+        PgChannel {
+            inner: Arc::new(Inner {
+                store,
+                name: name.to_string(),
+                config,
+                summarizer,
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &PgStore {
+        &self.inner.store
+    }
+
+    /// The channel's name, as the rows are keyed.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn summarizer(&self) -> &Arc<dyn Summarizer> {
+        &self.inner.summarizer
+    }
+
+    /// Starts `user`'s turn: waits for the user's lock (held by another
+    /// turn of theirs, on any broker) and keeps it until the turn is dropped.
+    pub async fn begin_turn(&self, user: &SafeName) -> Result<PgTurn, PgError> {
+        PgTurn::begin(self, user).await
+    }
+
+    /// Folds `user`'s older messages if the rules say so ([`crate::fold`]).
+    pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<crate::fold::PgFold, PgError> {
+        crate::fold::compact(self, user, now).await
+    }
+
+    /// Answers a `/session` command for `user` from the database. Commands
+    /// that change memory run inside the caller's turn lock (the broker
+    /// takes it first).
+    pub async fn command(
+        &self,
+        user: &SafeName,
+        command: &SessionCommand,
+        now: DateTime<Utc>,
+    ) -> Result<String, PgError> {
+        let (channel, key) = (self.name(), user.as_str());
+        let conn = self.store().conn().await?;
+        Ok(match command {
+            SessionCommand::Status => {
+                let row = conn
+                    .query_opt(
+                        "SELECT count(*) FILTER (WHERE m.fold IS NULL), count(m.seq), u.summary_at,
+                                length(coalesce(u.profile, ''))
+                         FROM mnemo_users u LEFT JOIN mnemo_messages m USING (channel, user_key)
+                         WHERE u.channel = $1 AND u.user_key = $2 GROUP BY u.summary_at, u.profile",
+                        &[&channel, &key],
+                    )
+                    .await?;
+                let Some(row) = row else {
+                    return Ok("Your memory here: nothing stored yet.".into());
+                };
+                let (short, all): (i64, i64) = (row.get(0), row.get(1));
+                let summary: Option<DateTime<Utc>> = row.get(2);
+                let profile: i32 = row.get(3);
+                let summary = summary.map_or("no rolling summary yet".to_string(), |at| {
+                    format!("rolling summary updated {}", mnemo_sessions::commands::ago(now - at))
+                });
+                format!(
+                    "Your memory here:\n\
+                     • {short} message{} in short-term memory, {} archived\n\
+                     • {summary}\n\
+                     • profile: {profile} characters",
+                    plural(short),
+                    all - short
+                )
+            }
+            SessionCommand::Clear => {
+                let mut conn = conn;
+                let tx = conn.transaction().await?;
+                let n = tx
+                    .execute(
+                        "DELETE FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND fold IS NULL",
+                        &[&channel, &key],
+                    )
+                    .await?;
+                let summary = tx
+                    .execute(
+                        "UPDATE mnemo_users SET summary = NULL, summary_at = NULL
+                         WHERE channel = $1 AND user_key = $2 AND summary IS NOT NULL",
+                        &[&channel, &key],
+                    )
+                    .await?;
+                tx.commit().await?;
+                if n + summary == 0 {
+                    "There was nothing in your short-term memory. Your long-term notes are kept.".to_string()
+                } else {
+                    format!(
+                        "Cleared our recent conversation ({n} message{}) and its summary. Your long-term profile is kept.",
+                        plural(i64::try_from(n).unwrap_or(i64::MAX))
+                    )
+                }
+            }
+            SessionCommand::ClearAll => {
+                let n: i64 = conn
+                    .query_one(
+                        "SELECT count(*) FROM mnemo_messages WHERE channel = $1 AND user_key = $2",
+                        &[&channel, &key],
+                    )
+                    .await?
+                    .get(0);
+                format!(
+                    "This would delete everything I store about you here: {n} message{} (short-term and archived), \
+                     the summary and your profile. To do it, send `/session clear all confirm`.",
+                    plural(n)
+                )
+            }
+            SessionCommand::ClearAllConfirmed => {
+                let n = conn
+                    .execute(
+                        "DELETE FROM mnemo_users WHERE channel = $1 AND user_key = $2",
+                        &[&channel, &key],
+                    )
+                    .await?;
+                if n == 0 {
+                    "I had nothing stored about you.".to_string()
+                } else {
+                    "Deleted everything I stored about you here: messages, summary, profile and archive. \
+                     This cannot be undone."
+                        .to_string()
+                }
+            }
+            SessionCommand::Profile => {
+                let profile: Option<String> = conn
+                    .query_opt(
+                        "SELECT profile FROM mnemo_users WHERE channel = $1 AND user_key = $2",
+                        &[&channel, &key],
+                    )
+                    .await?
+                    .and_then(|row| row.get(0));
+                match profile.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()) {
+                    Some(body) => format!("What I remember about you:\n\n{body}"),
+                    None => "I have no long-term profile for you yet.".to_string(),
+                }
+            }
+            SessionCommand::Search { words } => {
+                let Some(query) = crate::recall::tsquery(words) else {
+                    return Ok("Give me a word to look for: /session search <words>".into());
+                };
+                let rows = conn
+                    .query(
+                        "SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
+                         WHERE channel = $1 AND user_key = $2 AND tsv @@ q
+                         ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT 10",
+                        &[&channel, &key, &query],
+                    )
+                    .await?;
+                if rows.is_empty() {
+                    "I found nothing with those words in your memory.".to_string()
+                } else {
+                    let lines: Vec<String> = rows
+                        .iter()
+                        .map(|row| {
+                            let item = mnemo_sessions::recall::Item::message(
+                                row.get(0),
+                                crate::turn::role_of(row.get(1)),
+                                row.get(2),
+                            );
+                            item.line()
+                        })
+                        .collect();
+                    format!("What I found in your memory:\n{}", lines.join("\n"))
+                }
+            }
+            SessionCommand::Help => HELP.to_string(),
+            SessionCommand::Unknown { .. } => format!("I don't know that /session command.\n\n{HELP}"),
+            _ => NOT_ON_POSTGRES.to_string(),
+        })
+    }
+}
+
+fn plural(n: i64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}

@@ -1,0 +1,204 @@
+//! mnemo's Postgres store: what a turn needs — the short-term messages,
+//! the rolling summary and its folds, the profile, and full-text recall
+//! over a user's whole history — in one database that several brokers
+//! share (`store: {"kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL"}` in
+//! the app config; the file layout stays the default).
+//!
+//! - [`PgStore`]: the connection pool (rustls for TLS, the URL's
+//!   `sslmode`), [`migrate`] and the start check.
+//! - [`channel::PgChannel`]: one channel's users. A turn holds
+//!   [`turn::PgTurn`]: one pooled connection with the user's advisory lock
+//!   (channel + user), so the turns of one user run one at a time across
+//!   every broker, and a broker that dies releases its users' locks with
+//!   its connections.
+//! - [`fold`]: compaction as one transaction (nothing archived twice or
+//!   lost), one fold per user at a time across brokers.
+//! - [`recall`]: `tsvector` search scoped to the user inside the query.
+//!
+//! Crash guarantees match the files: a message is acknowledged once its
+//! insert committed (`synchronous_commit` as the server has it); a
+//! redelivered platform message id is a no-op; a fold commits all of its
+//! changes or none. No message text goes into an error or a log line.
+//!
+//! Postgres `text` cannot hold NUL: a NUL in any stored string is kept as
+//! U+2400 (␀), the visible symbol for it ([`pg_text`]).
+
+pub mod channel;
+pub mod fold;
+pub mod migrate;
+pub mod recall;
+pub mod turn;
+
+pub use channel::PgChannel;
+pub use turn::PgTurn;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections a broker opens at most, by default: each turn in flight
+/// holds one for its span (its user's lock lives on it).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 32;
+
+/// How long a turn waits for a free connection before it is refused (the
+/// user is told; nothing was stored).
+pub const DEFAULT_POOL_WAIT: Duration = Duration::from_secs(10);
+
+/// Why the store failed. The text names what failed, never a message's
+/// text (statements carry it only as a parameter).
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("the database URL is not valid: {0}")]
+    BadUrl(String),
+    #[error("no database connection: {0}")]
+    Pool(String),
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("the database schema is at version {have}, this mnemo needs {want}: run `mnemo store migrate`")]
+    SchemaBehind { have: i32, want: i32 },
+    #[error(
+        "the database schema is at version {have}, newer than this mnemo knows ({know}): a newer mnemo migrated it; run that version"
+    )]
+    SchemaAhead { have: i32, know: i32 },
+}
+
+impl From<deadpool_postgres::PoolError> for PgError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        PgError::Pool(e.to_string())
+    }
+}
+
+/// The pool of connections to one database. Cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl PgStore {
+    /// A pool for `url` (`postgres://user:pass@host:port/db?sslmode=…`, or
+    /// the key=value form), opening at most `max_connections`, each turn
+    /// waiting at most `wait` for one. Connects lazily: [`PgStore::ping`]
+    /// or [`migrate::check`] tells whether the database is there.
+    pub fn connect(url: &str, max_connections: usize, wait: Duration) -> Result<PgStore, PgError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            // The parser's message names the bad part; the URL may hold a
+            // password, so it is not repeated.
+            PgError::BadUrl(e.to_string())
+        })?;
+        let manager = Manager::from_config(
+            config,
+            tls(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(wait))
+            .create_timeout(Some(wait))
+            .recycle_timeout(Some(wait))
+            .build()
+            .map_err(|e| PgError::Pool(e.to_string()))?;
+        Ok(PgStore { pool })
+    }
+
+    /// One round trip: is the database there?
+    pub async fn ping(&self) -> Result<(), PgError> {
+        self.conn().await?.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn conn(&self) -> Result<deadpool_postgres::Object, PgError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Connections open now and the pool's bound, for status and tests.
+    pub fn pool_status(&self) -> (usize, usize) {
+        let s = self.pool.status();
+        (s.size, s.max_size)
+    }
+
+    /// Whether the `vector` extension (pgvector) can be used for recall's
+    /// embeddings here: installed in this database, or available to
+    /// install. This version of the store searches by full text only either
+    /// way; the answer is reported so an operator knows what the server has.
+    pub async fn vectors(&self) -> Result<Vectors, PgError> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),
+                        EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+                &[],
+            )
+            .await?;
+        Ok(match (row.get(0), row.get(1)) {
+            (true, _) => Vectors::Installed,
+            (false, true) => Vectors::Available,
+            (false, false) => Vectors::Absent,
+        })
+    }
+}
+
+/// What the server offers for embeddings (pgvector).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vectors {
+    Installed,
+    Available,
+    Absent,
+}
+
+impl std::fmt::Display for Vectors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Vectors::Installed => "pgvector installed",
+            Vectors::Available => "pgvector available, not installed",
+            Vectors::Absent => "pgvector absent",
+        })
+    }
+}
+
+/// TLS by rustls with the web's root certificates; the URL's `sslmode`
+/// decides whether it is used (`prefer`, the default, falls back to plain
+/// on a server without TLS; `require` does not).
+fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots().to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+fn webpki_roots() -> &'static [rustls::pki_types::TrustAnchor<'static>] {
+    webpki_roots::TLS_SERVER_ROOTS
+}
+
+/// `text` as Postgres can store it: NUL (which `text` cannot hold) becomes
+/// U+2400, the visible symbol for it; everything else is kept.
+pub fn pg_text(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', "\u{2400}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// Advisory lock keys, one namespace per purpose: 64 bits of SHA-256 of
+/// `purpose/channel/user`. Two users sharing a key only wait for each other.
+pub(crate) fn lock_key(purpose: &str, channel: &str, user: &str) -> i64 {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for part in [purpose, channel, user] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let digest = h.finalize();
+    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}

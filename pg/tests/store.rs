@@ -1,0 +1,439 @@
+//! The Postgres store against a real PostgreSQL (the test kit's throwaway
+//! server): migrations, the turn's append and view, per-user order across
+//! two brokers, folds as one transaction, recall, and the bad days (the
+//! database going away mid-turn, a pool exhausted, a clear during a fold).
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use mnemo_pg::fold::PgFold;
+use mnemo_pg::migrate::{self, latest};
+use mnemo_pg::{PgChannel, PgError, PgStore};
+use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::summarizer::{Fact, FactSection, SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
+use mnemo_sessions::{Record, Role, SafeName};
+use mnemo_testkit::pg;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+fn store(url: &str) -> PgStore {
+    PgStore::connect(url, 8, Duration::from_secs(5)).unwrap()
+}
+
+async fn migrated() -> (PgStore, String) {
+    let url = pg::database().url();
+    let store = store(&url);
+    migrate::migrate(&store).await.unwrap();
+    (store, url)
+}
+
+fn at(minute: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap() + TimeDelta::minutes(minute)
+}
+
+fn record(i: i64, text: &str) -> Record {
+    Record {
+        ts: at(i),
+        role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+        text: text.to_string(),
+        msg_id: format!("m{i}"),
+        channel: "telegram".into(),
+        thread_id: None,
+        chat_id: Some("c1".into()),
+        user_name: None,
+    }
+}
+
+/// Sums up by counting, and learns one fact per batch.
+struct Counting {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Summarizer for Counting {
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(SummaryOutput {
+            summary: format!("summary {n}: {} messages folded", request.messages.len()),
+            facts: vec![Fact {
+                section: FactSection::Facts,
+                key: "folds".into(),
+                value: n.to_string(),
+            }],
+        })
+    }
+}
+
+struct Failing;
+
+#[async_trait]
+impl Summarizer for Failing {
+    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        Err(SummarizeError::Failed("down".into()))
+    }
+}
+
+/// Waits for a go before answering.
+struct Gated {
+    started: Notify,
+    go: Notify,
+}
+
+#[async_trait]
+impl Summarizer for Gated {
+    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        self.started.notify_one();
+        self.go.notified().await;
+        Ok(SummaryOutput {
+            summary: "late summary".into(),
+            facts: vec![],
+        })
+    }
+}
+
+fn config() -> SessionConfig {
+    let mut c = SessionConfig::default();
+    c.compacting.threshold = 20;
+    c.stm.context_window = 5;
+    c.stm.max_messages = 30;
+    c.stm.max_age_minutes = 100_000;
+    c
+}
+
+fn channel(store: &PgStore, summarizer: Arc<dyn Summarizer>) -> PgChannel {
+    PgChannel::new(store.clone(), "telegram", config(), summarizer)
+}
+
+fn counting() -> Arc<Counting> {
+    Arc::new(Counting {
+        calls: AtomicUsize::new(0),
+    })
+}
+
+#[tokio::test]
+async fn migrating_twice_changes_nothing_the_second_time() {
+    let store = store(&pg::database().url());
+    let err = migrate::check(&store).await.unwrap_err();
+    assert!(matches!(err, PgError::SchemaBehind { have: 0, .. }), "{err}");
+    assert!(err.to_string().contains("mnemo store migrate"), "{err}");
+    let first = migrate::migrate(&store).await.unwrap();
+    assert_eq!(
+        (first.from, first.to, first.applied.len()),
+        (0, latest(), latest() as usize)
+    );
+    let second = migrate::migrate(&store).await.unwrap();
+    assert_eq!((second.from, second.to), (latest(), latest()));
+    assert!(second.applied.is_empty());
+    migrate::check(&store).await.unwrap();
+}
+
+#[tokio::test]
+async fn two_brokers_migrating_at_once_apply_each_migration_once() {
+    let url = pg::database().url();
+    let (a, b) = (store(&url), store(&url));
+    let (ra, rb) = tokio::join!(migrate::migrate(&a), migrate::migrate(&b));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.applied.len() + rb.applied.len(), latest() as usize, "{ra:?} {rb:?}");
+    migrate::check(&a).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_this_build_is_refused() {
+    let (store, url) = migrated().await;
+    let admin = tokio_postgres_client(&url).await;
+    admin
+        .execute(
+            "INSERT INTO mnemo_schema (version, name) VALUES (999, 'from the future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = migrate::check(&store).await.unwrap_err();
+    assert!(matches!(err, PgError::SchemaAhead { have: 999, .. }), "{err}");
+    assert!(
+        migrate::migrate(&store).await.is_err(),
+        "migrate must not run over a newer schema"
+    );
+}
+
+async fn tokio_postgres_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test]
+async fn a_turn_appends_views_and_ignores_a_redelivery() {
+    let (store, _) = migrated().await;
+    let ch = channel(&store, counting());
+    let user = SafeName::of("4242");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let (first, view) = turn
+        .append_then_view(&record(0, "hello\0there"), at(0), 11)
+        .await
+        .unwrap();
+    assert!(!first.duplicate && !first.fold_due);
+    assert_eq!(view.recent.len(), 1);
+    assert_eq!(
+        view.recent[0].text, "hello\u{2400}there",
+        "NUL kept as its visible symbol"
+    );
+    let again = turn.append(&record(0, "hello\0there"), at(0)).await.unwrap();
+    assert!(again.duplicate, "the same platform message id is stored once");
+    turn.append(&record(1, "hi, how can I help?"), at(1)).await.unwrap();
+    let view = turn.view(11).await.unwrap();
+    let ids: Vec<&str> = view.recent.iter().map(|r| r.msg_id.as_str()).collect();
+    assert_eq!(ids, ["m0", "m1"]);
+    assert_eq!(view.recent[1].role, Role::Assistant);
+    assert_eq!(view.recent[0].chat_id.as_deref(), Some("c1"));
+    assert!(view.summary.is_none() && view.profile.is_none());
+    drop(turn);
+
+    // Another user sees nothing of it.
+    let mut other = ch.begin_turn(&SafeName::of("7")).await.unwrap();
+    assert!(other.view(11).await.unwrap().recent.is_empty());
+    let found = other.recall("hello there", &[], 500).await.unwrap();
+    assert!(found.items.is_empty(), "recall is scoped to the user");
+}
+
+#[tokio::test]
+async fn one_users_turns_run_one_at_a_time_across_brokers() {
+    let (a, url) = migrated().await;
+    let b = store(&url);
+    let (ca, cb) = (channel(&a, counting()), channel(&b, counting()));
+    let user = SafeName::of("u1");
+    let mut first = ca.begin_turn(&user).await.unwrap();
+    first.append(&record(0, "first question"), at(0)).await.unwrap();
+    // Broker B takes the same user's next message while A's turn is open:
+    // it waits for A's reply instead of slipping in between.
+    let second = tokio::spawn({
+        let (cb, user) = (cb.clone(), user.clone());
+        async move {
+            let mut turn = cb.begin_turn(&user).await.unwrap();
+            turn.append(&record(2, "second question"), at(2)).await.unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.append(&record(1, "first answer"), at(1)).await.unwrap();
+    drop(first);
+    second.await.unwrap();
+    let mut turn = ca.begin_turn(&user).await.unwrap();
+    let ids: Vec<String> = turn
+        .view(10)
+        .await
+        .unwrap()
+        .recent
+        .iter()
+        .map(|r| r.msg_id.clone())
+        .collect();
+    assert_eq!(ids, ["m0", "m1", "m2"], "question, its answer, then the next question");
+    // A different user is never held up by u1's lock.
+    let mut other = cb.begin_turn(&SafeName::of("u2")).await.unwrap();
+    other.append(&record(0, "x"), at(0)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fold_summarizes_archives_and_keeps_recall() {
+    let (store, _) = migrated().await;
+    let summarizer = counting();
+    let ch = channel(&store, summarizer.clone());
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let mut due = false;
+    for i in 0..21 {
+        let text = if i == 2 {
+            "my dentist is Dr. Okafor on Elm Street".to_string()
+        } else {
+            format!("chat {i}")
+        };
+        due = turn.append(&record(i, &text), at(i)).await.unwrap().fold_due;
+    }
+    assert!(due, "21 unfolded past a threshold of 20");
+    drop(turn);
+    let outcome = ch.compact(&user, at(30)).await.unwrap();
+    let PgFold::Compacted { folded, facts } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(folded, 16, "all but the window of 5");
+    assert_eq!(facts.added, 1);
+    assert_eq!(ch.compact(&user, at(30)).await.unwrap(), PgFold::NotNeeded);
+
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let view = turn.view(11).await.unwrap();
+    assert_eq!(view.summary.as_deref(), Some("summary 1: 16 messages folded"));
+    assert!(
+        view.profile.as_deref().unwrap().contains("folds: 1"),
+        "{:?}",
+        view.profile
+    );
+    let ids: Vec<&str> = view.recent.iter().map(|r| r.msg_id.as_str()).collect();
+    assert_eq!(ids, ["m16", "m17", "m18", "m19", "m20"]);
+    let found = turn.recall("who is my dentist?", &view.recent, 500).await.unwrap();
+    let text = found.render().unwrap();
+    assert!(
+        text.contains("[2026-11-30, you] my dentist is Dr. Okafor on Elm Street"),
+        "{text}"
+    );
+    assert_eq!(summarizer.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_clear_during_a_fold_supersedes_it_and_nothing_is_written() {
+    let (store, _) = migrated().await;
+    let gated = Arc::new(Gated {
+        started: Notify::new(),
+        go: Notify::new(),
+    });
+    let ch = channel(&store, gated.clone());
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    for i in 0..21 {
+        turn.append(&record(i, "words"), at(i)).await.unwrap();
+    }
+    drop(turn);
+    let fold = tokio::spawn({
+        let (ch, user) = (ch.clone(), user.clone());
+        async move { ch.compact(&user, at(30)).await }
+    });
+    gated.started.notified().await;
+    assert_eq!(ch.compact(&user, at(30)).await.unwrap(), PgFold::AlreadyRunning);
+    let reply = ch
+        .command(&user, &mnemo_sessions::commands::SessionCommand::Clear, at(30))
+        .await
+        .unwrap();
+    assert!(
+        reply.starts_with("Cleared our recent conversation (21 messages)"),
+        "{reply}"
+    );
+    gated.go.notify_one();
+    assert_eq!(fold.await.unwrap().unwrap(), PgFold::Superseded);
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let view = turn.view(11).await.unwrap();
+    assert!(view.summary.is_none() && view.recent.is_empty(), "{view:?}");
+}
+
+#[tokio::test]
+async fn a_failing_summarizer_keeps_short_term_memory_bounded() {
+    let (store, _) = migrated().await;
+    let ch = channel(&store, Arc::new(Failing));
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    for i in 0..25 {
+        turn.append(&record(i, "words"), at(i)).await.unwrap();
+    }
+    drop(turn);
+    let outcome = ch.compact(&user, at(30)).await.unwrap();
+    assert!(
+        matches!(outcome, PgFold::SummarizerFailed { failures: 1, .. }),
+        "{outcome:?}"
+    );
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    for i in 25..33 {
+        turn.append(&record(i, "words"), at(i)).await.unwrap();
+    }
+    drop(turn);
+    let outcome = ch.compact(&user, at(40)).await.unwrap();
+    assert_eq!(
+        outcome,
+        PgFold::Fallback {
+            archived: 3,
+            failures: 2
+        }
+    );
+    let reply = ch
+        .command(&user, &mnemo_sessions::commands::SessionCommand::Status, at(40))
+        .await
+        .unwrap();
+    assert!(
+        reply.contains("30 messages in short-term memory, 3 archived"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn clear_all_deletes_everything_of_the_user_only() {
+    let (store, _) = migrated().await;
+    let ch = channel(&store, counting());
+    let (u1, u2) = (SafeName::of("u1"), SafeName::of("u2"));
+    for user in [&u1, &u2] {
+        let mut turn = ch.begin_turn(user).await.unwrap();
+        for i in 0..21 {
+            turn.append(&record(i, "the secret word is heliotrope"), at(i))
+                .await
+                .unwrap();
+        }
+    }
+    ch.compact(&u1, at(30)).await.unwrap();
+    let reply = ch
+        .command(
+            &u1,
+            &mnemo_sessions::commands::SessionCommand::ClearAllConfirmed,
+            at(30),
+        )
+        .await
+        .unwrap();
+    assert!(reply.starts_with("Deleted everything"), "{reply}");
+    let mut turn = ch.begin_turn(&u1).await.unwrap();
+    let view = turn.view(50).await.unwrap();
+    assert!(view.recent.is_empty() && view.summary.is_none() && view.profile.is_none());
+    assert!(turn.recall("heliotrope", &[], 500).await.unwrap().items.is_empty());
+    drop(turn);
+    let mut turn = ch.begin_turn(&u2).await.unwrap();
+    assert_eq!(
+        turn.view(50).await.unwrap().recent.len(),
+        21,
+        "the other user keeps theirs"
+    );
+}
+
+#[tokio::test]
+async fn a_database_that_goes_away_mid_turn_loses_no_committed_message() {
+    let cluster = pg::Cluster::start();
+    let url = cluster.create_database().url();
+    let store = PgStore::connect(&url, 4, Duration::from_secs(2)).unwrap();
+    migrate::migrate(&store).await.unwrap();
+    let ch = channel(&store, counting());
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    turn.append(&record(0, "acknowledged before the crash"), at(0))
+        .await
+        .unwrap();
+    cluster.stop();
+    let err = turn.append(&record(1, "the answer"), at(1)).await.unwrap_err();
+    assert!(matches!(err, PgError::Db(_)), "{err}");
+    drop(turn);
+    assert!(ch.begin_turn(&user).await.is_err(), "no database, no turn");
+    cluster.start_server();
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let ids: Vec<String> = turn
+        .view(10)
+        .await
+        .unwrap()
+        .recent
+        .iter()
+        .map(|r| r.msg_id.clone())
+        .collect();
+    assert_eq!(ids, ["m0"]);
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_refuses_the_turn_then_recovers() {
+    let url = pg::database().url();
+    let store = PgStore::connect(&url, 2, Duration::from_millis(300)).unwrap();
+    migrate::migrate(&store).await.unwrap();
+    let ch = channel(&store, counting());
+    let a = ch.begin_turn(&SafeName::of("a")).await.unwrap();
+    let b = ch.begin_turn(&SafeName::of("b")).await.unwrap();
+    let err = ch
+        .begin_turn(&SafeName::of("c"))
+        .await
+        .err()
+        .expect("no third connection");
+    assert!(matches!(err, PgError::Pool(_)), "{err}");
+    assert!(err.to_string().contains("no database connection"), "{err}");
+    drop(a);
+    drop(b);
+    let mut c = ch.begin_turn(&SafeName::of("c")).await.unwrap();
+    c.append(&record(0, "now it works"), at(0)).await.unwrap();
+}
