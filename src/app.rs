@@ -37,6 +37,10 @@ pub struct ChannelMemory {
     /// The channel's recall index: fed on every append, searched every turn.
     pub recall: Recall,
     pub maintenance: Maintenance,
+    /// With `store.kind: postgres`: the channel's memory in the database.
+    /// The turn path then reads and writes there (not `sessions`/`recall`),
+    /// and the file-based maintenance does not run for it.
+    pub pg: Option<mnemo_pg::PgChannel>,
 }
 
 impl ChannelMemory {
@@ -68,6 +72,7 @@ impl ChannelMemory {
             sessions,
             recall,
             maintenance,
+            pg: None,
         })
     }
 
@@ -99,6 +104,9 @@ pub struct AppParts {
     /// The channels whose answers are shown while the model writes them
     /// (`channels.<name>.streaming`); the others get each answer whole.
     pub streaming: std::collections::BTreeSet<String>,
+    /// `store.kind: postgres`: the database pool (checked at start by
+    /// `serve`); `None` keeps memory in the files.
+    pub store: Option<mnemo_pg::PgStore>,
 }
 
 /// How long in-flight turns may take to finish after a shutdown signal.
@@ -141,6 +149,9 @@ impl App {
             memory
                 .use_embeddings(env)
                 .with_context(|| format!("opening the memory of channel `{name}`"))?;
+            memory.pg = parts.store.as_ref().map(|store| {
+                mnemo_pg::PgChannel::new(store.clone(), &name, memory.config.clone(), parts.summarizer.clone())
+            });
             // `<state>/logs` is shared: the first channel's maintenance rotates it.
             memory.maintenance = memory.maintenance.rotating_logs(memories.is_empty());
             memories.insert(name.clone(), memory);

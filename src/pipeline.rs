@@ -166,6 +166,12 @@ impl Pipeline {
             Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
             Admission::Proceed { greeting: None } => {}
         }
+        // On Postgres the user's turn lock is held from here to the end of
+        // the turn, so another broker never interleaves this user's turns.
+        let mut pg = match &memory.pg {
+            Some(channel) => Some(channel.begin_turn(&user).await.map_err(TurnError::Database)?),
+            None => None,
+        };
 
         if let Some(command) = commands::parse(
             &message.text,
@@ -179,9 +185,15 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
                 max_profile_chars: memory.config.ltm.max_profile_chars,
             };
-            let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
-            // A command may have changed the files (clear, forget, …).
-            memory.sessions.forget(&user).await;
+            let reply = match &memory.pg {
+                Some(channel) => pg_command(channel, &user, &command).await,
+                None => {
+                    let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
+                    // A command may have changed the files (clear, forget, …).
+                    memory.sessions.forget(&user).await;
+                    reply
+                }
+            };
             let out = match reply.export {
                 Some(path) => Outbound::file(&message, path, reply.text),
                 None => Outbound::reply(&message, reply.text),
@@ -208,24 +220,42 @@ impl Pipeline {
         };
         // One extra message because the one being answered is in the log too.
         let window = memory.config.stm.context_window + 1;
-        let (mut appended, view) = memory
-            .sessions
-            .append_then_view(&user, &record, Utc::now(), window)
-            .await
-            .map_err(TurnError::Store)?;
-        memory.recall.index_async(&user, &record).await;
+        let (mut fold_due, view) = match pg.as_mut() {
+            Some(turn) => {
+                let (appended, view) = turn
+                    .append_then_view(&record, Utc::now(), window)
+                    .await
+                    .map_err(TurnError::Database)?;
+                if appended.duplicate {
+                    // A platform's redelivery: stored once, answered once.
+                    return Ok(Outcome::Duplicate);
+                }
+                (appended.fold_due, view)
+            }
+            None => {
+                let (appended, view) = memory
+                    .sessions
+                    .append_then_view(&user, &record, Utc::now(), window)
+                    .await
+                    .map_err(TurnError::Store)?;
+                memory.recall.index_async(&user, &record).await;
+                (appended.fold_due, view)
+            }
+        };
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
             return Ok(Outcome::Saved);
         }
 
-        let request = self.request_for(memory, &user, &message, view).await;
+        let request = self.request_for(memory, pg.as_mut(), &user, &message, view).await;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, &user, &request);
+        // The memory tools edit the files: not offered on Postgres yet.
+        let tools = tools.filter(|_| memory.pg.is_none());
         let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
-            self.answer(&message, request, &tools, limits).await
+            self.answer(&message, request, tools.as_ref(), limits).await
         };
         trace.lap(Phase::Model);
         let outcome = match answer {
@@ -241,14 +271,25 @@ impl Pipeline {
                     chat_id: Some(message.chat_id.clone()),
                     user_name: None,
                 };
-                appended = memory
-                    .sessions
-                    .append(&user, &reply, Utc::now())
-                    .await
-                    .map_err(TurnError::Store)?;
-                memory.recall.index_async(&user, &reply).await;
+                fold_due = match pg.as_mut() {
+                    Some(turn) => {
+                        turn.append(&reply, Utc::now())
+                            .await
+                            .map_err(TurnError::Database)?
+                            .fold_due
+                    }
+                    None => {
+                        let appended = memory
+                            .sessions
+                            .append(&user, &reply, Utc::now())
+                            .await
+                            .map_err(TurnError::Store)?;
+                        memory.recall.index_async(&user, &reply).await;
+                        appended.fold_due
+                    }
+                };
                 trace.lap(Phase::Memory);
-                self.fold_if_due(memory, &user, appended.fold_due).await;
+                self.fold_if_due(memory, &user, fold_due).await;
                 self.show(&message, live, &reply.text).await;
                 match answer.broken {
                     Some(e) => {
@@ -261,7 +302,7 @@ impl Pipeline {
             }
             Err(e) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
-                self.fold_if_due(memory, &user, appended.fold_due).await;
+                self.fold_if_due(memory, &user, fold_due).await;
                 self.show(&message, live, e.user_message()).await;
                 Outcome::ModelFailed
             }
@@ -278,10 +319,11 @@ impl Pipeline {
         &self,
         message: &Inbound,
         request: ModelRequest,
-        tools: &MemoryTools,
+        tools: Option<&MemoryTools>,
         limits: ToolLimits,
     ) -> (Result<Answer, ModelError>, Option<Box<dyn LiveReply + '_>>) {
         let typing = self.keep_typing(message);
+        let tools = tools.map(|t| t as &dyn tools::ToolExecutor);
         let model = &*self.parts.model;
         let max_chars = self.parts.limits.max_reply_chars;
         let channel = self
@@ -289,18 +331,15 @@ impl Pipeline {
             .get(&message.channel)
             .filter(|_| model.streams() && self.parts.streaming.contains(&message.channel));
         let Some(channel) = channel else {
-            let answer = tools::answer(model, request, Some(tools), limits)
-                .await
-                .map(|reply| Answer {
-                    text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
-                    usage: reply.usage,
-                    broken: None,
-                });
+            let answer = tools::answer(model, request, tools, limits).await.map(|reply| Answer {
+                text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
+                usage: reply.usage,
+                broken: None,
+            });
             return (answer, None);
         };
         let mut live = channel.live(Outbound::reply(message, ""));
-        let streamed =
-            crate::streaming::answer(model, request, Some(tools), limits, &mut *live, typing, max_chars).await;
+        let streamed = crate::streaming::answer(model, request, tools, limits, &mut *live, typing, max_chars).await;
         let answer = streamed.map(|s| {
             if let (Some(first), Some(shown)) = (s.first_text, s.first_shown) {
                 crate::ops::metrics::metrics().first_text(&message.channel, shown.saturating_duration_since(first));
@@ -333,20 +372,31 @@ impl Pipeline {
     async fn request_for(
         &self,
         memory: &ChannelMemory,
+        pg: Option<&mut mnemo_pg::PgTurn>,
         user: &SafeName,
         message: &Inbound,
         view: ContextView,
     ) -> ModelRequest {
         let recall = &memory.config.recall;
-        let recalled = if recall.enabled {
-            let query = TurnQuery {
-                message: &message.text,
-                recent: &view.recent,
-                max_tokens: recall.max_tokens,
-            };
-            memory.recall.for_turn_async(user, &query).await.render()
-        } else {
-            None
+        let recalled = match (recall.enabled, pg) {
+            (false, _) => None,
+            (true, Some(turn)) => match turn.recall(&message.text, &view.recent, recall.max_tokens).await {
+                Ok(found) => found.render(),
+                Err(e) => {
+                    // The turn goes on without recall; the append after
+                    // the answer tells whether the database is gone.
+                    tracing::warn!(user = %user, error = %e, "recall failed; answering without it");
+                    None
+                }
+            },
+            (true, None) => {
+                let query = TurnQuery {
+                    message: &message.text,
+                    recent: &view.recent,
+                    max_tokens: recall.max_tokens,
+                };
+                memory.recall.for_turn_async(user, &query).await.render()
+            }
         };
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
@@ -369,13 +419,13 @@ impl Pipeline {
         memory: &ChannelMemory,
         user: &SafeName,
         request: &ModelRequest,
-    ) -> (MemoryTools, ToolLimits) {
+    ) -> (Option<MemoryTools>, ToolLimits) {
         let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
         let limits = ToolLimits {
             max_rounds: self.parts.max_tool_rounds,
             budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
         };
-        (MemoryTools::for_caller(memory, user, Utc::now()), limits)
+        (Some(MemoryTools::for_caller(memory, user, Utc::now())), limits)
     }
 
     /// Starts the fold the counters say is due, before the reply goes out:
@@ -395,6 +445,23 @@ impl Pipeline {
         let mut set = self.background.lock().await;
         // Reap finished ones so the set stays small on a long-running bot.
         while set.try_join_next().is_some() {}
+        if let Some(pg) = memory.pg.clone() {
+            set.spawn(async move {
+                let result = pg.compact(&user, Utc::now()).await;
+                match &result {
+                    Ok(outcome) => {
+                        if let Some(label) = outcome.label() {
+                            crate::ops::metrics::metrics().compaction(&channel, label);
+                        }
+                    }
+                    Err(e) => {
+                        crate::ops::metrics::metrics().compaction(&channel, "failed");
+                        tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
+                    }
+                }
+            });
+            return;
+        }
         set.spawn(async move {
             let result = sessions.compact(&user, Utc::now()).await;
             if let Some(outcome) = compaction_label(&result) {
@@ -447,6 +514,8 @@ impl Drop for AbortOnDrop {
 enum TurnError {
     #[error("could not save to short-term memory: {0}")]
     Store(SessionError),
+    #[error("the database store failed: {0}")]
+    Database(mnemo_pg::PgError),
     #[error("the broker is shutting down")]
     Closed,
 }
@@ -466,7 +535,7 @@ impl TurnHandler for Pipeline {
         if let Err(e) = outcome {
             tracing::error!(%channel, %msg_id, error = %e, "turn failed");
             let text = match e {
-                TurnError::Store(_) => {
+                TurnError::Store(_) | TurnError::Database(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
                 }
                 TurnError::Closed => SAVED_WHILE_STOPPING,
@@ -480,6 +549,26 @@ impl TurnHandler for Pipeline {
         crate::ops::metrics::metrics().refused(&message.channel, "queue_full");
         if self.access.tell_queue_full(&message) {
             self.reply(&message, QUEUE_FULL).await;
+        }
+    }
+}
+
+/// A `/session` command answered from the database; a failure is logged
+/// and the user gets the same apology as on the files.
+async fn pg_command(
+    channel: &mnemo_pg::PgChannel,
+    user: &SafeName,
+    command: &commands::SessionCommand,
+) -> commands::Reply {
+    match channel.command(user, command, Utc::now()).await {
+        Ok(text) => commands::Reply { text, export: None },
+        Err(e) => {
+            tracing::warn!(user = %user, command = ?command, error = %e, "session command failed");
+            commands::Reply {
+                text: "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log."
+                    .into(),
+                export: None,
+            }
         }
     }
 }

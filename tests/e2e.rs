@@ -18,6 +18,7 @@ mod memory_tools;
 mod model_backends;
 mod operator;
 mod ops;
+mod postgres;
 mod recall;
 mod slack;
 mod telegram;
@@ -28,7 +29,7 @@ mod telegram;
 #[test]
 fn every_file_under_a_tests_folder_is_compiled_into_a_test_binary() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for krate in [".", "sessions", "channels"] {
+    for krate in [".", "sessions", "channels", "pg"] {
         let tests = root.join(krate).join("tests");
         let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).unwrap();
         let binaries: Vec<String> = std::fs::read_dir(&tests)

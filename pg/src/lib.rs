@@ -142,6 +142,33 @@ impl PgStore {
     }
 }
 
+/// What the database holds, for `mnemo store status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub users: i64,
+    pub messages: i64,
+    pub archived: i64,
+}
+
+impl PgStore {
+    pub async fn counts(&self) -> Result<Counts, PgError> {
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                "SELECT (SELECT count(*) FROM mnemo_users), count(*), count(*) FILTER (WHERE fold IS NOT NULL)
+                 FROM mnemo_messages",
+                &[],
+            )
+            .await?;
+        Ok(Counts {
+            users: row.get(0),
+            messages: row.get(1),
+            archived: row.get(2),
+        })
+    }
+}
+
 /// What the server offers for embeddings (pgvector).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vectors {

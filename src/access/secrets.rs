@@ -77,6 +77,10 @@ pub fn secret_env_names(config: &AppConfig, model: Option<&ModelConfig>) -> Vec<
     if c.discord.enabled {
         names.push(c.discord.token_env.clone());
     }
+    // The database URL may carry a password.
+    if config.store.kind == crate::config::StoreKind::Postgres {
+        names.push(config.store.url_env.clone());
+    }
     names.retain(|n| !n.is_empty());
     names.dedup();
     names

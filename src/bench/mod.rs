@@ -249,6 +249,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         max_tool_rounds: crate::model::config::DEFAULT_MAX_TOOL_ROUNDS as usize,
         model,
         streaming: Default::default(),
+        store: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
 //! `access pair|allow|revoke|list|policy|groups`,
 //! `sessions report|export|maintain|forget|reindex`, `backup`, `restore`,
-//! `completions`, `bench`. Argument parsing only; each verb's work lives in
+//! `completions`, `bench`, `store migrate|status`. Argument parsing only; each verb's work lives in
 //! a submodule here. Besides `setup.rs`, clap reads two variables here
 //! (`MNEMO_CONFIG`, `MNEMO_STATE_DIR`, the `env` of `--config` and
 //! `--state-dir`).
@@ -66,6 +66,10 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The Postgres store (`store.kind: postgres`): schema migrations,
+    /// status, copying memory between the files and the database.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Measure the broker's own cost per turn: the real app, an instant
     /// in-process model, a temporary state folder (or --state-dir).
     Bench(BenchArgs),
@@ -80,6 +84,19 @@ pub enum ConfigCommand {
         /// (an authenticated call that sends nothing) whether they work.
         #[arg(long)]
         online: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Apply the schema migrations the database lacks (safe to run again,
+    /// and from several brokers at once).
+    Migrate,
+    /// The database's schema version, pgvector, and what it holds.
+    Status {
+        /// One JSON document on stdout instead of the text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -136,6 +153,7 @@ pub enum SessionsCommand {
 mod access;
 mod bench;
 mod check;
+mod database;
 mod ids;
 mod keep;
 mod serve;
@@ -171,6 +189,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Chat => serve::chat(&cli.global).await,
         Command::Run => serve::run(&cli.global).await,
         Command::Sessions(cmd) => store::run(&cli.global, cmd).await,
+        Command::Store(cmd) => database::run(&cli.global, cmd).await,
         Command::Backup { out } => keep::backup(&cli.global, &out).await,
         Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
         Command::Completions { shell } => {

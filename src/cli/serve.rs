@@ -5,7 +5,7 @@ use super::{GlobalArgs, Setup};
 use crate::app::App;
 use crate::scheduler::Scheduler;
 use crate::{logging, shutdown};
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use mnemo_channels::Channel;
 use mnemo_channels::console::ConsoleChannel;
 use std::io::IsTerminal;
@@ -85,6 +85,9 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     let (trigger, stop) = shutdown::Trigger::new();
     let parts = setup.parts(Some(stop.clone()))?;
     let app = App::with_env(parts, channels.clone(), &super::setup::env)?;
+    if let Some(store) = &app.parts().store {
+        check_store(&setup, &app, store).await?;
+    }
     shutdown::on_signals(trigger.clone())?;
     let ops = match setup.config.ops.addr() {
         Ok(Some(addr)) => Some(
@@ -117,4 +120,27 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     }
     tracing::info!(finished, "mnemo stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Postgres store at start: the database answers and its schema is
+/// this build's (else the error says to run `mnemo store migrate`), and
+/// what it cannot do yet is said once, not discovered by users.
+async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Result<()> {
+    let url_env = &setup.config.store.url_env;
+    mnemo_pg::migrate::check(store)
+        .await
+        .with_context(|| format!("the Postgres store (store.kind: postgres, URL from `{url_env}`)"))?;
+    let (_, max) = store.pool_status();
+    tracing::info!(max_connections = max, "memory is kept in Postgres");
+    if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
+        let vectors = store.vectors().await?;
+        tracing::warn!(%vectors, "recall.embeddings is set, but the Postgres store does not search embeddings yet: full-text recall carries on alone");
+    }
+    let telegram = &setup.config.channels.telegram;
+    if telegram.enabled && telegram.mode == "polling" {
+        tracing::warn!(
+            "Telegram long polling hands each update to one broker: with several brokers on this database, set channels.telegram.mode to webhook behind a load balancer"
+        );
+    }
+    Ok(())
 }

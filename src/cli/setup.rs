@@ -110,6 +110,10 @@ impl Setup {
             max_tool_rounds: model_config.tool_rounds() as usize,
             summarizer: Arc::new(ModelSummarizer::new(summarizer)),
             streaming: self.config.channels.streaming(),
+            store: match self.config.store.kind {
+                crate::config::StoreKind::Files => None,
+                crate::config::StoreKind::Postgres => Some(self.config.store.connect(&env)?),
+            },
         })
     }
 }

@@ -10,10 +10,12 @@
 mod channels;
 mod limits;
 mod ops;
+mod store;
 
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
 pub use limits::LimitsConfig;
 pub use ops::OpsConfig;
+pub use store::{StoreConfig, StoreKind};
 
 use crate::model::config::{ModelConfig, ModelOverride};
 use serde::{Deserialize, Serialize};
@@ -84,6 +86,9 @@ pub struct AppConfig {
     /// The ops HTTP endpoint (health, readiness, metrics); off by default.
     #[serde(default)]
     pub ops: OpsConfig,
+    /// Where memory lives: the files (default) or a shared Postgres.
+    #[serde(default)]
+    pub store: StoreConfig,
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -109,6 +114,7 @@ impl Default for AppConfig {
             limits: LimitsConfig::default(),
             logging: LoggingConfig::default(),
             ops: OpsConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }
@@ -185,6 +191,7 @@ impl AppConfig {
         self.limits.validate().map_err(|e| e.within("limits"))?;
         self.channels.validate().map_err(|e| e.within("channels"))?;
         self.ops.addr().map_err(|e| e.within("ops"))?;
+        self.store.validate().map_err(|e| e.within("store"))?;
         Ok(())
     }
 

@@ -28,6 +28,8 @@ pub enum Outcome {
     Saved,
     /// Memory could not be written or read.
     Failed,
+    /// A platform redelivered a message already stored: not answered again.
+    Duplicate,
 }
 
 impl Outcome {
@@ -39,6 +41,7 @@ impl Outcome {
             Outcome::ModelFailed => "model_failed",
             Outcome::Saved => "saved",
             Outcome::Failed => "failed",
+            Outcome::Duplicate => "duplicate",
         }
     }
 }

@@ -197,6 +197,7 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         max_tool_rounds: config.tool_rounds() as usize,
         model: chat,
         streaming: Default::default(),
+        store: None,
     }
 }
 

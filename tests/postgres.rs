@@ -1,0 +1,358 @@
+//! The broker on the Postgres store (issue: several brokers on one
+//! Postgres): the same behaviour as on the files, checked by one scenario
+//! run against both stores through the real `App`; two brokers on one
+//! database keeping each user's order with no loss, duplicate or leak; the
+//! real binary's `store migrate|status` and `chat` on the database. The
+//! database is a real PostgreSQL from the test kit.
+
+use crate::support;
+
+use mnemo::app::App;
+use mnemo::config::LimitsConfig;
+use mnemo_channels::{Channel, Inbound, OutboundBody};
+use mnemo_pg::PgStore;
+use mnemo_testkit::pg;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use support::{FakeChannel, FakeModel, app_parts, dm, eventually, last_user_message, request_text};
+
+async fn migrated_store(url: &str) -> PgStore {
+    let store = PgStore::connect(url, 16, Duration::from_secs(10)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    store
+}
+
+/// A broker on `state` with the fake model at `url`, on the files or
+/// (with `store`) on Postgres; small folds so a short test sees them.
+fn broker(state: &Path, url: &str, store: Option<PgStore>) -> (App, Arc<FakeChannel>) {
+    support::open_access(state, "fake", &[]);
+    let config = mnemo_sessions::Layout::new(state, "fake").config_path();
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let sessions = json!({
+        "compacting": { "threshold": 8 },
+        "stm": { "contextWindow": 4, "maxMessages": 30 },
+    });
+    std::fs::write(&config, sessions.to_string()).unwrap();
+    let limits = LimitsConfig {
+        user_messages_per_minute: 0,
+        ..LimitsConfig::default()
+    };
+    let parts = mnemo::app::AppParts {
+        store,
+        ..app_parts(state, url, limits)
+    };
+    let (channel, _inbox) = FakeChannel::new("fake");
+    let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>]).unwrap();
+    (app, channel)
+}
+
+fn replies_to(channel: &FakeChannel, user: &str) -> Vec<String> {
+    channel
+        .sent()
+        .iter()
+        .filter(|o| o.chat_id == format!("dm-{user}"))
+        .map(|o| match &o.body {
+            OutboundBody::Text(t) => t.clone(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+/// Submits `message` and waits for the `n`th reply to its user.
+async fn say(app: &App, channel: &FakeChannel, message: Inbound, n: usize) -> String {
+    let user = message.user_id.clone();
+    app.submit(message).await;
+    eventually(format!("reply {n} to {user}"), async || {
+        replies_to(channel, &user).get(n - 1).cloned()
+    })
+    .await
+}
+
+/// One user's history, long enough to fold twice, then questions about
+/// the oldest fact; another user beside them; then `clear all`. Run on
+/// both stores: what users see must not depend on where memory lives.
+async fn remembers_folds_and_forgets(store: Option<PgStore>) {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, store);
+    let mut n = 0;
+    let mut ask = |text: String| {
+        n += 1;
+        (dm("fake", "ada", &format!("ada-{n}"), &text), n)
+    };
+    let (m, k) = ask("my dentist is Dr. Okafor on Elm Street".into());
+    say(&app, &channel, m, k).await;
+    for i in 0..24 {
+        let (m, k) = ask(format!("small talk number {i} about the weather"));
+        say(&app, &channel, m, k).await;
+    }
+    say(
+        &app,
+        &channel,
+        dm("fake", "bob", "bob-1", "canary-bob likes heliotrope"),
+        1,
+    )
+    .await;
+    app.wait_background(Duration::from_secs(30)).await;
+
+    let (m, k) = ask("what is my dentist called?".into());
+    say(&app, &channel, m, k).await;
+    let requests = fake.chat_requests();
+    let last = requests
+        .iter()
+        .rev()
+        .find(|r| last_user_message(r) == "what is my dentist called?")
+        .unwrap();
+    let context = request_text(last);
+    assert!(context.contains("Dr. Okafor"), "the folded fact is recalled: {context}");
+    assert!(
+        context.contains("the user chatted"),
+        "the rolling summary is in the context: {context}"
+    );
+    assert!(
+        !context.contains("small talk number 0 "),
+        "folded small talk is not in the recent window: {context}"
+    );
+    for r in &requests {
+        if last_user_message(r).starts_with("canary-bob") {
+            continue;
+        }
+        assert!(
+            !request_text(r).contains("canary-bob"),
+            "bob's words reached ada's request"
+        );
+    }
+
+    let (m, k) = ask("/session clear all confirm".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert!(reply.starts_with("Deleted everything"), "{reply}");
+    let (m, k) = ask("who is my dentist?".into());
+    say(&app, &channel, m, k).await;
+    let last = fake.chat_requests().pop().unwrap();
+    assert!(!request_text(&last).contains("Okafor"), "cleared memory came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_remember_across_folds_keep_users_apart_and_forget_on_request() {
+    remembers_folds_and_forgets(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_remembers_across_folds_keeps_users_apart_and_forgets_on_request() {
+    let db = pg::database();
+    remembers_folds_and_forgets(Some(migrated_store(&db.url()).await)).await;
+}
+
+/// Two brokers on one database take turns answering the same users (as a
+/// load balancer would spread them), and one platform message arrives at
+/// both: each user's memory holds every message once, question before
+/// answer, in the order said, and nobody else's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_brokers_share_users_without_loss_duplicates_or_reordering() {
+    let (fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = broker(one.path(), &url, Some(store.clone()));
+    let b = broker(
+        two.path(),
+        &url,
+        Some(PgStore::connect(&db.url(), 16, Duration::from_secs(10)).unwrap()),
+    );
+    let users: Vec<String> = (0..20).map(|u| format!("u{u}")).collect();
+    let brokers = [a.clone(), b.clone()];
+    let conversation = async |user: &str| {
+        for i in 0..8 {
+            let (app, _) = &brokers[i % 2];
+            let text = format!("canary-{user}-end says {i}");
+            app.submit(dm("fake", user, &format!("{user}-{i}"), &text)).await;
+            // The user waits for the answer before saying more.
+            eventually(format!("the answer to {text}"), async || {
+                let all = [replies_to(&brokers[0].1, user), replies_to(&brokers[1].1, user)].concat();
+                all.iter().any(|r| r.contains(&text))
+            })
+            .await;
+        }
+        // A redelivery of the first message, to the other broker, then one
+        // more message there: its answer means the redelivery (queued
+        // before it) was handled.
+        let (app, channel) = &brokers[1];
+        app.submit(dm(
+            "fake",
+            user,
+            &format!("{user}-0"),
+            &format!("canary-{user}-end says 0"),
+        ))
+        .await;
+        let last = format!("canary-{user}-end says 8");
+        app.submit(dm("fake", user, &format!("{user}-8"), &last)).await;
+        eventually(format!("the answer to {last}"), async || {
+            replies_to(channel, user).iter().any(|r| r.contains(&last))
+        })
+        .await;
+    };
+    futures_util::future::join_all(users.iter().map(|u| conversation(u))).await;
+    a.0.wait_background(Duration::from_secs(30)).await;
+    b.0.wait_background(Duration::from_secs(30)).await;
+
+    let client = pg_client(&db.url()).await;
+    for user in &users {
+        let key = mnemo_sessions::SafeName::of(user);
+        let rows = client
+            .query(
+                "SELECT role, text FROM mnemo_messages WHERE channel = 'fake' AND user_key = $1 ORDER BY seq",
+                &[&key.as_str()],
+            )
+            .await
+            .unwrap();
+        let said: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let expected: Vec<(String, String)> = (0..9)
+            .flat_map(|i| {
+                let text = format!("canary-{user}-end says {i}");
+                [
+                    ("user".to_string(), text.clone()),
+                    ("assistant".to_string(), format!("echo: {text}")),
+                ]
+            })
+            .collect();
+        assert_eq!(said, expected, "{user}'s memory, in order, each message once");
+    }
+    // The redelivered message was not answered a second time.
+    for user in &users {
+        let replies = [replies_to(&a.1, user), replies_to(&b.1, user)].concat();
+        assert_eq!(replies.len(), 9, "{user}: {replies:?}");
+    }
+    for r in fake.chat_requests() {
+        let asker = last_user_message(&r);
+        let owner = asker.split("-end").next().unwrap().to_string();
+        let text = request_text(&r);
+        for user in &users {
+            let canary = format!("canary-{user}-end");
+            if canary != format!("{owner}-end") {
+                assert!(!text.contains(&canary), "{owner}'s request carried {canary}");
+            }
+        }
+    }
+}
+
+async fn pg_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// The config for the binary on the database `url` names (read from
+/// `MNEMO_DATABASE_URL`).
+fn write_pg_config(dir: &Path, model_url: &str, state: &str) -> std::path::PathBuf {
+    let path = support::write_config(dir, model_url, json!({}));
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    config["stateDir"] = json!(dir.join(state));
+    config["store"] = json!({ "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" });
+    let path = dir.join(format!("{state}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_migrates_then_two_brokers_chat_on_one_database() {
+    let (fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let first = write_pg_config(dir.path(), &url, "broker-1");
+    let second = write_pg_config(dir.path(), &url, "broker-2");
+    let run = |config: &Path, args: &[&str], input: &[u8]| {
+        let mut cmd = support::mnemo(config, &home);
+        cmd.env("MNEMO_DATABASE_URL", db.url()).args(args);
+        support::with_input(cmd, input)
+    };
+
+    // Not migrated: the broker refuses to start and says what to do.
+    let out = run(&first, &["chat"], b"hello\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("run `mnemo store migrate`"), "{stderr}");
+    let out = run(&first, &["store", "status"], b"");
+    assert!(!out.status.success());
+
+    let out = run(&first, &["store", "migrate"], b"");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("now at version 1 (was 0)"), "{stdout}");
+    let out = run(&second, &["store", "migrate"], b"");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("nothing to do"),
+        "migrating twice"
+    );
+
+    let out = run(&first, &["chat"], "my name is Ada\0Lovelace\n".as_bytes());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The other broker, with its own state folder, knows what was said.
+    let out = run(&second, &["chat"], b"who am I?\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last = fake.chat_requests().pop().unwrap();
+    assert!(
+        request_text(&last).contains("my name is Ada\u{2400}Lovelace"),
+        "{}",
+        request_text(&last)
+    );
+    let layout = mnemo_sessions::Layout::new(dir.path().join("broker-2"), "console");
+    let ada = mnemo_sessions::SafeName::of("ada");
+    assert!(
+        !layout.messages_path(&ada).exists() && !layout.stm_dir(&ada).exists(),
+        "nothing of the user's memory is written to the broker's files"
+    );
+
+    let out = run(&second, &["store", "status", "--json"], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let status: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(status["schemaVersion"], 1);
+    assert_eq!(status["messages"], 4, "{status}");
+    assert_eq!(status["users"], 1);
+    assert!(status["pgvector"].as_str().unwrap().starts_with("pgvector"), "{status}");
+
+    // A files config has no database to migrate: a clear refusal.
+    let files = support::write_config(dir.path(), &url, json!({}));
+    let out = run(&files, &["store", "migrate"], b"");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store.kind is `files`"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_is_lost() {
+    let (_fake, url) = FakeModel::start().await;
+    let cluster = pg::Cluster::start();
+    let db = cluster.create_database();
+    let store = PgStore::connect(&db.url(), 4, Duration::from_secs(2)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(store));
+    say(&app, &channel, dm("fake", "ada", "1", "remember the code 4417"), 1).await;
+    cluster.stop();
+    let reply = say(&app, &channel, dm("fake", "ada", "2", "are you there?"), 2).await;
+    assert!(reply.contains("couldn't save your message"), "{reply}");
+    cluster.start_server();
+    let reply = say(&app, &channel, dm("fake", "ada", "3", "what was the code?"), 3).await;
+    assert_eq!(reply, "echo: what was the code?");
+    let client = pg_client(&db.url()).await;
+    let texts: Vec<String> = client
+        .query("SELECT text FROM mnemo_messages ORDER BY seq", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "remember the code 4417",
+            "echo: remember the code 4417",
+            "what was the code?",
+            "echo: what was the code?"
+        ]
+    );
+}
