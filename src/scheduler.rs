@@ -10,6 +10,10 @@
 //! next due instant", and the exact, tested time rules (DST, ISO weeks)
 //! already live in `mnemo_sessions::maintenance::schedule`.
 //!
+//! A channel kept in Postgres runs the database's maintenance instead
+//! (`mnemo_pg::maintain`: the fold sweep and expiry), every
+//! `cleanupIntervalMinutes`, on whichever broker holds the channel's lease.
+//!
 //! The loop reads the time only through its [`Clock`] (the wall clock in
 //! the product), so a test drives it with tokio's paused clock.
 
@@ -37,10 +41,16 @@ impl Scheduler {
 
     /// Starts the loop reading the time from `clock`.
     pub fn start_with_clock(app: App, mut stop: watch::Receiver<bool>, clock: Clock) -> Scheduler {
+        // Names this broker in the database's maintenance leases.
+        let holder = broker_id();
         let task = tokio::spawn(async move {
             loop {
                 let now = clock();
                 for (name, memory) in app.memories() {
+                    if let Some(pg) = &memory.pg {
+                        pg_maintenance(name, pg, &holder, now).await;
+                        continue;
+                    }
                     let report = memory.maintenance.run(now, &mut |_| {}).await;
                     let outcome = if report.failures.is_empty() { "ok" } else { "partial" };
                     crate::ops::metrics::metrics().maintenance_run(name, outcome);
@@ -50,7 +60,15 @@ impl Scheduler {
                     tracing::info!(channel = %name, %report, "maintenance run");
                 }
                 let now = clock();
-                let next = app.memories().values().map(|m| m.maintenance.next_due(now)).min();
+                let next = app
+                    .memories()
+                    .values()
+                    .map(|m| match m.pg {
+                        // The database's sweep runs every cleanupIntervalMinutes.
+                        Some(_) => now + m.config.scheduler.cleanup_interval(),
+                        None => m.maintenance.next_due(now),
+                    })
+                    .min();
                 let wait = next
                     .and_then(|at| (at - now).to_std().ok())
                     .unwrap_or(Duration::from_secs(3600))
@@ -74,6 +92,31 @@ impl Scheduler {
             task.abort();
         }
     }
+}
+
+/// One maintenance run of a channel kept in Postgres, if this broker gets
+/// the channel's lease (else another broker is doing it).
+async fn pg_maintenance(name: &str, pg: &mnemo_pg::PgChannel, holder: &str, now: DateTime<Utc>) {
+    match mnemo_pg::maintain::run(pg, holder, now).await {
+        Ok(report) => {
+            let outcome = if report.failed == 0 { "ok" } else { "partial" };
+            if report.held_by.is_none() {
+                crate::ops::metrics::metrics().maintenance_run(name, outcome);
+            }
+            tracing::info!(channel = %name, %report, "maintenance run (postgres)");
+        }
+        Err(e) => {
+            crate::ops::metrics::metrics().maintenance_run(name, "failed");
+            tracing::warn!(channel = %name, error = %e, "maintenance run failed; retried next run");
+        }
+    }
+}
+
+/// This broker's name among several: host, process id and a random part
+/// (a restarted process on the same host is another holder).
+fn broker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}/{}/{:08x}", host.trim(), std::process::id(), rand::random::<u32>())
 }
 
 #[cfg(test)]

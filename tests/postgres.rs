@@ -281,7 +281,8 @@ async fn the_binary_migrates_then_two_brokers_chat_on_one_database() {
     let out = run(&first, &["store", "migrate"], b"");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("now at version 1 (was 0)"), "{stdout}");
+    let latest = mnemo_pg::migrate::latest();
+    assert!(stdout.contains(&format!("now at version {latest} (was 0)")), "{stdout}");
     let out = run(&second, &["store", "migrate"], b"");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("nothing to do"),
@@ -310,7 +311,7 @@ async fn the_binary_migrates_then_two_brokers_chat_on_one_database() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let status: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-    assert_eq!(status["schemaVersion"], 1);
+    assert_eq!(status["schemaVersion"], mnemo_pg::migrate::latest());
     assert_eq!(status["messages"], 4, "{status}");
     assert_eq!(status["users"], 1);
     assert!(status["pgvector"].as_str().unwrap().starts_with("pgvector"), "{status}");
@@ -355,4 +356,38 @@ async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_
             "echo: what was the code?"
         ]
     );
+}
+
+/// The scheduler runs the database's maintenance for a channel kept in
+/// Postgres: an idle user's short-term memory expires into the archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_expires_idle_memory_in_the_database() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(store));
+    say(&app, &channel, dm("fake", "ada", "1", "the boat is called Ariel"), 1).await;
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let later = chrono::Utc::now() + chrono::TimeDelta::days(10);
+    let scheduler = mnemo::scheduler::Scheduler::start_with_clock(app.clone(), stop, Arc::new(move || later));
+    let client = pg_client(&db.url()).await;
+    eventually("the idle conversation archived", async || {
+        let row = client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE fold IS NULL), count(*) FROM mnemo_messages",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1)) == (0, 2)
+    })
+    .await;
+    let kind: String = client
+        .query_one("SELECT kind FROM mnemo_folds", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kind, "expired");
+    scheduler.stop().await;
 }

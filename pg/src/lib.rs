@@ -14,6 +14,8 @@
 //! - [`fold`]: compaction as one transaction (nothing archived twice or
 //!   lost), one fold per user at a time across brokers.
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
+//! - [`maintain`]: the fold sweep and expiry, by one broker at a time
+//!   per channel (a lease in the database, taken over when it expires).
 //!
 //! Crash guarantees match the files: a message is acknowledged once its
 //! insert committed (`synchronous_commit` as the server has it); a
@@ -25,6 +27,7 @@
 
 pub mod channel;
 pub mod fold;
+pub mod maintain;
 pub mod migrate;
 pub mod recall;
 pub mod turn;

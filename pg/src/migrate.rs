@@ -19,11 +19,18 @@ struct Migration {
 /// The advisory lock key every migrating broker queues on ("mnemo" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6d6e_656d_6f00_0001;
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "short-term messages, folds, summaries, profiles",
-    sql: include_str!("migrations/0001_base.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "short-term messages, folds, summaries, profiles",
+        sql: include_str!("migrations/0001_base.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "maintenance leases, expiry",
+        sql: include_str!("migrations/0002_leases.sql"),
+    },
+];
 
 /// The schema version this build reads and writes.
 pub fn latest() -> i32 {

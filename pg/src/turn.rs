@@ -186,6 +186,52 @@ impl PgTurn {
     }
 }
 
+impl PgTurn {
+    /// Archives the whole short-term memory as one `expired` fold, in one
+    /// transaction; the summary stays. `false` when there was nothing.
+    pub async fn expire(&mut self, now: DateTime<Utc>) -> Result<bool, PgError> {
+        let (channel, user) = (self.channel.name().to_string(), self.user.as_str().to_string());
+        let tx = self.conn().transaction().await?;
+        let Some(head) = tx
+            .query_opt(
+                "SELECT folds FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",
+                &[&channel, &user],
+            )
+            .await?
+        else {
+            return Ok(false);
+        };
+        let fold = head.get::<_, i64>(0) + 1;
+        let seqs: Vec<i64> = tx
+            .query(
+                "UPDATE mnemo_messages SET fold = $3
+                 WHERE channel = $1 AND user_key = $2 AND fold IS NULL RETURNING seq",
+                &[&channel, &user, &fold],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let (Some(first), Some(last)) = (seqs.iter().min(), seqs.iter().max()) else {
+            return Ok(false);
+        };
+        let count = i32::try_from(seqs.len()).unwrap_or(i32::MAX);
+        tx.execute(
+            "UPDATE mnemo_users SET folds = $3 WHERE channel = $1 AND user_key = $2",
+            &[&channel, &user, &fold],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO mnemo_folds (channel, user_key, fold, first_seq, last_seq, messages, kind, at)
+             VALUES ($1, $2, $3, $4, $5, $6, 'expired', $7)",
+            &[&channel, &user, &fold, first, last, &count, &now],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
 impl Drop for PgTurn {
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else { return };

@@ -437,3 +437,85 @@ async fn an_exhausted_pool_refuses_the_turn_then_recovers() {
     let mut c = ch.begin_turn(&SafeName::of("c")).await.unwrap();
     c.append(&record(0, "now it works"), at(0)).await.unwrap();
 }
+
+#[tokio::test]
+async fn maintenance_runs_on_one_broker_at_a_time_and_a_dead_holders_lease_is_taken_over() {
+    let (a, url) = migrated().await;
+    let b = store(&url);
+    let (ca, cb) = (channel(&a, counting()), channel(&b, counting()));
+    let now = at(0);
+    mnemo_pg::maintain::take_lease(&ca, "maintenance/telegram", "broker-a", now, mnemo_pg::maintain::LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    let report = mnemo_pg::maintain::run(&cb, "broker-b", now).await.unwrap();
+    assert_eq!(report.held_by.as_deref(), Some("broker-a"), "{report}");
+    // broker-a died without giving it back: once it expires, b takes over.
+    let later = now + mnemo_pg::maintain::LEASE + TimeDelta::seconds(1);
+    let report = mnemo_pg::maintain::run(&cb, "broker-b", later).await.unwrap();
+    assert_eq!(report.held_by, None, "{report}");
+    // b gave it back after its run: a may run now.
+    let report = mnemo_pg::maintain::run(&ca, "broker-a", later).await.unwrap();
+    assert_eq!(report.held_by, None, "{report}");
+}
+
+#[tokio::test]
+async fn maintenance_folds_a_quiet_users_aged_messages_and_expires_an_idle_one() {
+    let (store, _) = migrated().await;
+    let mut config = config();
+    config.stm.max_age_minutes = 60;
+    let summarizer = counting();
+    let ch = PgChannel::new(store.clone(), "telegram", config, summarizer.clone());
+    let (quiet, idle, active) = (SafeName::of("quiet"), SafeName::of("idle"), SafeName::of("active"));
+    let now = at(0) + TimeDelta::days(10);
+    for (user, start) in [
+        (&quiet, now - TimeDelta::hours(2)),
+        (&idle, now - TimeDelta::days(5)),
+        (&active, now),
+    ] {
+        let mut turn = ch.begin_turn(user).await.unwrap();
+        for i in 0..6 {
+            let mut r = record(i, &format!("note {i} about the lighthouse"));
+            r.ts = start + TimeDelta::minutes(i);
+            turn.append(&r, r.ts).await.unwrap();
+        }
+    }
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", now).await.unwrap();
+    assert_eq!((report.folded, report.expired, report.failed), (1, 1, 0), "{report}");
+    assert_eq!(
+        summarizer.calls.load(Ordering::SeqCst),
+        1,
+        "only the quiet user was summarized"
+    );
+
+    let mut turn = ch.begin_turn(&quiet).await.unwrap();
+    let view = turn.view(10).await.unwrap();
+    assert!(
+        view.recent.is_empty() && view.summary.is_some(),
+        "aged messages folded: {view:?}"
+    );
+    drop(turn);
+    let mut turn = ch.begin_turn(&idle).await.unwrap();
+    let view = turn.view(10).await.unwrap();
+    assert!(view.recent.is_empty(), "idle short-term memory expired");
+    let found = turn.recall("lighthouse", &[], 500).await.unwrap();
+    assert_eq!(
+        found.items.len() + found.omitted,
+        6,
+        "expired messages stay in the archive"
+    );
+    drop(turn);
+    let mut turn = ch.begin_turn(&active).await.unwrap();
+    assert_eq!(
+        turn.view(10).await.unwrap().recent.len(),
+        6,
+        "an active user is left alone"
+    );
+    drop(turn);
+    let again = mnemo_pg::maintain::run(&ch, "broker-a", now).await.unwrap();
+    assert_eq!(
+        (again.folded, again.expired),
+        (0, 0),
+        "a second run finds nothing to do"
+    );
+}

@@ -1,0 +1,168 @@
+//! Maintenance of one channel on Postgres, by exactly one broker at a time:
+//! a lease row (`mnemo_leases`, name `maintenance/<channel>`) is taken for
+//! [`LEASE`] before a run and given back after it. A broker that dies
+//! holding it loses it when it expires, and the next broker to look takes
+//! it over; a run longer than the lease renews it between users, and stops
+//! if it finds the lease gone to another broker.
+//!
+//! A run does, per user of the channel:
+//! - **the fold sweep**: a user whose oldest short-term message is older
+//!   than `stm.maxAgeMinutes` and who has not written since (so no turn
+//!   started the fold) is compacted ([`crate::fold`]);
+//! - **expiry**: short-term memory idle for `scheduler.stmExpireDays` is
+//!   archived (fold kind `expired`, still found by recall); the rolling
+//!   summary is kept, so continuity survives.
+//!
+//! Daily and weekly summaries are a file-store feature this version of the
+//! Postgres store does not have; the broker says so at start.
+
+use crate::PgError;
+use crate::channel::PgChannel;
+use crate::fold::PgFold;
+use chrono::{DateTime, TimeDelta, Utc};
+use mnemo_sessions::SafeName;
+
+/// How long a maintenance lease lasts unless renewed.
+pub const LEASE: TimeDelta = TimeDelta::minutes(10);
+
+/// What one run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MaintainReport {
+    /// Another broker holds the lease: nothing was done.
+    pub held_by: Option<String>,
+    /// Users folded by the sweep, and the outcome labels of their folds.
+    pub folded: usize,
+    /// Users whose short-term memory expired into the archive.
+    pub expired: usize,
+    /// Users whose step failed (logged; retried next run).
+    pub failed: usize,
+}
+
+impl std::fmt::Display for MaintainReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.held_by {
+            Some(holder) => write!(f, "skipped: broker {holder} holds the maintenance lease"),
+            None => write!(
+                f,
+                "{} folded, {} expired, {} failed",
+                self.folded, self.expired, self.failed
+            ),
+        }
+    }
+}
+
+/// Takes the lease `name` for `holder` until `now + ttl`: free, expired,
+/// or already this holder's. `Err(holder)` names who has it.
+pub async fn take_lease(
+    channel: &PgChannel,
+    name: &str,
+    holder: &str,
+    now: DateTime<Utc>,
+    ttl: TimeDelta,
+) -> Result<Result<(), String>, PgError> {
+    let conn = channel.store().conn().await?;
+    let until = now + ttl;
+    let taken = conn
+        .query_opt(
+            "INSERT INTO mnemo_leases AS l (name, holder, expires_at) VALUES ($1, $2, $4)
+             ON CONFLICT (name) DO UPDATE SET holder = $2, expires_at = $4
+                 WHERE l.holder = $2 OR l.expires_at < $3
+             RETURNING holder",
+            &[&name, &holder, &now, &until],
+        )
+        .await?;
+    if taken.is_some() {
+        return Ok(Ok(()));
+    }
+    // The conflict's condition did not hold: someone else has it, alive.
+    let current = conn
+        .query_opt("SELECT holder FROM mnemo_leases WHERE name = $1", &[&name])
+        .await?
+        .map_or_else(String::new, |row| row.get(0));
+    Ok(Err(current))
+}
+
+/// Gives the lease back if `holder` still has it.
+pub async fn release_lease(channel: &PgChannel, name: &str, holder: &str) -> Result<(), PgError> {
+    channel
+        .store()
+        .conn()
+        .await?
+        .execute(
+            "DELETE FROM mnemo_leases WHERE name = $1 AND holder = $2",
+            &[&name, &holder],
+        )
+        .await?;
+    Ok(())
+}
+
+/// One maintenance run of `channel` by the broker `holder`, under the lease.
+pub async fn run(channel: &PgChannel, holder: &str, now: DateTime<Utc>) -> Result<MaintainReport, PgError> {
+    let lease = format!("maintenance/{}", channel.name());
+    if let Err(other) = take_lease(channel, &lease, holder, now, LEASE).await? {
+        return Ok(MaintainReport {
+            held_by: Some(other),
+            ..MaintainReport::default()
+        });
+    }
+    let result = sweep(channel, &lease, holder, now).await;
+    release_lease(channel, &lease, holder).await?;
+    result
+}
+
+async fn sweep(channel: &PgChannel, lease: &str, holder: &str, now: DateTime<Utc>) -> Result<MaintainReport, PgError> {
+    let config = channel.config();
+    let mut report = MaintainReport::default();
+    let expire_before = now - config.scheduler.stm_expiry();
+    let aged_before = now.checked_sub_signed(config.stm.max_age());
+    // Users with short-term messages: their oldest and newest message times.
+    let rows = channel
+        .store()
+        .conn()
+        .await?
+        .query(
+            "SELECT user_key, min(ts), max(ts) FROM mnemo_messages
+             WHERE channel = $1 AND fold IS NULL GROUP BY user_key ORDER BY user_key",
+            &[&channel.name()],
+        )
+        .await?;
+    let started = std::time::Instant::now();
+    for row in rows {
+        // A long run keeps its lease; one lost to another broker stops it.
+        if started.elapsed() > (LEASE / 2).to_std().unwrap_or_default() {
+            if let Err(other) = take_lease(channel, lease, holder, Utc::now(), LEASE).await? {
+                tracing::warn!(channel = channel.name(), %other, "maintenance lease taken over; stopping this run");
+                break;
+            }
+        }
+        let (key, oldest, newest): (String, DateTime<Utc>, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
+        let Some(user) = SafeName::from_encoded(&key) else {
+            continue;
+        };
+        let step = if newest < expire_before {
+            expire(channel, &user, now).await.map(|done| {
+                report.expired += usize::from(done);
+            })
+        } else if aged_before.is_some_and(|cutoff| oldest < cutoff) {
+            channel.compact(&user, now).await.map(|outcome| {
+                if !matches!(outcome, PgFold::NotNeeded | PgFold::AlreadyRunning) {
+                    report.folded += 1;
+                }
+            })
+        } else {
+            Ok(())
+        };
+        if let Err(e) = step {
+            report.failed += 1;
+            tracing::warn!(channel = channel.name(), user = %user, error = %e, "maintenance step failed; retried next run");
+        }
+    }
+    Ok(report)
+}
+
+/// Archives `user`'s whole short-term memory as an `expired` fold, under
+/// the user's turn lock (so no turn is mid-way) in one transaction.
+async fn expire(channel: &PgChannel, user: &SafeName, now: DateTime<Utc>) -> Result<bool, PgError> {
+    let mut turn = channel.begin_turn(user).await?;
+    turn.expire(now).await
+}
