@@ -127,13 +127,16 @@ async fn sweep(channel: &PgChannel, lease: &str, holder: &str, now: DateTime<Utc
         )
         .await?;
     let started = std::time::Instant::now();
+    let mut renewed = started;
     for row in rows {
         // A long run keeps its lease; one lost to another broker stops it.
-        if started.elapsed() > (LEASE / 2).to_std().unwrap_or_default() {
-            if let Err(other) = take_lease(channel, lease, holder, Utc::now(), LEASE).await? {
+        if renewed.elapsed() > (LEASE / 2).to_std().unwrap_or_default() {
+            let at = now + TimeDelta::from_std(started.elapsed()).unwrap_or(TimeDelta::zero());
+            if let Err(other) = take_lease(channel, lease, holder, at, LEASE).await? {
                 tracing::warn!(channel = channel.name(), %other, "maintenance lease taken over; stopping this run");
                 break;
             }
+            renewed = std::time::Instant::now();
         }
         let (key, oldest, newest): (String, DateTime<Utc>, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
         let Some(user) = SafeName::from_encoded(&key) else {
