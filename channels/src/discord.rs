@@ -51,6 +51,17 @@ pub struct DiscordSettings {
     /// Register `/session` in this guild only (instant, for development)
     /// instead of globally (which Discord may take a while to show).
     pub guild_id: Option<u64>,
+    /// This broker's gateway shard (`id` of `total`), when several brokers
+    /// split the bot's guilds between them; `None` is the one shard 0 of 1.
+    /// Discord sends every direct message to shard 0.
+    pub shard: Option<Shard>,
+}
+
+/// One gateway shard of `total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub id: u32,
+    pub total: u32,
 }
 
 impl std::fmt::Debug for DiscordSettings {
@@ -74,6 +85,8 @@ pub enum DiscordError {
     BadApiUrl(String),
     #[error("discord: guildId 0 is not a Discord id; copy the server id (Developer Mode → Copy Server ID)")]
     BadGuildId,
+    #[error("discord: shard {id} of {total} does not exist; ids run from 0 to total - 1")]
+    BadShard { id: u32, total: u32 },
 }
 
 /// State shared by the channel, its event handler and its sending code.
@@ -147,6 +160,11 @@ impl DiscordChannel {
         {
             return Err(DiscordError::BadApiUrl(url.clone()));
         }
+        if let Some(Shard { id, total }) = settings.shard
+            && id >= total
+        {
+            return Err(DiscordError::BadShard { id, total });
+        }
         let guild_id = match settings.guild_id {
             Some(0) => return Err(DiscordError::BadGuildId),
             Some(id) => Some(GuildId::new(id)),
@@ -196,9 +214,15 @@ impl Channel for DiscordChannel {
             .await
             .map_err(|e| fail("could not set up the gateway client", e))?;
         let shards = client.shard_manager.clone();
-        tracing::info!(channel = CHANNEL, "connecting to the gateway");
+        let Shard { id, total } = self.shared.settings.shard.unwrap_or(Shard { id: 0, total: 1 });
+        tracing::info!(
+            channel = CHANNEL,
+            shard = id,
+            shards = total,
+            "connecting to the gateway"
+        );
         let served = tokio::select! {
-            ended = client.start() => ended.map_err(|e| fail("the gateway connection ended (check the token and the MESSAGE_CONTENT intent)", e)),
+            ended = client.start_shard(id, total) => ended.map_err(|e| fail("the gateway connection ended (check the token and the MESSAGE_CONTENT intent)", e)),
             _ = shutdown.changed() => {
                 shards.shutdown_all().await;
                 tracing::info!(channel = CHANNEL, "gateway closed for shutdown");

@@ -37,6 +37,7 @@ fn channel(fake: &FakeDiscord, guild_id: Option<u64>) -> DiscordChannel {
         token: TOKEN.into(),
         api_url: Some(fake.url()),
         guild_id,
+        shard: None,
     })
     .expect("valid settings")
 }

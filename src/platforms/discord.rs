@@ -25,6 +25,10 @@ pub fn build(config: &DiscordConfig, env: &dyn Fn(&str) -> Option<String>) -> Re
         token,
         api_url: config.api_url.clone(),
         guild_id: config.guild_number(),
+        shard: config.shard.map(|s| mnemo_channels::discord::Shard {
+            id: s.id,
+            total: s.total,
+        }),
     };
     Ok(Arc::new(DiscordChannel::new(settings)?))
 }

@@ -485,7 +485,12 @@ async fn session(inner: Arc<Inner>, mut socket: WebSocket) {
                         inner.identify.send_replace(Some(payload["d"].clone()));
                         seq += 1;
                         let ws = format!("{}/ws", inner.base.replace("http://", "ws://"));
-                        Some(json!({ "op": 0, "s": seq, "t": "READY", "d": ready(&ws) }))
+                        // READY names the shard the Identify asked for.
+                        let mut d = ready(&ws);
+                        if payload["d"]["shard"].is_array() {
+                            d["shard"] = payload["d"]["shard"].clone();
+                        }
+                        Some(json!({ "op": 0, "s": seq, "t": "READY", "d": d }))
                     }
                     Some(6) => {
                         inner.resumes.send_modify(|r| r.push(payload["d"].clone()));

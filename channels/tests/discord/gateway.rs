@@ -17,6 +17,7 @@ async fn receive_identifies_registers_in_the_guild_delivers_resumes_after_a_drop
 
     let identify = fake.identify().await;
     assert_eq!(identify["token"], format!("Bot {TOKEN}"));
+    assert_eq!(identify["shard"], serde_json::json!([0, 1]), "one broker: shard 0 of 1");
     let intents = identify["intents"].as_u64().expect("intents");
     for (bit, name) in [
         (1 << 12, "DIRECT_MESSAGES"),
@@ -59,4 +60,37 @@ async fn receive_identifies_registers_in_the_guild_delivers_resumes_after_a_drop
         .await
         .expect("receive returns on shutdown");
     ended.expect("task").expect("clean shutdown");
+}
+
+/// Several brokers split the bot between them: each identifies as its own
+/// shard, and a shard that cannot exist is refused before connecting.
+#[tokio::test]
+async fn a_broker_identifies_as_its_configured_shard() {
+    let fake = FakeDiscord::start().await;
+    let channel = std::sync::Arc::new(
+        DiscordChannel::new(DiscordSettings {
+            token: TOKEN.into(),
+            api_url: Some(fake.url()),
+            guild_id: None,
+            shard: Some(mnemo_channels::discord::Shard { id: 1, total: 2 }),
+        })
+        .expect("valid settings"),
+    );
+    let (tx, _rx) = mpsc::channel(16);
+    let (stop, shutdown) = watch::channel(false);
+    let running = tokio::spawn({
+        let channel = channel.clone();
+        async move { channel.receive(tx, shutdown).await }
+    });
+    assert_eq!(fake.identify().await["shard"], serde_json::json!([1, 2]));
+    stop.send(true).unwrap();
+    running.await.unwrap().unwrap();
+
+    let bad = DiscordChannel::new(DiscordSettings {
+        token: TOKEN.into(),
+        api_url: None,
+        guild_id: None,
+        shard: Some(mnemo_channels::discord::Shard { id: 2, total: 2 }),
+    });
+    assert!(matches!(bad, Err(DiscordError::BadShard { id: 2, total: 2 })));
 }

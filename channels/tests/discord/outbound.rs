@@ -241,6 +241,7 @@ fn unusable_settings_are_refused_with_a_way_out() {
         token: token.into(),
         api_url: api_url.map(String::from),
         guild_id,
+        shard: None,
     };
     assert!(matches!(
         DiscordChannel::new(settings(" ", None, None)),

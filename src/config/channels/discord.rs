@@ -20,6 +20,17 @@ pub struct DiscordConfig {
     /// Show answers while the model writes them (edited in place);
     /// `false` sends each answer whole, once it is complete.
     pub streaming: bool,
+    /// This broker's gateway shard when several brokers share the bot:
+    /// `{"id": 1, "total": 2}`. Absent: shard 0 of 1 (one broker).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardConfig>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardConfig {
+    pub id: u32,
+    pub total: u32,
 }
 
 impl Default for DiscordConfig {
@@ -30,6 +41,7 @@ impl Default for DiscordConfig {
             api_url: None,
             guild_id: None,
             streaming: true,
+            shard: None,
         }
     }
 }
@@ -51,6 +63,16 @@ impl DiscordConfig {
                 format!("`{url}` is not an http:// or https:// base URL (e.g. http://127.0.0.1:8080, no /api path)"),
             ));
         }
+        if let Some(ShardConfig { id, total }) = self.shard
+            && (total == 0 || id >= total)
+        {
+            return Err(FieldError::new(
+                "discord.shard",
+                format!(
+                    "shard {id} of {total} does not exist: ids run from 0 to total - 1 (e.g. {{\"id\": 1, \"total\": 2}})"
+                ),
+            ));
+        }
         if let Some(id) = &self.guild_id {
             self.guild_number().ok_or(FieldError::new(
                 "discord.guildId",
@@ -69,6 +91,21 @@ impl DiscordConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_must_exist() {
+        let with = |id, total| DiscordConfig {
+            shard: Some(ShardConfig { id, total }),
+            ..DiscordConfig::default()
+        };
+        assert_eq!(with(1, 2).validate(), Ok(()));
+        for (id, total) in [(2, 2), (0, 0)] {
+            let err = with(id, total).validate().unwrap_err();
+            assert!(err.to_string().contains("discord.shard"), "{err}");
+        }
+        let parsed: DiscordConfig = serde_json::from_str(r#"{"shard": {"id": 1, "total": 2}}"#).unwrap();
+        assert_eq!(parsed.shard, Some(ShardConfig { id: 1, total: 2 }));
+    }
 
     #[test]
     fn defaults_are_valid_and_off() {
