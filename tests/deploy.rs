@@ -4,7 +4,9 @@
 //! hardening, and `systemd-analyze verify` where the tool exists) and the
 //! Kubernetes manifests (a StatefulSet with a claim, probes on the ops
 //! endpoint of the config they ship, Secret keys for the variables that
-//! config names). What is not checked: that the image builds and runs, and
+//! config names), and the several-brokers variants on Postgres (compose:
+//! migration first, one state volume per broker, a webhook load balancer;
+//! Kubernetes: a migration Job, a Deployment of two, the webhook port). What is not checked: that the image builds and runs, and
 //! that a cluster accepts the manifests — see README "Deploying".
 
 use mnemo::config::AppConfig;
@@ -244,5 +246,117 @@ fn the_kubernetes_example_runs_one_replica_on_a_claim_with_probes_on_the_ops_end
     assert_eq!(
         container["envFrom"][0]["secretRef"]["name"].as_str(),
         kind("Secret")["metadata"]["name"].as_str()
+    );
+}
+
+#[test]
+fn the_several_brokers_compose_file_migrates_first_and_gives_each_broker_its_own_state() {
+    let mut compose: Value = serde_yaml_ng::from_str(&read("compose.postgres.yaml")).unwrap();
+    // Compose resolves `<<:` merge keys (the brokers share an anchor).
+    compose.apply_merge().unwrap();
+    let services = &compose["services"];
+    assert!(services["postgres"]["image"].as_str().unwrap().starts_with("postgres:"));
+    let migrate = &services["migrate"];
+    let command: Vec<&str> = migrate["command"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(command, ["store", "migrate"]);
+    assert_eq!(
+        migrate["depends_on"]["postgres"]["condition"].as_str(),
+        Some("service_healthy")
+    );
+    let mut states = Vec::new();
+    for name in ["broker-1", "broker-2"] {
+        let broker = &services[name];
+        assert_eq!(
+            broker["depends_on"]["migrate"]["condition"].as_str(),
+            Some("service_completed_successfully"),
+            "{name} starts after the migration"
+        );
+        let url = broker["environment"]["MNEMO_DATABASE_URL"].as_str().unwrap();
+        assert!(
+            url.starts_with("postgres://") && url.contains("@postgres:5432/"),
+            "{url}"
+        );
+        let volumes: Vec<&str> = broker["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let state = volumes
+            .iter()
+            .find(|v| v.ends_with(&format!(":{STATE}")))
+            .unwrap()
+            .to_string();
+        states.push(state);
+    }
+    assert_ne!(states[0], states[1], "one state folder per broker (mnemo.lock)");
+    let lb = compose["configs"]["lb"]["content"].as_str().unwrap();
+    assert!(lb.contains("broker-1:8443") && lb.contains("broker-2:8443") && lb.contains("proxy_next_upstream"));
+}
+
+#[test]
+fn the_kubernetes_postgres_example_runs_several_brokers_after_a_migration_job() {
+    let text = read("kubernetes/mnemo-postgres.yaml");
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect();
+    let kind = |k: &str| {
+        docs.iter()
+            .find(|d| d["kind"].as_str() == Some(k))
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    let config_text = kind("ConfigMap")["data"]["config.json"].as_str().unwrap();
+    let config = AppConfig::parse(config_text, Path::new("ConfigMap mnemo-pg-config")).unwrap();
+    assert_eq!(config.store.kind, mnemo::config::StoreKind::Postgres);
+    assert_eq!(
+        config.channels.telegram.mode, "webhook",
+        "polling hands updates to one broker only"
+    );
+    let secret = kind("Secret")["stringData"].as_mapping().unwrap().clone();
+    for name in [
+        config.store.url_env.as_str(),
+        config.channels.telegram.token_env.as_str(),
+        config.channels.telegram.webhook_secret_env.as_str(),
+        config.model.as_ref().unwrap().api_key_env().unwrap(),
+    ] {
+        assert!(secret.contains_key(name), "the Secret holds {name}");
+    }
+    let job = kind("Job");
+    let args: Vec<&str> = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.ends_with(&["store", "migrate"]), "{args:?}");
+    let deployment = kind("Deployment");
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let webhook_port = config.channels.telegram.webhook_listen_addr().unwrap().port();
+    let ports = pod["containers"][0]["ports"].as_sequence().unwrap();
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["name"].as_str() == Some("webhook")
+                && p["containerPort"].as_u64() == Some(u64::from(webhook_port))),
+        "the webhook port is the configured webhookListen"
+    );
+    let access: serde_json::Value =
+        serde_json::from_str(kind("ConfigMap")["data"]["access.json"].as_str().unwrap()).unwrap();
+    assert_eq!(access["dmPolicy"], "allowlist");
+    let init = pod["initContainers"][0]["command"][2].as_str().unwrap();
+    assert!(
+        init.contains("/var/lib/mnemo/channels/telegram/sessions/access.json"),
+        "{init}"
+    );
+    assert_eq!(
+        mnemo_sessions::Layout::new(STATE, "telegram").access_path(),
+        Path::new("/var/lib/mnemo/channels/telegram/sessions/access.json"),
+        "the init container copies to where the broker reads"
     );
 }
