@@ -180,3 +180,76 @@ fn bench_concurrency_caps_the_turns_in_flight_and_refuses_zero() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--store postgres`: the same turns on the database (a throwaway
+/// PostgreSQL): the history seeded there, every turn stored there, and the
+/// bench's channel gone again afterwards.
+#[test]
+fn bench_runs_on_postgres_and_leaves_the_database_as_it_found_it() {
+    let db = mnemo_testkit::pg::database();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .arg("bench")
+            .args(["--store", "postgres", "--database-url-env", "BENCH_DB"])
+            .args(args)
+            .arg("--state-dir")
+            .arg(dir.path())
+            .env_remove("MNEMO_CONFIG")
+            .env("BENCH_DB", db.url())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--users", "2", "--turns", "3"]);
+    assert!(!out.status.success(), "an unmigrated database is refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mnemo store migrate"));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (client, connection) = rt
+        .block_on(tokio_postgres::connect(&db.url(), tokio_postgres::NoTls))
+        .unwrap();
+    rt.spawn(connection);
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, std::time::Duration::from_secs(5)).unwrap();
+    rt.block_on(mnemo_pg::migrate::migrate(&store)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "bench",
+            "--store",
+            "postgres",
+            "--users",
+            "2",
+            "--turns",
+            "3",
+            "--history",
+            "300",
+            "--json",
+        ])
+        .arg("--state-dir")
+        .arg(dir.path())
+        .env_remove("MNEMO_CONFIG")
+        .env("MNEMO_DATABASE_URL", db.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("seeded 2 of 2 users with 300 messages each (postgres)"),
+        "{stderr}"
+    );
+    let report = last_json_line(&out);
+    assert_eq!(report["store"], "postgres");
+    assert_eq!(report["total_turns"], 6);
+    assert_eq!(report["history"], 300);
+    let left: i64 = rt
+        .block_on(client.query_one("SELECT count(*) FROM mnemo_messages", &[]))
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the bench's channel is emptied after the run");
+    let layout = mnemo_sessions::Layout::new(dir.path(), "bench");
+    assert!(
+        layout.config_path().exists() && !layout.stm_root().exists(),
+        "nothing of the users' memory went to the state folder"
+    );
+}

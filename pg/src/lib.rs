@@ -30,6 +30,7 @@ pub mod fold;
 pub mod maintain;
 pub mod migrate;
 pub mod recall;
+pub mod seed;
 pub mod turn;
 
 pub use channel::PgChannel;
@@ -76,6 +77,17 @@ impl From<deadpool_postgres::PoolError> for PgError {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+}
+
+/// Shows the pool's size only: the URL may hold a password.
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (size, max) = self.pool_status();
+        f.debug_struct("PgStore")
+            .field("connections", &size)
+            .field("max", &max)
+            .finish()
+    }
 }
 
 impl PgStore {
@@ -154,6 +166,17 @@ pub struct Counts {
 }
 
 impl PgStore {
+    /// Deletes every user of `channel` (their messages, folds and
+    /// documents go with them); the number of users. For `mnemo bench`'s
+    /// own channel.
+    pub async fn delete_channel(&self, channel: &str) -> Result<u64, PgError> {
+        Ok(self
+            .conn()
+            .await?
+            .execute("DELETE FROM mnemo_users WHERE channel = $1", &[&channel])
+            .await?)
+    }
+
     pub async fn counts(&self) -> Result<Counts, PgError> {
         let row = self
             .conn()

@@ -519,3 +519,53 @@ async fn maintenance_folds_a_quiet_users_aged_messages_and_expires_an_idle_one()
         "a second run finds nothing to do"
     );
 }
+
+#[tokio::test]
+async fn seeded_history_is_archived_in_folds_and_recalled() {
+    let (store, url) = migrated().await;
+    let ch = channel(&store, counting());
+    let user = SafeName::of("seeded");
+    let records: Vec<Record> = (0..105)
+        .map(|i| {
+            record(
+                i,
+                &format!("entry {i} mentions {}", if i == 7 { "zeppelin" } else { "nothing" }),
+            )
+        })
+        .collect();
+    mnemo_pg::seed::seed_history(&ch, &user, &records, 100, 16, "earlier talk", at(200))
+        .await
+        .unwrap();
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let view = turn.view(10).await.unwrap();
+    assert_eq!(view.recent.len(), 5);
+    assert_eq!(view.recent[0].msg_id, "m100");
+    assert_eq!(view.summary.as_deref(), Some("earlier talk"));
+    let found = turn.recall("zeppelin", &view.recent, 500).await.unwrap();
+    assert!(found.render().unwrap().contains("entry 7 mentions zeppelin"));
+    let appended = turn.append(&record(105, "next"), at(300)).await.unwrap();
+    assert!(!appended.duplicate, "the sequence continues after the seeded ones");
+    drop(turn);
+    let client = tokio_postgres_client(&url).await;
+    let folds: Vec<(i64, i64, i64, i32)> = client
+        .query(
+            "SELECT fold, first_seq, last_seq, messages FROM mnemo_folds ORDER BY fold",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(folds.len(), 7, "100 archived in batches of 16");
+    assert_eq!(folds[0], (1, 1, 16, 16));
+    assert_eq!(folds[6], (7, 97, 100, 4));
+    let unfolded_in_fold_7: i64 = client
+        .query_one("SELECT count(*) FROM mnemo_messages WHERE fold = 7", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unfolded_in_fold_7, 4);
+    // A fold after seeding numbers on from the seeded folds.
+    assert_eq!(ch.compact(&user, at(300)).await.unwrap(), PgFold::NotNeeded);
+}

@@ -8,7 +8,10 @@
 //! It must not measure anything but the product's own path: no shortcut
 //! around the `App`, no special case in the pipeline for bench traffic.
 //! Bench users talk on their own channel, `bench`, with `dmPolicy: open`
-//! and the per-user rate limit off (a benchmark is not abuse).
+//! and the per-user rate limit off (a benchmark is not abuse). With
+//! `--store postgres` the memory is in the database `MNEMO_DATABASE_URL`
+//! names (migrated; the bench's channel `bench` is emptied before and after),
+//! and the CPU figure is the broker's alone, not the database server's.
 
 pub mod instant;
 pub mod procfs;
@@ -51,11 +54,17 @@ pub struct Options {
     pub concurrency: Option<usize>,
     /// Where to keep state; `None`: a temporary folder, removed afterwards.
     pub state_dir: Option<PathBuf>,
+    /// Memory in this Postgres database instead of the state folder
+    /// (`--store postgres`): the bench's channel `bench` is emptied before
+    /// and after the run.
+    pub store: Option<mnemo_pg::PgStore>,
 }
 
 /// What a run measured. Serialized as the `--json` line.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// `files` or `postgres`.
+    pub store: &'static str,
     pub users: usize,
     pub turns: usize,
     pub fsync: bool,
@@ -110,14 +119,29 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     let _instance = InstanceLock::acquire(&root)?;
     prepare_channel(&root, options.fsync, options.recall)?;
 
+    if let Some(store) = &options.store {
+        mnemo_pg::migrate::check(store).await.context("the bench's database")?;
+        let gone = store.delete_channel(CHANNEL).await?;
+        if gone > 0 {
+            progress(format!(
+                "removed {gone} users a previous bench left in channel `{CHANNEL}`"
+            ));
+        }
+    }
     let channel = Arc::new(TimedChannel::new());
-    let app = App::new(app_parts(&root), vec![channel.clone() as Arc<dyn Channel>])?;
+    let parts = AppParts {
+        store: options.store.clone(),
+        ..app_parts(&root)
+    };
+    let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>])?;
     let memory = app.memories().get(CHANNEL).context("the bench channel has no memory")?;
-    let (sessions, recall) = (memory.sessions.clone(), memory.recall.clone());
 
     let seeding = Instant::now();
     if options.history > 0 {
-        seed_all(&sessions, &recall, options, progress).await?;
+        match &memory.pg {
+            Some(pg) => seed_all_pg(pg, options, progress).await?,
+            None => seed_all(&memory.sessions, &memory.recall, options, progress).await?,
+        }
     }
     let seed_s = seeding.elapsed().as_secs_f64();
 
@@ -143,9 +167,36 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
     app.wait_background(Duration::from_secs(30)).await;
+    if let Some(store) = &options.store {
+        store.delete_channel(CHANNEL).await?;
+    }
     let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
     report.max_in_flight = flight.max();
     Ok(report)
+}
+
+/// Seeds every user's history in the database, a few users at a time.
+async fn seed_all_pg(pg: &mnemo_pg::PgChannel, options: &Options, progress: &mut dyn FnMut(String)) -> Result<()> {
+    let now = Utc::now();
+    let mut seeding = tokio::task::JoinSet::new();
+    let mut done = 0;
+    for u in 0..options.users {
+        let (pg, history) = (pg.clone(), options.history);
+        seeding.spawn(async move { seed::seed_history_pg(&pg, &user_id(u), history, now).await });
+        // Four at a time: each is one transaction of bulk inserts.
+        while seeding.len() >= 4 || (u + 1 == options.users && !seeding.is_empty()) {
+            let Some(seeded) = seeding.join_next().await else { break };
+            seeded.context("a seeding task panicked")??;
+            done += 1;
+            if done % (options.users / 10).max(1) == 0 {
+                progress(format!(
+                    "seeded {done} of {} users with {} messages each (postgres)",
+                    options.users, options.history
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The cap on turns in flight, and the most that ever were.
@@ -344,6 +395,7 @@ fn summarize(
     };
     let secs = elapsed.as_secs_f64();
     Report {
+        store: if options.store.is_some() { "postgres" } else { "files" },
         users: options.users,
         turns: options.turns,
         fsync: options.fsync,

@@ -29,13 +29,11 @@ pub async fn seed_history(
         return Ok(());
     }
     let user = SafeName::of(user_id);
-    let config = sessions.config();
-    let in_stm = n.min(config.stm.context_window);
-    let folded = n - in_stm;
-    let batch_len = (config.compacting.threshold + 1)
-        .saturating_sub(config.stm.context_window)
-        .max(1);
-    let first_ts = now - TimeDelta::minutes(n as i64);
+    let Shape {
+        folded,
+        batch_len,
+        first_ts,
+    } = shape(sessions.config(), n, now);
     let layout = sessions.layout();
 
     let mut start = 0;
@@ -47,7 +45,7 @@ pub async fn seed_history(
     }
     if folded > 0 {
         let mut rolling = summary::empty(&user);
-        rolling.body = format!("We talked about the build pipeline ({folded} earlier messages).\n");
+        rolling.body = summary_text(folded);
         rolling.meta.messages_compacted = folded as u64;
         rolling.meta.last_compacted = Some(now);
         summary::write(layout, &user, &rolling).with_context(|| format!("seeding the summary of {user_id}"))?;
@@ -63,6 +61,52 @@ pub async fn seed_history(
         .reindex(&user, &mut |_| {})
         .with_context(|| format!("seeding the recall index of {user_id}"))?;
     Ok(())
+}
+
+/// The same history in the Postgres store ([`mnemo_pg::seed`]): the same
+/// messages, folds of the same size, the same summary.
+pub async fn seed_history_pg(pg: &mnemo_pg::PgChannel, user_id: &str, n: usize, now: DateTime<Utc>) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let Shape {
+        folded,
+        batch_len,
+        first_ts,
+    } = shape(pg.config(), n, now);
+    let records: Vec<Record> = (0..n).map(|i| record(user_id, i, first_ts)).collect();
+    let summary = if folded > 0 {
+        summary_text(folded)
+    } else {
+        String::new()
+    };
+    mnemo_pg::seed::seed_history(pg, &SafeName::of(user_id), &records, folded, batch_len, &summary, now)
+        .await
+        .with_context(|| format!("seeding the history of {user_id} in the database"))
+}
+
+/// How a seeded history of `n` messages is laid out.
+struct Shape {
+    /// Archived (the rest stay short-term: the context window's worth).
+    folded: usize,
+    /// Messages per fold, as compaction folds them at the threshold.
+    batch_len: usize,
+    first_ts: DateTime<Utc>,
+}
+
+fn shape(config: &mnemo_sessions::config::SessionConfig, n: usize, now: DateTime<Utc>) -> Shape {
+    let in_stm = n.min(config.stm.context_window);
+    Shape {
+        folded: n - in_stm,
+        batch_len: (config.compacting.threshold + 1)
+            .saturating_sub(config.stm.context_window)
+            .max(1),
+        first_ts: now - TimeDelta::minutes(n as i64),
+    }
+}
+
+fn summary_text(folded: usize) -> String {
+    format!("We talked about the build pipeline ({folded} earlier messages).\n")
 }
 
 /// Message `i` of a seeded history: user and assistant in turn.

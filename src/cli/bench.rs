@@ -30,9 +30,24 @@ pub struct BenchArgs {
     /// of its wait for the cores behind other users' turns.
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Where memory lives: `files` (a temporary state folder, or
+    /// --state-dir) or `postgres` (the migrated database the variable
+    /// `--database-url-env` names; the bench's channel `bench` there is
+    /// emptied before and after the run).
+    #[arg(long, value_enum, default_value_t = BenchStore::Files)]
+    pub store: BenchStore,
+    /// The environment variable holding the database URL, for `--store postgres`.
+    #[arg(long, default_value = "MNEMO_DATABASE_URL")]
+    pub database_url_env: String,
     /// Print one JSON object with the results as the last line.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchStore {
+    Files,
+    Postgres,
 }
 
 pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -44,6 +59,18 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
         history: args.history,
         concurrency: args.concurrency,
         state_dir: global.state_dir.clone(),
+        store: match args.store {
+            BenchStore::Files => None,
+            BenchStore::Postgres => {
+                let store = crate::config::StoreConfig {
+                    kind: crate::config::StoreKind::Postgres,
+                    url_env: args.database_url_env.clone(),
+                    max_connections: args.concurrency.unwrap_or(args.users).clamp(4, 256) + 8,
+                    ..crate::config::StoreConfig::default()
+                };
+                Some(store.connect(&super::setup::env)?)
+            }
+        },
     };
     let report = bench::run(&options, &mut |line| eprintln!("mnemo bench: {line}")).await?;
     print!("{}", table(&report));
@@ -56,8 +83,8 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
 fn table(r: &Report) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.1} {unit}"));
     format!(
-        "mnemo bench: {users} users × {turns} turns, fsync {fsync}, recall {recall}, history {history}, \
-         at most {concurrency} in flight\n\
+        "mnemo bench: {store} store, {users} users × {turns} turns, fsync {fsync}, recall {recall}, \
+         history {history}, at most {concurrency} in flight\n\
          \x20 turns             {total}\n\
          \x20 wall time         {elapsed:.3} s\n\
          \x20 turns/s           {tps:.0}\n\
@@ -68,6 +95,7 @@ fn table(r: &Report) -> String {
          \x20 CPU per turn      {cpu}\n\
          \x20 peak RSS          {rss}\n\
          \x20 seeding           {seed:.2} s\n",
+        store = r.store,
         users = r.users,
         turns = r.turns,
         recall = if r.recall { "on" } else { "off" },
