@@ -4,7 +4,8 @@
 //! through the real `App` with an instant in-process model that records
 //! each request. Then every question is asked, and we report per kind the
 //! share of questions whose answer turns are all in the model request, and
-//! the mean tokens per request, window-only (recall off) vs recall on.
+//! the mean tokens per request, window-only (recall off) vs recall on (and
+//! recall on the Postgres store, by full text, on a throwaway PostgreSQL).
 //!
 //! `cargo bench --bench recall` runs the full size; without `--bench`
 //! (`cargo test --benches`, CI) a small size, which also checks that recall
@@ -49,6 +50,9 @@ enum Mode<'a> {
     Window,
     Recall,
     Embeddings(&'a str),
+    /// Recall on the Postgres store (full text, `ts_rank`), on a throwaway
+    /// PostgreSQL from the test kit.
+    Postgres,
 }
 
 /// The default operator config, except: no fsync (the benchmark measures
@@ -58,7 +62,7 @@ enum Mode<'a> {
 fn config(mode: Mode) -> String {
     let recall = match mode {
         Mode::Window => r#"{"enabled": false}"#.to_string(),
-        Mode::Recall => r#"{"enabled": true}"#.to_string(),
+        Mode::Recall | Mode::Postgres => r#"{"enabled": true}"#.to_string(),
         Mode::Embeddings(url) => format!(
             r#"{{"enabled": true, "embeddings": {{"provider": "openai", "baseUrl": "{url}", "apiKeyEnv": "", "model": "fake-embed"}}}}"#
         ),
@@ -97,7 +101,16 @@ impl Measured {
 /// Plays every conversation, then asks the questions; tallies per kind and
 /// counts requests carrying another user's canary.
 async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
-    let mut broker = Broker::start(&config(mode));
+    let store = match mode {
+        Mode::Postgres => {
+            let db = mnemo_testkit::pg::database();
+            let store = mnemo_pg::PgStore::connect(&db.url(), 8, std::time::Duration::from_secs(10)).expect("a pool");
+            mnemo_pg::migrate::migrate(&store).await.expect("the schema");
+            Some(store)
+        }
+        _ => None,
+    };
+    let mut broker = Broker::start(&config(mode), store);
     // Interleave users day by day, as a real channel would see them.
     let mut turns: Vec<(&str, &conversation::Turn)> = conversations
         .iter()
@@ -192,6 +205,7 @@ fn main() {
     let window = runtime.block_on(measure(&conversations, Mode::Window));
     let recall = runtime.block_on(measure(&conversations, Mode::Recall));
     let dense = runtime.block_on(measure(&conversations, Mode::Embeddings(&embed_url)));
+    let pg = runtime.block_on(measure(&conversations, Mode::Postgres));
     let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
 
     println!(
@@ -202,38 +216,49 @@ fn main() {
         clock.elapsed().as_secs()
     );
     println!(
-        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request | recall + fake embeddings: all answer turns | tokens/request |"
+        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request | recall + fake embeddings: all answer turns | tokens/request | recall on Postgres (full text): all answer turns | tokens/request |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let row = |m: &Measured, k: &Kind| m.tally.get(k).map_or_else(Tally::default, |t| *t);
-    let mut rows: Vec<(String, [Tally; 3])> = Kind::ALL
+    let mut rows: Vec<(String, [Tally; 4])> = Kind::ALL
         .iter()
-        .map(|k| (k.name().to_string(), [row(&window, k), row(&recall, k), row(&dense, k)]))
+        .map(|k| {
+            let cells = [row(&window, k), row(&recall, k), row(&dense, k), row(&pg, k)];
+            (k.name().to_string(), cells)
+        })
         .collect();
     rows.push((
         "all".into(),
-        [total(&window.tally), total(&recall.tally), total(&dense.tally)],
+        [
+            total(&window.tally),
+            total(&recall.tally),
+            total(&dense.tally),
+            total(&pg.tally),
+        ],
     ));
-    for (name, [w, r, d]) in &rows {
+    for (name, [w, r, d, p]) in &rows {
         println!(
-            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
+            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
             r.asked,
             100.0 * share(w),
             mean_tokens(w),
             100.0 * share(r),
             mean_tokens(r),
             100.0 * share(d),
-            mean_tokens(d)
+            mean_tokens(d),
+            100.0 * share(p),
+            mean_tokens(p)
         );
     }
     println!(
-        "requests carrying another user's fact: window-only {}, recall {}, recall + fake embeddings {}",
-        window.leaks, recall.leaks, dense.leaks
+        "requests carrying another user's fact: window-only {}, recall {}, recall + fake embeddings {}, recall on Postgres {}",
+        window.leaks, recall.leaks, dense.leaks, pg.leaks
     );
     for (name, m) in [
         ("window-only", &window),
         ("recall", &recall),
         ("recall + fake embeddings", &dense),
+        ("recall on Postgres", &pg),
     ] {
         println!(
             "question turn, wall time ({name}): p50 {:.2} ms, p99 {:.2} ms",
@@ -242,13 +267,23 @@ fn main() {
         );
     }
 
-    let (w, r, d) = (total(&window.tally), total(&recall.tally), total(&dense.tally));
+    let (w, r, d, p) = (
+        total(&window.tally),
+        total(&recall.tally),
+        total(&dense.tally),
+        total(&pg.tally),
+    );
     assert_eq!(
-        window.leaks + recall.leaks + dense.leaks,
+        window.leaks + recall.leaks + dense.leaks + pg.leaks,
         0,
         "one user's facts reached another user's request"
     );
     assert!(share(&r) > share(&w), "recall must beat the window");
+    assert!(share(&p) > share(&w), "recall on Postgres must beat the window");
+    assert!(
+        mean_tokens(&p) <= 2000.0,
+        "on Postgres, still ≤ 2,000 tokens per request"
+    );
     assert!(
         share(&r) >= 0.8,
         "recall target: ≥ 80 % of questions with all answer turns"

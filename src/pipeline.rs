@@ -5,7 +5,9 @@
 //! user's older history → build context → model, with the caller's memory
 //! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
 //! append reply (and index it) → send (split for the platform) →
-//! compaction in the background. On a channel set to stream (and a model
+//! compaction in the background. With `store.kind: postgres` the same
+//! steps run on the database (`mnemo_pg`), under the user's turn lock taken
+//! after the access check. On a channel set to stream (and a model
 //! that streams) the answer is shown while the model writes it
 //! (`crate::streaming`) and the send step shows the stored final text.
 //!
@@ -251,8 +253,6 @@ impl Pipeline {
         let request = self.request_for(memory, pg.as_mut(), &user, &message, view).await;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, &user, &request);
-        // The memory tools edit the files: not offered on Postgres yet.
-        let tools = tools.filter(|_| memory.pg.is_none());
         let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
             self.answer(&message, request, tools.as_ref(), limits).await
@@ -413,7 +413,7 @@ impl Pipeline {
     /// The memory tools of this turn, built for this caller only (the
     /// scope is never a tool argument), and what the tool loop may spend:
     /// `model.maxToolRounds`, and tool results within what the context
-    /// left of `context.maxTokens` (chars/4).
+    /// left of `context.maxTokens` (chars/4). None on Postgres.
     fn memory_tools(
         &self,
         memory: &ChannelMemory,
@@ -425,7 +425,12 @@ impl Pipeline {
             max_rounds: self.parts.max_tool_rounds,
             budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
         };
-        (Some(MemoryTools::for_caller(memory, user, Utc::now())), limits)
+        // The memory tools edit the files: not offered on Postgres yet.
+        let tools = memory
+            .pg
+            .is_none()
+            .then(|| MemoryTools::for_caller(memory, user, Utc::now()));
+        (tools, limits)
     }
 
     /// Starts the fold the counters say is due, before the reply goes out:

@@ -90,8 +90,9 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// A broker whose `sessions/config.json` is `config`.
-    pub fn start(config: &str) -> Broker {
+    /// A broker whose `sessions/config.json` is `config`, its memory in
+    /// the files or, with `store`, in that (migrated) Postgres database.
+    pub fn start(config: &str, store: Option<mnemo_pg::PgStore>) -> Broker {
         let dir = tempfile::tempdir().expect("temp dir");
         let sessions = dir.path().join("channels/bench/sessions");
         std::fs::create_dir_all(&sessions).expect("sessions dir");
@@ -102,6 +103,7 @@ impl Broker {
         let parts = AppParts {
             summarizer: Arc::new(ModelSummarizer::new(model.clone())),
             model: model.clone(),
+            store,
             ..mnemo::bench::app_parts(dir.path())
         };
         let channel = Arc::new(Signal(Notify::new()));
