@@ -187,9 +187,9 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
                 max_profile_chars: memory.config.ltm.max_profile_chars,
             };
-            let reply = match &memory.pg {
-                Some(channel) => pg_command(channel, &user, &command).await,
-                None => {
+            let reply = match (&memory.pg, pg.as_mut()) {
+                (Some(channel), Some(turn)) => pg_command(channel, turn, &command).await,
+                _ => {
                     let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
                     // A command may have changed the files (clear, forget, …).
                     memory.sessions.forget(&user).await;
@@ -562,13 +562,13 @@ impl TurnHandler for Pipeline {
 /// and the user gets the same apology as on the files.
 async fn pg_command(
     channel: &mnemo_pg::PgChannel,
-    user: &SafeName,
+    turn: &mut mnemo_pg::PgTurn,
     command: &commands::SessionCommand,
 ) -> commands::Reply {
-    match channel.command(user, command, Utc::now()).await {
+    match channel.command(turn, command, Utc::now()).await {
         Ok(text) => commands::Reply { text, export: None },
         Err(e) => {
-            tracing::warn!(user = %user, command = ?command, error = %e, "session command failed");
+            tracing::warn!(user = %turn.user(), command = ?command, error = %e, "session command failed");
             commands::Reply {
                 text: "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log."
                     .into(),

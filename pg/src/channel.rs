@@ -67,17 +67,19 @@ impl PgChannel {
         crate::fold::compact(self, user, now).await
     }
 
-    /// Answers a `/session` command for `user` from the database. Commands
-    /// that change memory run inside the caller's turn lock (the broker
-    /// takes it first).
+    /// Answers a `/session` command for the user of `turn` from the
+    /// database, on the turn's connection: inside the user's lock, and
+    /// without a second connection (a flood of commands cannot exhaust the
+    /// pool waiting for one).
     pub async fn command(
         &self,
-        user: &SafeName,
+        turn: &mut PgTurn,
         command: &SessionCommand,
         now: DateTime<Utc>,
     ) -> Result<String, PgError> {
+        let user = turn.user().clone();
         let (channel, key) = (self.name(), user.as_str());
-        let conn = self.store().conn().await?;
+        let conn = turn.conn();
         Ok(match command {
             SessionCommand::Status => {
                 let row = conn
@@ -108,7 +110,6 @@ impl PgChannel {
                 )
             }
             SessionCommand::Clear => {
-                let mut conn = conn;
                 let tx = conn.transaction().await?;
                 let n = tx
                     .execute(

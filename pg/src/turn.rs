@@ -81,7 +81,12 @@ impl PgTurn {
         })
     }
 
-    fn conn(&mut self) -> &mut Object {
+    /// The user this turn holds.
+    pub fn user(&self) -> &SafeName {
+        &self.user
+    }
+
+    pub(crate) fn conn(&mut self) -> &mut Object {
         self.conn
             .as_mut()
             .expect("the connection stays until the turn is dropped")

@@ -298,10 +298,12 @@ async fn a_clear_during_a_fold_supersedes_it_and_nothing_is_written() {
     });
     gated.started.notified().await;
     assert_eq!(ch.compact(&user, at(30)).await.unwrap(), PgFold::AlreadyRunning);
+    let mut turn = ch.begin_turn(&user).await.unwrap();
     let reply = ch
-        .command(&user, &mnemo_sessions::commands::SessionCommand::Clear, at(30))
+        .command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, at(30))
         .await
         .unwrap();
+    drop(turn);
     assert!(
         reply.starts_with("Cleared our recent conversation (21 messages)"),
         "{reply}"
@@ -341,8 +343,9 @@ async fn a_failing_summarizer_keeps_short_term_memory_bounded() {
             failures: 2
         }
     );
+    let mut turn = ch.begin_turn(&user).await.unwrap();
     let reply = ch
-        .command(&user, &mnemo_sessions::commands::SessionCommand::Status, at(40))
+        .command(&mut turn, &mnemo_sessions::commands::SessionCommand::Status, at(40))
         .await
         .unwrap();
     assert!(
@@ -365,14 +368,16 @@ async fn clear_all_deletes_everything_of_the_user_only() {
         }
     }
     ch.compact(&u1, at(30)).await.unwrap();
+    let mut turn = ch.begin_turn(&u1).await.unwrap();
     let reply = ch
         .command(
-            &u1,
+            &mut turn,
             &mnemo_sessions::commands::SessionCommand::ClearAllConfirmed,
             at(30),
         )
         .await
         .unwrap();
+    drop(turn);
     assert!(reply.starts_with("Deleted everything"), "{reply}");
     let mut turn = ch.begin_turn(&u1).await.unwrap();
     let view = turn.view(50).await.unwrap();
