@@ -14,7 +14,7 @@
 //! [`PgFold::AlreadyRunning`]).
 
 use crate::channel::PgChannel;
-use crate::turn::record_of;
+use crate::turn::record_at;
 use crate::{PgError, lock_key};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
@@ -169,7 +169,7 @@ async fn read(channel: &PgChannel, conn: &mut Object, user: &SafeName) -> Result
         summary: head.get(1),
         profile: head.get(2),
         seqs: rows.iter().map(|r| r.get(7)).collect(),
-        records: rows.iter().map(|r| record_of(r, name)).collect(),
+        records: rows.iter().map(|r| record_at(r, name, 0)).collect(),
     }))
 }
 

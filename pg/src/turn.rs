@@ -13,6 +13,7 @@ use mnemo_sessions::compaction::plan;
 use mnemo_sessions::recall::{Item, Recalled};
 use mnemo_sessions::session::ContextView;
 use mnemo_sessions::{Record, Role, SafeName};
+use std::borrow::Cow;
 use std::sync::Arc;
 use tokio_postgres::types::ToSql;
 
@@ -51,11 +52,18 @@ SELECT count(*),
        (SELECT ts FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq LIMIT 1)
 FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND fold IS NULL";
 
-const DOCUMENTS: &str = "SELECT summary, profile FROM mnemo_users WHERE channel = $1 AND user_key = $2";
-
-pub(crate) const RECENT: &str = "
-SELECT ts, role, text, msg_id, thread_id, chat_id, user_name FROM mnemo_messages
-WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq DESC LIMIT $3";
+/// The context's memory in one statement, so in one snapshot: the
+/// summary and profile (repeated on each row) beside the last `$3`
+/// unfolded messages, newest first; one row of NULL messages when there
+/// are none.
+const VIEW: &str = "
+SELECT d.summary, d.profile, m.ts, m.role, m.text, m.msg_id, m.thread_id, m.chat_id, m.user_name
+FROM (SELECT 1) AS one
+LEFT JOIN mnemo_users d ON d.channel = $1 AND d.user_key = $2
+LEFT JOIN LATERAL (
+    SELECT ts, role, text, msg_id, thread_id, chat_id, user_name, seq FROM mnemo_messages
+    WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq DESC LIMIT $3) AS m ON true
+ORDER BY m.seq DESC";
 
 /// Full-text recall over the user's whole history, the recent window left
 /// out (it is in the context already). Ranked by `ts_rank`, newest first
@@ -65,14 +73,62 @@ SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
 WHERE channel = $1 AND user_key = $2 AND tsv @@ q AND msg_id <> ALL($4)
 ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT $5";
 
+const LOCK: &str = "SELECT pg_advisory_lock($1)";
+const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
+
 /// Candidates a recall looks at before packing them under the budget.
 const RECALL_CANDIDATES: i64 = 32;
 
+/// A record's columns as the append binds them (NUL made storable).
+struct Values<'a> {
+    ts: DateTime<Utc>,
+    role: &'static str,
+    text: Cow<'a, str>,
+    msg_id: Cow<'a, str>,
+    thread: Option<Cow<'a, str>>,
+    chat: Option<Cow<'a, str>>,
+    name: Option<Cow<'a, str>>,
+}
+
+impl<'a> Values<'a> {
+    fn of(record: &'a Record) -> Values<'a> {
+        Values {
+            ts: record.ts,
+            role: role_name(record.role),
+            text: pg_text(&record.text),
+            msg_id: pg_text(&record.msg_id),
+            thread: record.thread_id.as_deref().map(pg_text),
+            chat: record.chat_id.as_deref().map(pg_text),
+            name: record.user_name.as_deref().map(pg_text),
+        }
+    }
+
+    fn params<'b>(&'b self, channel: &'b &'b str, user: &'b &'b str) -> [&'b (dyn ToSql + Sync); 9] {
+        [
+            channel,
+            user,
+            &self.ts,
+            &self.role,
+            &self.text,
+            &self.msg_id,
+            &self.thread,
+            &self.chat,
+            &self.name,
+        ]
+    }
+}
+
+/// Statements are prepared once per connection (deadpool's statement
+/// cache), and the statements of one step are issued together:
+/// tokio-postgres pipelines queries issued at once on one connection and
+/// the server runs them in order, so an append is one round trip and an
+/// append with its view is one too.
 impl PgTurn {
     pub(crate) async fn begin(channel: &PgChannel, user: &SafeName) -> Result<PgTurn, PgError> {
         let conn = channel.store().conn().await?;
         let key = lock_key("turn", channel.name(), user.as_str());
-        conn.execute("SELECT pg_advisory_lock($1)", &[&key]).await?;
+        let lock = conn.prepare_cached(LOCK).await?;
+        conn.execute(&lock, &[&key]).await?;
         Ok(PgTurn {
             conn: Some(conn),
             key,
@@ -92,75 +148,74 @@ impl PgTurn {
             .expect("the connection stays until the turn is dropped")
     }
 
+    fn client(&self) -> &Object {
+        self.conn
+            .as_ref()
+            .expect("the connection stays until the turn is dropped")
+    }
+
     /// Stores `record` (committed when this returns: acknowledged means
     /// durable as the server's `synchronous_commit` has it).
     pub async fn append(&mut self, record: &Record, now: DateTime<Utc>) -> Result<PgAppended, PgError> {
-        let (channel, user) = (self.channel.name().to_string(), self.user.as_str().to_string());
-        let conn = self.conn();
-        let role = role_name(record.role);
-        let (text, msg_id) = (pg_text(&record.text), pg_text(&record.msg_id));
-        let thread = record.thread_id.as_deref().map(pg_text);
-        let chat = record.chat_id.as_deref().map(pg_text);
-        let name = record.user_name.as_deref().map(pg_text);
-        let (thread, chat, name) = (thread.as_deref(), chat.as_deref(), name.as_deref());
-        let inserted = conn
-            .query_opt(
-                APPEND,
-                &[
-                    &channel, &user, &record.ts, &role, &&*text, &&*msg_id, &thread, &chat, &name,
-                ],
-            )
-            .await?;
-        let counters = conn.query_one(COUNTERS, &[&channel, &user]).await?;
-        let (unfolded, first): (i64, Option<DateTime<Utc>>) = (counters.get(0), counters.get(1));
-        let unfolded = usize::try_from(unfolded).unwrap_or(0);
-        Ok(PgAppended {
-            fold_due: plan::due(unfolded, first, false, self.channel.config(), now),
-            duplicate: inserted.is_none(),
-        })
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
+        let (append, counters) = futures_util::try_join!(conn.prepare_cached(APPEND), conn.prepare_cached(COUNTERS))?;
+        let v = Values::of(record);
+        let (params, keys): ([&(dyn ToSql + Sync); 9], [&(dyn ToSql + Sync); 2]) =
+            (v.params(&channel, &user), [&channel, &user]);
+        let (inserted, counts) =
+            futures_util::try_join!(conn.query_opt(&append, &params), conn.query_one(&counters, &keys),)?;
+        Ok(self.appended(inserted.is_none(), &counts, now))
     }
 
     /// The context's memory: summary, profile and the last `n` unfolded
     /// messages, oldest first, read in one snapshot (a fold committing
     /// meanwhile is seen whole or not at all).
     pub async fn view(&mut self, n: usize) -> Result<ContextView, PgError> {
-        let (channel, user) = (self.channel.name().to_string(), self.user.as_str().to_string());
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        let conn = self.conn();
-        let tx = conn
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let (one, two): (&[&(dyn ToSql + Sync)], &[&(dyn ToSql + Sync)]) =
-            (&[&channel, &user], &[&channel, &user, &limit]);
-        let (documents, rows) = futures_util::try_join!(tx.query_opt(DOCUMENTS, one), tx.query(RECENT, two))?;
-        tx.commit().await?;
-        let (summary, profile) = documents
-            .map(|row| (row.get::<_, Option<String>>(0), row.get::<_, Option<String>>(1)))
-            .unwrap_or_default();
-        let recent = rows
-            .iter()
-            .rev()
-            .map(|row| Arc::new(record_of(row, &channel)))
-            .collect();
-        Ok(ContextView {
-            summary: non_blank(summary),
-            profile: non_blank(profile),
-            recent,
-        })
+        let view = conn.prepare_cached(VIEW).await?;
+        let rows = conn.query(&view, &[&channel, &user, &limit]).await?;
+        Ok(view_of(&rows, channel))
     }
 
-    /// [`PgTurn::append`], then [`PgTurn::view`] with the record in it.
+    /// [`PgTurn::append`], then [`PgTurn::view`] with the record in it, in
+    /// one round trip.
     pub async fn append_then_view(
         &mut self,
         record: &Record,
         now: DateTime<Utc>,
         n: usize,
     ) -> Result<(PgAppended, ContextView), PgError> {
-        let appended = self.append(record, now).await?;
-        Ok((appended, self.view(n).await?))
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        let (append, counters, view) = futures_util::try_join!(
+            conn.prepare_cached(APPEND),
+            conn.prepare_cached(COUNTERS),
+            conn.prepare_cached(VIEW)
+        )?;
+        let v = Values::of(record);
+        let params = v.params(&channel, &user);
+        let keys: [&(dyn ToSql + Sync); 2] = [&channel, &user];
+        let window: [&(dyn ToSql + Sync); 3] = [&channel, &user, &limit];
+        let (inserted, counts, rows) = futures_util::try_join!(
+            conn.query_opt(&append, &params),
+            conn.query_one(&counters, &keys),
+            conn.query(&view, &window),
+        )?;
+        let appended = self.appended(inserted.is_none(), &counts, now);
+        Ok((appended, view_of(&rows, channel)))
+    }
+
+    fn appended(&self, duplicate: bool, counts: &tokio_postgres::Row, now: DateTime<Utc>) -> PgAppended {
+        let (unfolded, first): (i64, Option<DateTime<Utc>>) = (counts.get(0), counts.get(1));
+        let unfolded = usize::try_from(unfolded).unwrap_or(0);
+        PgAppended {
+            fold_due: plan::due(unfolded, first, false, self.channel.config(), now),
+            duplicate,
+        }
     }
 
     /// What the user said before that matches `message`, outside `recent`,
@@ -174,11 +229,12 @@ impl PgTurn {
         let Some(query) = crate::recall::tsquery(message) else {
             return Ok(Recalled::default());
         };
-        let (channel, user) = (self.channel.name().to_string(), self.user.as_str().to_string());
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
         let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
-        let rows = self
-            .conn()
-            .query(RECALL, &[&channel, &user, &query, &skip, &RECALL_CANDIDATES])
+        let recall = conn.prepare_cached(RECALL).await?;
+        let rows = conn
+            .query(&recall, &[&channel, &user, &query, &skip, &RECALL_CANDIDATES])
             .await?;
         let items = rows
             .iter()
@@ -188,6 +244,25 @@ impl PgTurn {
             })
             .collect();
         Ok(mnemo_sessions::recall::pack(items, max_tokens))
+    }
+}
+
+/// The rows of [`VIEW`] as a context view (oldest first).
+fn view_of(rows: &[tokio_postgres::Row], channel: &str) -> ContextView {
+    let (summary, profile) = rows
+        .first()
+        .map(|row| (row.get::<_, Option<String>>(0), row.get::<_, Option<String>>(1)))
+        .unwrap_or_default();
+    let recent = rows
+        .iter()
+        .rev()
+        .filter(|row| row.get::<_, Option<DateTime<Utc>>>(2).is_some())
+        .map(|row| Arc::new(record_at(row, channel, 2)))
+        .collect();
+    ContextView {
+        summary: non_blank(summary),
+        profile: non_blank(profile),
+        recent,
     }
 }
 
@@ -245,7 +320,11 @@ impl Drop for PgTurn {
             // The connection returns to the pool only once unlocked.
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if let Err(e) = conn.execute("SELECT pg_advisory_unlock($1)", &[&key]).await {
+                    let unlocked = match conn.prepare_cached(UNLOCK).await {
+                        Ok(unlock) => conn.execute(&unlock, &[&key]).await.map(|_| ()),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = unlocked {
                         tracing::warn!(error = %e, "turn lock not released; the connection is closed instead");
                         let _ = Object::take(conn);
                     }
@@ -274,17 +353,18 @@ pub(crate) fn role_of(name: &str) -> Role {
     }
 }
 
-/// A stored message as a record of `channel`.
-pub(crate) fn record_of(row: &tokio_postgres::Row, channel: &str) -> Record {
+/// A stored message as a record of `channel`: the columns ts, role,
+/// text, msg_id, thread_id, chat_id, user_name from `first` on.
+pub(crate) fn record_at(row: &tokio_postgres::Row, channel: &str, first: usize) -> Record {
     Record {
-        ts: row.get(0),
-        role: role_of(row.get(1)),
-        text: row.get(2),
-        msg_id: row.get(3),
+        ts: row.get(first),
+        role: role_of(row.get(first + 1)),
+        text: row.get(first + 2),
+        msg_id: row.get(first + 3),
         channel: channel.to_string(),
-        thread_id: row.get(4),
-        chat_id: row.get(5),
-        user_name: row.get(6),
+        thread_id: row.get(first + 4),
+        chat_id: row.get(first + 5),
+        user_name: row.get(first + 6),
     }
 }
 
