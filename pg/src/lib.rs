@@ -14,6 +14,8 @@
 //! - [`fold`]: compaction as one transaction (nothing archived twice or
 //!   lost), one fold per user at a time across brokers.
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
+//! - [`copy`]: one user's memory written in one verified transaction and
+//!   read back in one snapshot, for `mnemo store copy`.
 //!
 //! Crash guarantees match the files: a message is acknowledged once its
 //! insert committed (`synchronous_commit` as the server has it); a
@@ -24,6 +26,7 @@
 //! U+2400 (␀), the visible symbol for it ([`pg_text`]).
 
 pub mod channel;
+pub mod copy;
 pub mod fold;
 pub mod migrate;
 pub mod recall;
