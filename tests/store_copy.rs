@@ -468,7 +468,7 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
     .unwrap();
     let client = pg_client(&db.url()).await;
     let partial = count(&client, "SELECT count(*) FROM mnemo_users").await;
-    assert!(partial >= 1 && partial < 150, "{partial} users copied before the kill");
+    assert!((1..150).contains(&partial), "{partial} users copied before the kill");
 
     // The database goes away mid-way through the next run: an error naming
     // the user, and how to go on.
@@ -549,4 +549,80 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
     );
     assert_eq!(file_messages(&back_state, "bench", user).len(), 42);
     assert!(!back_layout.copy_marker_path(user).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_reported_or_refused_and_nothing_is_written_where_it_must_not_be() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let env = Env::new(db.url());
+    let dir = env.dir.path();
+    let files = config(dir, &url, "files", "files");
+    let postgres = config(dir, &url, "pg-broker", "postgres");
+    let back = config(dir, &url, "back", "files");
+    env.ok(&files, &["chat"], b"one\ntwo\nthree\n").await;
+    env.ok(&postgres, &["store", "migrate"], b"").await;
+    let layout = Layout::new(dir.join("files"), "console");
+    let ada = SafeName::of("ada");
+    let log = layout.messages_path(&ada);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().unwrap().to_string();
+
+    // The same record twice (as a crash between archiving and cutting the
+    // log leaves it): copied once, and counted.
+    std::fs::write(&log, format!("{text}{first}\n")).unwrap();
+    let to_pg = ["store", "copy", "--from", "files", "--to", "postgres", "--json"];
+    let report: Value = serde_json::from_str(&env.ok(&files, &to_pg, b"").await).unwrap();
+    assert_eq!(report["messages"], 6, "{report}");
+    assert_eq!(report["repeatedRecords"], 1, "{report}");
+
+    // A different record under a msg id already used: the copy stops there,
+    // naming the user and the id, not the text.
+    let mut other: Value = serde_json::from_str(&first).unwrap();
+    other["text"] = json!("a secret different text");
+    std::fs::write(&log, format!("{text}{other}\n")).unwrap();
+    let out = env.run(&files, &[&to_pg[..], &["--replace"]].concat(), b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("reading user console/ada") && stderr.contains("two different messages carry the msg id"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "{stderr}");
+
+    // A user nobody stored: an error, not an empty copy.
+    let out = env
+        .run(&files, &[&to_pg[..], &["--user", "nobody"]].concat(), b"")
+        .await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing is stored about user `nobody`"));
+
+    // Into a state folder a bot is running on: refused, nothing written.
+    let to_files = ["store", "copy", "--from", "postgres", "--to", "files"];
+    let busy = mnemo::instance::InstanceLock::acquire(&dir.join("back")).unwrap();
+    let out = env.run(&back, &to_files, b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("stop it before copying"),
+        "{stderr}"
+    );
+    assert!(!dir.join("back/channels").exists());
+    drop(busy);
+
+    // A user key in the database that is not a folder name mnemo writes:
+    // refused, never turned into a path.
+    let client = pg_client(&db.url()).await;
+    client
+        .execute(
+            "INSERT INTO mnemo_users (channel, user_key) VALUES ('console', '../escape')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let out = env.run(&back, &to_files, b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(r#"user key "../escape""#), "{stderr}");
+    // It sorts first: the copy stopped before writing anything.
+    assert!(!dir.join("escape").exists() && !dir.join("back/channels").exists());
 }

@@ -105,6 +105,8 @@ struct Totals {
     already_there: usize,
     replaced: usize,
     resumed: usize,
+    /// Users with files but nothing the database keeps (topic notes only…).
+    nothing: usize,
     messages: u64,
     archived: u64,
     folds: u64,
@@ -172,11 +174,18 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             }
         }
     }
+    only_user_found(args, work.is_empty())?;
     let total = work.len();
     for (i, (channel, user)) in work.into_iter().enumerate() {
         let layout = Layout::new(root, &channel);
         let shown = shown(&channel, &user);
         let read = read_files(&layout, &user).with_context(|| format!("reading user {shown}"))?;
+        if read.memory == UserMemory::default() {
+            // Only topic notes, digests or exports: nothing the database keeps.
+            totals.nothing += 1;
+            progress(i + 1, total, &shown, &read, " (nothing the database keeps: skipped)");
+            continue;
+        }
         let written = copy::write_user(store, &channel, user.as_str(), &read.memory, args.replace)
             .await
             .with_context(|| format!("copying user {shown} into the database"))?;
@@ -214,6 +223,7 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
     let work = copy::users(store, args.channel.as_deref(), user_key.as_ref().map(SafeName::as_str))
         .await
         .context("listing the database's users")?;
+    only_user_found(args, work.is_empty())?;
     let total = work.len();
     for (i, (channel, key)) in work.into_iter().enumerate() {
         let Some(user) = SafeName::from_encoded(&key) else {
@@ -238,6 +248,18 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             duplicates: 0,
         };
         progress(i + 1, total, &shown, &read, note);
+    }
+    Ok(())
+}
+
+/// `--user U` that matched nobody is an error, not an empty copy.
+fn only_user_found(args: &CopyArgs, none: bool) -> Result<()> {
+    if let (Some(user), true) = (&args.user, none) {
+        let channel = args
+            .channel
+            .as_deref()
+            .map_or(String::new(), |c| format!(" in channel `{c}`"));
+        bail!("nothing is stored about user `{user}`{channel} in the source");
     }
     Ok(())
 }
@@ -473,6 +495,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "alreadyThere": t.already_there,
             "replaced": t.replaced,
             "resumed": t.resumed,
+            "nothingToCopy": t.nothing,
             "messages": t.messages,
             "archived": t.archived,
             "folds": t.folds,
@@ -495,6 +518,12 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         t.replaced,
         t.resumed
     );
+    if t.nothing > 0 {
+        println!(
+            "  {} user(s) skipped: nothing the database keeps (only topic notes, digests or exports)",
+            t.nothing
+        );
+    }
     println!(
         "  {} messages ({} archived in {} folds), {} summaries, {} profiles",
         thousands(t.messages),
@@ -521,7 +550,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
