@@ -163,6 +163,18 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str("{this is not a record\n");
     std::fs::write(&log, text).unwrap();
+    // And one in the oldest archive batch (the reader skips it too).
+    let oldest = archive::files(&layout, &ada).unwrap()[0].clone();
+    let mut lines = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&oldest).unwrap()),
+        &mut lines,
+    )
+    .unwrap();
+    lines.push_str("not json either\n");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, lines.as_bytes()).unwrap();
+    std::fs::write(&oldest, gz.finish().unwrap()).unwrap();
     let stray = layout.stm_root().join("not a user");
     std::fs::create_dir_all(&stray).unwrap();
     std::fs::write(stray.join("messages.jsonl"), "{}\n").unwrap();
@@ -192,7 +204,7 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(report["copied"], 1, "{report}");
     assert_eq!(report["messages"], source.len(), "{report}");
     assert_eq!(report["folds"], batches, "{report}");
-    assert_eq!(report["malformedLinesSkipped"], 1, "{report}");
+    assert_eq!(report["malformedLinesSkipped"], 2, "{report}");
     assert_eq!(report["verified"], json!({"users": 1, "messages": source.len()}));
 
     let client = pg_client(&db.url()).await;
