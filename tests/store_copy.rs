@@ -331,6 +331,12 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         source.len() + 2,
         "the database's copy, without the files' extra turn"
     );
+    let kept = mnemo_sessions::versions::history(&back_layout, &ada).unwrap();
+    assert!(
+        kept.iter()
+            .any(|v| v.by == mnemo_sessions::versions::Author::Operator && v.before.is_some()),
+        "the replaced profile is kept as a version: {kept:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -289,7 +289,7 @@ async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Opti
         let (kind, at) = kinds.get(&fold).cloned().unwrap_or_else(|| {
             // A message marked with a fold that has no row: the batch is
             // still one; its time is its last message's.
-            let last = records.last().map_or_else(Utc::now, |r| r.ts);
+            let last = records.last().map(|r| r.ts).unwrap_or_default();
             ("summarized".to_string(), last)
         });
         memory.folds.push(Fold {

@@ -22,12 +22,14 @@
 //!   one transaction ([`mnemo_pg::copy::write_user`]). Into files the
 //!   user's `stm/<user>/copy-incomplete` marker is written first and
 //!   removed last; a run that finds a marker finishes an interrupted copy
-//!   by deleting that user's files and writing them again.
+//!   by deleting what the copy writes for that user and writing it again.
 //! - **Resumable, never merged.** A user already in the target with the
 //!   same memory (counts, checksum, summary and profile) is skipped as
 //!   already there; with different memory the copy stops with an error
-//!   naming the user, unless `--replace` (the target's user is deleted and
-//!   written from the source). So a copy interrupted by Ctrl-C, a crash or
+//!   naming the user, unless `--replace`: the target's copy of what the
+//!   copy moves is deleted and written from the source (in files: the STM
+//!   folder, the archive, the profile — kept as a version — and the recall
+//!   index; topic notes, digests and the fact log are not touched). So a copy interrupted by Ctrl-C, a crash or
 //!   a lost database is finished by running it again, duplicating nothing.
 //! - **Verified.** After each user, the target is read back and its counts
 //!   and checksum (SHA-256 over ts, role, text and msg id, in order)
@@ -59,10 +61,10 @@ use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use mnemo_pg::copy::{self, Fold, UserMemory, Written};
 use mnemo_pg::{PgStore, migrate};
-use mnemo_sessions::commands::{self, Caller, SessionCommand};
 use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
-use mnemo_sessions::versions::{Author, Change};
+use mnemo_sessions::versions::{self, Author, Change};
 use mnemo_sessions::{Layout, Record, SafeName, archive, fsutil, profile, report, summary};
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -82,8 +84,10 @@ pub struct CopyArgs {
     /// Only this user (their platform id, as `sessions forget` takes it).
     #[arg(long)]
     pub user: Option<String>,
-    /// A user already in the target with different memory is deleted there
-    /// and copied again (without it, the copy stops at that user).
+    /// A user already in the target with different memory is replaced there
+    /// by the copy (without it, the copy stops at that user). Into files,
+    /// only what the copy writes is replaced: log, summary, archive,
+    /// profile (its old version kept); topic notes and digests stay.
     #[arg(long)]
     pub replace: bool,
     /// The summary as one JSON document on stdout (progress stays on stderr).
@@ -239,7 +243,6 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             .with_context(|| format!("user {shown} left the database while being copied; run the copy again"))?;
         let layout = Layout::new(root, &channel);
         let note = write_files(&layout, &user, &memory, args.replace, totals)
-            .await
             .with_context(|| format!("copying user {shown} into {}", root.display()))?;
         count(totals, &memory, 0, 0);
         let read = FileRead {
@@ -354,7 +357,7 @@ fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
 
 /// Writes `memory` as `user`'s files, verified (see the module doc); the
 /// note for the progress line.
-async fn write_files(
+fn write_files(
     layout: &Layout,
     user: &SafeName,
     memory: &UserMemory,
@@ -366,7 +369,7 @@ async fn write_files(
     let marker = layout.copy_marker_path(user);
     let mut note = "";
     if marker.exists() {
-        clear_user(&stm, user).await?;
+        clear_copied(&stm, user)?;
         totals.resumed += 1;
         note = " (finished an interrupted copy)";
     } else if report::known_users(layout)?.contains(user) {
@@ -383,7 +386,7 @@ async fn write_files(
                 memory.tally()
             );
         }
-        clear_user(&stm, user).await?;
+        clear_copied(&stm, user)?;
         totals.replaced += 1;
         note = " (replaced)";
     }
@@ -441,17 +444,22 @@ async fn write_files(
     Ok(note)
 }
 
-/// Deletes everything stored about `user` in the files (what `/session
-/// clear all confirm` does).
-async fn clear_user(stm: &Stm, user: &SafeName) -> Result<()> {
-    let caller = Caller {
-        user,
-        display_name: None,
-        max_profile_chars: mnemo_sessions::config::SessionConfig::default().ltm.max_profile_chars,
+/// Deletes what a copy writes for `user` in the files — the STM folder
+/// (log, summary, marker), the archive, the profile (through `versions`,
+/// so the old one is kept as a version) and the recall index (rebuilt from
+/// the new files) — and nothing else: topic notes, digests and the fact log
+/// stay.
+fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
+    let layout = stm.layout();
+    let root = layout.state_root();
+    fsutil::remove_if_exists(root, &layout.stm_dir(user))?;
+    fsutil::remove_if_exists(root, &layout.archive_dir(user))?;
+    let change = Change {
+        by: Author::Operator,
+        what: "replaced by a copy from the database",
     };
-    commands::try_execute(stm, caller, &SessionCommand::ClearAllConfirmed, Utc::now())
-        .await
-        .context("deleting the user's files before writing them again")?;
+    versions::replace(layout, user, &layout.profile_path(user), None, change, Utc::now())?;
+    Recall::of(stm).forget(user)?;
     Ok(())
 }
 
