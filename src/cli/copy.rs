@@ -15,7 +15,9 @@
 //! becomes one fold row of kind `summarized`: the files do not record
 //! whether a batch was summarized or slid out unsummarized, and the
 //! summary body carries what was summarized either way. Back to files,
-//! each fold becomes one archive batch.
+//! each fold becomes one archive batch (its kind has no place there, and
+//! the batches must name themselves in fold order — by their earliest
+//! timestamp — or the verification says the order changed).
 //!
 //! Invariants:
 //! - **One user at a time, whole or not at all.** Into Postgres a user is
