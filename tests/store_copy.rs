@@ -440,7 +440,8 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
     let postgres = config(dir, &url, "pg-broker", "postgres");
     env.ok(&postgres, &["store", "migrate"], b"").await;
     // A larger history, seeded the way the product keeps it: 150 users of
-    // 40 messages, most of them archived.
+    // 80 earlier messages, most of them archived (large enough that a copy
+    // is still running when it is interrupted after its first user).
     let state = dir.join("files");
     env.ok(
         &files,
@@ -453,7 +454,7 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
             "--turns",
             "1",
             "--history",
-            "40",
+            "80",
         ],
         b"",
     )
@@ -562,10 +563,10 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
     assert_eq!(report["verified"]["messages"], total, "{report}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("bench/{user}: 42 messages (finished an interrupted copy)")),
+        stderr.contains(&format!("bench/{user}: 82 messages (finished an interrupted copy)")),
         "{stderr}"
     );
-    assert_eq!(file_messages(&back_state, "bench", user).len(), 42);
+    assert_eq!(file_messages(&back_state, "bench", user).len(), 82);
     assert!(!back_layout.copy_marker_path(user).exists());
 }
 
