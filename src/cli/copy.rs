@@ -31,8 +31,11 @@
 //!   naming the user, unless `--replace`: the target's copy of what the
 //!   copy moves is deleted and written from the source (in files: the STM
 //!   folder, the archive, the profile — kept as a version — and the recall
-//!   index; topic notes, digests and the fact log are not touched). So a copy interrupted by Ctrl-C, a crash or
-//!   a lost database is finished by running it again, duplicating nothing.
+//!   index; topic notes, digests and the fact log are not touched). So a
+//!   copy interrupted by Ctrl-C, a crash or a lost database is finished by
+//!   running it again, duplicating nothing.
+//! - **Bounded memory.** One user's history is held at a time (both sides
+//!   read and compare whole users).
 //! - **Verified.** After each user, the target is read back and its counts
 //!   and checksum (SHA-256 over ts, role, text and msg id, in order)
 //!   compared with the source's; a mismatch is an error naming the user
