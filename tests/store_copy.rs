@@ -609,6 +609,21 @@ async fn bad_input_is_reported_or_refused_and_nothing_is_written_where_it_must_n
     );
     assert!(!stderr.contains("secret"), "{stderr}");
 
+    // A user's log that is a link out of the state folder: refused, naming
+    // the path, and nothing is read through it.
+    let outside = dir.join("outside.jsonl");
+    std::fs::write(&outside, format!("{first}\n")).unwrap();
+    let eve = SafeName::of("eve");
+    std::fs::create_dir_all(layout.stm_dir(&eve)).unwrap();
+    std::os::unix::fs::symlink(&outside, layout.messages_path(&eve)).unwrap();
+    let out = env.run(&files, &[&to_pg[..], &["--user", "eve"]].concat(), b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("reading user console/eve") && stderr.contains("is a symbolic link"),
+        "{stderr}"
+    );
+
     // A user nobody stored: an error, not an empty copy.
     let out = env
         .run(&files, &[&to_pg[..], &["--user", "nobody"]].concat(), b"")
