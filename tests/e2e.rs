@@ -21,6 +21,7 @@ mod ops;
 mod postgres;
 mod recall;
 mod slack;
+mod store_copy;
 mod telegram;
 
 /// `autotests = false` means a new `tests/*.rs` file is silently not run

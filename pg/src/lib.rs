@@ -16,6 +16,8 @@
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
 //! - [`maintain`]: the fold sweep and expiry, by one broker at a time
 //!   per channel (a lease in the database, taken over when it expires).
+//! - [`copy`]: one user's memory written in one verified transaction and
+//!   read back in one snapshot, for `mnemo store copy`.
 //!
 //! Crash guarantees match the files: a message is acknowledged once its
 //! insert committed (`synchronous_commit` as the server has it); a
@@ -26,6 +28,7 @@
 //! U+2400 (␀), the visible symbol for it ([`pg_text`]).
 
 pub mod channel;
+pub mod copy;
 pub mod fold;
 pub mod maintain;
 pub mod migrate;

@@ -1,7 +1,9 @@
 //! The Postgres store against a real PostgreSQL (the test kit's throwaway
 //! server): migrations, the turn's append and view, per-user order across
-//! two brokers, folds as one transaction, recall, and the bad days (the
-//! database going away mid-turn, a pool exhausted, a clear during a fold).
+//! two brokers, folds as one transaction, recall, `store copy`'s write of a
+//! user (after a turn in progress, read back the same, never merged), and
+//! the bad days (the database going away mid-turn, a pool exhausted, a
+//! clear during a fold).
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
@@ -573,4 +575,93 @@ async fn seeded_history_is_archived_in_folds_and_recalled() {
     assert_eq!(unfolded_in_fold_7, 4);
     // A fold after seeding numbers on from the seeded folds.
     assert_eq!(ch.compact(&user, at(300)).await.unwrap(), PgFold::NotNeeded);
+}
+
+/// A user's memory as `mnemo store copy` hands it over: five messages, the
+/// first three archived in one fold, a summary and a profile.
+fn copied(text: &str) -> mnemo_pg::copy::UserMemory {
+    mnemo_pg::copy::UserMemory {
+        messages: (0..5).map(|i| record(i, &format!("{text} {i}"))).collect(),
+        folds: vec![mnemo_pg::copy::Fold {
+            messages: 3,
+            kind: "summarized".into(),
+            at: at(2),
+        }],
+        summary: Some("we talked".into()),
+        summary_at: Some(at(3)),
+        profile: Some("## Facts\n- a: b".into()),
+        profile_at: None,
+        failures: 0,
+    }
+    .as_stored()
+}
+
+#[tokio::test]
+async fn a_copied_user_waits_for_a_turn_in_progress_then_reads_back_the_same_and_is_never_merged() {
+    use mnemo_pg::copy::{CopyError, Written, read_user, write_user};
+    let (store, url) = migrated().await;
+    let ch = channel(&store, counting());
+    let user = SafeName::of("u1");
+    let memory = copied("said");
+    // A broker is in the middle of u1's turn: the copy waits for it.
+    let turn = ch.begin_turn(&user).await.unwrap();
+    let copying = tokio::spawn({
+        let (store, memory) = (store.clone(), memory.clone());
+        async move { write_user(&store, "telegram", "u1", &memory, false).await }
+    });
+    let client = tokio_postgres_client(&url).await;
+    mnemo_testkit::eventually("the copy waiting for the user's lock", async || {
+        let waiting: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        waiting == 1
+    })
+    .await;
+    drop(turn);
+    let written = copying.await.unwrap().unwrap();
+    assert!(matches!(written, Written::Copied(ref t) if t.messages == 5 && t.archived == 3));
+
+    let back = read_user(&store, "telegram", "u1").await.unwrap().unwrap();
+    assert!(back.same_as(&memory) && back.tally() == memory.tally());
+    assert_eq!(back.folds, memory.folds);
+    let row = client
+        .query_one(
+            "SELECT next_seq, folds, (SELECT count(*) FROM mnemo_messages WHERE fold = 1) FROM mnemo_users",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)),
+        (6, 1, 3)
+    );
+    // The next turn continues the copied history.
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    turn.append(&record(9, "after the copy"), at(9)).await.unwrap();
+    assert_eq!(turn.view(1).await.unwrap().recent[0].msg_id, "m9");
+    drop(turn);
+
+    // The same copy again is a no-op; a different one is refused, not
+    // merged, and --replace writes it whole.
+    let now = read_user(&store, "telegram", "u1").await.unwrap().unwrap();
+    let again = write_user(&store, "telegram", "u1", &now, false).await.unwrap();
+    assert!(matches!(again, Written::AlreadyThere(_)), "{again:?}");
+    let other = copied("other");
+    let refused = write_user(&store, "telegram", "u1", &other, false).await.unwrap_err();
+    assert!(matches!(refused, CopyError::Differs { .. }), "{refused}");
+    assert!(refused.to_string().contains("telegram/u1") && !refused.to_string().contains("other"));
+    let replaced = write_user(&store, "telegram", "u1", &other, true).await.unwrap();
+    assert!(matches!(replaced, Written::Replaced(_)));
+    assert!(
+        read_user(&store, "telegram", "u1")
+            .await
+            .unwrap()
+            .unwrap()
+            .same_as(&other)
+    );
 }

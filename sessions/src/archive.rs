@@ -262,6 +262,12 @@ fn read_filtered(
 /// rebuild reads every batch through here and drops repeats by its own
 /// message key.
 pub fn read_batch(layout: &Layout, path: &Path) -> Result<Vec<Record>, ArchiveError> {
+    Ok(read_file_with(layout, path, |_, record| record)?.0)
+}
+
+/// [`read_batch`], and how many lines were skipped (malformed, or cut off
+/// by a damaged stream: counted as one), for callers that report them.
+pub fn read_batch_counted(layout: &Layout, path: &Path) -> Result<(Vec<Record>, usize), ArchiveError> {
     read_file_with(layout, path, |_, record| record)
 }
 
@@ -269,23 +275,26 @@ pub fn read_batch(layout: &Layout, path: &Path) -> Result<Vec<Record>, ArchiveEr
 /// line. Malformed lines and a corrupt gzip stream are logged and skipped:
 /// one damaged file must not hide the rest of the user's history.
 fn read_file(layout: &Layout, path: &Path) -> Result<Vec<([u8; 32], Record)>, ArchiveError> {
-    read_file_with(layout, path, |line, record| (Sha256::digest(line).into(), record))
+    Ok(read_file_with(layout, path, |line, record| (Sha256::digest(line).into(), record))?.0)
 }
 
-/// [`read_file`], keeping what `keep` makes of each valid line and record.
+/// [`read_file`], keeping what `keep` makes of each valid line and record,
+/// and counting the lines skipped.
 fn read_file_with<T>(
     layout: &Layout,
     path: &Path,
     mut keep: impl FnMut(&[u8], Record) -> T,
-) -> Result<Vec<T>, ArchiveError> {
+) -> Result<(Vec<T>, usize), ArchiveError> {
     let file = fsutil::open_nofollow(layout.state_root(), path).map_err(FileError::with("open", path))?;
     let reader = BufReader::new(GzDecoder::new(file));
     let mut out = Vec::new();
+    let mut skipped = 0usize;
     for (number, line) in reader.split(b'\n').enumerate() {
         let line = match line {
             Ok(line) => line,
             Err(e) => {
                 tracing::warn!(file = %path.display(), line = number + 1, error = %e, "archive file is damaged; the rest of it is skipped");
+                skipped += 1;
                 break;
             }
         };
@@ -295,11 +304,12 @@ fn read_file_with<T>(
         match serde_json::from_slice::<Record>(&line) {
             Ok(record) => out.push(keep(&line, record)),
             Err(e) => {
+                skipped += 1;
                 tracing::warn!(file = %path.display(), line = number + 1, error = %e, "malformed line in the archive; skipped")
             }
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// The earliest and latest timestamp of a batch, from its file name.

@@ -68,6 +68,7 @@ impl From<Author> for FactBy {
             Author::Compaction => FactBy::Compaction,
             Author::Tool => FactBy::Tool,
             Author::Command => FactBy::Command,
+            Author::Operator => FactBy::Operator,
         }
     }
 }

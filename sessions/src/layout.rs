@@ -216,6 +216,13 @@ impl Layout {
         self.stm_dir(user).join(crate::stm::MALFORMED_FILE)
     }
 
+    /// `stm/<user>/copy-incomplete`: present while `mnemo store copy` is
+    /// writing the user's files, so an interrupted copy is recognised (and
+    /// redone) by the next run rather than taken for the user's memory.
+    pub fn copy_marker_path(&self, user: &SafeName) -> PathBuf {
+        self.stm_dir(user).join("copy-incomplete")
+    }
+
     /// A version record of the user (see [`crate::versions`]).
     pub fn version_record_path(&self, user: &SafeName, name: &str) -> PathBuf {
         self.versions_dir(user).join(name)

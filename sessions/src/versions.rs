@@ -36,6 +36,9 @@ pub enum Author {
     Tool,
     /// A `/session` command of the user.
     Command,
+    /// An operator's tool: `mnemo store copy` writing a profile it moved
+    /// from another store.
+    Operator,
 }
 
 impl Author {
@@ -44,6 +47,7 @@ impl Author {
             Author::Compaction => "summary of older messages",
             Author::Tool => "memory tool",
             Author::Command => "your command",
+            Author::Operator => "the operator",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `mnemo store migrate|status`: the Postgres store's schema and state,
 //! for the database the config's `store` names (`store.kind: postgres`).
+//! `store copy` is `copy.rs` (it works whatever `store.kind` says).
 
 use super::{GlobalArgs, Setup, StoreCommand};
 use crate::config::StoreKind;
@@ -9,50 +10,55 @@ use std::process::ExitCode;
 
 pub async fn run(global: &GlobalArgs, command: StoreCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
-    let store = open(&setup)?;
     match command {
-        StoreCommand::Migrate => {
-            let done = migrate::migrate(&store).await.context("migrating the database")?;
-            if done.applied.is_empty() {
-                println!("The database schema is at version {}: nothing to do.", done.to);
-            } else {
-                for step in &done.applied {
-                    println!("applied {step}");
-                }
-                println!("The database schema is now at version {} (was {}).", done.to, done.from);
-            }
+        StoreCommand::Copy(args) => super::copy::run(&setup, args).await,
+        StoreCommand::Migrate => migrate_now(&open(&setup)?).await,
+        StoreCommand::Status { json } => status(&open(&setup)?, json).await,
+    }
+}
+
+async fn migrate_now(store: &PgStore) -> Result<ExitCode> {
+    let done = migrate::migrate(store).await.context("migrating the database")?;
+    if done.applied.is_empty() {
+        println!("The database schema is at version {}: nothing to do.", done.to);
+    } else {
+        for step in &done.applied {
+            println!("applied {step}");
         }
-        StoreCommand::Status { json } => {
-            let version = migrate::version(&store).await.context("reading the schema version")?;
-            let vectors = store.vectors().await.context("looking for pgvector")?;
-            let counts = if version > 0 { Some(store.counts().await?) } else { None };
-            if json {
-                let doc = serde_json::json!({
-                    "kind": "postgres",
-                    "schemaVersion": version,
-                    "schemaLatest": migrate::latest(),
-                    "pgvector": vectors.to_string(),
-                    "users": counts.map(|c| c.users),
-                    "messages": counts.map(|c| c.messages),
-                    "archived": counts.map(|c| c.archived),
-                });
-                println!("{doc}");
-            } else {
-                println!("store: postgres");
-                println!("schema: version {version} (this mnemo: {})", migrate::latest());
-                println!("embeddings: {vectors}; recall searches by full text");
-                if let Some(c) = counts {
-                    println!(
-                        "holds: {} users, {} messages ({} archived)",
-                        c.users, c.messages, c.archived
-                    );
-                }
-            }
-            if version != migrate::latest() {
-                eprintln!("the schema is not at this mnemo's version: run `mnemo store migrate`");
-                return Ok(ExitCode::FAILURE);
-            }
+        println!("The database schema is now at version {} (was {}).", done.to, done.from);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
+    let version = migrate::version(store).await.context("reading the schema version")?;
+    let vectors = store.vectors().await.context("looking for pgvector")?;
+    let counts = if version > 0 { Some(store.counts().await?) } else { None };
+    if json {
+        let doc = serde_json::json!({
+            "kind": "postgres",
+            "schemaVersion": version,
+            "schemaLatest": migrate::latest(),
+            "pgvector": vectors.to_string(),
+            "users": counts.map(|c| c.users),
+            "messages": counts.map(|c| c.messages),
+            "archived": counts.map(|c| c.archived),
+        });
+        println!("{doc}");
+    } else {
+        println!("store: postgres");
+        println!("schema: version {version} (this mnemo: {})", migrate::latest());
+        println!("embeddings: {vectors}; recall searches by full text");
+        if let Some(c) = counts {
+            println!(
+                "holds: {} users, {} messages ({} archived)",
+                c.users, c.messages, c.archived
+            );
         }
+    }
+    if version != migrate::latest() {
+        eprintln!("the schema is not at this mnemo's version: run `mnemo store migrate`");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

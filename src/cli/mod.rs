@@ -1,7 +1,7 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
 //! `access pair|allow|revoke|list|policy|groups`,
 //! `sessions report|export|maintain|forget|reindex`, `backup`, `restore`,
-//! `completions`, `bench`, `store migrate|status`. Argument parsing only; each verb's work lives in
+//! `completions`, `bench`, `store migrate|status|copy`. Argument parsing only; each verb's work lives in
 //! a submodule here. Besides `setup.rs`, clap reads two variables here
 //! (`MNEMO_CONFIG`, `MNEMO_STATE_DIR`, the `env` of `--config` and
 //! `--state-dir`).
@@ -98,6 +98,9 @@ pub enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copy memory between the files (the state folder) and the database
+    /// (`store.urlEnv`), user by user, verified; run again to resume.
+    Copy(CopyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,6 +156,7 @@ pub enum SessionsCommand {
 mod access;
 mod bench;
 mod check;
+mod copy;
 mod database;
 mod ids;
 mod keep;
@@ -162,6 +166,7 @@ mod store;
 
 pub use access::AccessCommand;
 pub use bench::BenchArgs;
+pub use copy::CopyArgs;
 pub use setup::Setup;
 
 /// An error and its causes on one line, each cause once: errors that
