@@ -540,7 +540,7 @@ async fn seeded_history_is_archived_in_folds_and_recalled() {
             )
         })
         .collect();
-    mnemo_pg::seed::seed_history(&ch, &user, &records, 100, 16, "earlier talk", at(200))
+    mnemo_pg::seed::seed_history(&ch, &user, records, 100, 16, "earlier talk", at(200))
         .await
         .unwrap();
     let mut turn = ch.begin_turn(&user).await.unwrap();

@@ -80,7 +80,7 @@ pub async fn seed_history_pg(pg: &mnemo_pg::PgChannel, user_id: &str, n: usize, 
     } else {
         String::new()
     };
-    mnemo_pg::seed::seed_history(pg, &SafeName::of(user_id), &records, folded, batch_len, &summary, now)
+    mnemo_pg::seed::seed_history(pg, &SafeName::of(user_id), records, folded, batch_len, &summary, now)
         .await
         .with_context(|| format!("seeding the history of {user_id} in the database"))
 }
