@@ -315,6 +315,10 @@ async fn the_binary_migrates_then_two_brokers_chat_on_one_database() {
     assert_eq!(status["messages"], 4, "{status}");
     assert_eq!(status["users"], 1);
     assert!(status["pgvector"].as_str().unwrap().starts_with("pgvector"), "{status}");
+    assert_eq!(
+        status["recallIndexPerUser"], true,
+        "btree_gin is in the machine's contrib: {status}"
+    );
 
     // A files config has no database to migrate: a clear refusal.
     let files = support::write_config(dir.path(), &url, json!({}));

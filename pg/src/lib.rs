@@ -198,6 +198,22 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Whether recall's full-text index is per user (migration 3 found
+    /// btree_gin) or shared by every user (it did not).
+    pub async fn recall_index_per_user(&self) -> Result<bool, PgError> {
+        let row = self
+            .conn()
+            .await?
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = 'mnemo_messages_user_tsv')",
+                &[],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+}
+
 /// What the server offers for embeddings (pgvector).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vectors {

@@ -30,6 +30,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "maintenance leases, expiry",
         sql: include_str!("migrations/0002_leases.sql"),
     },
+    Migration {
+        version: 3,
+        name: "recall's full-text index per user (btree_gin)",
+        sql: include_str!("migrations/0003_recall_index.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

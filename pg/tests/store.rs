@@ -665,3 +665,37 @@ async fn a_copied_user_waits_for_a_turn_in_progress_then_reads_back_the_same_and
             .same_as(&other)
     );
 }
+
+/// A role that may not create extensions (no CREATE on the database)
+/// still migrates: recall keeps the index shared by every user, says so,
+/// and still finds only the user's own messages.
+#[tokio::test]
+async fn without_btree_gin_the_migration_keeps_a_shared_recall_index() {
+    let db = pg::database();
+    let admin = tokio_postgres_client(&db.url()).await;
+    let role = format!("limited_{}", db.name);
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN; GRANT USAGE, CREATE ON SCHEMA public TO {role}; \
+             REVOKE CREATE ON DATABASE {name} FROM PUBLIC",
+            name = db.name
+        ))
+        .await
+        .unwrap();
+    let url = format!("postgres://{role}@{}:{}/{}", db.host, db.port, db.name);
+    let store = store(&url);
+    let done = migrate::migrate(&store).await.unwrap();
+    assert_eq!(done.to, latest());
+    assert!(!store.recall_index_per_user().await.unwrap());
+    let ch = channel(&store, counting());
+    for (user, text) in [("a", "the zeppelin lands at noon"), ("b", "my zeppelin is red")] {
+        let mut turn = ch.begin_turn(&SafeName::of(user)).await.unwrap();
+        turn.append(&record(0, text), at(0)).await.unwrap();
+    }
+    let mut turn = ch.begin_turn(&SafeName::of("a")).await.unwrap();
+    let found = turn.recall("zeppelin", &[], 500).await.unwrap().render().unwrap();
+    assert!(found.contains("lands at noon") && !found.contains("is red"), "{found}");
+
+    let (full, _) = migrated().await;
+    assert!(full.recall_index_per_user().await.unwrap(), "with btree_gin: per user");
+}

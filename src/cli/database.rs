@@ -34,6 +34,7 @@ async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
     let version = migrate::version(store).await.context("reading the schema version")?;
     let vectors = store.vectors().await.context("looking for pgvector")?;
     let counts = if version > 0 { Some(store.counts().await?) } else { None };
+    let per_user = store.recall_index_per_user().await?;
     if json {
         let doc = serde_json::json!({
             "kind": "postgres",
@@ -43,12 +44,21 @@ async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
             "users": counts.map(|c| c.users),
             "messages": counts.map(|c| c.messages),
             "archived": counts.map(|c| c.archived),
+            "recallIndexPerUser": per_user,
         });
         println!("{doc}");
     } else {
         println!("store: postgres");
         println!("schema: version {version} (this mnemo: {})", migrate::latest());
         println!("embeddings: {vectors}; recall searches by full text");
+        println!(
+            "recall index: {}",
+            if per_user {
+                "per user (btree_gin)"
+            } else {
+                "shared by all users (btree_gin not installed: recall slows as the database grows)"
+            }
+        );
         if let Some(c) = counts {
             println!(
                 "holds: {} users, {} messages ({} archived)",
