@@ -53,6 +53,9 @@ pub const SAVED_WHILE_STOPPING: &str =
     "I'm restarting right now; your message is saved and I'll have it in mind next time.";
 pub const NOT_UPLOADED: &str =
     "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
+/// A `/session` command that failed on the database (as on the files).
+const STORAGE_PROBLEM: &str =
+    "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
 pub const QUEUE_FULL: &str =
     "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
 
@@ -188,6 +191,17 @@ impl Pipeline {
                 max_profile_chars: memory.config.ltm.max_profile_chars,
             };
             let reply = match (&memory.pg, pg.as_mut()) {
+                (Some(_), Some(_)) if command == commands::SessionCommand::Export => {
+                    crate::pg_export::export(memory, &user, Utc::now())
+                        .await
+                        .unwrap_or_else(|e| {
+                            tracing::warn!(user = %user, error = %e, "session export failed");
+                            commands::Reply {
+                                text: STORAGE_PROBLEM.into(),
+                                export: None,
+                            }
+                        })
+                }
                 (Some(channel), Some(turn)) => pg_command(channel, turn, &command).await,
                 _ => {
                     let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
@@ -570,8 +584,7 @@ async fn pg_command(
         Err(e) => {
             tracing::warn!(user = %turn.user(), command = ?command, error = %e, "session command failed");
             commands::Reply {
-                text: "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log."
-                    .into(),
+                text: STORAGE_PROBLEM.into(),
                 export: None,
             }
         }

@@ -395,3 +395,72 @@ async fn the_scheduler_expires_idle_memory_in_the_database() {
     assert_eq!(kind, "expired");
     scheduler.stop().await;
 }
+
+/// `/session export` on Postgres: one archive of everything the database
+/// holds about the user (short-term log, archived messages, summary),
+/// laid out as the file store's export, handed over as a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(store));
+    for i in 0..12 {
+        let text = format!("fact number {i} about the orchard");
+        say(&app, &channel, dm("fake", "ada", &format!("a{i}"), &text), i + 1).await;
+    }
+    app.wait_background(Duration::from_secs(30)).await;
+    say(&app, &channel, dm("fake", "bob", "b1", "canary-bob"), 1).await;
+    app.submit(dm("fake", "ada", "export", "/session export")).await;
+    let path = eventually("the export handed over", async || {
+        channel.sent().iter().find_map(|o| match &o.body {
+            OutboundBody::File { path, caption } if o.chat_id == "dm-ada" => Some((path.clone(), caption.clone())),
+            _ => None,
+        })
+    })
+    .await;
+    let (path, caption) = path;
+    assert!(
+        caption.starts_with("I packed everything I store about you"),
+        "{caption}"
+    );
+    let mut entries = std::collections::BTreeMap::new();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()));
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+        entries.insert(name, bytes);
+    }
+    let names: Vec<&String> = entries.keys().collect();
+    let recent = entries
+        .iter()
+        .find(|(n, _)| n.ends_with("messages.jsonl"))
+        .expect("the short-term log");
+    let archived = entries
+        .iter()
+        .find(|(n, _)| n.ends_with("archived.jsonl.gz"))
+        .unwrap_or_else(|| panic!("the archive: {names:?}"));
+    let mut old = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&archived.1[..]), &mut old).unwrap();
+    let all = format!("{old}{}", String::from_utf8_lossy(recent.1));
+    for i in 0..12 {
+        assert!(
+            all.contains(&format!("fact number {i} about the orchard")),
+            "message {i} exported"
+        );
+    }
+    assert!(old.lines().count() > 0, "folds happened, so some messages are archived");
+    assert!(entries.keys().any(|n| n.ends_with("summary.md")), "{names:?}");
+    assert!(
+        entries.contains_key("README.txt") || names.iter().any(|n| n.contains("README")),
+        "{names:?}"
+    );
+    let everything: String = entries
+        .values()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(!everything.contains("canary-bob"), "only the asker's memory");
+}

@@ -25,7 +25,7 @@ struct Inner {
 
 /// Said for the `/session` commands this store does not answer yet.
 pub const NOT_ON_POSTGRES: &str = "That /session command is not available on this bot's database storage yet. \
-     /session status, clear, clear all, profile and search are.";
+     /session status, clear, clear all, profile, search and export are.";
 
 impl PgChannel {
     pub fn new(store: PgStore, name: &str, config: SessionConfig, summarizer: Arc<dyn Summarizer>) -> PgChannel {

@@ -150,6 +150,12 @@ async fn export_reply(stm: &Stm, user: &SafeName, now: DateTime<Utc>) -> Result<
     let layout = stm.layout();
     let _guard = stm.lock(user).await;
     let bundle = export::export_user(layout, user, now, &[])?;
+    Ok(exported(bundle))
+}
+
+/// The reply to `/session export` once `bundle` is written: what it holds,
+/// and the file to hand over.
+pub fn exported(bundle: export::Export) -> Reply {
     let text = if bundle.files.is_empty() {
         "I store nothing about you right now; the archive only holds a README.".to_string()
     } else {
@@ -160,8 +166,8 @@ async fn export_reply(stm: &Stm, user: &SafeName, now: DateTime<Utc>) -> Result<
             report::human_bytes(bundle.bytes)
         )
     };
-    Ok(Reply {
+    Reply {
         text,
         export: Some(bundle.path),
-    })
+    }
 }

@@ -1,0 +1,77 @@
+//! `/session export` on the Postgres store: the user's memory read from
+//! the database in one snapshot (`mnemo_pg::copy::read_user`) and bundled
+//! by the file store's own exporter into the channel's exports folder,
+//! laid out as the files would hold it — the short-term log as
+//! `stm/<user>/messages.jsonl`, the archived messages as one gzip'd JSONL
+//! file under `archive/<user>/`, the rolling summary and the profile as
+//! markdown — with the same README, so an export reads the same whichever
+//! store made it. Nothing is written to the state folder but the bundle.
+
+use crate::app::ChannelMemory;
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use mnemo_sessions::commands::{Reply, exported};
+use mnemo_sessions::{Layout, Record, SafeName, export};
+use std::io::Write as _;
+use std::path::PathBuf;
+
+/// Bundles `user`'s memory from the database; the reply names the file.
+pub async fn export(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> Result<Reply> {
+    let pg = memory.pg.as_ref().context("the channel is not on the Postgres store")?;
+    let stored = mnemo_pg::copy::read_user(pg.store(), pg.name(), user.as_str()).await?;
+    let layout = memory.layout.clone();
+    let user = user.clone();
+    let extra = match stored {
+        Some(stored) => files_of(&layout, &user, &stored)?,
+        None => Vec::new(),
+    };
+    let bundle = tokio::task::spawn_blocking(move || export::export_user(&layout, &user, now, &extra))
+        .await
+        .context("the export task stopped")??;
+    Ok(exported(bundle))
+}
+
+/// The stored memory as files, at the paths the file store uses (relative
+/// to the channel's sessions folder).
+fn files_of(layout: &Layout, user: &SafeName, stored: &mnemo_pg::copy::UserMemory) -> Result<Vec<(PathBuf, Vec<u8>)>> {
+    let relative = |path: PathBuf| -> Result<PathBuf> {
+        Ok(path
+            .strip_prefix(layout.root())
+            .context("a layout path outside its channel")?
+            .to_path_buf())
+    };
+    let mut files = Vec::new();
+    let archived = stored.archived();
+    let (old, recent) = stored.messages.split_at(archived.min(stored.messages.len()));
+    if !recent.is_empty() {
+        files.push((relative(layout.messages_path(user))?, jsonl(recent)?));
+    }
+    if !old.is_empty() {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        gz.write_all(&jsonl(old)?)?;
+        let path = relative(layout.archive_dir(user))?.join("archived.jsonl.gz");
+        files.push((path, gz.finish()?));
+    }
+    if let Some(summary) = &stored.summary {
+        files.push((relative(layout.summary_path(user))?, markdown(summary)));
+    }
+    if let Some(profile) = &stored.profile {
+        files.push((relative(layout.profile_path(user))?, markdown(profile)));
+    }
+    Ok(files)
+}
+
+fn jsonl(records: &[Record]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut out, record)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+fn markdown(body: &str) -> Vec<u8> {
+    format!("{}\n", body.trim_end()).into_bytes()
+}
