@@ -464,3 +464,40 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
         .collect();
     assert!(!everything.contains("canary-bob"), "only the asker's memory");
 }
+
+/// More turns in flight than connections: a turn that cannot get one
+/// within `store.poolWaitSecs` is refused with the usual apology and
+/// nothing stored; once connections free up, turns go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
+    let (fake, url) = FakeModel::start().await;
+    fake.set_delay(Duration::from_millis(1500));
+    let db = pg::database();
+    let one = PgStore::connect(&db.url(), 1, Duration::from_millis(300)).unwrap();
+    mnemo_pg::migrate::migrate(&one).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(one));
+    // ada's turn holds the only connection while the model thinks.
+    app.submit(dm("fake", "ada", "a1", "a slow question")).await;
+    eventually("ada's turn with the model", async || !fake.chat_requests().is_empty()).await;
+    let refused = say(&app, &channel, dm("fake", "bob", "b1", "anyone there?"), 1).await;
+    assert!(refused.contains("couldn't save your message"), "{refused}");
+    let answered = say(&app, &channel, dm("fake", "ada", "a1-next", "thanks"), 2).await;
+    assert_eq!(replies_to(&channel, "ada")[0], "echo: a slow question");
+    assert_eq!(answered, "echo: thanks");
+    fake.set_delay(Duration::ZERO);
+    let again = say(&app, &channel, dm("fake", "bob", "b2", "now?"), 2).await;
+    assert_eq!(again, "echo: now?");
+    let client = pg_client(&db.url()).await;
+    let bob: Vec<String> = client
+        .query(
+            "SELECT text FROM mnemo_messages WHERE user_key = $1 ORDER BY seq",
+            &[&mnemo_sessions::SafeName::of("bob").as_str()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(bob, ["now?", "echo: now?"], "the refused message was not stored");
+}
