@@ -1,7 +1,11 @@
 //! Recall on Postgres: the turn's message as a full-text query over the
 //! user's stored messages (`tsvector`, English stems and stop words, the
 //! same language rules as the file store's index), scoped to the user in
-//! the statement itself ([`crate::PgTurn::recall`]).
+//! the statement itself ([`crate::PgTurn::recall`]). Two statements: the
+//! question's stemmed terms and how many of the user's messages each
+//! matches (counted up to [`RARE`], from the per-user index), then the
+//! search by the rare terms ranked by all of them ([`plan`]); the newest
+//! [`RANKED`] matches at most are ranked.
 //!
 //! Embeddings (pgvector) are not searched by this version of the store:
 //! [`crate::PgStore::vectors`] reports what the server offers, and a
@@ -13,12 +17,19 @@ const MAX_TERMS: usize = 64;
 /// Longer runs of letters are cut, as the file store's tokenizer does.
 const MAX_TERM_CHARS: usize = 32;
 
-/// `message` as a `to_tsquery` text: its distinct words (letters and
-/// digits only, lowercased, cut at 32 characters, at most 64) joined with
-/// `|`, so any of them matches and the rank orders. Nothing but letters,
-/// digits and `|` reaches the query parser, so no input can change the
-/// query's shape. `None` when the message has no word.
-pub fn tsquery(message: &str) -> Option<String> {
+/// A query term narrows the search only if it matches fewer of the user's
+/// messages than this (counted up to it): the database's stand-in for
+/// BM25's inverse document frequency, so "build" in half of a long history
+/// does not make every turn rank that half.
+pub const RARE: i64 = 500;
+
+/// At most this many matches are ranked, the newest first, when every
+/// term of the question is common.
+pub const RANKED: i64 = 2_000;
+
+/// The distinct words of `message`: letters and digits only, lowercased,
+/// cut at 32 characters, at most 64, in order.
+pub fn words(message: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     for word in message.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() {
@@ -32,12 +43,54 @@ pub fn tsquery(message: &str) -> Option<String> {
             }
         }
     }
+    words
+}
+
+/// `message` as a `to_tsquery` text: its [`words`] joined with `|`, so any
+/// of them matches and the rank orders. Nothing but letters, digits and `|`
+/// reaches the query parser, so no input can change the query's shape.
+/// `None` when the message has no word.
+pub fn tsquery(message: &str) -> Option<String> {
+    let words = words(message);
     (!words.is_empty()).then(|| words.join(" | "))
+}
+
+/// The terms to search and to rank by, from each stemmed term of the
+/// question and how many of the user's messages it matches (up to
+/// [`RARE`]): search by the rare ones (all, when none is rare), rank by
+/// all that match anything. `None` when no term matches anything.
+pub fn plan(counts: &[(String, i64)]) -> Option<(String, String)> {
+    let matched: Vec<&str> = counts.iter().filter(|(_, n)| *n > 0).map(|(t, _)| t.as_str()).collect();
+    if matched.is_empty() {
+        return None;
+    }
+    let rare: Vec<&str> = counts
+        .iter()
+        .filter(|(_, n)| *n > 0 && *n < RARE)
+        .map(|(t, _)| t.as_str())
+        .collect();
+    let search = if rare.is_empty() { &matched } else { &rare };
+    Some((search.join(" | "), matched.join(" | ")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rare_terms_narrow_the_search_and_all_matching_terms_rank() {
+        let counts = |v: &[(&str, i64)]| v.iter().map(|(t, n)| (t.to_string(), *n)).collect::<Vec<_>>();
+        let planned = plan(&counts(&[("build", RARE), ("dentist", 3), ("zebra", 0)]));
+        assert_eq!(planned, Some(("dentist".into(), "build | dentist".into())));
+        let planned = plan(&counts(&[("build", RARE), ("step", RARE)]));
+        assert_eq!(
+            planned,
+            Some(("build | step".into(), "build | step".into())),
+            "all common: all search"
+        );
+        assert_eq!(plan(&counts(&[("zebra", 0)])), None);
+        assert_eq!(plan(&[]), None);
+    }
 
     #[test]
     fn a_query_is_its_distinct_words_or_ed() {

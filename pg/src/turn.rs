@@ -65,13 +65,26 @@ LEFT JOIN LATERAL (
     WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq DESC LIMIT $3) AS m ON true
 ORDER BY m.seq DESC";
 
+/// The question's stemmed terms and how many of the user's messages each
+/// matches, counted up to `$4` (`to_tsvector` stems and drops stop words;
+/// each term is then matched as the lexeme it is).
+const TERM_COUNTS: &str = "
+SELECT t.lexeme, (SELECT count(*) FROM (
+    SELECT 1 FROM mnemo_messages m
+    WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s)
+FROM unnest(to_tsvector('english', $3)) AS t";
+
 /// Full-text recall over the user's whole history, the recent window left
-/// out (it is in the context already). Ranked by `ts_rank`, newest first
-/// among equals.
+/// out (it is in the context already): the newest `$6` messages matching
+/// the search terms `$3`, ranked by `ts_rank` over all the question's
+/// terms `$4`, newest first among equals. Both are stemmed lexemes.
 const RECALL: &str = "
-SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
-WHERE channel = $1 AND user_key = $2 AND tsv @@ q AND msg_id <> ALL($4)
-ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT $5";
+SELECT c.ts, c.role, c.text FROM (
+    SELECT ts, role, text, seq, tsv FROM mnemo_messages
+    WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
+    ORDER BY seq DESC LIMIT $6) AS c,
+    to_tsquery('simple', $4) AS q
+ORDER BY ts_rank(c.tsv, q) DESC, c.seq DESC LIMIT $7";
 
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
@@ -226,15 +239,37 @@ impl PgTurn {
         recent: &[Arc<Record>],
         max_tokens: usize,
     ) -> Result<Recalled, PgError> {
-        let Some(query) = crate::recall::tsquery(message) else {
+        let words = crate::recall::words(message);
+        if words.is_empty() {
             return Ok(Recalled::default());
-        };
+        }
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
+        let (counting, recall) =
+            futures_util::try_join!(conn.prepare_cached(TERM_COUNTS), conn.prepare_cached(RECALL))?;
+        let counts: Vec<(String, i64)> = conn
+            .query(&counting, &[&channel, &user, &words.join(" "), &crate::recall::RARE])
+            .await?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        let Some((search, rank)) = crate::recall::plan(&counts) else {
+            return Ok(Recalled::default());
+        };
         let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
-        let recall = conn.prepare_cached(RECALL).await?;
         let rows = conn
-            .query(&recall, &[&channel, &user, &query, &skip, &RECALL_CANDIDATES])
+            .query(
+                &recall,
+                &[
+                    &channel,
+                    &user,
+                    &search,
+                    &rank,
+                    &skip,
+                    &crate::recall::RANKED,
+                    &RECALL_CANDIDATES,
+                ],
+            )
             .await?;
         let items = rows
             .iter()
