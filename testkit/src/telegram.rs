@@ -80,14 +80,15 @@ struct Inner {
 }
 
 /// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Ack {
     /// The index of the target in the list given to `deliver_to`.
     pub target: usize,
     /// When the 200 arrived.
     pub at: Instant,
-    /// POSTs of this update, the acknowledged one included.
-    pub attempts: u32,
+    /// Every POST of this update, the acknowledged one last: the target
+    /// and when the POST began.
+    pub posts: Vec<(usize, Instant)>,
 }
 
 /// A text message the bot sent, as [`FakeBotApi::sent_feed`] tells it.
@@ -274,8 +275,10 @@ impl FakeBotApi {
     async fn post_until_taken(&self, client: &reqwest::Client, targets: &[String], id: i64, raw: String) -> Ack {
         let mut target = usize::try_from(id).unwrap_or(0) % targets.len();
         let mut pause = Duration::from_millis(10);
-        for attempts in 1.. {
+        let mut posts = Vec::new();
+        loop {
             let secret = self.webhook_secret().await;
+            posts.push((target, Instant::now()));
             let posted = client
                 .post(format!("{}/telegram", targets[target]))
                 .header("X-Telegram-Bot-Api-Secret-Token", secret)
@@ -287,7 +290,7 @@ impl FakeBotApi {
                 return Ack {
                     target,
                     at: Instant::now(),
-                    attempts,
+                    posts,
                 };
             }
             self.inner.lock().unwrap().failed_posts += 1;
@@ -295,7 +298,6 @@ impl FakeBotApi {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
         }
-        unreachable!("the loop above ends only by returning")
     }
 
     /// The `secret_token` of the latest `setWebhook` call (waiting for one).
