@@ -230,7 +230,7 @@ fn mnemo(config: &Path, home: &Path, db_url: &str) -> Command {
 }
 
 /// What one user sent: the update id of each turn's question (in order).
-type Sent_ = Vec<i64>;
+type Asked = Vec<i64>;
 
 /// When the kill happened, and how far the load was.
 struct Kill {
@@ -403,7 +403,7 @@ impl Users {
 
     /// User `n`'s turns, each after the previous answer or the wait: the
     /// update id of each question.
-    async fn converse(&self, n: usize) -> Sent_ {
+    async fn converse(&self, n: usize) -> Asked {
         let chat = FIRST_USER + n as i64;
         let mut inbox = self.inboxes[n].lock().await;
         let mut ids = Vec::with_capacity(self.turns);
@@ -508,7 +508,7 @@ impl Verdict {
 /// Checks every user's stored history against what the user sent.
 fn judge(
     size: &Size,
-    sent: &[Sent_],
+    sent: &[Asked],
     stored: &HashMap<i64, Vec<Row>>,
     acks: &HashMap<i64, Ack>,
     kill: &Kill,

@@ -75,8 +75,9 @@ struct Inner {
     acks: HashMap<i64, Ack>,
     /// Webhook mode: POSTs that were not answered 200.
     failed_posts: usize,
-    /// The `secret_token` of the latest `setWebhook` call.
-    webhook_secret: Option<String>,
+    /// The `secret_token` and `max_connections` of the latest
+    /// `setWebhook` call.
+    webhook: Option<(String, Option<String>)>,
 }
 
 /// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
@@ -300,11 +301,19 @@ impl FakeBotApi {
         }
     }
 
-    /// The `secret_token` of the latest `setWebhook` call (waiting for one).
+    /// The `secret_token` of the latest `setWebhook` call (waiting for
+    /// one). The fake posts one update at a time, as Telegram does only
+    /// for a webhook registered with `max_connections: 1` (its default is
+    /// 40, in parallel): any other registration fails the test.
     async fn webhook_secret(&self) -> String {
         let mut version = self.version.subscribe();
         loop {
-            if let Some(secret) = self.inner.lock().unwrap().webhook_secret.clone() {
+            if let Some((secret, connections)) = self.inner.lock().unwrap().webhook.clone() {
+                assert_eq!(
+                    connections.as_deref(),
+                    Some("1"),
+                    "the fake delivers one update at a time: register the webhook with max_connections 1"
+                );
                 return secret;
             }
             tokio::time::timeout(crate::PATIENCE, version.changed())
@@ -503,8 +512,14 @@ async fn handle(
         };
     }
     if method == "setWebhook" {
-        let secret = params["secret_token"].as_str().unwrap_or_default().to_string();
-        api.inner.lock().unwrap().webhook_secret = Some(secret);
+        // Multipart or JSON: read each field as text.
+        let text = |v: &Value| {
+            v.as_str()
+                .map(str::to_string)
+                .or_else(|| v.as_u64().map(|n| n.to_string()))
+        };
+        let secret = text(&params["secret_token"]).unwrap_or_default();
+        api.inner.lock().unwrap().webhook = Some((secret, text(&params["max_connections"])));
     }
     // Recorded on arrival, so a test can see a long poll that is waiting.
     api.record(&method, params.clone(), file, 200);

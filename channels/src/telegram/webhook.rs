@@ -177,12 +177,13 @@ impl Receipts {
             let _ = done.send(true);
             return Handover::Repeat;
         }
-        // Deliveries whose answer was given up on (timed out) go.
-        waiting.pending.retain(|_, (_, dones)| {
-            dones.retain(|d| !d.is_closed());
-            !dones.is_empty()
-        });
+        // Every message handed over is settled by the broker (stored,
+        // refused or not kept), so an entry lives as long as its turn
+        // waits, even after Telegram gave up on the answer (503 on
+        // timeout): its redelivery then waits with it instead of being
+        // handed over twice.
         if let Some((_, dones)) = waiting.pending.get_mut(msg_id) {
+            dones.retain(|d| !d.is_closed());
             dones.push(done);
             return Handover::Repeat;
         }
@@ -408,6 +409,16 @@ mod tests {
         let (late, late_receipt) = oneshot::channel();
         assert_eq!(receipts.hand_over(7, "1:3", late), Handover::Repeat);
         assert!(Receipt(late_receipt).kept(WAIT).await);
+
+        // Telegram gave up on the answer (503 after the wait) while the
+        // message still waited its turn: the redelivery waits with it.
+        let (slow, slow_receipt) = oneshot::channel();
+        assert_eq!(receipts.hand_over(8, "1:4", slow), Handover::Deliver);
+        assert!(!Receipt(slow_receipt).kept(Duration::from_millis(10)).await);
+        let (again, again_receipt) = oneshot::channel();
+        assert_eq!(receipts.hand_over(8, "1:4", again), Handover::Repeat);
+        receipts.settle("1:4", true);
+        assert!(Receipt(again_receipt).kept(WAIT).await);
     }
 
     #[tokio::test]
