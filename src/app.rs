@@ -194,7 +194,7 @@ impl App {
         // A full queue has already been answered (and settled); a closed one
         // (shutting down) took nothing: the platform may deliver it again.
         if let Err(Refused::Closed) = self.dispatcher.submit(message).await {
-            self.pipeline.settle(&channel, &msg_id, false);
+            let _ = self.pipeline.settle(&channel, &msg_id, false);
         }
     }
 

@@ -102,14 +102,17 @@ impl Pipeline {
     /// refused on purpose and answered) or could not keep it, so a platform
     /// that redelivers what was not acknowledged (Telegram's webhook) gets
     /// its answer only once the message is safe.
-    pub fn settle(&self, channel: &str, msg_id: &str, taken: bool) {
+    /// Returns whether the platform will deliver the message again (only
+    /// ever for one not taken).
+    pub fn settle(&self, channel: &str, msg_id: &str, taken: bool) -> bool {
         let Some(channel) = self.channels.get(channel) else {
-            return;
+            return false;
         };
         if taken {
             channel.taken(msg_id);
+            false
         } else {
-            channel.not_taken(msg_id);
+            channel.not_taken(msg_id)
         }
     }
 
@@ -542,7 +545,7 @@ impl TurnHandler for Pipeline {
     async fn handle(&self, message: Inbound) {
         let Some(memory) = self.memories.get(&message.channel) else {
             tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
-            self.settle(&message.channel, &message.msg_id, false);
+            let _ = self.settle(&message.channel, &message.msg_id, false);
             return;
         };
         let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
@@ -552,9 +555,14 @@ impl TurnHandler for Pipeline {
         trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
         // Refused, a command, a duplicate: done with it. Not stored: let the
         // platform deliver it again. (After a stored message, a no-op.)
-        self.settle(&channel, &msg_id, outcome.is_ok());
+        let again = self.settle(&channel, &msg_id, outcome.is_ok());
         if let Err(e) = outcome {
             tracing::error!(%channel, %msg_id, error = %e, "turn failed");
+            if again {
+                // The platform brings it back: asking the user to send it
+                // again would only double it (and repeat at every retry).
+                return;
+            }
             let text = match e {
                 TurnError::Store(_) | TurnError::Database(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."

@@ -636,6 +636,12 @@ async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
         503,
         "a message that could not be stored was acknowledged"
     );
+    let asked_again = || {
+        texts(&api.calls("sendMessage"))
+            .iter()
+            .any(|t| t.contains("couldn't save your message"))
+    };
+    assert!(!asked_again(), "Telegram delivers it again: the user need not");
     cluster.start_server();
     // Telegram delivers it again; now it is stored and answered.
     assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
@@ -645,6 +651,7 @@ async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
             .then_some(())
     })
     .await;
+    assert!(!asked_again());
     // A repeat of an update already taken is acknowledged, not stored twice.
     assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
     assert_eq!(

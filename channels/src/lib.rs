@@ -108,8 +108,11 @@ pub trait Channel: Send + Sync + 'static {
     /// The broker could not keep the message `msg_id` (the store failed, or
     /// it is shutting down and no longer takes messages): a channel whose
     /// platform delivers again what was not acknowledged (Telegram's
-    /// webhook) refuses the delivery now, so it comes again.
-    fn not_taken(&self, _msg_id: &str) {}
+    /// webhook) refuses the delivery now, so it comes again, and says so
+    /// (true): the broker then does not ask the user to send it again.
+    fn not_taken(&self, _msg_id: &str) -> bool {
+        false
+    }
 
     /// One cheap authenticated call that sends nothing to anyone (Telegram
     /// `getMe`, Slack `auth.test`, Discord `gateway/bot`), for `mnemo config

@@ -286,15 +286,16 @@ impl Channel for TelegramChannel {
     /// Webhook mode: the delivery that brought `msg_id` is answered 200.
     fn taken(&self, msg_id: &str) {
         if let Some(webhook) = &self.webhook {
-            webhook.receipts.settle(msg_id, true);
+            let _ = webhook.receipts.settle(msg_id, true);
         }
     }
 
-    /// Webhook mode: the delivery that brought `msg_id` is answered 503.
-    fn not_taken(&self, msg_id: &str) {
-        if let Some(webhook) = &self.webhook {
-            webhook.receipts.settle(msg_id, false);
-        }
+    /// Webhook mode: the delivery that brought `msg_id` is answered 503,
+    /// and Telegram delivers it again.
+    fn not_taken(&self, msg_id: &str) -> bool {
+        self.webhook
+            .as_ref()
+            .is_some_and(|webhook| webhook.receipts.settle(msg_id, false))
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

@@ -148,7 +148,7 @@ mod adapter {
             self.channel.taken(msg_id)
         }
 
-        fn not_taken(&self, msg_id: &str) {
+        fn not_taken(&self, msg_id: &str) -> bool {
             self.channel.not_taken(msg_id)
         }
     }

@@ -192,11 +192,12 @@ impl Receipts {
     }
 
     /// The broker's outcome for message `msg_id`: every delivery of it
-    /// waiting is answered; a taken update is remembered.
-    pub(crate) fn settle(&self, msg_id: &str, taken: bool) {
+    /// waiting is answered; a taken update is remembered. False when no
+    /// delivery of it was waiting (settled before, or not from here).
+    pub(crate) fn settle(&self, msg_id: &str, taken: bool) -> bool {
         let mut waiting = self.lock();
         let Some((update, dones)) = waiting.pending.remove(msg_id) else {
-            return;
+            return false;
         };
         if taken {
             if waiting.taken.len() == REMEMBERED {
@@ -208,6 +209,7 @@ impl Receipts {
         for done in dones {
             let _ = done.send(taken);
         }
+        true
     }
 }
 
@@ -274,7 +276,7 @@ pub(crate) async fn run(
         };
         if !handed {
             // Not with the broker: Telegram is told to deliver it again.
-            webhook.receipts.settle(&msg_id, false);
+            let _ = webhook.receipts.settle(&msg_id, false);
             if *shutdown.borrow() {
                 return Ok(());
             }
