@@ -6,7 +6,7 @@
 //! a memory file except through `mnemo-sessions`.
 
 use crate::config::LimitsConfig;
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, Refused};
 use crate::model::Model;
 use crate::pipeline::Pipeline;
 use anyhow::{Context as _, Result};
@@ -190,8 +190,12 @@ impl App {
 
     /// Hands one message to its user's queue.
     pub async fn submit(&self, message: Inbound) {
-        // A refusal has already been answered (queue full) or logged (closed).
-        let _ = self.dispatcher.submit(message).await;
+        let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
+        // A full queue has already been answered (and settled); a closed one
+        // (shutting down) took nothing: the platform may deliver it again.
+        if let Err(Refused::Closed) = self.dispatcher.submit(message).await {
+            let _ = self.pipeline.settle(&channel, &msg_id, false);
+        }
     }
 
     /// Serves `channels` until they all end (console end of input) or

@@ -77,8 +77,9 @@ pub fn init(
 /// Levels the platform libraries are held to whatever the filter says:
 /// below them they log whole payloads, message text included (serenity: a
 /// gateway message it cannot decode at WARN, unknown events at DEBUG;
-/// tungstenite: every websocket frame at TRACE).
-const LIBRARY_CAPS: [&str; 7] = [
+/// tungstenite: every websocket frame at TRACE; tokio-postgres: every
+/// statement's parameters, stored message text included, at DEBUG).
+const LIBRARY_CAPS: [&str; 8] = [
     "serenity=warn",
     "serenity::gateway::ws=error",
     "tungstenite=info",
@@ -86,6 +87,7 @@ const LIBRARY_CAPS: [&str; 7] = [
     "slack_morphism=info",
     "teloxide=warn",
     "teloxide_core=warn",
+    "tokio_postgres=info",
 ];
 
 fn capped(filter: EnvFilter) -> EnvFilter {

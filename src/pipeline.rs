@@ -103,6 +103,24 @@ impl Pipeline {
         set.abort_all();
     }
 
+    /// Tells the message's channel whether the broker took it (stored, or
+    /// refused on purpose and answered) or could not keep it, so a platform
+    /// that redelivers what was not acknowledged (Telegram's webhook) gets
+    /// its answer only once the message is safe.
+    /// Returns whether the platform will deliver the message again (only
+    /// ever for one not taken).
+    pub fn settle(&self, channel: &str, msg_id: &str, taken: bool) -> bool {
+        let Some(channel) = self.channels.get(channel) else {
+            return false;
+        };
+        if taken {
+            channel.taken(msg_id);
+            false
+        } else {
+            channel.not_taken(msg_id)
+        }
+    }
+
     async fn reply(&self, to: &Inbound, text: &str) {
         let Some(channel) = self.channels.get(&to.channel) else {
             tracing::error!(channel = %to.channel, "no sender for channel; reply dropped");
@@ -258,6 +276,8 @@ impl Pipeline {
                 (appended.fold_due, view)
             }
         };
+        // Stored: the platform may stop delivering it (the answer follows).
+        self.settle(&message.channel, &message.msg_id, true);
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -544,6 +564,7 @@ impl TurnHandler for Pipeline {
     async fn handle(&self, message: Inbound) {
         let Some(memory) = self.memories.get(&message.channel) else {
             tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
+            let _ = self.settle(&message.channel, &message.msg_id, false);
             return;
         };
         let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
@@ -551,8 +572,16 @@ impl TurnHandler for Pipeline {
         let mut trace = TurnTrace::start(&echo);
         let outcome = self.turn(memory, message, &mut trace).await;
         trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
+        // Refused, a command, a duplicate: done with it. Not stored: let the
+        // platform deliver it again. (After a stored message, a no-op.)
+        let again = self.settle(&channel, &msg_id, outcome.is_ok());
         if let Err(e) = outcome {
             tracing::error!(%channel, %msg_id, error = %e, "turn failed");
+            if again {
+                // The platform brings it back: asking the user to send it
+                // again would only double it (and repeat at every retry).
+                return;
+            }
             let text = match e {
                 TurnError::Store(_) | TurnError::Database(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
@@ -569,6 +598,8 @@ impl TurnHandler for Pipeline {
         if self.access.tell_queue_full(&message) {
             self.reply(&message, QUEUE_FULL).await;
         }
+        // Refused on purpose, and the user was told: not to be delivered again.
+        self.settle(&message.channel, &message.msg_id, true);
     }
 }
 

@@ -41,6 +41,18 @@ impl Mnemo {
     /// [`Mnemo::start`] with `rule` as [`GROUP`]'s entry under `groups` in
     /// `access.json` (as `support::open_access` writes it otherwise).
     fn start_with_group_rule(api: &FakeBotApi, model_url: &str, telegram: Value, extra: Value, rule: Value) -> Mnemo {
+        Mnemo::launch(api, model_url, telegram, extra, rule, &[])
+    }
+
+    /// [`Mnemo::start_with_group_rule`] with `env` added to its environment.
+    fn launch(
+        api: &FakeBotApi,
+        model_url: &str,
+        telegram: Value,
+        extra: Value,
+        rule: Value,
+        env: &[(&str, String)],
+    ) -> Mnemo {
         let dir = tempfile::tempdir().unwrap();
         let mut section = json!({ "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 5 });
         merge(&mut section, telegram);
@@ -63,6 +75,7 @@ impl Mnemo {
             .arg("run")
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("TELEGRAM_WEBHOOK_SECRET", WEBHOOK_SECRET)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
@@ -566,6 +579,90 @@ async fn webhook_mode_takes_only_posts_with_the_secret_and_answers_them() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert!(api.calls("getUpdates").is_empty(), "no polling in webhook mode");
+    mnemo.stop(&api).await;
+}
+
+/// Telegram delivers again every update not answered 200, so the 200 must
+/// wait until the message is stored: a broker that dies (or whose database
+/// is gone) after answering would lose it. On Postgres: the answer to a
+/// post comes after the message is committed, and with the database down
+/// the post is refused (503) and the redelivery, once it is back, is
+/// stored and answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let cluster = mnemo_testkit::pg::Cluster::start();
+    let db = cluster.create_database();
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, Duration::from_secs(2)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    drop(store);
+    let listen = free_local_address();
+    let telegram = json!({ "mode": "webhook", "webhookUrl": "https://bot.example/telegram", "webhookListen": listen });
+    let extra = json!({ "store": { "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL", "poolWaitSecs": 2 } });
+    let env = [("MNEMO_DATABASE_URL", db.url())];
+    let mnemo = Mnemo::launch(&api, &model_url, telegram, extra, json!({}), &env);
+    api.wait_for_calls("setWebhook", 1).await;
+    let post = |id: i64, message: i64, text: &str| {
+        let update = json!({ "update_id": id, "message": {
+            "message_id": message, "date": 0, "chat": fake_api::chat(ADA), "from": user(ADA, "Ada"), "text": text } });
+        reqwest::Client::new()
+            .post(format!("http://{listen}/telegram"))
+            .header("X-Telegram-Bot-Api-Secret-Token", WEBHOOK_SECRET)
+            .json(&update)
+            .send()
+    };
+    let stored = async || {
+        let (client, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let rows = client
+            .query("SELECT text FROM mnemo_messages ORDER BY seq", &[])
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>()
+    };
+
+    assert_eq!(post(700, 1, "first words").await.unwrap().status(), 200);
+    assert!(
+        stored().await.contains(&"first words".to_string()),
+        "answered 200 before the message was stored"
+    );
+    api.wait_for_calls("sendMessage", 1).await;
+
+    cluster.stop();
+    let refused = post(701, 2, "while the database is away").await.unwrap();
+    assert_eq!(
+        refused.status(),
+        503,
+        "a message that could not be stored was acknowledged"
+    );
+    let asked_again = || {
+        texts(&api.calls("sendMessage"))
+            .iter()
+            .any(|t| t.contains("couldn't save your message"))
+    };
+    assert!(!asked_again(), "Telegram delivers it again: the user need not");
+    cluster.start_server();
+    // Telegram delivers it again; now it is stored and answered.
+    assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
+    api.wait_until("the answer to the redelivered message", || {
+        texts(&api.calls("sendMessage"))
+            .contains(&"echo: while the database is away".to_string())
+            .then_some(())
+    })
+    .await;
+    assert!(!asked_again());
+    // A repeat of an update already taken is acknowledged, not stored twice.
+    assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
+    assert_eq!(
+        stored().await,
+        [
+            "first words",
+            "echo: first words",
+            "while the database is away",
+            "echo: while the database is away"
+        ]
+    );
     mnemo.stop(&api).await;
 }
 

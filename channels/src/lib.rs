@@ -96,6 +96,24 @@ pub trait Channel: Send + Sync + 'static {
         LinkStatus::LOCAL
     }
 
+    /// The broker is done taking the message `msg_id` this channel handed
+    /// over: it is stored durably (on Postgres: committed), or it was
+    /// deliberately not kept and its sender told why (refused by access or
+    /// a limit, a full queue), or it was a `/session` command that was
+    /// answered. A channel that acknowledges deliveries to its platform
+    /// only once they are safe (Telegram's webhook) acknowledges it now;
+    /// the others ignore it.
+    fn taken(&self, _msg_id: &str) {}
+
+    /// The broker could not keep the message `msg_id` (the store failed, or
+    /// it is shutting down and no longer takes messages): a channel whose
+    /// platform delivers again what was not acknowledged (Telegram's
+    /// webhook) refuses the delivery now, so it comes again, and says so
+    /// (true): the broker then does not ask the user to send it again.
+    fn not_taken(&self, _msg_id: &str) -> bool {
+        false
+    }
+
     /// One cheap authenticated call that sends nothing to anyone (Telegram
     /// `getMe`, Slack `auth.test`, Discord `gateway/bot`), for `mnemo config
     /// check --online`: who the platform says we are, or why it refused.

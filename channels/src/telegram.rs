@@ -16,7 +16,7 @@ mod polling;
 mod updates;
 mod webhook;
 
-pub use webhook::{WebhookIntake, WebhookRejection};
+pub use webhook::{Receipt, WebhookIntake, WebhookRejection};
 
 use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
 use crate::retry::{Backoff, pause};
@@ -107,7 +107,9 @@ struct Webhook {
     secret: String,
     intake: WebhookIntake,
     /// Taken by the one running `receive`.
-    queue: Mutex<Option<mpsc::Receiver<Update>>>,
+    queue: Mutex<Option<mpsc::Receiver<webhook::Delivery>>>,
+    /// Where the broker's [`Channel::taken`] reaches the waiting delivery.
+    receipts: webhook::Receipts,
 }
 
 /// The Telegram adapter behind the [`Channel`] trait.
@@ -152,6 +154,7 @@ impl TelegramChannel {
                     secret,
                     intake,
                     queue: Mutex::new(Some(rx)),
+                    receipts: webhook::Receipts::default(),
                 })
             }
         };
@@ -218,12 +221,21 @@ impl TelegramChannel {
     /// Hands one update to the broker, or answers it here (text only), or
     /// skips it.
     async fn deliver(&self, update: &Update, me: &Me, inbox: &mpsc::Sender<Inbound>) -> Result<(), ChannelError> {
-        match inbound::route(update, me) {
+        let Some(message) = self.message_or_answer(update, inbound::route(update, me)) else {
+            return Ok(());
+        };
+        inbox.send(message).await.map_err(|_| ChannelError::InboxClosed {
+            channel: CHANNEL.into(),
+        })
+    }
+
+    /// The message `update` carries for the broker; an update without one
+    /// is answered here (a text-only note) or skipped.
+    fn message_or_answer(&self, update: &Update, routed: Routed) -> Option<Inbound> {
+        match routed {
             Routed::Message(message) => {
                 tracing::debug!(chat = %message.chat_id, msg_id = %message.msg_id, "telegram: message in");
-                inbox.send(message).await.map_err(|_| ChannelError::InboxClosed {
-                    channel: CHANNEL.into(),
-                })
+                Some(message)
             }
             Routed::TextOnly(to) => {
                 // Not awaited: a flood-control wait must not stall polling.
@@ -234,11 +246,11 @@ impl TelegramChannel {
                         tracing::warn!(error = %e, "telegram: text-only note not delivered");
                     }
                 });
-                Ok(())
+                None
             }
             Routed::Ignored(why) => {
                 tracing::debug!(update = update.id.0, why, "telegram: update skipped");
-                Ok(())
+                None
             }
         }
     }
@@ -269,6 +281,21 @@ impl Channel for TelegramChannel {
 
     fn link(&self) -> LinkStatus {
         self.link.status()
+    }
+
+    /// Webhook mode: the delivery that brought `msg_id` is answered 200.
+    fn taken(&self, msg_id: &str) {
+        if let Some(webhook) = &self.webhook {
+            let _ = webhook.receipts.settle(msg_id, true);
+        }
+    }
+
+    /// Webhook mode: the delivery that brought `msg_id` is answered 503,
+    /// and Telegram delivers it again.
+    fn not_taken(&self, msg_id: &str) -> bool {
+        self.webhook
+            .as_ref()
+            .is_some_and(|webhook| webhook.receipts.settle(msg_id, false))
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

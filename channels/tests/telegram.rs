@@ -391,19 +391,29 @@ async fn webhook_mode_registers_the_secret_and_delivers_what_the_intake_accepts(
     let body = update.to_string();
 
     assert!(intake.accept(Some(b"wrong"), body.as_bytes()).is_err());
-    intake.accept(Some(b"hook_secret-1"), body.as_bytes()).unwrap();
-    intake.accept(Some(b"hook_secret-1"), body.as_bytes()).unwrap();
+    let first = intake.accept(Some(b"hook_secret-1"), body.as_bytes()).unwrap();
+    let repeat = intake.accept(Some(b"hook_secret-1"), body.as_bytes()).unwrap();
     let other = body
         .replace("\"update_id\":9", "\"update_id\":10")
+        .replace("\"message_id\":1", "\"message_id\":2")
         .replace("via hook", "second");
-    intake.accept(Some(b"hook_secret-1"), other.as_bytes()).unwrap();
+    let second = intake.accept(Some(b"hook_secret-1"), other.as_bytes()).unwrap();
 
-    assert_eq!(bot.next().await.text, "via hook");
+    let message = bot.next().await;
+    assert_eq!(message.text, "via hook");
     assert_eq!(
         bot.next().await.text,
         "second",
         "the repeated delivery of update 9 was skipped"
     );
+    // Telegram hears 200 only once the broker took the message; the repeat
+    // with it. The broker never took the second: it is refused, to come again.
+    let waiting = tokio::spawn(async move { (first.kept(DEADLINE).await, repeat.kept(DEADLINE).await) });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "acknowledged before the broker took it");
+    bot.channel.taken(&message.msg_id);
+    assert_eq!(waiting.await.unwrap(), (true, true));
+    assert!(!second.kept(Duration::from_millis(50)).await);
     assert!(api.calls("getUpdates").is_empty());
     bot.stop().await.unwrap();
 }

@@ -3,7 +3,11 @@
 //! API base, the mode. In webhook mode it also owns the HTTP side (an axum
 //! server on `webhookListen`) and hands every POST to the adapter's
 //! [`WebhookIntake`], which checks the secret header; the adapter crate
-//! stays free of a web server. Never logs the token or the secret.
+//! stays free of a web server. A POST is answered 200 only once the broker
+//! has taken its message (stored, or refused and answered): Telegram
+//! delivers again whatever was not answered 200, so a broker that dies
+//! mid-turn loses nothing it acknowledged. Never logs the token or the
+//! secret.
 
 use crate::config::TelegramConfig;
 use anyhow::Result;
@@ -139,14 +143,36 @@ mod adapter {
         fn bot_name(&self) -> Option<String> {
             self.channel.bot_name()
         }
+
+        fn taken(&self, msg_id: &str) {
+            self.channel.taken(msg_id)
+        }
+
+        fn not_taken(&self, msg_id: &str) -> bool {
+            self.channel.not_taken(msg_id)
+        }
     }
 
-    /// One webhook POST: 200 when the update was taken, else the rejection's
+    /// How long a POST waits for the broker to take its message before it
+    /// is answered 503 (Telegram then delivers it again; a copy that was
+    /// stored meanwhile is not stored twice). A user's message waits behind
+    /// that user's turn in progress, so this outlasts a typical model call.
+    const TAKE_WAIT: Duration = Duration::from_secs(30);
+
+    /// One webhook POST: 200 once the update's message was taken, 503 when
+    /// it could not be (Telegram delivers it again), else the rejection's
     /// status (Telegram retries 5xx; 401/400 are logged without the body).
     async fn deliver(State(intake): State<WebhookIntake>, headers: HeaderMap, body: Bytes) -> StatusCode {
         let secret = headers.get(WebhookIntake::SECRET_HEADER).map(|v| v.as_bytes());
         match intake.accept(secret, &body) {
-            Ok(()) => StatusCode::OK,
+            Ok(receipt) => {
+                if receipt.kept(TAKE_WAIT).await {
+                    StatusCode::OK
+                } else {
+                    tracing::warn!("telegram: webhook update not taken; Telegram will deliver it again");
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            }
             Err(rejection) => {
                 tracing::warn!(reason = %rejection, "telegram: webhook post refused");
                 StatusCode::from_u16(rejection.status()).unwrap_or(StatusCode::BAD_REQUEST)

@@ -10,6 +10,16 @@
 //! method with a scripted error when a test asks (429, 403, …). A load
 //! bench follows the bot's messages as they arrive with
 //! [`FakeBotApi::sent_feed`] instead of polling the record.
+//!
+//! Webhook mode ([`FakeBotApi::deliver_to`]): Telegram POSTs each queued
+//! update, oldest first and one at a time (the bot registers
+//! `max_connections: 1`), with the `secret_token` the bot gave `setWebhook`
+//! in the `X-Telegram-Bot-Api-Secret-Token` header, to a load balancer in
+//! front of several brokers. An update is done when a POST is answered 200;
+//! any other status, a refused connection or no answer in time makes it
+//! deliver the same update again (to the next broker), backing off, before
+//! any later update — as Telegram holds back the updates behind an
+//! unacknowledged one.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -61,6 +71,25 @@ struct Inner {
     sent: Vec<(i64, i64, String)>,
     /// Where each new text message is also told, as it arrives.
     feeds: Vec<mpsc::UnboundedSender<Sent>>,
+    /// Webhook mode: which target acknowledged each update, and when.
+    acks: HashMap<i64, Ack>,
+    /// Webhook mode: POSTs that were not answered 200.
+    failed_posts: usize,
+    /// The `secret_token` and `max_connections` of the latest
+    /// `setWebhook` call.
+    webhook: Option<(String, Option<String>)>,
+}
+
+/// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
+#[derive(Clone, Debug)]
+pub struct Ack {
+    /// The index of the target in the list given to `deliver_to`.
+    pub target: usize,
+    /// When the 200 arrived.
+    pub at: Instant,
+    /// Every POST of this update, the acknowledged one last: the target
+    /// and when the POST began.
+    pub posts: Vec<(usize, Instant)>,
 }
 
 /// A text message the bot sent, as [`FakeBotApi::sent_feed`] tells it.
@@ -190,6 +219,108 @@ impl FakeBotApi {
         let (tx, rx) = mpsc::unbounded_channel();
         self.inner.lock().unwrap().feeds.push(tx);
         rx
+    }
+
+    /// Webhook mode: the update ids acknowledged so far, with who did it.
+    pub fn acks(&self) -> HashMap<i64, Ack> {
+        self.inner.lock().unwrap().acks.clone()
+    }
+
+    /// Webhook mode: POSTs answered with anything but 200, or not at all.
+    pub fn failed_posts(&self) -> usize {
+        self.inner.lock().unwrap().failed_posts
+    }
+
+    /// Updates queued and not yet acknowledged (webhook mode) or confirmed
+    /// by an offset (polling).
+    pub fn pending_updates(&self) -> usize {
+        self.inner.lock().unwrap().updates.len()
+    }
+
+    /// Webhook mode, as Telegram does it once the bot called `setWebhook`:
+    /// delivers every queued update (those queued before and after) by POST
+    /// to one of `targets` (base URLs of the brokers behind a load balancer,
+    /// chosen by update id), one at a time in update order, with the secret
+    /// of the latest `setWebhook` call. An update not answered 200 within
+    /// `patience` is posted again to the next target, after a pause that
+    /// doubles from 10 ms to 1 s, until one takes it; only then comes the
+    /// next. Runs until the process ends.
+    pub fn deliver_to(&self, targets: Vec<String>, patience: Duration) {
+        assert!(!targets.is_empty(), "a webhook needs somewhere to post");
+        let api = self.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .timeout(patience)
+                .build()
+                .expect("an HTTP client");
+            let mut version = api.version.subscribe();
+            loop {
+                let next = api.inner.lock().unwrap().updates.front().cloned();
+                let Some((id, raw)) = next else {
+                    if version.changed().await.is_err() {
+                        return;
+                    }
+                    continue;
+                };
+                let ack = api.post_until_taken(&client, &targets, id, raw).await;
+                let mut inner = api.inner.lock().unwrap();
+                inner.updates.retain(|(queued, _)| *queued != id);
+                inner.acks.insert(id, ack);
+                drop(inner);
+                api.changed();
+            }
+        });
+    }
+
+    /// Posts update `id` until a target answers 200.
+    async fn post_until_taken(&self, client: &reqwest::Client, targets: &[String], id: i64, raw: String) -> Ack {
+        let mut target = usize::try_from(id).unwrap_or(0) % targets.len();
+        let mut pause = Duration::from_millis(10);
+        let mut posts = Vec::new();
+        loop {
+            let secret = self.webhook_secret().await;
+            posts.push((target, Instant::now()));
+            let posted = client
+                .post(format!("{}/telegram", targets[target]))
+                .header("X-Telegram-Bot-Api-Secret-Token", secret)
+                .header("content-type", "application/json")
+                .body(raw.clone())
+                .send()
+                .await;
+            if posted.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
+                return Ack {
+                    target,
+                    at: Instant::now(),
+                    posts,
+                };
+            }
+            self.inner.lock().unwrap().failed_posts += 1;
+            target = (target + 1) % targets.len();
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// The `secret_token` of the latest `setWebhook` call (waiting for
+    /// one). The fake posts one update at a time, as Telegram does only
+    /// for a webhook registered with `max_connections: 1` (its default is
+    /// 40, in parallel): any other registration fails the test.
+    async fn webhook_secret(&self) -> String {
+        let mut version = self.version.subscribe();
+        loop {
+            if let Some((secret, connections)) = self.inner.lock().unwrap().webhook.clone() {
+                assert_eq!(
+                    connections.as_deref(),
+                    Some("1"),
+                    "the fake delivers one update at a time: register the webhook with max_connections 1"
+                );
+                return secret;
+            }
+            tokio::time::timeout(crate::PATIENCE, version.changed())
+                .await
+                .expect("the bot never called setWebhook")
+                .expect("the fake Bot API stopped");
+        }
     }
 
     /// The highest `getUpdates` offset the bot has sent.
@@ -379,6 +510,16 @@ async fn handle(
                 json!({"ok": false, "error_code": 400, "description": description}).to_string(),
             ),
         };
+    }
+    if method == "setWebhook" {
+        // Multipart or JSON: read each field as text.
+        let text = |v: &Value| {
+            v.as_str()
+                .map(str::to_string)
+                .or_else(|| v.as_u64().map(|n| n.to_string()))
+        };
+        let secret = text(&params["secret_token"]).unwrap_or_default();
+        api.inner.lock().unwrap().webhook = Some((secret, text(&params["max_connections"])));
     }
     // Recorded on arrival, so a test can see a long poll that is waiting.
     api.record(&method, params.clone(), file, 200);
