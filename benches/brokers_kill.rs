@@ -25,9 +25,10 @@
 //! - reordered: a question stored before one the user sent earlier;
 //! - unanswered: a stored question not directly followed by its answer.
 //!   Allowed only for turns in flight at the kill: the update was posted
-//!   to broker 0 before it was killed (it may have died between storing
-//!   the question and storing the answer, and the redelivery of a stored
-//!   question is not answered twice); those are counted as
+//!   to broker 0 before it was killed (it may have died between
+//!   acknowledging the stored question and storing the answer; a question
+//!   the platform delivers again because its POST failed is answered by
+//!   the other broker if no answer was stored); those are counted as
 //!   `in_flight_at_kill`, any other is a failure;
 //! - leaks: a model request, or a message the bot sent, that carries the
 //!   canary of more than one user.

@@ -53,6 +53,11 @@ pub const SAVED_WHILE_STOPPING: &str =
     "I'm restarting right now; your message is saved and I'll have it in mind next time.";
 pub const NOT_UPLOADED: &str =
     "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
+/// The stored id of the answer to the message `msg_id`.
+fn reply_id(msg_id: &str) -> String {
+    format!("re-{msg_id}")
+}
+
 /// A `/session` command that failed on the database (as on the files).
 const STORAGE_PROBLEM: &str =
     "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
@@ -260,8 +265,16 @@ impl Pipeline {
                     .append_then_view(&record, Utc::now(), window)
                     .await
                     .map_err(TurnError::Database)?;
-                if appended.duplicate {
-                    // A platform's redelivery: stored once, answered once.
+                // A platform's redelivery: stored once, answered once. A
+                // question stored by a broker that died before its answer
+                // (the platform delivers it again because it was never
+                // acknowledged as answered) is answered now.
+                if appended.duplicate
+                    && turn
+                        .has_message(&reply_id(&message.msg_id))
+                        .await
+                        .map_err(TurnError::Database)?
+                {
                     return Ok(Outcome::Duplicate);
                 }
                 (appended.fold_due, view)
@@ -299,7 +312,7 @@ impl Pipeline {
                     ts: Utc::now(),
                     role: Role::Assistant,
                     text: answer.text,
-                    msg_id: format!("re-{}", message.msg_id),
+                    msg_id: reply_id(&message.msg_id),
                     channel: message.channel.clone(),
                     thread_id: message.thread_id.clone(),
                     chat_id: Some(message.chat_id.clone()),

@@ -501,3 +501,63 @@ async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
         .collect();
     assert_eq!(bob, ["now?", "echo: now?"], "the refused message was not stored");
 }
+
+/// A question stored by a broker that died before answering it comes back
+/// (the platform delivers it again): it is answered now, once, and not
+/// stored twice; a redelivery of an answered question stays unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
+    let (fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(store.clone()));
+    // What the dead broker left: the question committed, no answer.
+    let dead = mnemo_pg::PgChannel::new(
+        store,
+        "fake",
+        mnemo_sessions::config::SessionConfig::default(),
+        Arc::new(mnemo::model::ModelSummarizer::new(Arc::new(
+            mnemo::bench::instant::InstantModel,
+        ))),
+    );
+    let question = dm("fake", "ada", "q1", "is the ferry running today?");
+    let mut turn = dead.begin_turn(&mnemo_sessions::SafeName::of("ada")).await.unwrap();
+    let record = mnemo_sessions::Record {
+        ts: question.ts,
+        role: mnemo_sessions::Role::User,
+        text: question.text.clone(),
+        msg_id: question.msg_id.clone(),
+        channel: "fake".into(),
+        thread_id: None,
+        chat_id: Some(question.chat_id.clone()),
+        user_name: question.user_name.clone(),
+    };
+    turn.append(&record, question.ts).await.unwrap();
+    drop(turn);
+
+    let answer = say(&app, &channel, question.clone(), 1).await;
+    assert_eq!(answer, "echo: is the ferry running today?");
+    app.submit(question).await;
+    let after = say(&app, &channel, dm("fake", "ada", "q2", "thanks"), 2).await;
+    assert_eq!(after, "echo: thanks", "the second redelivery got no second answer");
+    assert_eq!(replies_to(&channel, "ada").len(), 2);
+    assert_eq!(fake.chat_requests().len(), 2);
+    let client = pg_client(&db.url()).await;
+    let texts: Vec<String> = client
+        .query("SELECT text FROM mnemo_messages ORDER BY seq", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "is the ferry running today?",
+            "echo: is the ferry running today?",
+            "thanks",
+            "echo: thanks"
+        ]
+    );
+}

@@ -86,6 +86,9 @@ SELECT c.ts, c.role, c.text FROM (
     to_tsquery('simple', $4) AS q
 ORDER BY ts_rank(c.tsv, q) DESC, c.seq DESC LIMIT $7";
 
+const HAS_MESSAGE: &str =
+    "SELECT EXISTS (SELECT 1 FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND msg_id = $3)";
+
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 
@@ -220,6 +223,16 @@ impl PgTurn {
         )?;
         let appended = self.appended(inserted.is_none(), &counts, now);
         Ok((appended, view_of(&rows, channel)))
+    }
+
+    /// Whether the user has a stored message with this id (the answer to
+    /// a redelivered question, say).
+    pub async fn has_message(&mut self, msg_id: &str) -> Result<bool, PgError> {
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
+        let exists = conn.prepare_cached(HAS_MESSAGE).await?;
+        let row = conn.query_one(&exists, &[&channel, &user, &&*pg_text(msg_id)]).await?;
+        Ok(row.get(0))
     }
 
     fn appended(&self, duplicate: bool, counts: &tokio_postgres::Row, now: DateTime<Utc>) -> PgAppended {
