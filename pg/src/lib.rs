@@ -180,6 +180,17 @@ impl PgStore {
             .await?)
     }
 
+    /// Refreshes the planner's statistics of mnemo's tables: after a bulk
+    /// load (`store copy`, the bench's seeding), before autovacuum does, so
+    /// recall's plans use the per-user index instead of scanning.
+    pub async fn analyze(&self) -> Result<(), PgError> {
+        self.conn()
+            .await?
+            .batch_execute("ANALYZE mnemo_users, mnemo_messages, mnemo_folds")
+            .await?;
+        Ok(())
+    }
+
     pub async fn counts(&self) -> Result<Counts, PgError> {
         let row = self
             .conn()

@@ -139,7 +139,11 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     let seeding = Instant::now();
     if options.history > 0 {
         match &memory.pg {
-            Some(pg) => seed_all_pg(pg, options, progress).await?,
+            Some(pg) => {
+                seed_all_pg(pg, options, progress).await?;
+                // As after any bulk load: the planner's statistics first.
+                pg.store().analyze().await?;
+            }
             None => seed_all(&memory.sessions, &memory.recall, options, progress).await?,
         }
     }

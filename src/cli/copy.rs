@@ -215,6 +215,12 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         count(totals, &read.memory, read.skipped_lines, read.duplicates);
         progress(i + 1, total, &shown, &read, note);
     }
+    if totals.copied + totals.replaced > 0 {
+        // A bulk load leaves the planner's statistics behind the tables;
+        // until autovacuum catches up, recall could scan every message.
+        eprintln!("updating the database's statistics (ANALYZE)");
+        store.analyze().await.context("updating the database's statistics")?;
+    }
     Ok(())
 }
 
