@@ -191,6 +191,17 @@ impl PgStore {
         Ok(())
     }
 
+    /// Vacuums mnemo's tables and refreshes their statistics: after a
+    /// mass delete (the bench's cleanup), so the next turns do not walk
+    /// the deleted rows' index entries until autovacuum comes by.
+    pub async fn vacuum(&self) -> Result<(), PgError> {
+        self.conn()
+            .await?
+            .batch_execute("VACUUM (ANALYZE) mnemo_users, mnemo_messages, mnemo_folds")
+            .await?;
+        Ok(())
+    }
+
     pub async fn counts(&self) -> Result<Counts, PgError> {
         let row = self
             .conn()

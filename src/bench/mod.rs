@@ -126,6 +126,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
             progress(format!(
                 "removed {gone} users a previous bench left in channel `{CHANNEL}`"
             ));
+            store.vacuum().await?;
         }
     }
     let channel = Arc::new(TimedChannel::new());
@@ -172,7 +173,10 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         .map(|(after, before)| after.saturating_sub(before));
     app.wait_background(Duration::from_secs(30)).await;
     if let Some(store) = &options.store {
+        // Gone, and vacuumed: the next run (the same user names) must not
+        // walk this run's dead index entries.
         store.delete_channel(CHANNEL).await?;
+        store.vacuum().await?;
     }
     let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
     report.max_in_flight = flight.max();
