@@ -3,7 +3,8 @@
 //! same language rules as the file store's index), scoped to the user in
 //! the statement itself ([`crate::PgTurn::recall`]). Two statements: the
 //! question's stemmed terms and how many of the user's messages each
-//! matches (counted up to [`RARE`], from the per-user index), then the
+//! matches (counted up to [`RARE`], from the per-user index; not counted
+//! for a user with fewer messages than that in all), then the
 //! search by the rare terms ranked by all of them ([`plan`]); the newest
 //! [`RANKED`] matches at most are ranked.
 //!

@@ -67,12 +67,16 @@ ORDER BY m.seq DESC";
 
 /// The question's stemmed terms and how many of the user's messages each
 /// matches, counted up to `$4` (`to_tsvector` stems and drops stop words;
-/// each term is then matched as the lexeme it is).
+/// each term is then matched as the lexeme it is). A user with fewer
+/// messages than `$4` in all cannot have a common term: every term counts
+/// as 1 (rare) without a look at the index.
 const TERM_COUNTS: &str = "
-SELECT t.lexeme, (SELECT count(*) FROM (
-    SELECT 1 FROM mnemo_messages m
-    WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s)
-FROM unnest(to_tsvector('english', $3)) AS t";
+SELECT t.lexeme,
+       CASE WHEN u.next_seq <= $4 THEN 1 ELSE (SELECT count(*) FROM (
+           SELECT 1 FROM mnemo_messages m
+           WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s) END
+FROM unnest(to_tsvector('english', $3)) AS t
+JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 
 /// Full-text recall over the user's whole history, the recent window left
 /// out (it is in the context already): the newest `$6` messages matching

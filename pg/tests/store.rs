@@ -699,3 +699,37 @@ async fn without_btree_gin_the_migration_keeps_a_shared_recall_index() {
     let (full, _) = migrated().await;
     assert!(full.recall_index_per_user().await.unwrap(), "with btree_gin: per user");
 }
+
+/// A long history where one word is in every message: the rare word of the
+/// question narrows the search (the common one only ranks), and the fact
+/// is found however old it is.
+#[tokio::test]
+async fn in_a_long_history_the_rare_word_finds_an_old_fact() {
+    let (store, _) = migrated().await;
+    let ch = channel(&store, counting());
+    let user = SafeName::of("long");
+    let records: Vec<Record> = (0..3000)
+        .map(|i| {
+            let text = if i == 10 {
+                "the build broke again; my dentist is Dr. Okafor".to_string()
+            } else {
+                format!("the build number {i} went fine")
+            };
+            record(i, &text)
+        })
+        .collect();
+    mnemo_pg::seed::seed_history(&ch, &user, records, 2990, 16, "builds", at(0))
+        .await
+        .unwrap();
+    store.analyze().await.unwrap();
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let found = turn
+        .recall("who is my dentist, now that the build is fixed?", &[], 500)
+        .await
+        .unwrap();
+    let text = found.render().unwrap();
+    assert!(text.contains("my dentist is Dr. Okafor"), "{text}");
+    // Only common words: the newest matches are ranked, nothing fails.
+    let common = turn.recall("build", &[], 200).await.unwrap();
+    assert!(!common.items.is_empty());
+}
