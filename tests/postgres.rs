@@ -320,6 +320,23 @@ async fn the_binary_migrates_then_two_brokers_chat_on_one_database() {
         "btree_gin is in the machine's contrib: {status}"
     );
 
+    // `config check` names a Postgres store's missing URL, as `run` would.
+    let mut check = support::mnemo(&first, &home);
+    check.args(["config", "check"]);
+    let out = check.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("`MNEMO_DATABASE_URL` (store.urlEnv) is not set"),
+        "{stderr}"
+    );
+    let out = run(&first, &["config", "check"], b"");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("store:"),
+        "with the URL set the store is fine: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A files config has no database to migrate: a clear refusal.
     let files = support::write_config(dir.path(), &url, json!({}));
     let out = run(&files, &["store", "migrate"], b"");

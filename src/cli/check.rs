@@ -111,6 +111,13 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
             Err(e) => problems.push(format!("channel {name}: {e:#}")),
         }
     }
+    // The database URL a Postgres store needs (reached only with --online
+    // by the model and platform probes; `run` checks the schema at start).
+    if setup.config.store.kind == crate::config::StoreKind::Postgres
+        && let Err(e) = setup.config.store.connect(&env)
+    {
+        problems.push(format!("store: {e:#}"));
+    }
     if let Ok(Some(addr)) = setup.config.ops.addr()
         && let Err(e) = std::net::TcpListener::bind(addr)
     {
