@@ -132,6 +132,9 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
         .with_context(|| format!("the Postgres store (store.kind: postgres, URL from `{url_env}`)"))?;
     let (_, max) = store.pool_status();
     tracing::info!(max_connections = max, "memory is kept in Postgres");
+    tracing::warn!(
+        "on the Postgres store the model is offered no memory tools, daily and weekly summaries, topic notes and the fact log are not kept, and /session remember, forget, history and undo are not available (README: Running several brokers)"
+    );
     if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
         let vectors = store.vectors().await?;
         tracing::warn!(%vectors, "recall.embeddings is set, but the Postgres store does not search embeddings yet: full-text recall carries on alone");
