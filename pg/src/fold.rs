@@ -21,7 +21,7 @@ use deadpool_postgres::Object;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::plan::{self, Decision};
 use mnemo_sessions::profile::{MergeReport, merge_into_body};
-use mnemo_sessions::summarizer::{Fact, SummarizeError, SummaryKind, SummaryRequest};
+use mnemo_sessions::summarizer::{Fact, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
 use tokio_postgres::types::ToSql;
 
 /// What one compaction run did.
@@ -114,19 +114,7 @@ async fn run(channel: &PgChannel, conn: &mut Object, user: &SafeName, now: DateT
                 profile: snapshot.profile.as_deref(),
             };
             let timeout = config.compacting.summarizer_timeout();
-            let result = match tokio::time::timeout(timeout, channel.summarizer().summarize(request)).await {
-                Ok(result) => result,
-                Err(_) => Err(SummarizeError::Timeout(timeout)),
-            };
-            let result = result.and_then(|out| {
-                if out.summary.trim().is_empty() {
-                    Err(SummarizeError::Failed(
-                        "the summarizer returned an empty summary".into(),
-                    ))
-                } else {
-                    Ok(out)
-                }
-            });
+            let result = rolling_summary(channel.summarizer().as_ref(), request, timeout).await;
             match result {
                 Ok(out) => {
                     let summary = Some((out.summary.trim().to_string(), out.facts));

@@ -89,7 +89,7 @@ use crate::locks::FoldGuard;
 use crate::names::SafeName;
 use crate::profile::{self, MergeReport};
 use crate::stm::{LogRead, StagedDrop, Stm, StmError};
-use crate::summarizer::{SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest};
+use crate::summarizer::{SummarizeError, Summarizer, SummaryKind, SummaryOutput, SummaryRequest, rolling_summary};
 use crate::summary::{self, SummaryError, SummaryFile};
 use chrono::{DateTime, Utc};
 use plan::Decision;
@@ -277,20 +277,7 @@ impl Compactor {
             profile: profile_body.as_deref(),
         };
         let timeout = self.inner.config.compacting.summarizer_timeout();
-        let result = match tokio::time::timeout(timeout, self.inner.summarizer.summarize(request)).await {
-            Ok(result) => result,
-            Err(_) => Err(SummarizeError::Timeout(timeout)),
-        };
-        // An empty answer would replace the previous summary with nothing.
-        let result = result.and_then(|output| {
-            if output.summary.trim().is_empty() {
-                Err(SummarizeError::Failed(
-                    "the summarizer returned an empty summary".into(),
-                ))
-            } else {
-                Ok(output)
-            }
-        });
+        let result = rolling_summary(self.inner.summarizer.as_ref(), request, timeout).await;
 
         // Phase 3, under the fold lock, on a blocking thread: commit only
         // onto what was summarized; then swap in the shortened log.

@@ -77,3 +77,24 @@ pub enum SummarizeError {
 pub trait Summarizer: Send + Sync {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError>;
 }
+
+/// `summarizer`'s summary for a fold, given `timeout`: a timeout is
+/// [`SummarizeError::Timeout`], and an empty summary is a failure too (it
+/// would replace the previous summary with nothing). Both compactors, the
+/// files' and the database's, fold through this.
+pub async fn rolling_summary(
+    summarizer: &dyn Summarizer,
+    request: SummaryRequest<'_>,
+    timeout: Duration,
+) -> Result<SummaryOutput, SummarizeError> {
+    let output = match tokio::time::timeout(timeout, summarizer.summarize(request)).await {
+        Ok(result) => result?,
+        Err(_) => return Err(SummarizeError::Timeout(timeout)),
+    };
+    if output.summary.trim().is_empty() {
+        return Err(SummarizeError::Failed(
+            "the summarizer returned an empty summary".into(),
+        ));
+    }
+    Ok(output)
+}
