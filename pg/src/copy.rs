@@ -229,12 +229,7 @@ pub async fn users(
 /// has no such user.
 pub async fn read_user(store: &PgStore, channel: &str, user: &str) -> Result<Option<UserMemory>, PgError> {
     let mut conn = store.conn().await?;
-    let tx = conn
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
+    let tx = crate::snapshot(&mut conn).await?;
     let memory = read_in(&tx, channel, user).await?;
     tx.commit().await?;
     Ok(memory)

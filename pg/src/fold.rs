@@ -133,12 +133,7 @@ async fn run(channel: &PgChannel, conn: &mut Object, user: &SafeName, now: DateT
 /// snapshot; `None` for a user with no row.
 async fn read(channel: &PgChannel, conn: &mut Object, user: &SafeName) -> Result<Option<Snapshot>, PgError> {
     let (name, key) = (channel.name(), user.as_str());
-    let tx = conn
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
+    let tx = crate::snapshot(conn).await?;
     let params: &[&(dyn ToSql + Sync)] = &[&name, &key];
     let (head, rows) = futures_util::try_join!(
         tx.query_opt(

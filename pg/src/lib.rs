@@ -274,6 +274,20 @@ fn webpki_roots() -> &'static [rustls::pki_types::TrustAnchor<'static>] {
     webpki_roots::TLS_SERVER_ROOTS
 }
 
+/// A read-only transaction that sees one snapshot for all its statements
+/// (repeatable read): a fold or a copy committing meanwhile is seen whole
+/// or not at all.
+pub(crate) async fn snapshot(
+    conn: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
+    Ok(conn
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
 /// `text` as Postgres can store it: NUL (which `text` cannot hold) becomes
 /// U+2400, the visible symbol for it; everything else is kept.
 pub fn pg_text(text: &str) -> Cow<'_, str> {
