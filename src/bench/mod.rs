@@ -183,28 +183,20 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     Ok(report)
 }
 
-/// Seeds every user's history in the database, a few users at a time.
+/// Seeds every user's history in the database, four users at a time
+/// (each is one transaction of bulk inserts).
 async fn seed_all_pg(pg: &mnemo_pg::PgChannel, options: &Options, progress: &mut dyn FnMut(String)) -> Result<()> {
     let now = Utc::now();
+    let slots = Arc::new(tokio::sync::Semaphore::new(4));
     let mut seeding = tokio::task::JoinSet::new();
-    let mut done = 0;
     for u in 0..options.users {
-        let (pg, history) = (pg.clone(), options.history);
-        seeding.spawn(async move { seed::seed_history_pg(&pg, &user_id(u), history, now).await });
-        // Four at a time: each is one transaction of bulk inserts.
-        while seeding.len() >= 4 || (u + 1 == options.users && !seeding.is_empty()) {
-            let Some(seeded) = seeding.join_next().await else { break };
-            seeded.context("a seeding task panicked")??;
-            done += 1;
-            if done % (options.users / 10).max(1) == 0 {
-                progress(format!(
-                    "seeded {done} of {} users with {} messages each (postgres)",
-                    options.users, options.history
-                ));
-            }
-        }
+        let (pg, slots, history) = (pg.clone(), slots.clone(), options.history);
+        seeding.spawn(async move {
+            let _slot = slots.acquire_owned().await?;
+            seed::seed_history_pg(&pg, &user_id(u), history, now).await
+        });
     }
-    Ok(())
+    seeded(seeding, options, " (postgres)", progress).await
 }
 
 /// The cap on turns in flight, and the most that ever were.
@@ -275,13 +267,24 @@ async fn seed_all(
             .await?
         });
     }
+    seeded(seeding, options, "", progress).await
+}
+
+/// Waits for every seeding task, saying how far it got every tenth of the
+/// users (`store` names the store after the count, or nothing).
+async fn seeded(
+    mut seeding: tokio::task::JoinSet<Result<()>>,
+    options: &Options,
+    store: &str,
+    progress: &mut dyn FnMut(String),
+) -> Result<()> {
     let mut done = 0;
     while let Some(seeded) = seeding.join_next().await {
         seeded.context("a seeding task panicked")??;
         done += 1;
         if done % (options.users / 10).max(1) == 0 {
             progress(format!(
-                "seeded {done} of {} users with {} messages each",
+                "seeded {done} of {} users with {} messages each{store}",
                 options.users, options.history
             ));
         }
