@@ -58,9 +58,6 @@ fn reply_id(msg_id: &str) -> String {
     format!("re-{msg_id}")
 }
 
-/// A `/session` command that failed on the database (as on the files).
-const STORAGE_PROBLEM: &str =
-    "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
 pub const QUEUE_FULL: &str =
     "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
 
@@ -213,20 +210,9 @@ impl Pipeline {
                 display_name: message.user_name.as_deref(),
                 max_profile_chars: memory.config.ltm.max_profile_chars,
             };
-            let reply = match (&memory.pg, pg.as_mut()) {
-                (Some(_), Some(_)) if command == commands::SessionCommand::Export => {
-                    crate::pg_export::export(memory, &user, Utc::now())
-                        .await
-                        .unwrap_or_else(|e| {
-                            tracing::warn!(user = %user, error = %e, "session export failed");
-                            commands::Reply {
-                                text: STORAGE_PROBLEM.into(),
-                                export: None,
-                            }
-                        })
-                }
-                (Some(channel), Some(turn)) => pg_command(channel, turn, &command).await,
-                _ => {
+            let reply = match pg.as_mut() {
+                Some(turn) => crate::pg_session::answer(memory, turn, &command, Utc::now()).await,
+                None => {
                     let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
                     // A command may have changed the files (clear, forget, …).
                     memory.sessions.forget(&user).await;
@@ -613,24 +599,5 @@ impl TurnHandler for Pipeline {
         }
         // Refused on purpose, and the user was told: not to be delivered again.
         self.settle(&message.channel, &message.msg_id, true);
-    }
-}
-
-/// A `/session` command answered from the database; a failure is logged
-/// and the user gets the same apology as on the files.
-async fn pg_command(
-    channel: &mnemo_pg::PgChannel,
-    turn: &mut mnemo_pg::PgTurn,
-    command: &commands::SessionCommand,
-) -> commands::Reply {
-    match channel.command(turn, command, Utc::now()).await {
-        Ok(text) => commands::Reply { text, export: None },
-        Err(e) => {
-            tracing::warn!(user = %turn.user(), command = ?command, error = %e, "session command failed");
-            commands::Reply {
-                text: STORAGE_PROBLEM.into(),
-                export: None,
-            }
-        }
     }
 }

@@ -78,11 +78,15 @@ pub enum CommandError {
     File(#[from] crate::fsutil::FileError),
 }
 
+/// What a user is told when a command failed on the storage side (the
+/// details go to the log only).
+pub const STORAGE_PROBLEM: &str =
+    "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
+
 impl CommandError {
     /// A short reply for the user: what failed, without paths or internals.
     pub fn user_message(&self) -> String {
-        "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log."
-            .to_string()
+        STORAGE_PROBLEM.to_string()
     }
 }
 

@@ -1,24 +1,49 @@
-//! `/session export` on the Postgres store: the user's memory read from
-//! the database in one snapshot (`mnemo_pg::copy::read_user`) and bundled
-//! by the file store's own exporter into the channel's exports folder,
-//! laid out as the files would hold it — the short-term log as
-//! `stm/<user>/messages.jsonl`, the archived messages as one gzip'd JSONL
-//! file under `archive/<user>/`, the rolling summary and the profile as
-//! markdown — with the same README, so an export reads the same whichever
-//! store made it. Nothing is written to the state folder but the bundle.
+//! `/session` commands on the Postgres store. Most are answered by the
+//! database on the turn's own connection (`mnemo_pg::PgChannel::command`).
+//! `export` reads the user's memory in one snapshot
+//! (`mnemo_pg::copy::read_user`) and bundles it with the file store's own
+//! exporter into the channel's exports folder, laid out as the files would
+//! hold it — the short-term log as `stm/<user>/messages.jsonl`, the archived
+//! messages as one gzip'd JSONL file under `archive/<user>/`, the rolling
+//! summary and the profile as markdown — with the same README, so an
+//! export reads the same whichever store made it. Nothing is written to the
+//! state folder but the bundle. A failure is logged and the user gets the
+//! same apology as on the files.
 
 use crate::app::ChannelMemory;
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use mnemo_sessions::commands::{Reply, exported};
+use mnemo_pg::PgTurn;
+use mnemo_sessions::commands::{Reply, STORAGE_PROBLEM, SessionCommand, exported};
 use mnemo_sessions::{Layout, Record, SafeName, export};
 use std::io::Write as _;
 use std::path::PathBuf;
 
+/// The reply to `command` for the user of `turn`.
+pub async fn answer(memory: &ChannelMemory, turn: &mut PgTurn, command: &SessionCommand, now: DateTime<Utc>) -> Reply {
+    let user = turn.user().clone();
+    let answered = match (&memory.pg, command) {
+        (Some(_), SessionCommand::Export) => export(memory, &user, now).await,
+        (Some(channel), _) => channel
+            .command(turn, command, now)
+            .await
+            .map(|text| Reply { text, export: None })
+            .map_err(anyhow::Error::from),
+        (None, _) => Err(anyhow::anyhow!("the channel is not on the Postgres store")),
+    };
+    answered.unwrap_or_else(|e| {
+        tracing::warn!(user = %user, command = ?command, error = %e, "session command failed");
+        Reply {
+            text: STORAGE_PROBLEM.into(),
+            export: None,
+        }
+    })
+}
+
 /// Bundles `user`'s memory from the database; the reply names the file.
-pub async fn export(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> Result<Reply> {
+async fn export(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> Result<Reply> {
     let pg = memory.pg.as_ref().context("the channel is not on the Postgres store")?;
     let stored = mnemo_pg::copy::read_user(pg.store(), pg.name(), user.as_str()).await?;
     let layout = memory.layout.clone();
