@@ -151,6 +151,7 @@ impl App {
                 .with_context(|| format!("opening the memory of channel `{name}`"))?;
             memory.pg = parts.store.as_ref().map(|store| {
                 mnemo_pg::PgChannel::new(store.clone(), &name, memory.config.clone(), parts.summarizer.clone())
+                    .with_tz(parts.tz)
             });
             // `<state>/logs` is shared: the first channel's maintenance rotates it.
             memory.maintenance = memory.maintenance.rotating_logs(memories.is_empty());

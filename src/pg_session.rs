@@ -1,11 +1,13 @@
 //! `/session` commands on the Postgres store. Most are answered by the
 //! database on the turn's own connection (`mnemo_pg::PgChannel::command`).
 //! `export` reads the user's memory in one snapshot
-//! (`mnemo_pg::copy::read_user`) and bundles it with the file store's own
+//! (`mnemo_pg::copy::read_user`), then their daily and weekly summaries
+//! (`mnemo_pg::digests::read_user`), and bundles it with the file store's own
 //! exporter into the channel's exports folder, laid out as the files would
 //! hold it — the short-term log as `stm/<user>/messages.jsonl`, the archived
 //! messages as one gzip'd JSONL file under `archive/<user>/`, the rolling
-//! summary and the profile as markdown — with the same README, so an
+//! summary and the profile as markdown, the daily and weekly summaries
+//! under `summaries/<user>/` with their frontmatter — with the same README, so an
 //! export reads the same whichever store made it. Nothing is written to the
 //! state folder but the bundle. A failure is logged and the user gets the
 //! same apology as on the files.
@@ -46,12 +48,21 @@ pub async fn answer(memory: &ChannelMemory, turn: &mut PgTurn, command: &Session
 async fn export(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> Result<Reply> {
     let pg = memory.pg.as_ref().context("the channel is not on the Postgres store")?;
     let stored = mnemo_pg::copy::read_user(pg.store(), pg.name(), user.as_str()).await?;
+    let digests = mnemo_pg::digests::read_user(pg, user).await?;
     let layout = memory.layout.clone();
     let user = user.clone();
-    let extra = match stored {
+    let mut extra = match stored {
         Some(stored) => files_of(&layout, &user, &stored)?,
         None => Vec::new(),
     };
+    for digest in &digests {
+        let path = digest.period.path(&layout, &user);
+        let text = mnemo_sessions::maintenance::digests::render(&path, &digest.meta, &digest.body)?;
+        let relative = path
+            .strip_prefix(layout.root())
+            .context("a layout path outside its channel")?;
+        extra.push((relative.to_path_buf(), text.into_bytes()));
+    }
     let bundle = tokio::task::spawn_blocking(move || export::export_user(&layout, &user, now, &extra))
         .await
         .context("the export task stopped")??;

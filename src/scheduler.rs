@@ -11,8 +11,9 @@
 //! already live in `mnemo_sessions::maintenance::schedule`.
 //!
 //! A channel kept in Postgres runs the database's maintenance instead
-//! (`mnemo_pg::maintain`: the fold sweep and expiry), every
-//! `cleanupIntervalMinutes`, on whichever broker holds the channel's lease.
+//! (`mnemo_pg::maintain`: daily and weekly summaries, the fold sweep and
+//! expiry), on the same schedule, on whichever broker holds the channel's
+//! lease.
 //!
 //! The loop reads the time only through its [`Clock`] (the wall clock in
 //! the product), so a test drives it with tokio's paused clock.
@@ -63,11 +64,9 @@ impl Scheduler {
                 let next = app
                     .memories()
                     .values()
-                    .map(|m| match m.pg {
-                        // The database's sweep runs every cleanupIntervalMinutes.
-                        Some(_) => now + m.config.scheduler.cleanup_interval(),
-                        None => m.maintenance.next_due(now),
-                    })
+                    // The database's maintenance keeps the files' schedule:
+                    // the daily summary hour or cleanupIntervalMinutes.
+                    .map(|m| m.maintenance.next_due(now))
                     .min();
                 let wait = next
                     .and_then(|at| (at - now).to_std().ok())
@@ -99,9 +98,16 @@ impl Scheduler {
 async fn pg_maintenance(name: &str, pg: &mnemo_pg::PgChannel, holder: &str, now: DateTime<Utc>) {
     match mnemo_pg::maintain::run(pg, holder, now).await {
         Ok(report) => {
-            let outcome = if report.failed == 0 { "ok" } else { "partial" };
+            let outcome = if report.failed == 0 && report.digest_failures.is_empty() {
+                "ok"
+            } else {
+                "partial"
+            };
             if report.held_by.is_none() {
                 crate::ops::metrics::metrics().maintenance_run(name, outcome);
+            }
+            for failure in &report.digest_failures {
+                tracing::warn!(channel = %name, task = %failure.task, reason = %failure.reason, "maintenance step failed; retried next run");
             }
             tracing::info!(channel = %name, %report, "maintenance run (postgres)");
         }

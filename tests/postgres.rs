@@ -380,17 +380,25 @@ async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_
 }
 
 /// The scheduler runs the database's maintenance for a channel kept in
-/// Postgres: an idle user's short-term memory expires into the archive.
+/// Postgres: the day's daily summary is written, an idle user's short-term
+/// memory expires into the archive, and the next turn's recall finds the
+/// piece of the daily that answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_scheduler_expires_idle_memory_in_the_database() {
-    let (_fake, url) = FakeModel::start().await;
+async fn the_scheduler_writes_dailies_and_expires_idle_memory_in_the_database() {
+    let (fake, url) = FakeModel::start().await;
+    fake.summarize_when(
+        "Ariel",
+        json!({"summary": "Talked about boats.\n\n- The boat Ariel is moored at Kinsale harbour.", "facts": []})
+            .to_string(),
+    );
     let db = pg::database();
     let store = migrated_store(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
     let (app, channel) = broker(dir.path(), &url, Some(store));
     say(&app, &channel, dm("fake", "ada", "1", "the boat is called Ariel"), 1).await;
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-    let later = chrono::Utc::now() + chrono::TimeDelta::days(10);
+    // Past stmExpireDays (3), within the first run's look-back (7 days).
+    let later = chrono::Utc::now() + chrono::TimeDelta::days(4);
     let scheduler = mnemo::scheduler::Scheduler::start_with_clock(app.clone(), stop, Arc::new(move || later));
     let client = pg_client(&db.url()).await;
     eventually("the idle conversation archived", async || {
@@ -410,7 +418,67 @@ async fn the_scheduler_expires_idle_memory_in_the_database() {
         .unwrap()
         .get(0);
     assert_eq!(kind, "expired");
+    let daily: (String, String, i32) = eventually("the daily summary written", async || {
+        client
+            .query_opt("SELECT kind, period, messages FROM mnemo_digests", &[])
+            .await
+            .unwrap()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+    })
+    .await;
+    let today = chrono::Utc::now()
+        .with_timezone(&chrono_tz::UTC)
+        .format("%Y-%m-%d")
+        .to_string();
+    assert_eq!(daily, ("daily".to_string(), today.clone(), 2));
     scheduler.stop().await;
+
+    say(&app, &channel, dm("fake", "ada", "2", "where is the boat moored?"), 2).await;
+    let asked = request_text(&fake.chat_requests().last().cloned().unwrap());
+    assert!(
+        asked.contains(&format!("[summary {today}]")) && asked.contains("moored at Kinsale harbour"),
+        "{asked}"
+    );
+
+    // The export holds the daily as the file store would, frontmatter and all.
+    let entries = exported(&app, &channel, "ada").await;
+    let daily = entries
+        .iter()
+        .find(|(name, _)| name.ends_with(&format!("/daily/{today}.md")))
+        .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned())
+        .unwrap_or_else(|| panic!("the daily in {:?}", entries.keys().collect::<Vec<_>>()));
+    assert!(
+        daily.starts_with("---\n") && daily.contains(&format!("period: {today}")) && daily.contains("Kinsale"),
+        "{daily}"
+    );
+}
+
+/// Asks for `/session export` as `user` and reads the bundle handed over:
+/// file name → bytes.
+async fn exported(app: &App, channel: &FakeChannel, user: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    app.submit(dm("fake", user, "export", "/session export")).await;
+    let chat = format!("dm-{user}");
+    let (path, caption) = eventually("the export handed over", async || {
+        channel.sent().iter().find_map(|o| match &o.body {
+            OutboundBody::File { path, caption } if o.chat_id == chat => Some((path.clone(), caption.clone())),
+            _ => None,
+        })
+    })
+    .await;
+    assert!(
+        caption.starts_with("I packed everything I store about you"),
+        "{caption}"
+    );
+    let mut entries = std::collections::BTreeMap::new();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()));
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+        entries.insert(name, bytes);
+    }
+    entries
 }
 
 /// `/session export` on Postgres: one archive of everything the database
@@ -429,28 +497,7 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
     }
     app.wait_background(Duration::from_secs(30)).await;
     say(&app, &channel, dm("fake", "bob", "b1", "canary-bob"), 1).await;
-    app.submit(dm("fake", "ada", "export", "/session export")).await;
-    let path = eventually("the export handed over", async || {
-        channel.sent().iter().find_map(|o| match &o.body {
-            OutboundBody::File { path, caption } if o.chat_id == "dm-ada" => Some((path.clone(), caption.clone())),
-            _ => None,
-        })
-    })
-    .await;
-    let (path, caption) = path;
-    assert!(
-        caption.starts_with("I packed everything I store about you"),
-        "{caption}"
-    );
-    let mut entries = std::collections::BTreeMap::new();
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()));
-    for entry in tar.entries().unwrap() {
-        let mut entry = entry.unwrap();
-        let name = entry.path().unwrap().to_string_lossy().into_owned();
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
-        entries.insert(name, bytes);
-    }
+    let entries = exported(&app, &channel, "ada").await;
     let names: Vec<&String> = entries.keys().collect();
     let recent = entries
         .iter()

@@ -4,6 +4,7 @@
 use crate::turn::PgTurn;
 use crate::{PgError, PgStore};
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::commands::{HELP, SessionCommand};
 use mnemo_sessions::config::SessionConfig;
@@ -16,11 +17,14 @@ pub struct PgChannel {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     store: PgStore,
     name: String,
     config: SessionConfig,
     summarizer: Arc<dyn Summarizer>,
+    /// Where local days begin and end for daily summaries.
+    tz: Tz,
 }
 
 /// Said for the `/session` commands this store does not answer yet.
@@ -35,8 +39,20 @@ impl PgChannel {
                 name: name.to_string(),
                 config,
                 summarizer,
+                tz: Tz::UTC,
             }),
         }
+    }
+
+    /// Cuts daily summaries at midnight in `tz` (the app's `timezone`;
+    /// UTC until set).
+    pub fn with_tz(mut self, tz: Tz) -> PgChannel {
+        Arc::make_mut(&mut self.inner).tz = tz;
+        self
+    }
+
+    pub fn tz(&self) -> Tz {
+        self.inner.tz
     }
 
     pub fn store(&self) -> &PgStore {

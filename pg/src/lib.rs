@@ -29,6 +29,7 @@
 
 pub mod channel;
 pub mod copy;
+pub mod digests;
 pub mod fold;
 pub mod maintain;
 pub mod migrate;
@@ -68,6 +69,10 @@ pub enum PgError {
         "the database schema is at version {have}, newer than this mnemo knows ({know}): a newer mnemo migrated it; run that version"
     )]
     SchemaAhead { have: i32, know: i32 },
+    /// A stored document mnemo wrote that does not read back (edited by
+    /// hand); the text says which and what to do.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl From<deadpool_postgres::PoolError> for PgError {

@@ -13,14 +13,23 @@
 //!   archived (fold kind `expired`, still found by recall); the rolling
 //!   summary is kept, so continuity survives.
 //!
-//! Daily and weekly summaries are a file-store feature this version of the
-//! Postgres store does not have; the broker says so at start.
+//!
+//! Before the sweep, the channel's daily and weekly summaries: the file
+//! store's digest pass (`mnemo_sessions::maintenance::digest_pass`: the
+//! same schedule, catch-up, per-run cap and failure rule) on
+//! [`crate::digests::PgDigests`], its watermarks kept in
+//! `mnemo_maintenance`. Expiry does not wait for a day's daily as on the
+//! files: expired messages stay in the database, where a later daily still
+//! reads them.
 
 use crate::PgError;
 use crate::channel::PgChannel;
+use crate::digests::PgDigests;
 use crate::fold::PgFold;
 use chrono::{DateTime, TimeDelta, Utc};
 use mnemo_sessions::SafeName;
+use mnemo_sessions::maintenance::digest_pass::{Digester, digest_pass};
+use mnemo_sessions::maintenance::{Failure, MaintenanceReport};
 
 /// How long a maintenance lease lasts unless renewed.
 pub const LEASE: TimeDelta = TimeDelta::minutes(10);
@@ -36,6 +45,12 @@ pub struct MaintainReport {
     pub expired: usize,
     /// Users whose step failed (logged; retried next run).
     pub failed: usize,
+    /// Daily and weekly summaries written, left for the next run by
+    /// `scheduler.maxSummariesPerRun`, and failed (each logged).
+    pub dailies: usize,
+    pub weeklies: usize,
+    pub digests_deferred: usize,
+    pub digest_failures: Vec<Failure>,
 }
 
 impl std::fmt::Display for MaintainReport {
@@ -44,8 +59,15 @@ impl std::fmt::Display for MaintainReport {
             Some(holder) => write!(f, "skipped: broker {holder} holds the maintenance lease"),
             None => write!(
                 f,
-                "{} folded, {} expired, {} failed",
-                self.folded, self.expired, self.failed
+                "{} folded, {} expired, {} failed; dailies written: {}, weeklies written: {}, \
+                 left for next run: {}, summary failures: {}",
+                self.folded,
+                self.expired,
+                self.failed,
+                self.dailies,
+                self.weeklies,
+                self.digests_deferred,
+                self.digest_failures.len()
             ),
         }
     }
@@ -105,9 +127,44 @@ pub async fn run(channel: &PgChannel, holder: &str, now: DateTime<Utc>) -> Resul
             ..MaintainReport::default()
         });
     }
+    let digested = digest(channel, now).await;
     let result = sweep(channel, &lease, holder, now).await;
     release_lease(channel, &lease, holder).await?;
-    result
+    let mut report = result?;
+    match digested {
+        Ok(digests) => {
+            report.dailies = digests.dailies_written.len();
+            report.weeklies = digests.weeklies_written.len();
+            report.digests_deferred = digests.summaries_deferred;
+            report.digest_failures = digests.failures;
+        }
+        Err(e) => report.digest_failures.push(Failure {
+            user: None,
+            task: "state".into(),
+            reason: e.to_string(),
+        }),
+    }
+    Ok(report)
+}
+
+/// The daily and weekly summaries due at `now`, under the lease; the state
+/// is saved only after the digests it records are stored.
+async fn digest(channel: &PgChannel, now: DateTime<Utc>) -> Result<MaintenanceReport, PgError> {
+    let store = PgDigests {
+        channel,
+        tz: channel.tz(),
+    };
+    let mut state = store.load_state().await?;
+    let mut report = MaintenanceReport::default();
+    let digester = Digester {
+        config: channel.config(),
+        tz: channel.tz(),
+        summarizer: channel.summarizer(),
+    };
+    digest_pass(&digester, &store, now, &mut state, &mut report, &mut |_| {}).await;
+    state.last_run = Some(now);
+    store.save_state(&state, now).await?;
+    Ok(report)
 }
 
 async fn sweep(channel: &PgChannel, lease: &str, holder: &str, now: DateTime<Utc>) -> Result<MaintainReport, PgError> {

@@ -35,6 +35,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "recall's full-text index per user (btree_gin)",
         sql: include_str!("migrations/0003_recall_index.sql"),
     },
+    Migration {
+        version: 6,
+        name: "daily and weekly summaries, maintenance watermarks",
+        sql: include_str!("migrations/0006_digests.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

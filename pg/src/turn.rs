@@ -83,12 +83,29 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 /// the search terms `$3`, ranked by `ts_rank` over all the question's
 /// terms `$4`, newest first among equals. Both are stemmed lexemes.
 const RECALL: &str = "
-SELECT c.ts, c.role, c.text FROM (
+SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q) FROM (
     SELECT ts, role, text, seq, tsv FROM mnemo_messages
     WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
     ORDER BY seq DESC LIMIT $6) AS c,
     to_tsquery('simple', $4) AS q
 ORDER BY ts_rank(c.tsv, q) DESC, c.seq DESC LIMIT $7";
+
+/// The pieces of the user's daily and weekly summaries that match the
+/// search terms `$3`, ranked by all the question's terms `$4` as the
+/// messages are: a digest is cut into paragraphs and list items (the
+/// file store's recall pieces), and only matching pieces are returned,
+/// at most `$5`.
+const RECALL_DIGESTS: &str = "
+SELECT d.kind, d.period, p.piece, ts_rank(to_tsvector('english', p.piece), q) AS r
+FROM mnemo_digests d,
+     LATERAL regexp_split_to_table(d.body, '\\n\\s*\\n|\\n(?=[-*#] )') AS p(piece),
+     to_tsquery('simple', $4) AS q
+WHERE d.channel = $1 AND d.user_key = $2 AND d.tsv @@ to_tsquery('simple', $3)
+  AND to_tsvector('english', p.piece) @@ to_tsquery('simple', $3)
+ORDER BY r DESC, d.period DESC LIMIT $5";
+
+/// Digest pieces a recall looks at beside the messages.
+const RECALL_DIGEST_PIECES: i64 = 8;
 
 const HAS_MESSAGE: &str =
     "SELECT EXISTS (SELECT 1 FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND msg_id = $3)";
@@ -262,8 +279,11 @@ impl PgTurn {
         }
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
-        let (counting, recall) =
-            futures_util::try_join!(conn.prepare_cached(TERM_COUNTS), conn.prepare_cached(RECALL))?;
+        let (counting, recall, digests) = futures_util::try_join!(
+            conn.prepare_cached(TERM_COUNTS),
+            conn.prepare_cached(RECALL),
+            conn.prepare_cached(RECALL_DIGESTS)
+        )?;
         let counts: Vec<(String, i64)> = conn
             .query(&counting, &[&channel, &user, &words.join(" "), &crate::recall::RARE])
             .await?
@@ -274,27 +294,36 @@ impl PgTurn {
             return Ok(Recalled::default());
         };
         let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
-        let rows = conn
-            .query(
-                &recall,
-                &[
-                    &channel,
-                    &user,
-                    &search,
-                    &rank,
-                    &skip,
-                    &crate::recall::RANKED,
-                    &RECALL_CANDIDATES,
-                ],
-            )
-            .await?;
-        let items = rows
+        let message_params: [&(dyn ToSql + Sync); 7] = [
+            &channel,
+            &user,
+            &search,
+            &rank,
+            &skip,
+            &crate::recall::RANKED,
+            &RECALL_CANDIDATES,
+        ];
+        let digest_params: [&(dyn ToSql + Sync); 5] = [&channel, &user, &search, &rank, &RECALL_DIGEST_PIECES];
+        let (messages, pieces) = futures_util::try_join!(
+            conn.query(&recall, &message_params),
+            conn.query(&digests, &digest_params),
+        )?;
+        // Messages and summary pieces by one rank (the same ts_rank of the
+        // same terms), best first, for the budget to cut.
+        let mut ranked: Vec<(f32, Item)> = messages
             .iter()
             .map(|row| {
                 let role = role_of(row.get(1));
-                Item::message(row.get(0), role, row.get(2))
+                (row.get(3), Item::message(row.get(0), role, row.get(2)))
             })
             .collect();
+        ranked.extend(pieces.iter().filter_map(|row| {
+            let (kind, period): (&str, &str) = (row.get(0), row.get(1));
+            let at = crate::digests::period_noon(kind, period)?;
+            Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
+        }));
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let items = ranked.into_iter().map(|(_, item)| item).collect();
         Ok(mnemo_sessions::recall::pack(items, max_tokens))
     }
 }

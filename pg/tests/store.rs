@@ -489,10 +489,11 @@ async fn maintenance_folds_a_quiet_users_aged_messages_and_expires_an_idle_one()
     }
     let report = mnemo_pg::maintain::run(&ch, "broker-a", now).await.unwrap();
     assert_eq!((report.folded, report.expired, report.failed), (1, 1, 0), "{report}");
+    assert_eq!(report.dailies, 1, "the idle user's last day got its daily: {report}");
     assert_eq!(
         summarizer.calls.load(Ordering::SeqCst),
-        1,
-        "only the quiet user was summarized"
+        2,
+        "only the quiet user's fold and the idle user's daily were summarized"
     );
 
     let mut turn = ch.begin_turn(&quiet).await.unwrap();
@@ -732,4 +733,250 @@ async fn in_a_long_history_the_rare_word_finds_an_old_fact() {
     // Only common words: the newest matches are ranked, nothing fails.
     let common = turn.recall("build", &[], 200).await.unwrap();
     assert!(!common.items.is_empty());
+}
+
+/// At `day` of December 2026, 04:00 UTC: after the default daily summary
+/// hour (03:00).
+fn december(day: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, day, 4, 0, 0).unwrap()
+}
+
+async fn digests_of(store: &PgStore, url: &str) -> Vec<(String, String, String, i32, String)> {
+    let _ = store;
+    tokio_postgres_client(url)
+        .await
+        .query(
+            "SELECT user_key, kind, period, messages, body FROM mnemo_digests ORDER BY user_key, kind, period",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect()
+}
+
+/// Writes `n` messages of `user` at `start`, a minute apart.
+async fn wrote(ch: &PgChannel, user: &SafeName, start: DateTime<Utc>, n: i64, tag: &str) {
+    let mut turn = ch.begin_turn(user).await.unwrap();
+    for i in 0..n {
+        let mut r = record(i, &format!("note {i} about the {tag}"));
+        r.ts = start + TimeDelta::minutes(i);
+        r.msg_id = format!("{tag}-{i}");
+        turn.append(&r, r.ts).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn dailies_then_the_weekly_are_written_once_each_on_the_databases_schedule() {
+    let (store, url) = migrated().await;
+    let summarizer = counting();
+    let ch = channel(&store, summarizer.clone());
+    let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
+    // Monday and Tuesday of ISO week 2026-W49 for ada, Tuesday for bob.
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 11, 30, 10, 0, 0).unwrap(),
+        3,
+        "monday",
+    )
+    .await;
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 12, 1, 22, 0, 0).unwrap(),
+        2,
+        "tuesday",
+    )
+    .await;
+    wrote(
+        &ch,
+        &bob,
+        Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap(),
+        4,
+        "tuesday",
+    )
+    .await;
+
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await.unwrap();
+    assert_eq!((report.dailies, report.weeklies), (3, 0), "{report}");
+    assert!(report.digest_failures.is_empty(), "{report}");
+    let rows = digests_of(&store, &url).await;
+    let periods: Vec<(&str, &str, &str, i32)> = rows
+        .iter()
+        .map(|(u, k, p, n, _)| (u.as_str(), k.as_str(), p.as_str(), *n))
+        .collect();
+    assert_eq!(
+        periods,
+        vec![
+            ("ada", "daily", "2026-11-30", 3),
+            ("ada", "daily", "2026-12-01", 2),
+            ("bob", "daily", "2026-12-01", 4),
+        ]
+    );
+    assert_eq!(summarizer.calls.load(Ordering::SeqCst), 3);
+
+    // The same day again (a second broker, a restart): no model call.
+    let again = mnemo_pg::maintain::run(&ch, "broker-b", december(3)).await.unwrap();
+    assert_eq!((again.dailies, again.weeklies), (0, 0), "{again}");
+    assert_eq!(summarizer.calls.load(Ordering::SeqCst), 3);
+
+    // After the week: one weekly per user, made of their dailies.
+    let week = mnemo_pg::maintain::run(&ch, "broker-a", december(14)).await.unwrap();
+    assert_eq!((week.dailies, week.weeklies), (0, 2), "{week}");
+    let weeklies: Vec<(String, i32)> = digests_of(&store, &url)
+        .await
+        .into_iter()
+        .filter(|(_, k, p, _, _)| k == "weekly" && p == "2026-W49")
+        .map(|(u, _, _, n, _)| (u, n))
+        .collect();
+    assert_eq!(weeklies, vec![("ada".to_string(), 5), ("bob".to_string(), 4)]);
+    let state: String = tokio_postgres_client(&url)
+        .await
+        .query_one("SELECT state FROM mnemo_maintenance WHERE channel = 'telegram'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(state.contains("\"weeklyDoneThrough\":\"2026-W49\""), "{state}");
+
+    // `clear all` takes the user's digests along.
+    let mut turn = ch.begin_turn(&bob).await.unwrap();
+    ch.command(
+        &mut turn,
+        &mnemo_sessions::commands::SessionCommand::ClearAllConfirmed,
+        december(14),
+    )
+    .await
+    .unwrap();
+    drop(turn);
+    assert!(digests_of(&store, &url).await.iter().all(|(u, ..)| u == "ada"));
+}
+
+#[tokio::test]
+async fn a_daily_of_messages_cleared_while_it_was_summarized_is_not_written() {
+    let (store, url) = migrated().await;
+    let gated = Arc::new(Gated {
+        started: Notify::new(),
+        go: Notify::new(),
+    });
+    let ch = channel(&store, gated.clone());
+    let ada = SafeName::of("ada");
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
+        3,
+        "tuesday",
+    )
+    .await;
+    let run = tokio::spawn({
+        let ch = ch.clone();
+        async move { mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await }
+    });
+    gated.started.notified().await;
+    let mut turn = ch.begin_turn(&ada).await.unwrap();
+    ch.command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, december(3))
+        .await
+        .unwrap();
+    drop(turn);
+    gated.go.notify_one();
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.dailies, 0, "{report}");
+    assert!(
+        digests_of(&store, &url).await.is_empty(),
+        "no summary of cleared messages"
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_maintenance_state_stops_the_summaries_not_the_sweep() {
+    let (store, url) = migrated().await;
+    let summarizer = counting();
+    let ch = channel(&store, summarizer.clone());
+    let ada = SafeName::of("ada");
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
+        3,
+        "tuesday",
+    )
+    .await;
+    tokio_postgres_client(&url)
+        .await
+        .execute(
+            "INSERT INTO mnemo_maintenance (channel, state, updated_at) VALUES ('telegram', '{\"dailyDoneThrough\": 7', now())",
+            &[],
+        )
+        .await
+        .unwrap();
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await.unwrap();
+    assert_eq!(report.dailies, 0, "{report}");
+    let failure = &report.digest_failures[0];
+    assert!(
+        failure.reason.contains("mnemo_maintenance") && failure.reason.contains("delete the row"),
+        "{failure:?}"
+    );
+    assert_eq!(summarizer.calls.load(Ordering::SeqCst), 0);
+    assert!(digests_of(&store, &url).await.is_empty());
+}
+
+/// Sums a day up in three pieces, one of them about the cat.
+struct Diarist;
+
+#[async_trait]
+impl Summarizer for Diarist {
+    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        Ok(SummaryOutput {
+            summary:
+                "Talked through the quarterly taxes.\n\n- Ada's cat is named Pixel.\n- The boiler needs a service."
+                    .into(),
+            facts: vec![],
+        })
+    }
+}
+
+#[tokio::test]
+async fn recall_finds_the_matching_piece_of_a_daily_summary_and_only_the_users_own() {
+    let (store, url) = migrated().await;
+    let ch = channel(&store, Arc::new(Diarist));
+    let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
+        3,
+        "tuesday",
+    )
+    .await;
+    wrote(
+        &ch,
+        &bob,
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
+        1,
+        "tuesday",
+    )
+    .await;
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await.unwrap();
+    assert_eq!(report.dailies, 2, "{report}");
+
+    let mut turn = ch.begin_turn(&ada).await.unwrap();
+    let found = turn.recall("what is my cat called?", &[], 500).await.unwrap();
+    let lines: Vec<String> = found.items.iter().map(|i| format!("{} {}", i.label, i.text)).collect();
+    assert_eq!(
+        lines,
+        vec!["[summary 2026-12-01] - Ada's cat is named Pixel.".to_string()]
+    );
+    drop(turn);
+
+    // bob's daily says the same, and bob's recall finds only bob's.
+    tokio_postgres_client(&url)
+        .await
+        .execute("DELETE FROM mnemo_digests WHERE user_key = 'ada'", &[])
+        .await
+        .unwrap();
+    let mut turn = ch.begin_turn(&ada).await.unwrap();
+    let found = turn.recall("what is my cat called?", &[], 500).await.unwrap();
+    assert!(found.items.is_empty(), "{:?}", found.items);
 }

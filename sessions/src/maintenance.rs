@@ -14,6 +14,7 @@
 //! and never stops the others. The pieces live in the submodules; this file
 //! only orders them and keeps the books.
 
+pub mod digest_pass;
 pub mod digests;
 pub mod expiry;
 pub mod logs;

@@ -196,21 +196,40 @@ pub fn weekly_job(layout: &Layout, user: &SafeName, week: WeekId) -> Result<Opti
     if path.exists() {
         return Ok(None);
     }
-    let (mut notes, mut message_count) = (Vec::new(), 0);
+    let mut dailies = Vec::new();
     for day in week.days() {
         if let Some((meta, body)) = read_digest(layout.state_root(), &layout.daily_path(user, day))? {
-            message_count += meta.map_or(0, |m| m.messages);
-            notes.push(format!("## {}\n\n{}", day.format("%A %Y-%m-%d"), body.trim()));
+            dailies.push((day, meta.map_or(0, |m| m.messages), body));
         }
     }
-    Ok((!notes.is_empty()).then(|| DigestJob {
+    Ok(weekly_from_dailies(user, week, path, dailies))
+}
+
+/// The weekly job made of the week's dailies (day, messages, body; Monday
+/// first): each under a heading naming its day. `None` without dailies.
+/// Both stores build their weekly jobs with it.
+pub fn weekly_from_dailies(
+    user: &SafeName,
+    week: WeekId,
+    path: PathBuf,
+    dailies: Vec<(NaiveDate, usize, String)>,
+) -> Option<DigestJob> {
+    if dailies.is_empty() {
+        return None;
+    }
+    let message_count = dailies.iter().map(|(_, n, _)| n).sum();
+    let notes = dailies
+        .into_iter()
+        .map(|(day, _, body)| format!("## {}\n\n{}", day.format("%A %Y-%m-%d"), body.trim()))
+        .collect();
+    Some(DigestJob {
         user: user.clone(),
-        period,
+        period: Period::Week(week),
         path,
         messages: Vec::new(),
         notes,
         message_count,
-    }))
+    })
 }
 
 /// A digest file's frontmatter and body; `None` if it does not exist. A file

@@ -52,6 +52,16 @@ impl Item {
 
     /// A recalled message of the conversation: `[2026-03-07, you] …` or
     /// `[2026-03-07, assistant] …`.
+    /// A piece of the daily or weekly summary of `period` (`2026-03-07`,
+    /// `2026-W10`), labelled as the file store's recall labels it.
+    pub fn summary(at: DateTime<Utc>, period: &str, text: &str) -> Item {
+        Item {
+            at,
+            label: format!("[summary {period}]"),
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
     pub fn message(at: DateTime<Utc>, role: Role, text: &str) -> Item {
         let day = at.format("%Y-%m-%d");
         let label = match role {
