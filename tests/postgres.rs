@@ -379,6 +379,64 @@ async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_
     );
 }
 
+/// `mnemo sessions maintain` on a Postgres config runs the database's
+/// maintenance (not the empty state folder's): yesterday's messages get
+/// their daily once, and the run says so, in JSON too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = write_pg_config(dir.path(), &url, "broker-1");
+    let summarizer = app_parts(dir.path(), &url, LimitsConfig::default()).summarizer;
+    let channel = mnemo_pg::PgChannel::new(store, "telegram", Default::default(), summarizer);
+    let ada = mnemo_sessions::SafeName::of("ada");
+    let mut turn = channel.begin_turn(&ada).await.unwrap();
+    let two_days_ago = chrono::Utc::now() - chrono::TimeDelta::days(2);
+    for i in 0..3 {
+        let record = mnemo_sessions::Record {
+            ts: two_days_ago + chrono::TimeDelta::minutes(i),
+            role: mnemo_sessions::Role::User,
+            text: format!("note {i}"),
+            msg_id: format!("m{i}"),
+            channel: "telegram".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        };
+        turn.append(&record, record.ts).await.unwrap();
+    }
+    drop(turn);
+    let run = || {
+        let mut cmd = support::mnemo(&config, &home);
+        cmd.env("MNEMO_DATABASE_URL", db.url())
+            .args(["sessions", "maintain", "--json"]);
+        cmd.output().unwrap()
+    };
+    let out = run();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(report["channels"][0]["channel"], "telegram", "{report}");
+    assert_eq!(report["channels"][0]["dailiesWritten"], 1, "{report}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("channel telegram (postgres):"),
+        "progress on stderr"
+    );
+    let out = run();
+    let report: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(report["channels"][0]["dailiesWritten"], 0, "once: {report}");
+    let count: i64 = pg_client(&db.url())
+        .await
+        .query_one("SELECT count(*) FROM mnemo_digests WHERE kind = 'daily'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+}
+
 /// The scheduler runs the database's maintenance for a channel kept in
 /// Postgres: the day's daily summary is written, an idle user's short-term
 /// memory expires into the archive, and the next turn's recall finds the

@@ -226,6 +226,16 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The channels that have users in the database, by name.
+    pub async fn channels(&self) -> Result<Vec<String>, PgError> {
+        let rows = self
+            .conn()
+            .await?
+            .query("SELECT DISTINCT channel FROM mnemo_users ORDER BY channel", &[])
+            .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     /// Whether recall's full-text index is per user (migration 3 found
     /// btree_gin) or shared by every user (it did not).
     pub async fn recall_index_per_user(&self) -> Result<bool, PgError> {

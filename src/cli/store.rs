@@ -133,8 +133,11 @@ async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<
 }
 
 async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
-    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let parts = setup.parts(None)?;
+    if let Some(store) = &parts.store {
+        return maintain_database(setup, &parts, store, only, json).await;
+    }
+    let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let names = channels(&setup.state_root, only)?;
     let mut failed = false;
     let mut reports = Vec::new();
@@ -154,6 +157,66 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
             eprintln!("  failed: {}{who}: {}", f.task, f.reason);
         }
         reports.push(maintenance_json(name, &report));
+    }
+    if json {
+        println!("{}", serde_json::json!({ "channels": reports, "ok": !failed }));
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `sessions maintain` on the Postgres store: the database's maintenance
+/// (daily and weekly summaries, the fold sweep, expiry) of each channel
+/// with users in it, under the channel's lease like a broker's run — a
+/// channel whose lease a running broker holds is skipped and said so. No
+/// instance lock: the database is shared by design.
+async fn maintain_database(
+    setup: &Setup,
+    parts: &crate::app::AppParts,
+    store: &mnemo_pg::PgStore,
+    only: Option<&str>,
+    json: bool,
+) -> Result<ExitCode> {
+    mnemo_pg::migrate::check(store).await?;
+    let names = match only {
+        Some(name) => vec![name.to_string()],
+        None => store.channels().await?,
+    };
+    let holder = format!("mnemo sessions maintain/{}", std::process::id());
+    let (mut failed, mut reports) = (false, Vec::new());
+    for name in &names {
+        let (_, config) = open_stm(&setup.state_root, name)?;
+        let channel =
+            mnemo_pg::PgChannel::new(store.clone(), name, config, Arc::clone(&parts.summarizer)).with_tz(parts.tz);
+        let say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+        say(format!("channel {name} (postgres):"));
+        let report = mnemo_pg::maintain::run(&channel, &holder, Utc::now())
+            .await
+            .with_context(|| format!("maintaining channel `{name}` in the database"))?;
+        say(format!("  done: {report}"));
+        for f in &report.digest_failures {
+            failed = true;
+            let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
+            eprintln!("  failed: {}{who}: {}", f.task, f.reason);
+        }
+        if report.failed > 0 {
+            failed = true;
+            eprintln!(
+                "  failed: {} user(s)' fold or expiry (see the log; retried next run)",
+                report.failed
+            );
+        }
+        reports.push(serde_json::json!({
+            "channel": name,
+            "heldBy": report.held_by,
+            "dailiesWritten": report.dailies,
+            "weekliesWritten": report.weeklies,
+            "summariesDeferred": report.digests_deferred,
+            "folded": report.folded,
+            "archivedUsers": report.expired,
+            "failures": report.digest_failures.iter().map(|f| serde_json::json!({
+                "task": f.task, "user": f.user.as_ref().map(|u| u.to_string()), "reason": f.reason
+            })).collect::<Vec<_>>(),
+        }));
     }
     if json {
         println!("{}", serde_json::json!({ "channels": reports, "ok": !failed }));
