@@ -10,10 +10,11 @@
 //! next due instant", and the exact, tested time rules (DST, ISO weeks)
 //! already live in `mnemo_sessions::maintenance::schedule`.
 //!
-//! A channel kept in Postgres runs the database's maintenance instead
-//! (`mnemo_pg::maintain`: daily and weekly summaries, the fold sweep and
-//! expiry), on the same schedule, on whichever broker holds the channel's
-//! lease.
+//! A channel kept in Postgres also runs the database's maintenance
+//! (`mnemo_pg::maintain`: daily and weekly summaries, the fold sweep,
+//! expiry, retention), on the same schedule, on whichever broker holds the
+//! channel's lease; the state folder's run then only rotates the broker's
+//! logs and prunes its export bundles and temp files.
 //!
 //! The loop reads the time only through its [`Clock`] (the wall clock in
 //! the product), so a test drives it with tokio's paused clock.
@@ -50,8 +51,10 @@ impl Scheduler {
                 for (name, memory) in app.memories() {
                     if let Some(pg) = &memory.pg {
                         pg_maintenance(name, pg, &holder, now).await;
-                        continue;
                     }
+                    // On Postgres too: the state folder still holds the
+                    // broker's logs and the export bundles, which this run
+                    // rotates and prunes (it finds no user memory there).
                     let report = memory.maintenance.run(now, &mut |_| {}).await;
                     let outcome = if report.failures.is_empty() { "ok" } else { "partial" };
                     crate::ops::metrics::metrics().maintenance_run(name, outcome);

@@ -454,6 +454,18 @@ async fn the_scheduler_writes_dailies_and_expires_idle_memory_in_the_database() 
     let dir = tempfile::tempdir().unwrap();
     let (app, channel) = broker(dir.path(), &url, Some(store));
     say(&app, &channel, dm("fake", "ada", "1", "the boat is called Ariel"), 1).await;
+    // An export bundle left in the state folder, 5 days old: past
+    // exportKeepDays (7) at the scheduler's "now" below.
+    let exports = mnemo_sessions::Layout::new(dir.path(), "fake").exports_dir();
+    std::fs::create_dir_all(&exports).unwrap();
+    let bundle = exports.join("old-export.tar.gz");
+    std::fs::write(&bundle, b"bundle").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&bundle)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(5 * 86_400))
+        .unwrap();
     let (_stop_tx, stop) = tokio::sync::watch::channel(false);
     // Past stmExpireDays (3), within the first run's look-back (7 days).
     let later = chrono::Utc::now() + chrono::TimeDelta::days(4);
@@ -489,6 +501,7 @@ async fn the_scheduler_writes_dailies_and_expires_idle_memory_in_the_database() 
         .format("%Y-%m-%d")
         .to_string();
     assert_eq!(daily, ("daily".to_string(), today.clone(), 2));
+    eventually("the old export bundle pruned", async || !bundle.exists()).await;
     scheduler.stop().await;
 
     say(&app, &channel, dm("fake", "ada", "2", "where is the boat moored?"), 2).await;

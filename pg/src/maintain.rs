@@ -5,22 +5,22 @@
 //! it over; a run longer than the lease renews it between users, and stops
 //! if it finds the lease gone to another broker.
 //!
-//! A run does, per user of the channel:
-//! - **the fold sweep**: a user whose oldest short-term message is older
-//!   than `stm.maxAgeMinutes` and who has not written since (so no turn
-//!   started the fold) is compacted ([`crate::fold`]);
-//! - **expiry**: short-term memory idle for `scheduler.stmExpireDays` is
-//!   archived (fold kind `expired`, still found by recall); the rolling
-//!   summary is kept, so continuity survives.
-//!
-//!
-//! Before the sweep, the channel's daily and weekly summaries: the file
-//! store's digest pass (`mnemo_sessions::maintenance::digest_pass`: the
-//! same schedule, catch-up, per-run cap and failure rule) on
-//! [`crate::digests::PgDigests`], its watermarks kept in
-//! `mnemo_maintenance`. Expiry does not wait for a day's daily as on the
-//! files: expired messages stay in the database, where a later daily still
-//! reads them.
+//! A run does, in order:
+//! - **daily and weekly summaries**: the file store's digest pass
+//!   (`mnemo_sessions::maintenance::digest_pass`: the same schedule,
+//!   catch-up, per-run cap and failure rule) on
+//!   [`crate::digests::PgDigests`], its watermarks kept in
+//!   `mnemo_maintenance`;
+//! - per user, **the fold sweep**: a user whose oldest short-term message is
+//!   older than `stm.maxAgeMinutes` and who has not written since (so no
+//!   turn started the fold) is compacted ([`crate::fold`]);
+//! - per user, **expiry**: short-term memory idle for
+//!   `scheduler.stmExpireDays` is archived (fold kind `expired`, still found
+//!   by recall); the rolling summary is kept, so continuity survives. It
+//!   does not wait for the last day's daily as on the files: expired
+//!   messages stay in the database, where a later daily still reads them;
+//! - **retention**: archived messages and digests past
+//!   `scheduler.archiveKeepDays` / `summaryKeepDays` are deleted.
 
 use crate::PgError;
 use crate::channel::PgChannel;
@@ -51,6 +51,10 @@ pub struct MaintainReport {
     pub weeklies: usize,
     pub digests_deferred: usize,
     pub digest_failures: Vec<Failure>,
+    /// Archived messages and digests deleted past `scheduler.archiveKeepDays`
+    /// and `summaryKeepDays`.
+    pub removed_archived: u64,
+    pub removed_digests: u64,
 }
 
 impl std::fmt::Display for MaintainReport {
@@ -60,14 +64,17 @@ impl std::fmt::Display for MaintainReport {
             None => write!(
                 f,
                 "{} folded, {} expired, {} failed; dailies written: {}, weeklies written: {}, \
-                 left for next run: {}, summary failures: {}",
+                 left for next run: {}, summary failures: {}; past keep time removed: {} archived message(s), \
+                 {} summar(ies)",
                 self.folded,
                 self.expired,
                 self.failed,
                 self.dailies,
                 self.weeklies,
                 self.digests_deferred,
-                self.digest_failures.len()
+                self.digest_failures.len(),
+                self.removed_archived,
+                self.removed_digests
             ),
         }
     }
@@ -129,8 +136,10 @@ pub async fn run(channel: &PgChannel, holder: &str, now: DateTime<Utc>) -> Resul
     }
     let digested = digest(channel, now).await;
     let result = sweep(channel, &lease, holder, now).await;
+    let retained = retention(channel, now).await;
     release_lease(channel, &lease, holder).await?;
     let mut report = result?;
+    (report.removed_archived, report.removed_digests) = retained?;
     match digested {
         Ok(digests) => {
             report.dailies = digests.dailies_written.len();
@@ -145,6 +154,39 @@ pub async fn run(channel: &PgChannel, holder: &str, now: DateTime<Utc>) -> Resul
         }),
     }
     Ok(report)
+}
+
+/// Deletes what is past its keep time (`scheduler.archiveKeepDays`: folds
+/// archived before the cut-off, with their messages; `summaryKeepDays`:
+/// digests generated before it; 0 keeps forever), each in one statement.
+/// The short-term memory, the summary and the profile are never touched.
+async fn retention(channel: &PgChannel, now: DateTime<Utc>) -> Result<(u64, u64), PgError> {
+    let keep = channel.config().scheduler.keep();
+    let conn = channel.store().conn().await?;
+    let name = channel.name();
+    let archived = match keep.archives {
+        Some(age) => {
+            conn.execute(
+                "WITH old AS (DELETE FROM mnemo_folds WHERE channel = $1 AND at < $2 RETURNING user_key, fold)
+                 DELETE FROM mnemo_messages m USING old
+                 WHERE m.channel = $1 AND m.user_key = old.user_key AND m.fold = old.fold",
+                &[&name, &(now - age)],
+            )
+            .await?
+        }
+        None => 0,
+    };
+    let digests = match keep.summaries {
+        Some(age) => {
+            conn.execute(
+                "DELETE FROM mnemo_digests WHERE channel = $1 AND generated < $2",
+                &[&name, &(now - age)],
+            )
+            .await?
+        }
+        None => 0,
+    };
+    Ok((archived, digests))
 }
 
 /// The daily and weekly summaries due at `now`, under the lease; the state

@@ -980,3 +980,69 @@ async fn recall_finds_the_matching_piece_of_a_daily_summary_and_only_the_users_o
     let found = turn.recall("what is my cat called?", &[], 500).await.unwrap();
     assert!(found.items.is_empty(), "{:?}", found.items);
 }
+
+#[tokio::test]
+async fn retention_deletes_archives_and_summaries_past_their_keep_time_and_nothing_else() {
+    let (store, url) = migrated().await;
+    let mut config = config();
+    config.scheduler.archive_keep_days = 2;
+    config.scheduler.summary_keep_days = 2;
+    let ch = PgChannel::new(store.clone(), "telegram", config, counting());
+    let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
+    // ada: 30 messages on Dec 1, folded on Dec 1; a daily of them.
+    wrote(
+        &ch,
+        &ada,
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
+        30,
+        "tuesday",
+    )
+    .await;
+    ch.compact(&ada, Utc.with_ymd_and_hms(2026, 12, 1, 11, 0, 0).unwrap())
+        .await
+        .unwrap();
+    // bob writes on Dec 9: short-term, folded never.
+    wrote(
+        &ch,
+        &bob,
+        Utc.with_ymd_and_hms(2026, 12, 9, 10, 0, 0).unwrap(),
+        3,
+        "wednesday",
+    )
+    .await;
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", december(2)).await.unwrap();
+    assert_eq!(
+        (report.dailies, report.removed_archived, report.removed_digests),
+        (1, 0, 0),
+        "{report}"
+    );
+    let client = tokio_postgres_client(&url).await;
+    let count = async |sql: &str| -> i64 { client.query_one(sql, &[]).await.unwrap().get(0) };
+    let archived_before = count("SELECT count(*) FROM mnemo_messages WHERE fold IS NOT NULL").await;
+    assert!(archived_before > 0);
+
+    let report = mnemo_pg::maintain::run(&ch, "broker-a", december(10)).await.unwrap();
+    assert_eq!(report.removed_archived, archived_before as u64, "{report}");
+    assert_eq!(report.removed_digests, 1, "{report}");
+    // Left: ada's short-term rest, expired into the archive by this very
+    // run (archived today, so kept), and bob's short-term messages.
+    assert_eq!(report.expired, 1, "{report}");
+    assert_eq!(
+        count("SELECT count(*) FROM mnemo_messages WHERE fold IS NOT NULL").await,
+        30 - archived_before
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM mnemo_folds WHERE kind <> 'expired'").await,
+        0
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM mnemo_messages WHERE fold IS NULL").await,
+        3,
+        "short-term memory is never touched"
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM mnemo_users WHERE summary IS NOT NULL").await,
+        1,
+        "ada's rolling summary stays"
+    );
+}
