@@ -83,7 +83,7 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 /// the search terms `$3`, ranked by `ts_rank` over all the question's
 /// terms `$4`, newest first among equals. Both are stemmed lexemes.
 const RECALL: &str = "
-SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q) FROM (
+SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q), c.seq FROM (
     SELECT ts, role, text, seq, tsv FROM mnemo_messages
     WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
     ORDER BY seq DESC LIMIT $6) AS c,
@@ -103,6 +103,38 @@ FROM mnemo_digests d,
 WHERE d.channel = $1 AND d.user_key = $2 AND d.tsv @@ to_tsquery('simple', $3)
   AND to_tsvector('english', p.piece) @@ to_tsquery('simple', $3)
 ORDER BY r DESC, d.period DESC LIMIT $5";
+
+/// The second round, for the other half of a fact told in two places ("my
+/// sister is Ana" … "Ana moved to Lisbon"): the rarest words of the first
+/// round's best hits `$3` (seqs) that are not in the question `$4`
+/// (lexemes) — plain words only, so nothing reaches the query parser but
+/// letters and digits; each counted in the user's messages up to `$5`, the
+/// `$8` rarest that match more than the hit itself — then the messages
+/// they match, ranked by them, the recent window `$6` and the first hits
+/// left out, at most `$7`.
+const RECALL_WIDER: &str = "
+WITH terms AS (
+    SELECT DISTINCT t.lexeme FROM mnemo_messages m, unnest(m.tsv) AS t
+    WHERE m.channel = $1 AND m.user_key = $2 AND m.seq = ANY($3)
+      AND t.lexeme <> ALL($4) AND length(t.lexeme) >= 3 AND t.lexeme ~ '^[[:alnum:]]+$'),
+counted AS (
+    SELECT w.lexeme, (SELECT count(*) FROM (
+        SELECT 1 FROM mnemo_messages x
+        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme) LIMIT $5) AS s) AS n
+    FROM terms w),
+wider AS (
+    SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
+        SELECT lexeme FROM counted WHERE n > 1 ORDER BY n, lexeme LIMIT $8) AS r)
+SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q), m.seq FROM mnemo_messages m, wider
+WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
+  AND m.msg_id <> ALL($6) AND m.seq <> ALL($3)
+ORDER BY ts_rank(m.tsv, wider.q) DESC, m.seq DESC LIMIT $7";
+
+/// First hits whose words widen the second round, words added, and the
+/// weight of its hits against the first round's (the file store's 0.6).
+const WIDEN_FROM: usize = 3;
+const WIDEN_TERMS: i64 = 6;
+const WIDER_WEIGHT: f32 = 0.6;
 
 /// Digest pieces a recall looks at beside the messages.
 const RECALL_DIGEST_PIECES: i64 = 8;
@@ -309,7 +341,8 @@ impl PgTurn {
             conn.query(&digests, &digest_params),
         )?;
         // Messages and summary pieces by one rank (the same ts_rank of the
-        // same terms), best first, for the budget to cut.
+        // same terms), best first, for the budget to cut; the second
+        // round's hits after, at a lower weight.
         let mut ranked: Vec<(f32, Item)> = messages
             .iter()
             .map(|row| {
@@ -317,6 +350,35 @@ impl PgTurn {
                 (row.get(3), Item::message(row.get(0), role, row.get(2)))
             })
             .collect();
+        let first: Vec<i64> = messages.iter().take(WIDEN_FROM).map(|row| row.get(4)).collect();
+        if !first.is_empty() {
+            let wider = conn.prepare_cached(RECALL_WIDER).await?;
+            let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
+            let params: [&(dyn ToSql + Sync); 8] = [
+                &channel,
+                &user,
+                &first,
+                &question,
+                &crate::recall::RARE,
+                &skip,
+                &RECALL_CANDIDATES,
+                &WIDEN_TERMS,
+            ];
+            let seen: std::collections::HashSet<i64> = messages.iter().map(|row| row.get(4)).collect();
+            ranked.extend(
+                conn.query(&wider, &params)
+                    .await?
+                    .iter()
+                    .filter(|row| !seen.contains(&row.get::<_, i64>(4)))
+                    .map(|row| {
+                        let role = role_of(row.get(1));
+                        (
+                            WIDER_WEIGHT * row.get::<_, f32>(3),
+                            Item::message(row.get(0), role, row.get(2)),
+                        )
+                    }),
+            );
+        }
         ranked.extend(pieces.iter().filter_map(|row| {
             let (kind, period): (&str, &str) = (row.get(0), row.get(1));
             let at = crate::digests::period_noon(kind, period)?;
