@@ -1,12 +1,16 @@
 //! Recall on Postgres: the turn's message as a full-text query over the
 //! user's stored messages (`tsvector`, English stems and stop words, the
 //! same language rules as the file store's index), scoped to the user in
-//! the statement itself ([`crate::PgTurn::recall`]). Two statements: the
-//! question's stemmed terms and how many of the user's messages each
+//! the statement itself ([`crate::PgTurn::recall`]). Three round trips:
+//! the question's stemmed terms and how many of the user's messages each
 //! matches (counted up to [`RARE`], from the per-user index; not counted
-//! for a user with fewer messages than that in all), then the
-//! search by the rare terms ranked by all of them ([`plan`]); the newest
-//! [`RANKED`] matches at most are ranked.
+//! for a user with fewer messages than that in all); then the search by
+//! the rare terms ranked by all of them ([`plan`]; the newest [`RANKED`]
+//! matches at most are ranked), pipelined with the matching pieces of the
+//! user's daily and weekly summaries; then, as the file store's recall
+//! does, a second round widened by the rarest plain words of the best
+//! three hits that are not in the question (the other half of a fact told
+//! in two places), its hits weighted 0.6 against the first round's.
 //!
 //! Embeddings (pgvector) are not searched by this version of the store:
 //! [`crate::PgStore::vectors`] reports what the server offers, and a

@@ -1046,3 +1046,30 @@ async fn retention_deletes_archives_and_summaries_past_their_keep_time_and_nothi
         "ada's rolling summary stays"
     );
 }
+
+#[tokio::test]
+async fn the_second_round_finds_the_other_half_of_a_fact_told_in_two_places() {
+    let (store, _) = migrated().await;
+    let ch = channel(&store, counting());
+    let ada = SafeName::of("ada");
+    let mut turn = ch.begin_turn(&ada).await.unwrap();
+    let said = [
+        "my sister is called Ana",
+        "the weather was grey all week",
+        "we painted the kitchen yellow",
+        "Ana moved to Lisbon in March",
+        "the train was late again",
+    ];
+    for (i, text) in said.iter().enumerate() {
+        let r = record(2 * i as i64, text);
+        turn.append(&r, r.ts).await.unwrap();
+    }
+    let found = turn.recall("where does my sister live now?", &[], 500).await.unwrap();
+    let texts: Vec<&str> = found.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(texts.contains(&"my sister is called Ana"), "{texts:?}");
+    assert!(
+        texts.contains(&"Ana moved to Lisbon in March"),
+        "found through the first hit's rare word: {texts:?}"
+    );
+    assert_eq!(texts.len(), 2, "nothing unrelated: {texts:?}");
+}
