@@ -323,6 +323,7 @@ impl Pipeline {
                 };
                 trace.lap(Phase::Memory);
                 self.fold_if_due(memory, &user, fold_due).await;
+                self.embed_later(memory, &user).await;
                 self.show(&message, live, &reply.text).await;
                 match answer.broken {
                     Some(e) => {
@@ -413,15 +414,25 @@ impl Pipeline {
         let recall = &memory.config.recall;
         let recalled = match (recall.enabled, pg) {
             (false, _) => None,
-            (true, Some(turn)) => match turn.recall(&message.text, &view.recent, recall.max_tokens).await {
-                Ok(found) => found.render(),
-                Err(e) => {
-                    // The turn goes on without recall; the append after
-                    // the answer tells whether the database is gone.
-                    tracing::warn!(user = %user, error = %e, "recall failed; answering without it");
-                    None
+            (true, Some(turn)) => {
+                // The question's vector from the channel's embedder (the
+                // same `recall.embeddings` as on the files), when set.
+                let vector = memory.recall.query_vector(&message.text).await;
+                let model = memory.recall.embedder().map(|(e, _)| e.model().to_string());
+                let asked = match (&model, &vector) {
+                    (Some(model), Some(vector)) => Some((model.as_str(), vector.as_slice())),
+                    _ => None,
+                };
+                match turn.recall(&message.text, &view.recent, recall.max_tokens, asked).await {
+                    Ok(found) => found.render(),
+                    Err(e) => {
+                        // The turn goes on without recall; the append after
+                        // the answer tells whether the database is gone.
+                        tracing::warn!(user = %user, error = %e, "recall failed; answering without it");
+                        None
+                    }
                 }
-            },
+            }
             (true, None) => {
                 let query = TurnQuery {
                     message: &message.text,
@@ -473,6 +484,24 @@ impl Pipeline {
         if due {
             self.compact_later(memory, user.clone()).await;
         }
+    }
+
+    /// On Postgres with `recall.embeddings` and pgvector: the vectors of
+    /// the user's new messages, computed and stored in the background
+    /// (`mnemo_pg::vectors::fill`: one fill per user at a time, picking up
+    /// whatever has none yet). On the files, indexing does it.
+    async fn embed_later(&self, memory: &ChannelMemory, user: &SafeName) {
+        let (Some(pg), Some((embedder, _))) = (memory.pg.clone(), memory.recall.embedder()) else {
+            return;
+        };
+        let user = user.clone();
+        let mut set = self.background.lock().await;
+        while set.try_join_next().is_some() {}
+        set.spawn(async move {
+            if let Err(e) = mnemo_pg::vectors::fill(&pg, &user, embedder.as_ref()).await {
+                tracing::warn!(user = %user, error = %e, "storing message vectors failed; filled at a later turn");
+            }
+        });
     }
 
     /// Folds the user's older messages in the background: the counters said

@@ -25,6 +25,9 @@ struct Inner {
     summarizer: Arc<dyn Summarizer>,
     /// Where local days begin and end for daily summaries.
     tz: Tz,
+    /// Whether pgvector carries embeddings here, known after the first
+    /// successful look (a migration that sets it up later takes a restart).
+    vectors: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 /// Said for the `/session` commands this store does not answer yet.
@@ -40,6 +43,7 @@ impl PgChannel {
                 config,
                 summarizer,
                 tz: Tz::UTC,
+                vectors: Arc::default(),
             }),
         }
     }
@@ -53,6 +57,18 @@ impl PgChannel {
 
     pub fn tz(&self) -> Tz {
         self.inner.tz
+    }
+
+    /// Whether recall's embeddings are stored and searched here (pgvector
+    /// set up by `mnemo store migrate`). A failed look counts as no, and
+    /// is tried again next time.
+    pub async fn vectors_in_use(&self) -> bool {
+        let looked = self
+            .inner
+            .vectors
+            .get_or_try_init(|| async { self.store().vectors().await.map(|v| v == crate::Vectors::InUse) })
+            .await;
+        looked.copied().unwrap_or(false)
     }
 
     pub fn store(&self) -> &PgStore {

@@ -36,6 +36,7 @@ pub mod migrate;
 pub mod recall;
 pub mod seed;
 pub mod turn;
+pub mod vectors;
 
 pub use channel::PgChannel;
 pub use turn::PgTurn;
@@ -144,25 +145,32 @@ impl PgStore {
         (s.size, s.max_size)
     }
 
-    /// Whether the `vector` extension (pgvector) can be used for recall's
-    /// embeddings here: installed in this database, or available to
-    /// install. This version of the store searches by full text only either
-    /// way; the answer is reported so an operator knows what the server has.
+    /// Whether the `vector` extension (pgvector) carries recall's
+    /// embeddings here: in use (the extension and `mnemo_vectors` are
+    /// there), installed or available but not set up (run `mnemo store
+    /// migrate`), or absent from the server.
     pub async fn vectors(&self) -> Result<Vectors, PgError> {
         let conn = self.conn().await?;
-        let row = conn
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),
-                        EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
-                &[],
-            )
-            .await?;
-        Ok(match (row.get(0), row.get(1)) {
-            (true, _) => Vectors::Installed,
-            (false, true) => Vectors::Available,
-            (false, false) => Vectors::Absent,
-        })
+        vectors_on(&conn).await
     }
+}
+
+/// [`PgStore::vectors`] on a connection already held.
+pub(crate) async fn vectors_on(conn: &tokio_postgres::Client) -> Result<Vectors, PgError> {
+    let row = conn
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),
+                    EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'),
+                    to_regclass('mnemo_vectors') IS NOT NULL",
+            &[],
+        )
+        .await?;
+    Ok(match (row.get(0), row.get(1), row.get(2)) {
+        (true, _, true) => Vectors::InUse,
+        (true, _, false) => Vectors::Installed,
+        (false, true, _) => Vectors::Available,
+        (false, false, _) => Vectors::Absent,
+    })
 }
 
 /// What the database holds, for `mnemo store status`.
@@ -254,6 +262,8 @@ impl PgStore {
 /// What the server offers for embeddings (pgvector).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vectors {
+    /// The extension and the vectors table are there: embeddings are searched.
+    InUse,
     Installed,
     Available,
     Absent,
@@ -262,8 +272,9 @@ pub enum Vectors {
 impl std::fmt::Display for Vectors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Vectors::Installed => "pgvector installed",
-            Vectors::Available => "pgvector available, not installed",
+            Vectors::InUse => "pgvector in use for recall's embeddings",
+            Vectors::Installed => "pgvector installed, not set up (run `mnemo store migrate`)",
+            Vectors::Available => "pgvector available, not installed (run `mnemo store migrate`)",
             Vectors::Absent => "pgvector absent",
         })
     }

@@ -55,6 +55,9 @@ pub struct Migrated {
     pub to: i32,
     /// `version name` of each migration applied now, in order.
     pub applied: Vec<String>,
+    /// Whether recall's embeddings can use pgvector now
+    /// ([`crate::vectors::ensure`]).
+    pub vectors: crate::Vectors,
 }
 
 /// Applies every migration the database lacks, one transaction each, while
@@ -62,15 +65,26 @@ pub struct Migrated {
 pub async fn migrate(store: &PgStore) -> Result<Migrated, PgError> {
     let mut conn = store.conn().await?;
     conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
-    let result = apply(&mut conn).await;
+    let result = match apply(&mut conn).await {
+        // pgvector under the same lock: two brokers never race its setup.
+        Ok(applied) => crate::vectors::ensure(&mut conn)
+            .await
+            .map(|vectors| (applied, vectors)),
+        Err(e) => Err(e),
+    };
     // Released on every path; a dropped connection releases it too.
     let unlocked = conn.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await;
-    let migrated = result?;
+    let ((from, applied), vectors) = result?;
     unlocked?;
-    Ok(migrated)
+    Ok(Migrated {
+        from,
+        to: latest(),
+        applied,
+        vectors,
+    })
 }
 
-async fn apply(conn: &mut deadpool_postgres::Object) -> Result<Migrated, PgError> {
+async fn apply(conn: &mut deadpool_postgres::Object) -> Result<(i32, Vec<String>), PgError> {
     conn.batch_execute(
         "CREATE TABLE IF NOT EXISTS mnemo_schema (
              version integer PRIMARY KEY,
@@ -99,11 +113,7 @@ async fn apply(conn: &mut deadpool_postgres::Object) -> Result<Migrated, PgError
         tracing::info!(version = m.version, name = m.name, "schema migration applied");
         applied.push(format!("{} {}", m.version, m.name));
     }
-    Ok(Migrated {
-        from,
-        to: latest(),
-        applied,
-    })
+    Ok((from, applied))
 }
 
 /// The schema version of the database, 0 when it has none.

@@ -65,13 +65,14 @@ LEFT JOIN LATERAL (
     WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq DESC LIMIT $3) AS m ON true
 ORDER BY m.seq DESC";
 
-/// The question's stemmed terms and how many of the user's messages each
+/// The question's stemmed terms, the user's message count (ever stored),
+/// and how many of the user's messages each
 /// matches, counted up to `$4` (`to_tsvector` stems and drops stop words;
 /// each term is then matched as the lexeme it is). A user with fewer
 /// messages than `$4` in all cannot have a common term: every term counts
 /// as 1 (rare) without a look at the index.
 const TERM_COUNTS: &str = "
-SELECT t.lexeme,
+SELECT t.lexeme, u.next_seq - 1,
        CASE WHEN u.next_seq <= $4 THEN 1 ELSE (SELECT count(*) FROM (
            SELECT 1 FROM mnemo_messages m
            WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s) END
@@ -108,8 +109,9 @@ ORDER BY r DESC, d.period DESC LIMIT $5";
 /// sister is Ana" … "Ana moved to Lisbon"): the rarest words of the first
 /// round's best hits `$3` (seqs) that are not in the question `$4`
 /// (lexemes) — plain words only, so nothing reaches the query parser but
-/// letters and digits; each counted in the user's messages up to `$5`, the
-/// `$8` rarest that match more than the hit itself — then the messages
+/// letters and digits; each counted in the user's messages, the `$8`
+/// rarest that match more than the hit itself and at most `$5` (the files'
+/// IDF floor as a count, `recall::widening_df_limit`) — then the messages
 /// they match, ranked by them, the recent window `$6` and the first hits
 /// left out, at most `$7`.
 const RECALL_WIDER: &str = "
@@ -120,11 +122,11 @@ WITH terms AS (
 counted AS (
     SELECT w.lexeme, (SELECT count(*) FROM (
         SELECT 1 FROM mnemo_messages x
-        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme) LIMIT $5) AS s) AS n
+        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme) LIMIT $5::bigint + 1) AS s) AS n
     FROM terms w),
 wider AS (
     SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
-        SELECT lexeme FROM counted WHERE n > 1 ORDER BY n, lexeme LIMIT $8) AS r)
+        SELECT lexeme FROM counted WHERE n > 1 AND n <= $5::bigint ORDER BY n, lexeme LIMIT $8) AS r)
 SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q), m.seq FROM mnemo_messages m, wider
 WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
   AND m.msg_id <> ALL($6) AND m.seq <> ALL($3)
@@ -135,6 +137,17 @@ ORDER BY ts_rank(m.tsv, wider.q) DESC, m.seq DESC LIMIT $7";
 const WIDEN_FROM: usize = 3;
 const WIDEN_TERMS: i64 = 6;
 const WIDER_WEIGHT: f32 = 0.6;
+
+/// The user's messages nearest to the question's vector `$4` (pgvector's
+/// text form) among the vectors of model `$3`, the recent window `$5`
+/// left out: cosine distance, at most `$6`, over the user's own vectors
+/// only (see `crate::vectors`).
+const NEAREST: &str = "
+SELECT m.ts, m.role, m.text, v.embedding <=> $4::text::vector AS d
+FROM mnemo_vectors v
+JOIN mnemo_messages m ON m.channel = v.channel AND m.user_key = v.user_key AND m.seq = v.seq
+WHERE v.channel = $1 AND v.user_key = $2 AND v.model = $3 AND m.msg_id <> ALL($5)
+ORDER BY d LIMIT $6";
 
 /// Digest pieces a recall looks at beside the messages.
 const RECALL_DIGEST_PIECES: i64 = 8;
@@ -298,16 +311,50 @@ impl PgTurn {
     }
 
     /// What the user said before that matches `message`, outside `recent`,
-    /// packed under `max_tokens` (the file store's budget rule and labels).
+    /// packed under `max_tokens` (the file store's budget rule and labels):
+    /// the full-text ranking, fused by reciprocal rank with the user's
+    /// nearest vectors when `vector` (the embedding model's name and the
+    /// question's vector) is given and pgvector is in use. A failed vector
+    /// search is logged and recall goes on with full text alone.
     pub async fn recall(
         &mut self,
         message: &str,
         recent: &[Arc<Record>],
         max_tokens: usize,
+        vector: Option<(&str, &[f32])>,
     ) -> Result<Recalled, PgError> {
+        let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
+        let lexical = self.full_text(message, &skip).await?;
+        let dense = match vector {
+            Some((model, vector)) if self.channel.vectors_in_use().await => {
+                match self.nearest(model, vector, &skip).await {
+                    Ok(hits) => hits,
+                    Err(e) => {
+                        tracing::warn!(user = %self.user, error = %e, "vector recall failed; full text alone this turn");
+                        Vec::new()
+                    }
+                }
+            }
+            _ => Vec::new(),
+        };
+        let items = if dense.is_empty() {
+            lexical
+        } else {
+            mnemo_sessions::recall::fuse_by_rank(&lexical, &dense)
+                .into_iter()
+                .map(|(item, _)| item)
+                .collect()
+        };
+        Ok(mnemo_sessions::recall::pack(items, max_tokens))
+    }
+
+    /// The full-text ranking (best first): the user's messages matching the
+    /// question, the second round's, and the matching pieces of their
+    /// daily and weekly summaries.
+    async fn full_text(&mut self, message: &str, skip: &[String]) -> Result<Vec<Item>, PgError> {
         let words = crate::recall::words(message);
         if words.is_empty() {
-            return Ok(Recalled::default());
+            return Ok(Vec::new());
         }
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
@@ -316,16 +363,14 @@ impl PgTurn {
             conn.prepare_cached(RECALL),
             conn.prepare_cached(RECALL_DIGESTS)
         )?;
-        let counts: Vec<(String, i64)> = conn
+        let rows = conn
             .query(&counting, &[&channel, &user, &words.join(" "), &crate::recall::RARE])
-            .await?
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+            .await?;
+        let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
+        let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));
         let Some((search, rank)) = crate::recall::plan(&counts) else {
-            return Ok(Recalled::default());
+            return Ok(Vec::new());
         };
-        let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
         let message_params: [&(dyn ToSql + Sync); 7] = [
             &channel,
             &user,
@@ -341,8 +386,8 @@ impl PgTurn {
             conn.query(&digests, &digest_params),
         )?;
         // Messages and summary pieces by one rank (the same ts_rank of the
-        // same terms), best first, for the budget to cut; the second
-        // round's hits after, at a lower weight.
+        // same terms), best first; the second round's hits at a lower
+        // weight.
         let mut ranked: Vec<(f32, Item)> = messages
             .iter()
             .map(|row| {
@@ -351,7 +396,9 @@ impl PgTurn {
             })
             .collect();
         let first: Vec<i64> = messages.iter().take(WIDEN_FROM).map(|row| row.get(4)).collect();
-        if !first.is_empty() {
+        let widening = mnemo_sessions::recall::widening_df_limit(usize::try_from(history).unwrap_or(0)) as i64;
+        // A word in two messages at least (the hit and another) can widen.
+        if !first.is_empty() && widening >= 2 {
             let wider = conn.prepare_cached(RECALL_WIDER).await?;
             let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
             let params: [&(dyn ToSql + Sync); 8] = [
@@ -359,7 +406,7 @@ impl PgTurn {
                 &user,
                 &first,
                 &question,
-                &crate::recall::RARE,
+                &widening,
                 &skip,
                 &RECALL_CANDIDATES,
                 &WIDEN_TERMS,
@@ -385,8 +432,28 @@ impl PgTurn {
             Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
         }));
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let items = ranked.into_iter().map(|(_, item)| item).collect();
-        Ok(mnemo_sessions::recall::pack(items, max_tokens))
+        Ok(ranked.into_iter().map(|(_, item)| item).collect())
+    }
+
+    /// The user's messages nearest to `vector` among those embedded by
+    /// `model` (cosine), cut as the file store cuts its dense hits.
+    async fn nearest(&mut self, model: &str, vector: &[f32], skip: &[String]) -> Result<Vec<Item>, PgError> {
+        let conn = self.client();
+        let (channel, user) = (self.channel.name(), self.user.as_str());
+        let literal = crate::vectors::literal(vector);
+        let limit = mnemo_sessions::recall::DENSE_HITS as i64;
+        let rows = conn
+            .query(NEAREST, &[&channel, &user, &model, &literal, &skip, &limit])
+            .await?;
+        let hits = rows
+            .iter()
+            .map(|row| {
+                let distance: f64 = row.get(3);
+                let role = role_of(row.get(1));
+                ((1.0 - distance) as f32, Item::message(row.get(0), role, row.get(2)))
+            })
+            .collect();
+        Ok(mnemo_sessions::recall::strong_dense(hits))
     }
 }
 

@@ -195,7 +195,7 @@ async fn a_turn_appends_views_and_ignores_a_redelivery() {
     // Another user sees nothing of it.
     let mut other = ch.begin_turn(&SafeName::of("7")).await.unwrap();
     assert!(other.view(11).await.unwrap().recent.is_empty());
-    let found = other.recall("hello there", &[], 500).await.unwrap();
+    let found = other.recall("hello there", &[], 500, None).await.unwrap();
     assert!(found.items.is_empty(), "recall is scoped to the user");
 }
 
@@ -271,7 +271,10 @@ async fn a_fold_summarizes_archives_and_keeps_recall() {
     );
     let ids: Vec<&str> = view.recent.iter().map(|r| r.msg_id.as_str()).collect();
     assert_eq!(ids, ["m16", "m17", "m18", "m19", "m20"]);
-    let found = turn.recall("who is my dentist?", &view.recent, 500).await.unwrap();
+    let found = turn
+        .recall("who is my dentist?", &view.recent, 500, None)
+        .await
+        .unwrap();
     let text = found.render().unwrap();
     assert!(
         text.contains("[2026-11-30, you] my dentist is Dr. Okafor on Elm Street"),
@@ -384,7 +387,13 @@ async fn clear_all_deletes_everything_of_the_user_only() {
     let mut turn = ch.begin_turn(&u1).await.unwrap();
     let view = turn.view(50).await.unwrap();
     assert!(view.recent.is_empty() && view.summary.is_none() && view.profile.is_none());
-    assert!(turn.recall("heliotrope", &[], 500).await.unwrap().items.is_empty());
+    assert!(
+        turn.recall("heliotrope", &[], 500, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     drop(turn);
     let mut turn = ch.begin_turn(&u2).await.unwrap();
     assert_eq!(
@@ -506,7 +515,7 @@ async fn maintenance_folds_a_quiet_users_aged_messages_and_expires_an_idle_one()
     let mut turn = ch.begin_turn(&idle).await.unwrap();
     let view = turn.view(10).await.unwrap();
     assert!(view.recent.is_empty(), "idle short-term memory expired");
-    let found = turn.recall("lighthouse", &[], 500).await.unwrap();
+    let found = turn.recall("lighthouse", &[], 500, None).await.unwrap();
     assert_eq!(
         found.items.len() + found.omitted,
         6,
@@ -549,7 +558,7 @@ async fn seeded_history_is_archived_in_folds_and_recalled() {
     assert_eq!(view.recent.len(), 5);
     assert_eq!(view.recent[0].msg_id, "m100");
     assert_eq!(view.summary.as_deref(), Some("earlier talk"));
-    let found = turn.recall("zeppelin", &view.recent, 500).await.unwrap();
+    let found = turn.recall("zeppelin", &view.recent, 500, None).await.unwrap();
     assert!(found.render().unwrap().contains("entry 7 mentions zeppelin"));
     let appended = turn.append(&record(105, "next"), at(300)).await.unwrap();
     assert!(!appended.duplicate, "the sequence continues after the seeded ones");
@@ -694,7 +703,7 @@ async fn without_btree_gin_the_migration_keeps_a_shared_recall_index() {
         turn.append(&record(0, text), at(0)).await.unwrap();
     }
     let mut turn = ch.begin_turn(&SafeName::of("a")).await.unwrap();
-    let found = turn.recall("zeppelin", &[], 500).await.unwrap().render().unwrap();
+    let found = turn.recall("zeppelin", &[], 500, None).await.unwrap().render().unwrap();
     assert!(found.contains("lands at noon") && !found.contains("is red"), "{found}");
 
     let (full, _) = migrated().await;
@@ -725,13 +734,13 @@ async fn in_a_long_history_the_rare_word_finds_an_old_fact() {
     store.analyze().await.unwrap();
     let mut turn = ch.begin_turn(&user).await.unwrap();
     let found = turn
-        .recall("who is my dentist, now that the build is fixed?", &[], 500)
+        .recall("who is my dentist, now that the build is fixed?", &[], 500, None)
         .await
         .unwrap();
     let text = found.render().unwrap();
     assert!(text.contains("my dentist is Dr. Okafor"), "{text}");
     // Only common words: the newest matches are ranked, nothing fails.
-    let common = turn.recall("build", &[], 200).await.unwrap();
+    let common = turn.recall("build", &[], 200, None).await.unwrap();
     assert!(!common.items.is_empty());
 }
 
@@ -962,7 +971,7 @@ async fn recall_finds_the_matching_piece_of_a_daily_summary_and_only_the_users_o
     assert_eq!(report.dailies, 2, "{report}");
 
     let mut turn = ch.begin_turn(&ada).await.unwrap();
-    let found = turn.recall("what is my cat called?", &[], 500).await.unwrap();
+    let found = turn.recall("what is my cat called?", &[], 500, None).await.unwrap();
     let lines: Vec<String> = found.items.iter().map(|i| format!("{} {}", i.label, i.text)).collect();
     assert_eq!(
         lines,
@@ -977,7 +986,7 @@ async fn recall_finds_the_matching_piece_of_a_daily_summary_and_only_the_users_o
         .await
         .unwrap();
     let mut turn = ch.begin_turn(&ada).await.unwrap();
-    let found = turn.recall("what is my cat called?", &[], 500).await.unwrap();
+    let found = turn.recall("what is my cat called?", &[], 500, None).await.unwrap();
     assert!(found.items.is_empty(), "{:?}", found.items);
 }
 
@@ -1064,7 +1073,16 @@ async fn the_second_round_finds_the_other_half_of_a_fact_told_in_two_places() {
         let r = record(2 * i as i64, text);
         turn.append(&r, r.ts).await.unwrap();
     }
-    let found = turn.recall("where does my sister live now?", &[], 500).await.unwrap();
+    // Enough history that a word in two messages counts as rare (the
+    // files' IDF floor: at most 9 of 25).
+    for i in 0..20 {
+        let r = record(100 + 2 * i, &format!("filler entry number{i}"));
+        turn.append(&r, r.ts).await.unwrap();
+    }
+    let found = turn
+        .recall("where does my sister live now?", &[], 500, None)
+        .await
+        .unwrap();
     let texts: Vec<&str> = found.items.iter().map(|i| i.text.as_str()).collect();
     assert!(texts.contains(&"my sister is called Ana"), "{texts:?}");
     assert!(
@@ -1072,4 +1090,157 @@ async fn the_second_round_finds_the_other_half_of_a_fact_told_in_two_places() {
         "found through the first hit's rare word: {texts:?}"
     );
     assert_eq!(texts.len(), 2, "nothing unrelated: {texts:?}");
+}
+
+/// Embeds by concept: anything about cars (or automobiles) points one way,
+/// food another, so a paraphrase is near where full text finds nothing.
+struct Concepts(&'static str);
+
+fn concept(text: &str) -> Vec<f32> {
+    let t = text.to_lowercase();
+    let car = t.contains("car") || t.contains("automobile");
+    let food = t.contains("soup") || t.contains("dinner");
+    vec![f32::from(u8::from(car)) + 0.01, f32::from(u8::from(food)) + 0.01, 0.05]
+}
+
+#[async_trait]
+impl mnemo_sessions::recall::Embedder for Concepts {
+    async fn embed(
+        &self,
+        texts: &[String],
+        _: mnemo_sessions::recall::EmbedPurpose,
+    ) -> Result<Vec<Vec<f32>>, mnemo_sessions::recall::EmbedError> {
+        Ok(texts.iter().map(|t| concept(t)).collect())
+    }
+
+    fn model(&self) -> &str {
+        self.0
+    }
+}
+
+/// pgvector is on this machine (the CI builds it from Debian's source when
+/// missing) or the test says why it only checks the fallback.
+async fn pgvector_in_use(store: &PgStore) -> bool {
+    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
+    if !in_use {
+        assert!(
+            !pg::pgvector_required(),
+            "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector: {}",
+            store.vectors().await.unwrap()
+        );
+        eprintln!("pgvector is not installed on this server: only the full-text fallback is checked");
+    }
+    in_use
+}
+
+#[tokio::test]
+async fn with_pgvector_a_paraphrase_is_recalled_by_its_vector_and_only_the_users_own() {
+    let (store, url) = migrated().await;
+    let ch = channel(&store, counting());
+    let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
+    for (user, texts) in [
+        (
+            &ada,
+            [
+                "my car sits by the river",
+                "we had soup for dinner",
+                "the weather is grey",
+            ],
+        ),
+        (&bob, ["bob's car is blue", "bob ate soup", "bob likes rain"]),
+    ] {
+        let mut turn = ch.begin_turn(user).await.unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            let r = record(2 * i as i64, text);
+            turn.append(&r, r.ts).await.unwrap();
+        }
+    }
+    let question = "is my automobile safe?";
+    let asked = concept(question);
+    if pgvector_in_use(&store).await {
+        assert_eq!(
+            mnemo_pg::vectors::fill(&ch, &ada, &Concepts("concepts-1"))
+                .await
+                .unwrap(),
+            3
+        );
+        assert_eq!(
+            mnemo_pg::vectors::fill(&ch, &ada, &Concepts("concepts-1"))
+                .await
+                .unwrap(),
+            0,
+            "all there"
+        );
+        let mut turn = ch.begin_turn(&ada).await.unwrap();
+        let by_text = turn.recall(question, &[], 500, None).await.unwrap();
+        assert!(
+            by_text.items.is_empty(),
+            "full text alone finds nothing: {:?}",
+            by_text.items
+        );
+        let found = turn
+            .recall(question, &[], 500, Some(("concepts-1", &asked)))
+            .await
+            .unwrap();
+        let texts: Vec<&str> = found.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(texts, vec!["my car sits by the river"], "bob's car is bob's");
+        let other_model = turn
+            .recall(question, &[], 500, Some(("concepts-2", &asked)))
+            .await
+            .unwrap();
+        assert!(other_model.items.is_empty(), "another model's vectors are not compared");
+        drop(turn);
+        // A new model: the vectors are computed again and replaced.
+        assert_eq!(
+            mnemo_pg::vectors::fill(&ch, &ada, &Concepts("concepts-2"))
+                .await
+                .unwrap(),
+            3
+        );
+        let stored: i64 = tokio_postgres_client(&url)
+            .await
+            .query_one("SELECT count(*) FROM mnemo_vectors WHERE user_key = 'ada'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(stored, 3);
+        // `clear` takes the vectors of the cleared messages along.
+        let mut turn = ch.begin_turn(&ada).await.unwrap();
+        ch.command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, at(10))
+            .await
+            .unwrap();
+        let after = turn
+            .recall(question, &[], 500, Some(("concepts-2", &asked)))
+            .await
+            .unwrap();
+        assert!(after.items.is_empty(), "{:?}", after.items);
+    }
+
+    // Without pgvector: recall carries on by full text, vectors are neither
+    // stored nor asked for, nothing fails.
+    tokio_postgres_client(&url)
+        .await
+        .batch_execute("DROP EXTENSION IF EXISTS vector CASCADE")
+        .await
+        .unwrap();
+    assert_ne!(store.vectors().await.unwrap(), mnemo_pg::Vectors::InUse);
+    let ch = channel(&store, counting());
+    assert_eq!(
+        mnemo_pg::vectors::fill(&ch, &bob, &Concepts("concepts-1"))
+            .await
+            .unwrap(),
+        0
+    );
+    let mut turn = ch.begin_turn(&bob).await.unwrap();
+    let found = turn
+        .recall(
+            "what colour is the car?",
+            &[],
+            500,
+            Some(("concepts-1", &concept("car"))),
+        )
+        .await
+        .unwrap();
+    let texts: Vec<&str> = found.items.iter().map(|i| i.text.as_str()).collect();
+    assert_eq!(texts, vec!["bob's car is blue"], "full text alone");
 }

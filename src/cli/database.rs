@@ -27,6 +27,7 @@ async fn migrate_now(store: &PgStore) -> Result<ExitCode> {
         }
         println!("The database schema is now at version {} (was {}).", done.to, done.from);
     }
+    println!("embeddings: {}", done.vectors);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -50,7 +51,12 @@ async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
     } else {
         println!("store: postgres");
         println!("schema: version {version} (this mnemo: {})", migrate::latest());
-        println!("embeddings: {vectors}; recall searches by full text");
+        let search = if vectors == mnemo_pg::Vectors::InUse {
+            "recall searches by full text and, with recall.embeddings set, by vectors"
+        } else {
+            "recall searches by full text"
+        };
+        println!("embeddings: {vectors}; {search}");
         println!(
             "recall index: {}",
             if per_user {

@@ -136,8 +136,15 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
         "on the Postgres store the model is offered no memory tools, topic notes and the fact log are not kept, and /session remember, forget, history and undo are not available (README: Running several brokers)"
     );
     if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
-        let vectors = store.vectors().await?;
-        tracing::warn!(%vectors, "recall.embeddings is set, but the Postgres store does not search embeddings yet: full-text recall carries on alone");
+        match store.vectors().await? {
+            mnemo_pg::Vectors::InUse => {
+                tracing::info!("recall.embeddings: message vectors are kept and searched with pgvector")
+            }
+            vectors => tracing::warn!(
+                %vectors,
+                "recall.embeddings is set, but pgvector is not set up in the database: full-text recall carries on alone"
+            ),
+        }
     }
     let telegram = &setup.config.channels.telegram;
     if telegram.enabled && telegram.mode == "polling" {

@@ -274,3 +274,12 @@ fn run(mut command: Command, what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether the suite must find pgvector on the server (`.ci/run` sets
+/// `MNEMO_TEST_REQUIRE_PGVECTOR`, having built it when missing): a test of
+/// the embeddings on Postgres then fails instead of checking only the
+/// full-text fallback.
+#[allow(clippy::disallowed_methods)] // the test kit reads its own settings
+pub fn pgvector_required() -> bool {
+    std::env::var_os("MNEMO_TEST_REQUIRE_PGVECTOR").is_some()
+}

@@ -17,7 +17,7 @@ use std::sync::PoisonError;
 /// Texts per embeddings request while indexing.
 const EMBED_BATCH: usize = 32;
 /// Nearest documents a turn takes from the embeddings.
-const DENSE_HITS: usize = 12;
+pub const DENSE_HITS: usize = 12;
 /// Dense hits weaker than this share of the best cosine are noise.
 const DENSE_MIN_SHARE: f32 = 0.5;
 /// Longest text sent to be embedded (a message is at most
@@ -211,16 +211,23 @@ pub(super) fn nearest(
             }),
     );
     hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    strong_dense(hits)
+}
+
+/// The dense hits worth fusing (cosine similarity, best first): at most
+/// [`DENSE_HITS`], none weaker than [`DENSE_MIN_SHARE`] of the best. Both
+/// stores cut their nearest neighbours with it.
+pub fn strong_dense<T>(hits: Vec<(f32, T)>) -> Vec<T> {
     let best = hits.first().map_or(0.0, |h| h.0);
     hits.into_iter()
         .filter(|(cosine, _)| *cosine >= best * DENSE_MIN_SHARE)
         .take(DENSE_HITS)
-        .map(|(_, pick)| pick)
+        .map(|(_, hit)| hit)
         .collect()
 }
 
 /// `text` cut to [`EMBED_MAX_CHARS`] on a character boundary.
-pub(super) fn clip(text: &str) -> &str {
+pub fn clip(text: &str) -> &str {
     match text.char_indices().nth(EMBED_MAX_CHARS) {
         Some((at, _)) => &text[..at],
         None => text,

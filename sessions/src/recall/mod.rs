@@ -37,8 +37,10 @@ mod store;
 mod tokenize;
 mod vectors;
 
+pub use dense::{DENSE_HITS, clip as clip_for_embedding, strong_dense};
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
+pub use plan::{fuse_by_rank, widening_df_limit};
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;
@@ -198,7 +200,10 @@ impl Recall {
         *self.inner.embedder.write().unwrap_or_else(PoisonError::into_inner) = embedder;
     }
 
-    fn embedder(&self) -> Option<(Arc<dyn Embedder>, Duration)> {
+    /// The embedder in use and a turn's budget for the question's vector;
+    /// `None` with embeddings off. The Postgres store fills and searches
+    /// its vectors with the same one.
+    pub fn embedder(&self) -> Option<(Arc<dyn Embedder>, Duration)> {
         self.inner
             .embedder
             .read()
@@ -280,7 +285,7 @@ impl Recall {
     }
 
     /// The question's vector, or `None` (embeddings off, failed, late).
-    async fn query_vector(&self, message: &str) -> Option<Vec<f32>> {
+    pub async fn query_vector(&self, message: &str) -> Option<Vec<f32>> {
         let (embedder, budget) = self.embedder()?;
         let text = [dense::clip(message).to_string()];
         let asked = embedder.embed(&text, EmbedPurpose::Query { budget });

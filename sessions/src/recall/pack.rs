@@ -18,7 +18,7 @@ const ITEM_CHARS: usize = 600;
 const WAS_CHARS: usize = 120;
 
 /// One recalled item, ready to show.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Item {
     pub at: DateTime<Utc>,
     /// `[2026-03-07, you]`, `[summary 2026-W10]`, `[note: slug]`, …

@@ -148,19 +148,35 @@ pub fn plan(
 /// BM25's fused ranking and the dense one, fused by reciprocal rank
 /// ([`DENSE_RRF_K`]).
 fn with_dense(ranked: &[((Side, u32), f32)], dense: &[Pick]) -> Vec<((Side, u32), f32)> {
-    let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
-    let lists = [
-        ranked.iter().map(|(pick, _)| *pick).collect::<Vec<_>>(),
-        dense.iter().map(|p| (p.side, p.doc)).collect(),
-    ];
-    for list in &lists {
-        for (rank, pick) in list.iter().enumerate() {
-            *fused.entry(*pick).or_default() += 1.0 / (DENSE_RRF_K + rank as f32 + 1.0);
-        }
-    }
-    let mut out: Vec<((Side, u32), f32)> = fused.into_iter().collect();
+    let lexical: Vec<(Side, u32)> = ranked.iter().map(|(pick, _)| *pick).collect();
+    let dense: Vec<(Side, u32)> = dense.iter().map(|p| (p.side, p.doc)).collect();
+    let mut out = fuse_by_rank(&lexical, &dense);
+    // Equal scores: the newer document first, as before the fusion.
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.1.cmp(&a.0.1)));
     out
+}
+
+/// Reciprocal rank fusion of a lexical and a dense ranking (best first
+/// each), with [`DENSE_RRF_K`]: every item of either list, best fused
+/// score first (ties in first-seen order). Both stores fuse with it.
+pub fn fuse_by_rank<T: Clone + Eq + std::hash::Hash>(lexical: &[T], dense: &[T]) -> Vec<(T, f32)> {
+    let mut fused: HashMap<T, (f32, usize)> = HashMap::new();
+    let mut order = 0;
+    for list in [lexical, dense] {
+        for (rank, item) in list.iter().enumerate() {
+            let entry = fused.entry(item.clone()).or_insert_with(|| {
+                order += 1;
+                (0.0, order)
+            });
+            entry.0 += 1.0 / (DENSE_RRF_K + rank as f32 + 1.0);
+        }
+    }
+    let mut out: Vec<(T, f32, usize)> = fused
+        .into_iter()
+        .map(|(item, (score, seen))| (item, score, seen))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(item, score, _)| (item, score)).collect()
 }
 
 /// Hits worth showing: those within [`MIN_SHARE`] of the best.
@@ -193,10 +209,27 @@ fn expansion(index: &Bm25, hits: &[Hit], query: &HashSet<&String>) -> Vec<String
         }
     }
     // Only words rare in this user's history say something specific.
-    let floor = (index.live_docs().max(2) as f32 / 20.0).ln().max(1.0);
+    let floor = widening_floor(index.live_docs());
     words.retain(|(_, idf)| *idf >= floor);
     words.sort_by(|a, b| b.1.total_cmp(&a.1));
     words.into_iter().take(EXPANSION_TERMS).map(|(w, _)| w).collect()
+}
+
+/// The least inverse document frequency (BM25's) a word of the first hits
+/// needs to widen the second round, in a history of `docs` documents: only
+/// words rare in this user's history say something specific.
+fn widening_floor(docs: usize) -> f32 {
+    (docs.max(2) as f32 / 20.0).ln().max(1.0)
+}
+
+/// The most of `docs` documents a word may be in and still widen the
+/// second round (its IDF, `ln(1 + (docs − df + ½) / (df + ½))`, at least
+/// [`widening_floor`]): the Postgres store, which counts documents rather
+/// than computing IDFs, applies the files' rule with it. 0 or 1: no word
+/// can widen.
+pub fn widening_df_limit(docs: usize) -> usize {
+    let limit = (docs as f32 + 1.0) / widening_floor(docs).exp() - 0.5;
+    if limit < 0.0 { 0 } else { limit.floor() as usize }
 }
 
 /// Neighbouring messages that carry the other half of an answer: one that
@@ -332,5 +365,19 @@ mod tests {
             }
         });
         assert_eq!(spread.iter().map(|p| p.doc).collect::<Vec<_>>(), [0, 1, 4, 2, 3]);
+    }
+
+    #[test]
+    fn the_widening_limit_is_the_idf_floor_as_a_document_count() {
+        for docs in [2usize, 5, 25, 100, 1_000, 100_000] {
+            let limit = widening_df_limit(docs);
+            let idf = |df: usize| (1.0 + (docs as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+            if limit > 0 {
+                assert!(idf(limit) >= widening_floor(docs), "{docs}: {limit}");
+            }
+            assert!(idf(limit + 1) < widening_floor(docs), "{docs}: {limit}");
+        }
+        assert!(widening_df_limit(5) < 2, "a tiny history has no rare words");
+        assert_eq!(widening_df_limit(25), 9);
     }
 }
