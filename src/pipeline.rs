@@ -68,7 +68,7 @@ impl Pipeline {
         channels: HashMap<String, Arc<dyn Channel>>,
     ) -> Self {
         let slots = parts.limits.max_concurrent_model_calls;
-        let access = Gate::new(parts.state_root.clone(), &parts.limits);
+        let access = Gate::new(parts.state_root.clone(), &parts.limits).with_database(parts.store.clone());
         Pipeline {
             parts,
             memories,
@@ -181,7 +181,7 @@ impl Pipeline {
         let user = SafeName::of(&message.user_id);
         // Access check and abuse limits first (DESIGN §2): a refused message
         // is not stored, not sent to the model, and not logged with its text.
-        match self.access.admit(&message, Utc::now()) {
+        match self.access.admit(&message, Utc::now()).await {
             Admission::Refused { reply } => {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
@@ -594,7 +594,7 @@ impl TurnHandler for Pipeline {
     async fn overflow(&self, message: Inbound) {
         tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
         crate::ops::metrics::metrics().refused(&message.channel, "queue_full");
-        if self.access.tell_queue_full(&message) {
+        if self.access.tell_queue_full(&message).await {
             self.reply(&message, QUEUE_FULL).await;
         }
         // Refused on purpose, and the user was told: not to be delivered again.

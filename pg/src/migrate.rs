@@ -35,6 +35,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "recall's full-text index per user (btree_gin)",
         sql: include_str!("migrations/0003_recall_index.sql"),
     },
+    Migration {
+        version: 4,
+        name: "access rules and pairing state per channel",
+        sql: include_str!("migrations/0004_access.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.
