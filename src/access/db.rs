@@ -61,6 +61,34 @@ pub fn render(rules: &AccessFile) -> String {
     serde_json::to_string(rules).unwrap_or_else(|_| "{}".into())
 }
 
+/// A read-modify-write of `channel`'s rules in one transaction on its
+/// locked row (see [`mnemo_pg::access::update`]): `change` sees them as
+/// committed now (default with no row); they are written only if it
+/// changed them. Returns `change`'s value, the rules as they now stand,
+/// and their revision (`None`: still no row). A row that does not parse
+/// is an error and is never written over. For the gate and for
+/// `mnemo access …`.
+pub async fn edit<T>(
+    store: &PgStore,
+    channel: &str,
+    change: impl FnOnce(&mut AccessFile) -> T,
+) -> Result<((T, AccessFile), Option<i64>), DbAccessError> {
+    rows::update(store, channel, |doc| {
+        let before = match doc {
+            Some(doc) => parse(channel, doc)?,
+            None => AccessFile::default(),
+        };
+        let mut rules = before.clone();
+        let out = change(&mut rules);
+        let write = (rules != before).then(|| render(&rules));
+        Ok::<_, DbAccessError>(Edit {
+            out: (out, rules),
+            write,
+        })
+    })
+    .await
+}
+
 /// The rules in effect, and the revision they were read at.
 struct Cached {
     /// The revision last seen (`None`: no row, or nothing read yet).
@@ -158,21 +186,7 @@ impl DbRules {
     /// result. A row that does not parse is never written over: the
     /// channel goes on the fallback and `Ok(None)` says nothing was done.
     pub async fn update<T>(&self, change: impl FnOnce(&mut AccessFile) -> T) -> Result<Option<T>, DbAccessError> {
-        let channel = self.channel.as_str();
-        let result = rows::update(&self.store, channel, |doc| {
-            let before = match doc {
-                Some(doc) => parse(channel, doc)?,
-                None => AccessFile::default(),
-            };
-            let mut rules = before.clone();
-            let out = change(&mut rules);
-            let write = (rules != before).then(|| render(&rules));
-            Ok::<_, DbAccessError>(Edit {
-                out: (out, rules),
-                write,
-            })
-        })
-        .await;
+        let result = edit(&self.store, &self.channel, change).await;
         let mut cached = self.lock();
         match result {
             Ok(((out, rules), revision)) => {
