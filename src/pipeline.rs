@@ -190,6 +190,9 @@ impl Pipeline {
             }
             Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
             Admission::Proceed { greeting: None } => {}
+            // Nothing stored and nothing said; not taken, so a platform
+            // that redelivers brings it back once the database answers.
+            Admission::Unavailable => return Err(TurnError::RulesUnread),
         }
         // On Postgres the user's turn lock is held from here to the end of
         // the turn, so another broker never interleaves this user's turns.
@@ -556,6 +559,10 @@ enum TurnError {
     Database(mnemo_pg::PgError),
     #[error("the broker is shutting down")]
     Closed,
+    /// The access rules could not be read (the database did not answer):
+    /// the sender may be a stranger, so nothing is said.
+    #[error("the access rules could not be read")]
+    RulesUnread,
 }
 
 #[async_trait]
@@ -582,6 +589,7 @@ impl TurnHandler for Pipeline {
                 return;
             }
             let text = match e {
+                TurnError::RulesUnread => return,
                 TurnError::Store(_) | TurnError::Database(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
                 }

@@ -145,3 +145,14 @@ pub async fn channels(store: &PgStore) -> Result<Vec<String>, PgError> {
         .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
+
+/// Deletes the channel's row (its rules are the defaults again); whether
+/// there was one. For `mnemo bench`'s own channel.
+pub async fn remove(store: &PgStore, channel: &str) -> Result<bool, PgError> {
+    let n = store
+        .conn()
+        .await?
+        .execute("DELETE FROM mnemo_access WHERE channel = $1", &[&channel])
+        .await?;
+    Ok(n > 0)
+}

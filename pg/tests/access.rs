@@ -27,7 +27,11 @@ async fn by_hand(url: &str, sql: &str) {
 async fn push(store: &PgStore, channel: &str, item: &str) -> Result<Option<i64>, PgError> {
     let ((), revision) = access::update(store, channel, |doc| {
         let mut value: serde_json::Value = serde_json::from_str(doc.unwrap_or("{}")).unwrap();
-        let items = value.as_object_mut().unwrap().entry("items").or_insert(serde_json::json!([]));
+        let items = value
+            .as_object_mut()
+            .unwrap()
+            .entry("items")
+            .or_insert(serde_json::json!([]));
         items.as_array_mut().unwrap().push(item.into());
         Ok::<_, PgError>(Edit {
             out: (),
@@ -67,14 +71,24 @@ async fn writes_get_new_revisions_and_a_poll_sends_the_document_only_when_it_cha
 
     // An operator's edit by hand gets a new revision too (the trigger), so
     // the brokers' caches see it.
-    by_hand(&url, "UPDATE mnemo_access SET doc = '{\"dmPolicy\": \"open\"}' WHERE channel = 'tg'").await;
+    by_hand(
+        &url,
+        "UPDATE mnemo_access SET doc = '{\"dmPolicy\": \"open\"}' WHERE channel = 'tg'",
+    )
+    .await;
     let edited = access::read(&store, "tg").await.unwrap().unwrap();
     assert!(edited.revision > second, "{edited:?}");
-    assert!(matches!(access::poll(&store, "tg", Some(second)).await.unwrap(), Poll::Changed(_)));
+    assert!(matches!(
+        access::poll(&store, "tg", Some(second)).await.unwrap(),
+        Poll::Changed(_)
+    ));
 
     // A deleted row is missing again, and a new one never reuses a revision.
     by_hand(&url, "DELETE FROM mnemo_access WHERE channel = 'tg'").await;
-    assert_eq!(access::poll(&store, "tg", Some(edited.revision)).await.unwrap(), Poll::Missing);
+    assert_eq!(
+        access::poll(&store, "tg", Some(edited.revision)).await.unwrap(),
+        Poll::Missing
+    );
     let again = push(&store, "tg", "c").await.unwrap().unwrap();
     assert!(again > edited.revision);
     assert_eq!(access::channels(&store).await.unwrap(), ["tg"]);

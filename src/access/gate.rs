@@ -49,6 +49,11 @@ pub enum Admission {
     /// Stop here: nothing is stored and the model is not asked. `reply`, if
     /// any, is all the sender hears.
     Refused { reply: Option<String> },
+    /// The rules could not be read (`store.kind: postgres` and the
+    /// database did not answer): refused without a word (the sender may be
+    /// a stranger) and nothing stored, but not settled as taken, so a
+    /// platform that delivers again brings the message back.
+    Unavailable,
 }
 
 /// Where one channel's rules live.
@@ -242,6 +247,11 @@ impl Gate {
             Ok(None) => return Ok(Admission::Refused { reply: None }),
             Err(e) => {
                 tracing::error!(channel = %message.channel, error = %e, "pairing request not recorded; the stranger is not answered");
+                // The database did not answer: as if the rules were unread
+                // (a redelivery may get the code through).
+                if matches!(e, UpdateError::Db(super::db::DbAccessError::Db(_))) {
+                    return Ok(Admission::Unavailable);
+                }
                 return Ok(Admission::Refused { reply: None });
             }
         };
@@ -299,7 +309,7 @@ fn unreadable(message: &Inbound, error: &mnemo_pg::PgError) -> Admission {
         error = %error, "access rules could not be read from the database; message refused"
     );
     crate::ops::metrics::metrics().refused(&message.channel, "rules_unavailable");
-    Admission::Refused { reply: None }
+    Admission::Unavailable
 }
 
 fn refused(message: &Inbound, reason: IgnoreReason) -> Admission {

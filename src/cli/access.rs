@@ -19,11 +19,11 @@ use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
 use crate::access::pairing;
 use crate::access::store::{quarantine_notice, quarantined};
 use crate::config::StoreKind;
-use mnemo_pg::PgStore;
 use anyhow::{Context as _, Result};
 use chrono::Utc;
 use clap::{Subcommand, ValueEnum};
 use mnemo_channels::printable::printable;
+use mnemo_pg::PgStore;
 use mnemo_sessions::Layout;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -201,7 +201,9 @@ fn access_path(root: &Path, channel: &str) -> PathBuf {
 }
 
 async fn pair(at: &Rules, channel: &str, code: &str) -> Result<ExitCode> {
-    let approved = at.edit(channel, |rules| pairing::approve(rules, code, Utc::now())).await??;
+    let approved = at
+        .edit(channel, |rules| pairing::approve(rules, code, Utc::now()))
+        .await??;
     let who = approved
         .user_name
         .map(|n| format!(" ({})", printable(&n)))
@@ -214,11 +216,12 @@ async fn pair(at: &Rules, channel: &str, code: &str) -> Result<ExitCode> {
 }
 
 async fn allow(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
-    let added = at.edit(channel, |rules| {
-        rules.pending.retain(|p| p.user_id != user);
-        rules.allow_from.insert(user.to_string())
-    })
-    .await?;
+    let added = at
+        .edit(channel, |rules| {
+            rules.pending.retain(|p| p.user_id != user);
+            rules.allow_from.insert(user.to_string())
+        })
+        .await?;
     match added {
         true => println!("allowed: `{user}` may talk to the bot on `{channel}`"),
         false => println!("`{user}` was already allowed on `{channel}`"),
@@ -227,17 +230,18 @@ async fn allow(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
 }
 
 async fn revoke(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
-    let (was_allowed, open_groups, policy) = at.edit(channel, |rules| {
-        let mut found = rules.allow_from.remove(user);
-        for rule in rules.groups.values_mut() {
-            found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
-        }
-        rules.pending.retain(|p| p.user_id != user);
-        rules.approved.retain(|n| n.user_id != user);
-        let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
-        (found, open_groups, rules.dm_policy)
-    })
-    .await?;
+    let (was_allowed, open_groups, policy) = at
+        .edit(channel, |rules| {
+            let mut found = rules.allow_from.remove(user);
+            for rule in rules.groups.values_mut() {
+                found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
+            }
+            rules.pending.retain(|p| p.user_id != user);
+            rules.approved.retain(|n| n.user_id != user);
+            let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
+            (found, open_groups, rules.dm_policy)
+        })
+        .await?;
     match was_allowed {
         true => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
         false => println!("`{user}` was not on any allowFrom list of `{channel}`"),

@@ -97,7 +97,12 @@ pub async fn files_to_postgres(
         };
         let ((outcome, _), _) = db::edit(store, channel, |rules| put(rules, &source, replace))
             .await
-            .with_context(|| format!("copying the access rules of `{}` into the database", SafeName::of(channel)))?;
+            .with_context(|| {
+                format!(
+                    "copying the access rules of `{}` into the database",
+                    SafeName::of(channel)
+                )
+            })?;
         if outcome == Outcome::Differs {
             return Err(differs(channel, "the files", "the database"));
         }
@@ -123,7 +128,8 @@ pub async fn postgres_to_files(
         let Some(row) = mnemo_pg::access::read(store, channel).await? else {
             continue;
         };
-        let source = db::parse(channel, &row.doc).with_context(|| format!("cannot copy the access rules of `{shown}`"))?;
+        let source =
+            db::parse(channel, &row.doc).with_context(|| format!("cannot copy the access rules of `{shown}`"))?;
         let path = Layout::new(root, channel).access_path();
         let (outcome, _) = file::update(&path, |rules| put(rules, &source, replace))
             .with_context(|| format!("copying the access rules of `{shown}` into {}", path.display()))?;
