@@ -172,7 +172,11 @@ async fn a_stranger_paired_on_one_broker_is_answered_on_the_other_and_greeted_on
     let first = a.say(dm("eve", "1", "hello?")).await;
     assert_eq!(first.len(), 1, "{first:?}");
     let code = code_in(&first[0]);
-    assert!(first[0].contains(&format!("mnemo access pair {CH} {code}")), "{}", first[0]);
+    assert!(
+        first[0].contains(&format!("mnemo access pair {CH} {code}")),
+        "{}",
+        first[0]
+    );
     // The other broker knows the code: the same one, as a reminder.
     let second = b.say(dm("eve", "2", "hello??")).await;
     assert_eq!(second.len(), 1, "{second:?}");
@@ -221,7 +225,11 @@ async fn a_stranger_paired_on_one_broker_is_answered_on_the_other_and_greeted_on
     tokio::time::sleep(RECHECK + Duration::from_millis(100)).await;
     assert!(a.say(dm("eve", "9", "still?")).await.is_empty());
     assert!(b.say(dm("mal", "10", "still?")).await.is_empty());
-    assert_eq!(model.chat_requests().len(), 5, "nothing after `disabled` reached the model");
+    assert_eq!(
+        model.chat_requests().len(),
+        5,
+        "nothing after `disabled` reached the model"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -270,7 +278,10 @@ async fn corrupt_rules_in_the_database_put_brokers_on_the_restrictive_fallback()
         .batch_execute(r#"UPDATE mnemo_access SET doc = '{"dmPolicy": "opne", "allowFrom": ["ada"]}'"#)
         .await
         .unwrap();
-    assert!(a.say(dm("bob", "2", "hi again")).await.is_empty(), "never open while corrupt");
+    assert!(
+        a.say(dm("bob", "2", "hi again")).await.is_empty(),
+        "never open while corrupt"
+    );
     assert_eq!(
         a.say(dm("ada", "3", "me?")).await,
         ["echo: me?"],
@@ -330,10 +341,45 @@ async fn a_database_down_during_admission_refuses_the_message_and_stores_nothing
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(stored, ["hello", "echo: hello"], "nothing of the refused message stored");
-    // Delivered again once the database is back: answered.
     assert_eq!(
-        a.say(dm("ada", "2", "are you there?")).await,
-        ["echo: are you there?"]
+        stored,
+        ["hello", "echo: hello"],
+        "nothing of the refused message stored"
     );
+    // Delivered again once the database is back: answered.
+    assert_eq!(a.say(dm("ada", "2", "are you there?")).await, ["echo: are you there?"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rules_are_looked_at_once_per_recheck_not_per_message() {
+    use mnemo::access::DmPolicy;
+    use mnemo::access::db::{DbRules, edit};
+    let db = pg::database();
+    let store = migrated(&db.url()).await;
+    let rules = DbRules::new(store.clone(), CH);
+    let t0 = chrono::Utc::now();
+    assert_eq!(
+        rules.current(t0).await.unwrap().dm_policy,
+        DmPolicy::Pairing,
+        "no row: defaults"
+    );
+    edit(&store, CH, |r| r.dm_policy = DmPolicy::Open).await.unwrap();
+    let soon = t0 + chrono::TimeDelta::milliseconds(999);
+    assert_eq!(
+        rules.current(soon).await.unwrap().dm_policy,
+        DmPolicy::Pairing,
+        "within the interval the database is not asked"
+    );
+    let later = t0 + chrono::TimeDelta::from_std(RECHECK).unwrap();
+    assert_eq!(rules.current(later).await.unwrap().dm_policy, DmPolicy::Open);
+    edit(&store, CH, |r| r.dm_policy = DmPolicy::Allowlist).await.unwrap();
+    assert_eq!(
+        rules.current(t0).await.unwrap().dm_policy,
+        DmPolicy::Allowlist,
+        "a clock that went back looks again"
+    );
+    // The bot's own write is in the cache at once.
+    rules.update(|r| r.dm_policy = DmPolicy::Disabled).await.unwrap();
+    assert_eq!(rules.current(t0).await.unwrap().dm_policy, DmPolicy::Disabled);
+    assert!(!rules.degraded());
 }
