@@ -1,6 +1,7 @@
 //! The message path of DESIGN §2, for one message of one user: access
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
-//! nothing stored) → `/session` command → answered from memory, no model;
+//! nothing stored; rules on Postgres that could not be read → nothing said
+//! or stored, and the message left for the platform to deliver again) → `/session` command → answered from memory, no model;
 //! otherwise append to STM (durable) and to the recall index → recall the
 //! user's older history → build context → model, with the caller's memory
 //! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
@@ -80,7 +81,8 @@ impl Pipeline {
         }
     }
 
-    /// Looks at `access.json` no more than once per `every` (the default
+    /// Looks at `access.json` (or, on Postgres, the channel's row) no more
+    /// than once per `every` (the default
     /// is `access::store::RECHECK`; zero: on every message), for tests that
     /// change the rules between two messages.
     pub fn with_access_recheck(mut self, every: Duration) -> Self {

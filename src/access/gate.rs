@@ -119,8 +119,8 @@ impl Gate {
         }
     }
 
-    /// Looks at each `access.json` no more than once per `every` of
-    /// message time (zero: on every message). For tests that edit the file
+    /// Looks at each `access.json` (or database row) no more than once per
+    /// `every` of message time (zero: on every message). For tests that edit the file
     /// between two messages and do not want to wait [`super::store::RECHECK`];
     /// only stores made after this call take it.
     pub fn with_recheck(mut self, every: Duration) -> Self {

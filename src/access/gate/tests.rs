@@ -43,7 +43,7 @@ fn access_path(dir: &std::path::Path, channel: &str) -> PathBuf {
 fn reply(a: Admission) -> Option<String> {
     match a {
         Admission::Refused { reply } => reply,
-        Admission::Proceed { .. } => panic!("expected a refusal"),
+        other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
