@@ -660,6 +660,11 @@ async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
     })
     .await;
     assert!(!asked_again());
+    let logs = std::fs::read_to_string(mnemo.dir.path().join("stderr.log")).unwrap();
+    assert!(
+        logs.contains("this access.json is not read on the Postgres store: the channel's rules are in the database"),
+        "the start says the state folder's access.json is not used: {logs}"
+    );
     // A repeat of an update already taken is acknowledged, not stored twice.
     assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
     assert_eq!(
