@@ -40,6 +40,9 @@ pub enum DbAccessError {
     /// The row holds a document that is not valid rules: never written over.
     #[error(transparent)]
     Invalid(#[from] ConfigError),
+    /// The rules could not be put into JSON (never written as anything else).
+    #[error("the access rules could not be written as JSON: {0}")]
+    Render(#[from] serde_json::Error),
 }
 
 /// The name a channel's row goes by in messages (where a file's path
@@ -55,10 +58,8 @@ pub fn parse(channel: &str, doc: &str) -> Result<AccessFile, ConfigError> {
 
 /// A document as it is stored (compact JSON; the database keeps it as
 /// `jsonb`).
-pub fn render(rules: &AccessFile) -> String {
-    // Plain data of strings, sets and maps with string keys: always
-    // serializable.
-    serde_json::to_string(rules).unwrap_or_else(|_| "{}".into())
+pub fn render(rules: &AccessFile) -> Result<String, serde_json::Error> {
+    serde_json::to_string(rules)
 }
 
 /// A read-modify-write of `channel`'s rules in one transaction on its
@@ -80,7 +81,7 @@ pub async fn edit<T>(
         };
         let mut rules = before.clone();
         let out = change(&mut rules);
-        let write = (rules != before).then(|| render(&rules));
+        let write = if rules != before { Some(render(&rules)?) } else { None };
         Ok::<_, DbAccessError>(Edit {
             out: (out, rules),
             write,
@@ -247,5 +248,36 @@ impl DbRules {
         // Every update of `Cached` is a few assignments: consistent even if
         // a holder panicked.
         self.cached.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::file::{DmPolicy, GroupRule};
+
+    #[test]
+    fn a_document_round_trips_through_the_files_types() {
+        let mut rules = AccessFile {
+            dm_policy: DmPolicy::Allowlist,
+            ..AccessFile::default()
+        };
+        rules.allow_from.insert("U1".into());
+        rules.groups.insert("C1".into(), GroupRule::default());
+        assert_eq!(parse("tg", &render(&rules).unwrap()).unwrap(), rules);
+        assert_eq!(parse("tg", "{}").unwrap(), AccessFile::default());
+    }
+
+    #[test]
+    fn a_bad_row_is_named_with_its_field_and_the_way_out() {
+        let err = parse("tg", r#"{"dmPolicy": "opne"}"#).unwrap_err();
+        assert_eq!(err.field(), Some("dmPolicy"));
+        let text = err.to_string();
+        assert!(
+            text.starts_with("the access list mnemo_access row `tg`, field `dmPolicy`"),
+            "{text}"
+        );
+        assert!(text.contains("delete the row"), "{text}");
+        assert!(!text.contains("remove the file"), "{text}");
     }
 }
