@@ -1,6 +1,7 @@
 //! The message path of DESIGN §2, for one message of one user: access
 //! check and abuse limits (`crate::access`: refused → a short reply at most,
-//! nothing stored) → `/session` command → answered from memory, no model;
+//! nothing stored; rules on Postgres that could not be read → nothing said
+//! or stored, and the message left for the platform to deliver again) → `/session` command → answered from memory, no model;
 //! otherwise append to STM (durable) and to the recall index → recall the
 //! user's older history → build context → model, with the caller's memory
 //! tools (`model::tools::answer`, bounded by `model.maxToolRounds`) →
@@ -68,7 +69,7 @@ impl Pipeline {
         channels: HashMap<String, Arc<dyn Channel>>,
     ) -> Self {
         let slots = parts.limits.max_concurrent_model_calls;
-        let access = Gate::new(parts.state_root.clone(), &parts.limits);
+        let access = Gate::new(parts.state_root.clone(), &parts.limits).with_database(parts.store.clone());
         Pipeline {
             parts,
             memories,
@@ -80,7 +81,8 @@ impl Pipeline {
         }
     }
 
-    /// Looks at `access.json` no more than once per `every` (the default
+    /// Looks at `access.json` (or, on Postgres, the channel's row) no more
+    /// than once per `every` (the default
     /// is `access::store::RECHECK`; zero: on every message), for tests that
     /// change the rules between two messages.
     pub fn with_access_recheck(mut self, every: Duration) -> Self {
@@ -181,7 +183,7 @@ impl Pipeline {
         let user = SafeName::of(&message.user_id);
         // Access check and abuse limits first (DESIGN §2): a refused message
         // is not stored, not sent to the model, and not logged with its text.
-        match self.access.admit(&message, Utc::now()) {
+        match self.access.admit(&message, Utc::now()).await {
             Admission::Refused { reply } => {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
@@ -190,6 +192,9 @@ impl Pipeline {
             }
             Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
             Admission::Proceed { greeting: None } => {}
+            // Nothing stored and nothing said; not taken, so a platform
+            // that redelivers brings it back once the database answers.
+            Admission::Unavailable => return Err(TurnError::RulesUnread),
         }
         // On Postgres the user's turn lock is held from here to the end of
         // the turn, so another broker never interleaves this user's turns.
@@ -585,6 +590,10 @@ enum TurnError {
     Database(mnemo_pg::PgError),
     #[error("the broker is shutting down")]
     Closed,
+    /// The access rules could not be read (the database did not answer):
+    /// the sender may be a stranger, so nothing is said.
+    #[error("the access rules could not be read")]
+    RulesUnread,
 }
 
 #[async_trait]
@@ -611,6 +620,7 @@ impl TurnHandler for Pipeline {
                 return;
             }
             let text = match e {
+                TurnError::RulesUnread => return,
                 TurnError::Store(_) | TurnError::Database(_) => {
                     "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
                 }
@@ -623,7 +633,7 @@ impl TurnHandler for Pipeline {
     async fn overflow(&self, message: Inbound) {
         tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
         crate::ops::metrics::metrics().refused(&message.channel, "queue_full");
-        if self.access.tell_queue_full(&message) {
+        if self.access.tell_queue_full(&message).await {
             self.reply(&message, QUEUE_FULL).await;
         }
         // Refused on purpose, and the user was told: not to be delivered again.

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod access_pg;
 mod bench;
 mod broker;
 mod cli_output;

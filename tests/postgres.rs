@@ -24,10 +24,26 @@ async fn migrated_store(url: &str) -> PgStore {
     store
 }
 
+/// Anyone may talk on the channel `fake` of the database (where a broker
+/// on Postgres reads its rules).
+pub(crate) async fn open_access_in(store: &PgStore) {
+    let open = mnemo::access::AccessFile {
+        dm_policy: mnemo::access::DmPolicy::Open,
+        ..Default::default()
+    };
+    mnemo::access::db::edit(store, "fake", |rules| *rules = open)
+        .await
+        .unwrap();
+}
+
 /// A broker on `state` with the fake model at `url`, on the files or
-/// (with `store`) on Postgres; small folds so a short test sees them.
-fn broker(state: &Path, url: &str, store: Option<PgStore>) -> (App, Arc<FakeChannel>) {
-    support::open_access(state, "fake", &[]);
+/// (with `store`) on Postgres, where anyone may talk on `fake`; small folds
+/// so a short test sees them.
+async fn broker(state: &Path, url: &str, store: Option<PgStore>) -> (App, Arc<FakeChannel>) {
+    match &store {
+        Some(store) => open_access_in(store).await,
+        None => support::open_access(state, "fake", &[]),
+    }
     let config = mnemo_sessions::Layout::new(state, "fake").config_path();
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     let sessions = json!({
@@ -76,7 +92,7 @@ async fn say(app: &App, channel: &FakeChannel, message: Inbound, n: usize) -> St
 async fn remembers_folds_and_forgets(store: Option<PgStore>) {
     let (fake, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, store);
+    let (app, channel) = broker(dir.path(), &url, store).await;
     let mut n = 0;
     let mut ask = |text: String| {
         n += 1;
@@ -155,12 +171,13 @@ async fn two_brokers_share_users_without_loss_duplicates_or_reordering() {
     let db = pg::database();
     let store = migrated_store(&db.url()).await;
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = broker(one.path(), &url, Some(store.clone()));
+    let a = broker(one.path(), &url, Some(store.clone())).await;
     let b = broker(
         two.path(),
         &url,
         Some(PgStore::connect(&db.url(), 16, Duration::from_secs(10)).unwrap()),
-    );
+    )
+    .await;
     let users: Vec<String> = (0..20).map(|u| format!("u{u}")).collect();
     let brokers = [a.clone(), b.clone()];
     let conversation = async |user: &str| {
@@ -352,7 +369,7 @@ async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_
     let store = PgStore::connect(&db.url(), 4, Duration::from_secs(2)).unwrap();
     mnemo_pg::migrate::migrate(&store).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, Some(store));
+    let (app, channel) = broker(dir.path(), &url, Some(store)).await;
     say(&app, &channel, dm("fake", "ada", "1", "remember the code 4417"), 1).await;
     cluster.stop();
     let reply = say(&app, &channel, dm("fake", "ada", "2", "are you there?"), 2).await;
@@ -452,7 +469,7 @@ async fn the_scheduler_writes_dailies_and_expires_idle_memory_in_the_database() 
     let db = pg::database();
     let store = migrated_store(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, Some(store));
+    let (app, channel) = broker(dir.path(), &url, Some(store)).await;
     say(&app, &channel, dm("fake", "ada", "1", "the boat is called Ariel"), 1).await;
     // An export bundle left in the state folder, 5 days old: past
     // exportKeepDays (7) at the scheduler's "now" below.
@@ -561,7 +578,7 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
     let db = pg::database();
     let store = migrated_store(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, Some(store));
+    let (app, channel) = broker(dir.path(), &url, Some(store)).await;
     for i in 0..12 {
         let text = format!("fact number {i} about the orchard");
         say(&app, &channel, dm("fake", "ada", &format!("a{i}"), &text), i + 1).await;
@@ -611,7 +628,7 @@ async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
     let one = PgStore::connect(&db.url(), 1, Duration::from_millis(300)).unwrap();
     mnemo_pg::migrate::migrate(&one).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, Some(one));
+    let (app, channel) = broker(dir.path(), &url, Some(one)).await;
     // ada's turn holds the only connection while the model thinks.
     app.submit(dm("fake", "ada", "a1", "a slow question")).await;
     eventually("ada's turn with the model", async || !fake.chat_requests().is_empty()).await;
@@ -646,7 +663,7 @@ async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
     let db = pg::database();
     let store = migrated_store(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
-    let (app, channel) = broker(dir.path(), &url, Some(store.clone()));
+    let (app, channel) = broker(dir.path(), &url, Some(store.clone())).await;
     // What the dead broker left: the question committed, no answer.
     let dead = mnemo_pg::PgChannel::new(
         store,

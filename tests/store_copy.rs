@@ -660,3 +660,65 @@ async fn bad_input_is_reported_or_refused_and_nothing_is_written_where_it_must_n
     // It sorts first: the copy stopped before writing anything.
     assert!(!dir.join("escape").exists() && !dir.join("back/channels").exists());
 }
+
+/// Each channel's access rules travel too: access.json → its row and back,
+/// a re-run finds them already there, and different rules on the other
+/// side are never merged (`--replace` overwrites them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_rules_are_copied_both_ways_and_never_merged() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let env = Env::new(db.url());
+    let dir = env.dir.path();
+    let files = config(dir, &url, "files", "files");
+    let postgres = config(dir, &url, "pg-broker", "postgres");
+    let fresh = config(dir, &url, "fresh", "files");
+    env.ok(&files, &["access", "allow", "telegram", "111"], b"").await;
+    env.ok(&files, &["access", "policy", "telegram", "allowlist"], b"")
+        .await;
+    env.ok(&postgres, &["store", "migrate"], b"").await;
+    let listed = async |config: &Path| -> Value {
+        let out = env.ok(config, &["access", "list", "telegram", "--json"], b"").await;
+        serde_json::from_str::<Value>(out.trim()).unwrap()["rules"].clone()
+    };
+
+    let to_pg = ["store", "copy", "--from", "files", "--to", "postgres"];
+    let out = env.ok(&files, &to_pg, b"").await;
+    assert!(out.contains("access rules of 1 channel(s): 1 copied"), "{out}");
+    let in_db = listed(&postgres).await;
+    assert_eq!(in_db, listed(&files).await);
+    assert_eq!(
+        (in_db["dmPolicy"].clone(), in_db["allowFrom"].clone()),
+        (json!("allowlist"), json!(["111"]))
+    );
+    let out = env.ok(&files, &[&to_pg[..], &["--json"]].concat(), b"").await;
+    let summary: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["accessRules"]["alreadyThere"], 1, "{summary}");
+
+    // The database's rules change (as on a live deployment).
+    env.ok(&postgres, &["access", "allow", "telegram", "222"], b"").await;
+    let out = env.run(&files, &to_pg, b"").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("access rules of channel `telegram` in the database differ"),
+        "{stderr}"
+    );
+    assert_eq!(
+        listed(&postgres).await["allowFrom"],
+        json!(["111", "222"]),
+        "not overwritten"
+    );
+
+    // Back to files: a fresh folder takes them; the old one only with --replace.
+    let to_files = ["store", "copy", "--from", "postgres", "--to", "files"];
+    let out = env.ok(&fresh, &to_files, b"").await;
+    assert!(out.contains("1 copied"), "{out}");
+    assert_eq!(listed(&fresh).await, listed(&postgres).await);
+    let out = env.run(&files, &to_files, b"").await;
+    assert!(!out.status.success());
+    assert_eq!(listed(&files).await["allowFrom"], json!(["111"]));
+    let out = env.ok(&files, &[&to_files[..], &["--replace"]].concat(), b"").await;
+    assert!(out.contains("1 replaced"), "{out}");
+    assert_eq!(listed(&files).await["allowFrom"], json!(["111", "222"]));
+}

@@ -596,6 +596,14 @@ async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
     let db = cluster.create_database();
     let store = mnemo_pg::PgStore::connect(&db.url(), 2, Duration::from_secs(2)).unwrap();
     mnemo_pg::migrate::migrate(&store).await.unwrap();
+    // On Postgres the broker reads the channel's rules from the database.
+    let open = mnemo::access::AccessFile {
+        dm_policy: mnemo::access::DmPolicy::Open,
+        ..Default::default()
+    };
+    mnemo::access::db::edit(&store, "telegram", |rules| *rules = open)
+        .await
+        .unwrap();
     drop(store);
     let listen = free_local_address();
     let telegram = json!({ "mode": "webhook", "webhookUrl": "https://bot.example/telegram", "webhookListen": listen });
@@ -652,6 +660,11 @@ async fn webhook_mode_acknowledges_a_post_only_once_its_message_is_stored() {
     })
     .await;
     assert!(!asked_again());
+    let logs = std::fs::read_to_string(mnemo.dir.path().join("stderr.log")).unwrap();
+    assert!(
+        logs.contains("this access.json is not read on the Postgres store: the channel's rules are in the database"),
+        "the start says the state folder's access.json is not used: {logs}"
+    );
     // A repeat of an update already taken is acknowledged, not stored twice.
     assert_eq!(post(701, 2, "while the database is away").await.unwrap().status(), 200);
     assert_eq!(

@@ -16,6 +16,9 @@
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
 //! - [`maintain`]: the fold sweep and expiry, by one broker at a time
 //!   per channel (a lease in the database, taken over when it expires).
+//! - [`access`]: each channel's access rules and pairing state (the
+//!   `access.json` document), cached by revision, changed in one locked
+//!   transaction, shared by every broker.
 //! - [`copy`]: one user's memory written in one verified transaction and
 //!   read back in one snapshot, for `mnemo store copy`.
 //!
@@ -27,6 +30,7 @@
 //! Postgres `text` cannot hold NUL: a NUL in any stored string is kept as
 //! U+2400 (␀), the visible symbol for it ([`pg_text`]).
 
+pub mod access;
 pub mod channel;
 pub mod copy;
 pub mod digests;

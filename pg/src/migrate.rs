@@ -36,6 +36,11 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0003_recall_index.sql"),
     },
     Migration {
+        version: 4,
+        name: "access rules and pairing state per channel",
+        sql: include_str!("migrations/0004_access.sql"),
+    },
+    Migration {
         version: 6,
         name: "daily and weekly summaries, maintenance watermarks",
         sql: include_str!("migrations/0006_digests.sql"),

@@ -10,7 +10,8 @@
 //! Bench users talk on their own channel, `bench`, with `dmPolicy: open`
 //! and the per-user rate limit off (a benchmark is not abuse). With
 //! `--store postgres` the memory is in the database `MNEMO_DATABASE_URL`
-//! names (migrated; the bench's channel `bench` is emptied before and after),
+//! names (migrated; the bench's channel `bench` is emptied before and after,
+//! and its open rules are its row in the database while it runs),
 //! and the CPU figure is the broker's alone, not the database server's.
 
 pub mod instant;
@@ -128,6 +129,10 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
             ));
             store.vacuum().await?;
         }
+        // On the database the gate reads the channel's rules there.
+        crate::access::db::edit(store, CHANNEL, |rules| *rules = open_rules())
+            .await
+            .context("opening the bench channel in the database")?;
     }
     let channel = Arc::new(TimedChannel::new());
     let parts = AppParts {
@@ -176,6 +181,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         // Gone, and vacuumed: the next run (the same user names) must not
         // walk this run's dead index entries.
         store.delete_channel(CHANNEL).await?;
+        mnemo_pg::access::remove(store, CHANNEL).await?;
         store.vacuum().await?;
     }
     let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
@@ -330,12 +336,16 @@ pub fn prepare_channel(root: &Path, fsync: bool, recall: bool) -> Result<()> {
     let config = serde_json::json!({ "stm": { "fsync": fsync }, "recall": { "enabled": recall } });
     std::fs::write(layout.config_path(), config.to_string())
         .with_context(|| format!("writing {}", layout.config_path().display()))?;
-    let open = AccessFile {
+    crate::access::file::write(&layout.access_path(), &open_rules())?;
+    Ok(())
+}
+
+/// Anyone may talk on the bench channel.
+fn open_rules() -> AccessFile {
+    AccessFile {
         dm_policy: DmPolicy::Open,
         ..AccessFile::default()
-    };
-    crate::access::file::write(&layout.access_path(), &open)?;
-    Ok(())
+    }
 }
 
 /// One user's turns, one after the other as a person would send them; each

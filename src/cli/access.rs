@@ -1,22 +1,29 @@
 //! `mnemo access …`: the operator's side of access control (DESIGN §6) —
 //! approve pairing codes, allow and revoke user ids, set the direct-message
 //! policy, opt groups in and out, and list it all. Each verb is one locked
-//! read-modify-write of the channel's `access.json`; the running broker
-//! picks the change up on the next message, no restart.
+//! read-modify-write of the channel's `access.json` — or, when the app
+//! config's store is Postgres (`store.kind: postgres`, the URL from
+//! `store.urlEnv` as `mnemo store …` reads it), one transaction on the
+//! channel's row in the database, which every broker reads. The running
+//! brokers pick the change up within a second (`access::store::RECHECK`),
+//! no restart. The output is the same on both stores.
 //!
 //! It cannot reach the platform: an approved sender is told "paired" by the
 //! broker with the answer to their next message (an `approved` notice in
-//! the file). It never edits a corrupt file: that is the operator's to fix.
+//! the rules). It never edits corrupt rules: that is the operator's to fix.
 
 use super::ids::{self, IdKind};
 use super::{GlobalArgs, Setup};
+use crate::access::db;
 use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
 use crate::access::pairing;
 use crate::access::store::{quarantine_notice, quarantined};
+use crate::config::StoreKind;
 use anyhow::{Context as _, Result};
 use chrono::Utc;
 use clap::{Subcommand, ValueEnum};
 use mnemo_channels::printable::printable;
+use mnemo_pg::PgStore;
 use mnemo_sessions::Layout;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,22 +100,76 @@ impl From<PolicyArg> for DmPolicy {
     }
 }
 
-pub fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
+pub async fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
     let root = setup.state_root.as_path();
     check(root, &command)?;
+    let at = Rules::of(&setup).await?;
+    let at = &at;
     match command {
-        AccessCommand::Pair { channel, code } => pair(root, &channel, &code),
-        AccessCommand::Allow { channel, user_id } => allow(root, &channel, &user_id),
-        AccessCommand::Revoke { channel, user_id } => revoke(root, &channel, &user_id),
-        AccessCommand::List { channel, json } => list(root, &channel, json),
-        AccessCommand::Policy { channel, policy } => set_policy(root, &channel, policy.into()),
+        AccessCommand::Pair { channel, code } => pair(at, &channel, &code).await,
+        AccessCommand::Allow { channel, user_id } => allow(at, &channel, &user_id).await,
+        AccessCommand::Revoke { channel, user_id } => revoke(at, &channel, &user_id).await,
+        AccessCommand::List { channel, json } => list(at, &channel, json).await,
+        AccessCommand::Policy { channel, policy } => set_policy(at, &channel, policy.into()).await,
         AccessCommand::Groups(GroupsCommand::Add {
             channel,
             group_id,
             no_require_mention,
-        }) => add_group(root, &channel, &group_id, !no_require_mention),
-        AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => remove_group(root, &channel, &group_id),
+        }) => add_group(at, &channel, &group_id, !no_require_mention).await,
+        AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => {
+            remove_group(at, &channel, &group_id).await
+        }
+    }
+}
+
+/// Where the rules are: the channels' files under the state root, or the
+/// database the config's store names.
+enum Rules {
+    Files(PathBuf),
+    Database(PgStore),
+}
+
+impl Rules {
+    /// The store the config names; a database is checked to be at this
+    /// mnemo's schema first (it holds the rules from version 4 on).
+    async fn of(setup: &Setup) -> Result<Rules> {
+        if setup.config.store.kind != StoreKind::Postgres {
+            return Ok(Rules::Files(setup.state_root.clone()));
+        }
+        let store = setup.config.store.connect(&super::setup::env)?;
+        mnemo_pg::migrate::check(&store)
+            .await
+            .context("the config keeps the access rules in the database (store.kind is `postgres`)")?;
+        Ok(Rules::Database(store))
+    }
+
+    /// One read-modify-write of `channel`'s rules: a locked update of its
+    /// access.json (with a word about earlier quarantined copies: the new
+    /// file starts from what is on disk, not from them), or one
+    /// transaction on its row.
+    async fn edit<T>(&self, channel: &str, change: impl FnOnce(&mut AccessFile) -> T) -> Result<T> {
+        let context = || format!("updating the access rules of `{channel}`");
+        match self {
+            Rules::Files(root) => {
+                let path = access_path(root, channel);
+                if !path.exists()
+                    && let Some(last) = quarantined(&path).pop()
+                {
+                    eprintln!(
+                        "note: the last access.json of `{channel}` was corrupt and moved to {}; this starts a new one \
+                         (copy entries from that file if you need them)",
+                        last.display()
+                    );
+                }
+                let (out, _) = file::update(&path, change).with_context(context)?;
+                Ok(out)
+            }
+            Rules::Database(store) => {
+                let ((out, _), _) = db::edit(store, channel, change).await.with_context(context)?;
+                Ok(out)
+            }
+        }
     }
 }
 
@@ -139,26 +200,10 @@ fn access_path(root: &Path, channel: &str) -> PathBuf {
     Layout::new(root, channel).access_path()
 }
 
-/// One locked read-modify-write of `channel`'s access.json, with a word
-/// about earlier quarantined copies (the new file starts from what is on
-/// disk, not from them).
-fn edit<T>(root: &Path, channel: &str, change: impl FnOnce(&mut AccessFile) -> T) -> Result<T> {
-    let path = access_path(root, channel);
-    if !path.exists()
-        && let Some(last) = quarantined(&path).pop()
-    {
-        eprintln!(
-            "note: the last access.json of `{channel}` was corrupt and moved to {}; this starts a new one \
-             (copy entries from that file if you need them)",
-            last.display()
-        );
-    }
-    let (out, _) = file::update(&path, change).with_context(|| format!("updating the access rules of `{channel}`"))?;
-    Ok(out)
-}
-
-fn pair(root: &Path, channel: &str, code: &str) -> Result<ExitCode> {
-    let approved = edit(root, channel, |rules| pairing::approve(rules, code, Utc::now()))??;
+async fn pair(at: &Rules, channel: &str, code: &str) -> Result<ExitCode> {
+    let approved = at
+        .edit(channel, |rules| pairing::approve(rules, code, Utc::now()))
+        .await??;
     let who = approved
         .user_name
         .map(|n| format!(" ({})", printable(&n)))
@@ -170,11 +215,13 @@ fn pair(root: &Path, channel: &str, code: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn allow(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
-    let added = edit(root, channel, |rules| {
-        rules.pending.retain(|p| p.user_id != user);
-        rules.allow_from.insert(user.to_string())
-    })?;
+async fn allow(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
+    let added = at
+        .edit(channel, |rules| {
+            rules.pending.retain(|p| p.user_id != user);
+            rules.allow_from.insert(user.to_string())
+        })
+        .await?;
     match added {
         true => println!("allowed: `{user}` may talk to the bot on `{channel}`"),
         false => println!("`{user}` was already allowed on `{channel}`"),
@@ -182,17 +229,19 @@ fn allow(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn revoke(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
-    let (was_allowed, open_groups, policy) = edit(root, channel, |rules| {
-        let mut found = rules.allow_from.remove(user);
-        for rule in rules.groups.values_mut() {
-            found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
-        }
-        rules.pending.retain(|p| p.user_id != user);
-        rules.approved.retain(|n| n.user_id != user);
-        let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
-        (found, open_groups, rules.dm_policy)
-    })?;
+async fn revoke(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
+    let (was_allowed, open_groups, policy) = at
+        .edit(channel, |rules| {
+            let mut found = rules.allow_from.remove(user);
+            for rule in rules.groups.values_mut() {
+                found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
+            }
+            rules.pending.retain(|p| p.user_id != user);
+            rules.approved.retain(|n| n.user_id != user);
+            let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
+            (found, open_groups, rules.dm_policy)
+        })
+        .await?;
     match was_allowed {
         true => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
         false => println!("`{user}` was not on any allowFrom list of `{channel}`"),
@@ -206,20 +255,21 @@ fn revoke(root: &Path, channel: &str, user: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn set_policy(root: &Path, channel: &str, policy: DmPolicy) -> Result<ExitCode> {
-    edit(root, channel, |rules| rules.dm_policy = policy)?;
+async fn set_policy(at: &Rules, channel: &str, policy: DmPolicy) -> Result<ExitCode> {
+    at.edit(channel, |rules| rules.dm_policy = policy).await?;
     println!("dmPolicy of `{channel}` is now `{}`", policy.name());
     Ok(ExitCode::SUCCESS)
 }
 
-fn add_group(root: &Path, channel: &str, group: &str, require_mention: bool) -> Result<ExitCode> {
-    edit(root, channel, |rules| {
+async fn add_group(at: &Rules, channel: &str, group: &str, require_mention: bool) -> Result<ExitCode> {
+    at.edit(channel, |rules| {
         rules
             .groups
             .entry(group.to_string())
             .or_insert_with(GroupRule::default)
             .require_mention = require_mention;
-    })?;
+    })
+    .await?;
     let when = if require_mention {
         "when mentioned"
     } else {
@@ -229,44 +279,91 @@ fn add_group(root: &Path, channel: &str, group: &str, require_mention: bool) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn remove_group(root: &Path, channel: &str, group: &str) -> Result<ExitCode> {
-    match edit(root, channel, |rules| rules.groups.remove(group).is_some())? {
+async fn remove_group(at: &Rules, channel: &str, group: &str) -> Result<ExitCode> {
+    match at.edit(channel, |rules| rules.groups.remove(group).is_some()).await? {
         true => println!("group `{group}` removed from `{channel}`: the bot ignores it"),
         false => println!("group `{group}` was not opted in on `{channel}`"),
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(root: &Path, channel: &str, json: bool) -> Result<ExitCode> {
-    let path = access_path(root, channel);
-    for q in quarantined(&path) {
+async fn list(at: &Rules, channel: &str, json: bool) -> Result<ExitCode> {
+    let (rules, doc) = match at {
+        Rules::Files(root) => {
+            let path = access_path(root, channel);
+            let Some(rules) = list_file(&path, json) else {
+                return Ok(ExitCode::FAILURE);
+            };
+            match rules {
+                Ok(rules) => (rules, serde_json::json!({ "channel": channel, "file": path })),
+                Err(notice) => {
+                    println!("restrictive: {notice}");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        Rules::Database(store) => {
+            let row = mnemo_pg::access::read(store, channel)
+                .await
+                .with_context(|| format!("reading the access rules of `{channel}`"))?;
+            let Some(row) = row else {
+                if !json {
+                    println!("the database holds no access rules for `{channel}`: defaults apply");
+                }
+                let doc = serde_json::json!({ "channel": channel, "store": "postgres", "revision": null });
+                return Ok(print_rules(channel, &AccessFile::default(), doc, json));
+            };
+            match db::parse(channel, &row.doc) {
+                Ok(rules) => (
+                    rules,
+                    serde_json::json!({ "channel": channel, "store": "postgres", "revision": row.revision }),
+                ),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    eprintln!("the running brokers refuse strangers until this is fixed");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+    };
+    Ok(print_rules(channel, &rules, doc, json))
+}
+
+/// The file's rules, or the quarantine notice; `None` (after saying why)
+/// when the file is corrupt.
+fn list_file(path: &Path, json: bool) -> Option<Result<AccessFile, String>> {
+    for q in quarantined(path) {
         eprintln!("warning: a corrupt access.json was moved aside to {}", q.display());
     }
-    if let Some(notice) = quarantine_notice(&path) {
-        println!("restrictive: {notice}");
-        return Ok(ExitCode::SUCCESS);
+    if let Some(notice) = quarantine_notice(path) {
+        return Some(Err(notice));
     }
-    let rules = match file::read(&path) {
-        Ok(Some(rules)) => rules,
+    match file::read(path) {
+        Ok(Some(rules)) => Some(Ok(rules)),
         Ok(None) => {
             if !json {
                 println!("{} does not exist: defaults apply", path.display());
             }
-            AccessFile::default()
+            Some(Ok(AccessFile::default()))
         }
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("the running broker refuses strangers until this is fixed");
-            return Ok(ExitCode::FAILURE);
+            None
         }
-    };
+    }
+}
+
+/// `--json`: `doc` (where the rules are) with the rules added; otherwise
+/// the listing.
+fn print_rules(channel: &str, rules: &AccessFile, mut doc: serde_json::Value, json: bool) -> ExitCode {
     if json {
-        let doc = serde_json::json!({ "channel": channel, "file": path, "rules": rules });
+        doc["rules"] = serde_json::json!(rules);
         println!("{doc}");
     } else {
-        print!("{}", describe(channel, &rules, Utc::now()));
+        print!("{}", describe(channel, rules, Utc::now()));
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 /// The rules as the operator reads them.

@@ -7,6 +7,9 @@
 //! Topic notes, daily and weekly summaries, the fact log, version records
 //! and the recall index are not in the database and are not copied (the
 //! recall index of a copied user is rebuilt by the broker on first use).
+//! Each channel's access rules (`access.json` ↔ its database row) are
+//! copied too, after the users, unless the copy is limited to one `--user`
+//! (`access`: same never-merge rule, `--replace` to overwrite).
 //!
 //! The file side is read and written only through the sessions crate
 //! (`Layout`, `stm`, `archive`, `summary`, `profile`, `fsutil`,
@@ -59,6 +62,8 @@
 //!   a copy back to files keeps U+2400). A folder whose name is not a
 //!   SafeName is not a user and is left alone; a database user key that
 //!   is not one is refused, not turned into a path.
+
+mod access;
 
 use super::Setup;
 use crate::instance::{InstanceError, InstanceLock};
@@ -123,6 +128,7 @@ struct Totals {
     profiles: usize,
     skipped_lines: usize,
     duplicates: usize,
+    access: access::AccessTotals,
 }
 
 pub async fn run(setup: &Setup, args: CopyArgs) -> Result<ExitCode> {
@@ -221,6 +227,10 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         eprintln!("updating the database's statistics (ANALYZE)");
         store.analyze().await.context("updating the database's statistics")?;
     }
+    if args.user.is_none() {
+        let channels = file_channels(setup, args.channel.as_deref())?;
+        access::files_to_postgres(root, store, &channels, args.replace, &mut totals.access).await?;
+    }
     Ok(())
 }
 
@@ -262,6 +272,9 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             duplicates: 0,
         };
         progress(i + 1, total, &shown, &read, note);
+    }
+    if args.user.is_none() {
+        access::postgres_to_files(root, store, args.channel.as_deref(), args.replace, &mut totals.access).await?;
     }
     Ok(())
 }
@@ -523,6 +536,11 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
+            "accessRules": {
+                "copied": t.access.copied,
+                "alreadyThere": t.access.already_there,
+                "replaced": t.access.replaced,
+            },
         });
         println!("{doc}");
         return;
@@ -562,6 +580,15 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         thousands(t.users as u64),
         thousands(t.messages)
     );
+    if t.access.channels() > 0 {
+        println!(
+            "access rules of {} channel(s): {} copied, {} already there, {} replaced",
+            t.access.channels(),
+            t.access.copied,
+            t.access.already_there,
+            t.access.replaced
+        );
+    }
 }
 
 /// `1234567` as `1,234,567`.

@@ -206,7 +206,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             );
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Access(cmd) => access::run(&cli.global, cmd),
+        Command::Access(cmd) => access::run(&cli.global, cmd).await,
         Command::Bench(args) => bench::run(&cli.global, &args).await,
     }
 }

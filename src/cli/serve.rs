@@ -122,6 +122,31 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
+/// On the Postgres store a channel's access rules are its database row:
+/// an `access.json` left in the state folder (from before the switch) is
+/// not read, which is said at start so the rules are not lost unnoticed.
+async fn warn_unread_access_file(setup: &Setup, store: &mnemo_pg::PgStore, channel: &str) -> Result<()> {
+    let path = mnemo_sessions::Layout::new(&setup.state_root, channel).access_path();
+    if channel == crate::access::CONSOLE || !path.exists() {
+        return Ok(());
+    }
+    let row = mnemo_pg::access::read(store, channel)
+        .await
+        .with_context(|| format!("reading the access rules of `{channel}` from the database"))?;
+    if row.is_none() {
+        tracing::warn!(
+            channel = %channel, file = %path.display(),
+            "this access.json is not read on the Postgres store, and the database holds no access rules for the channel (the defaults apply: pairing): copy the file's rules with `mnemo store copy --from files --to postgres` (README: Running several brokers)"
+        );
+    } else {
+        tracing::warn!(
+            channel = %channel, file = %path.display(),
+            "this access.json is not read on the Postgres store: the channel's rules are in the database (`mnemo access list` shows them)"
+        );
+    }
+    Ok(())
+}
+
 /// The Postgres store at start: the database answers and its schema is
 /// this build's (else the error says to run `mnemo store migrate`), and
 /// what it cannot do yet is said once, not discovered by users.
@@ -145,6 +170,9 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
                 "recall.embeddings is set, but pgvector is not set up in the database: full-text recall carries on alone"
             ),
         }
+    }
+    for channel in app.memories().keys() {
+        warn_unread_access_file(setup, store, channel).await?;
     }
     let telegram = &setup.config.channels.telegram;
     if telegram.enabled && telegram.mode == "polling" {

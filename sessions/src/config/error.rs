@@ -30,6 +30,8 @@ pub enum ConfigFile {
     Sessions,
     /// A channel's `access.json`: who may talk to the bot.
     Access,
+    /// The same document as a row of the Postgres store (`mnemo_access`).
+    AccessRow,
 }
 
 impl ConfigFile {
@@ -37,7 +39,7 @@ impl ConfigFile {
         match self {
             ConfigFile::App => "app config",
             ConfigFile::Sessions => "session config",
-            ConfigFile::Access => "access list",
+            ConfigFile::Access | ConfigFile::AccessRow => "access list",
         }
     }
 
@@ -48,6 +50,9 @@ impl ConfigFile {
             ConfigFile::Sessions => ", or remove the file to use the defaults",
             ConfigFile::Access => {
                 " (README, \"Access control\"), or remove the file to start over with the default `pairing` policy"
+            }
+            ConfigFile::AccessRow => {
+                " (README, \"Running several brokers\"), or delete the row to start over with the default `pairing` policy"
             }
         }
     }
@@ -205,7 +210,7 @@ impl ConfigError {
             (Problem::Invalid(_), ConfigFile::Sessions) => ("change it, or remove it to use the default", false),
             (Problem::Invalid(_), _) => ("change it", false),
         };
-        if whole_file || self.file == ConfigFile::Access {
+        if whole_file || matches!(self.file, ConfigFile::Access | ConfigFile::AccessRow) {
             format!("{first}{}", self.file.without_it())
         } else {
             first.to_string()
