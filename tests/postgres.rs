@@ -40,16 +40,29 @@ pub(crate) async fn open_access_in(store: &PgStore) {
 /// (with `store`) on Postgres, where anyone may talk on `fake`; small folds
 /// so a short test sees them.
 async fn broker(state: &Path, url: &str, store: Option<PgStore>) -> (App, Arc<FakeChannel>) {
+    broker_with(state, url, store, json!({})).await
+}
+
+/// [`broker`] with `more` merged into the channel's `sessions/config.json`.
+async fn broker_with(
+    state: &Path,
+    url: &str,
+    store: Option<PgStore>,
+    more: serde_json::Value,
+) -> (App, Arc<FakeChannel>) {
     match &store {
         Some(store) => open_access_in(store).await,
         None => support::open_access(state, "fake", &[]),
     }
     let config = mnemo_sessions::Layout::new(state, "fake").config_path();
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    let sessions = json!({
+    let mut sessions = json!({
         "compacting": { "threshold": 8 },
         "stm": { "contextWindow": 4, "maxMessages": 30 },
     });
+    for (key, value) in more.as_object().unwrap() {
+        sessions[key] = value.clone();
+    }
     std::fs::write(&config, sessions.to_string()).unwrap();
     let limits = LimitsConfig {
         user_messages_per_minute: 0,
@@ -712,4 +725,52 @@ async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
             "echo: thanks"
         ]
     );
+}
+
+/// `recall.embeddings` on Postgres, through the broker: with pgvector the
+/// vectors of every message are stored in the background and a paraphrase
+/// with no word in common is recalled by its vector; without it the turn
+/// is answered from full text alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_pgvector_a_paraphrase_is_recalled_through_the_broker() {
+    const TOLD: &str = "I parked the automobile on level three of the north garage.";
+    const ASKED: &str = "Where did I leave my car?";
+    let (fake, url) = FakeModel::start().await;
+    let (embedder, embed_url) = mnemo_testkit::embeddings::FakeEmbeddings::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
+    assert!(
+        in_use || !pg::pgvector_required(),
+        "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let embeddings =
+        json!({"embeddings": {"provider": "openai", "baseUrl": embed_url, "apiKeyEnv": "", "model": "fake-embed"}});
+    let (app, channel) = broker_with(dir.path(), &url, Some(store), json!({ "recall": embeddings })).await;
+    say(&app, &channel, dm("fake", "ada", "t", TOLD), 1).await;
+    for i in 0..6 {
+        let text = format!("Some chatter about the weather and lunch, number {i}.");
+        say(&app, &channel, dm("fake", "ada", &format!("h{i}"), &text), i + 2).await;
+    }
+    let client = pg_client(&db.url()).await;
+    if in_use {
+        eventually("every message embedded", async || {
+            let row = client
+                .query_one("SELECT count(*) FROM mnemo_vectors WHERE model = 'fake-embed'", &[])
+                .await
+                .unwrap();
+            row.get::<_, i64>(0) >= 14
+        })
+        .await;
+        assert!(embedder.inputs().iter().any(|t| t == TOLD), "the message was embedded");
+    }
+    say(&app, &channel, dm("fake", "ada", "q", ASKED), 8).await;
+    let asked = request_text(&fake.chat_requests().last().cloned().unwrap());
+    assert_eq!(
+        asked.contains("level three of the north garage"),
+        in_use,
+        "recalled by its vector exactly when pgvector is in use: {asked}"
+    );
+    app.wait_background(Duration::from_secs(30)).await;
 }
