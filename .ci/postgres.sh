@@ -3,7 +3,9 @@
 # server when the machine lacks it (Debian packages), starts one cluster as
 # an unprivileged user (the server refuses root) on a free loopback port,
 # exports MNEMO_TEST_PGPORT/MNEMO_TEST_PGHOST for the test kit (testkit/src/pg.rs),
-# and stops and deletes the cluster when the calling shell exits.
+# builds pgvector from Debian's source when the server lacks it (and then
+# requires the tests to find it: MNEMO_TEST_REQUIRE_PGVECTOR), and stops and
+# deletes the cluster when the calling shell exits.
 # Without this the test kit starts a cluster per test binary itself.
 
 pg_bin() {
@@ -27,6 +29,33 @@ if [ -z "$PG_BIN" ]; then
     echo "PostgreSQL's server binaries (initdb, pg_ctl) are missing and could not be installed" >&2
     exit 1
 fi
+
+# pgvector, for recall's embeddings on Postgres: Debian 12 does not package
+# it, so it is built from Debian's own source tarball (the trixie package's
+# upstream source, checked by SHA-256) against the server's headers, once.
+PGVECTOR_VERSION=0.8.0
+PGVECTOR_SHA256=867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0
+PG_CONFIG="$PG_BIN/pg_config"
+[ -x "$PG_CONFIG" ] || PG_CONFIG=$(command -v pg_config || true)
+if [ -z "$PG_CONFIG" ] || [ ! -f "$($PG_CONFIG --sharedir)/extension/vector.control" ]; then
+    echo "== building pgvector $PGVECTOR_VERSION (not on this machine)"
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    major=$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "postgresql-server-dev-$major" make gcc curl >/dev/null
+    PG_CONFIG="$PG_BIN/pg_config"
+    [ -x "$PG_CONFIG" ] || PG_CONFIG=$(command -v pg_config)
+    build=$(mktemp -d /tmp/mnemo-ci-pgvector.XXXXXX)
+    curl -fsSL -o "$build/pgvector.tar.gz" \
+        "http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_$PGVECTOR_VERSION.orig.tar.gz"
+    echo "$PGVECTOR_SHA256  $build/pgvector.tar.gz" | sha256sum -c --quiet -
+    tar -xzf "$build/pgvector.tar.gz" -C "$build"
+    make -s -C "$build/pgvector-$PGVECTOR_VERSION" PG_CONFIG="$PG_CONFIG" OPTFLAGS="" >/dev/null
+    $sudo make -s -C "$build/pgvector-$PGVECTOR_VERSION" PG_CONFIG="$PG_CONFIG" install >/dev/null
+    rm -rf "$build"
+fi
+# The suite's embeddings-on-Postgres tests must then find it.
+export MNEMO_TEST_REQUIRE_PGVECTOR=1
 
 PG_DATA=$(mktemp -d /tmp/mnemo-ci-pg.XXXXXX)
 if [ "$(id -u)" = 0 ]; then
