@@ -205,10 +205,6 @@ fn write_config(home: &Path, model_url: &str, api_url: &str, port: u16) -> PathB
         },
         "limits": { "userMessagesPerMinute": 0 },
     });
-    let layout = mnemo_sessions::Layout::new(&state, "telegram");
-    let access = layout.access_path();
-    std::fs::create_dir_all(access.parent().expect("a folder")).expect("state folder");
-    std::fs::write(access, br#"{"dmPolicy": "open"}"#).expect("access.json");
     let path = home.join("config.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
     path
@@ -306,17 +302,22 @@ async fn run(size: Size) -> bool {
     verdict.failures() + leaks > 0
 }
 
-/// `mnemo store migrate` by the real binary.
+/// `mnemo store migrate` by the real binary, then `mnemo access policy
+/// telegram open` (on Postgres the rules are the database's, for both
+/// brokers).
 fn migrate(broker: &Broker, db_url: &str) {
-    let out = mnemo(&broker.config, &broker.home, db_url)
-        .args(["store", "migrate"])
-        .output()
-        .expect("mnemo store migrate runs");
-    assert!(
-        out.status.success(),
-        "mnemo store migrate failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for args in [&["store", "migrate"][..], &["access", "policy", "telegram", "open"]] {
+        let out = mnemo(&broker.config, &broker.home, db_url)
+            .args(args)
+            .output()
+            .expect("mnemo runs");
+        assert!(
+            out.status.success(),
+            "mnemo {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Waits until `counter` reaches `n`, failing with the brokers' logs.

@@ -110,7 +110,7 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
         }
         _ => None,
     };
-    let mut broker = Broker::start(&config(mode), store);
+    let mut broker = Broker::start(&config(mode), store).await;
     // Interleave users day by day, as a real channel would see them.
     let mut turns: Vec<(&str, &conversation::Turn)> = conversations
         .iter()

@@ -92,12 +92,23 @@ pub struct Broker {
 impl Broker {
     /// A broker whose `sessions/config.json` is `config`, its memory in
     /// the files or, with `store`, in that (migrated) Postgres database.
-    pub fn start(config: &str, store: Option<mnemo_pg::PgStore>) -> Broker {
+    pub async fn start(config: &str, store: Option<mnemo_pg::PgStore>) -> Broker {
         let dir = tempfile::tempdir().expect("temp dir");
         let sessions = dir.path().join("channels/bench/sessions");
         std::fs::create_dir_all(&sessions).expect("sessions dir");
         std::fs::write(sessions.join("config.json"), config).expect("config");
-        std::fs::write(sessions.join("access.json"), r#"{"dmPolicy": "open"}"#).expect("access");
+        // Anyone may talk: in the state folder's access.json, or on
+        // Postgres in the database, where a broker there reads its rules.
+        match &store {
+            Some(store) => {
+                mnemo::access::db::edit(store, "bench", |rules| {
+                    rules.dm_policy = mnemo::access::DmPolicy::Open;
+                })
+                .await
+                .expect("the bench's open rules in the database");
+            }
+            None => std::fs::write(sessions.join("access.json"), r#"{"dmPolicy": "open"}"#).expect("access"),
+        }
         let model = Arc::new(InstantModel::default());
         // The product's bench parts, with a model that records each request.
         let parts = AppParts {
