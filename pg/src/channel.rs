@@ -1,11 +1,18 @@
 //! One channel's users on the Postgres store: turns, folds and the
-//! `/session` commands this version answers from the database.
+//! `/session` commands answered from the database (all but `export`,
+//! which the broker bundles), with the file store's replies
+//! (`mnemo_sessions::commands::memory` for remember, forget, history,
+//! undo; their edits in [`crate::memory`]).
 
 use crate::turn::PgTurn;
 use crate::{PgError, PgStore};
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::commands::{HELP, SessionCommand};
+use crate::memory::{EditBy, MemoryError};
+use mnemo_sessions::commands::{HELP, STORAGE_PROBLEM, SessionCommand, memory};
+use mnemo_sessions::edits::EditError;
+use mnemo_sessions::summarizer::FactSection;
+use mnemo_sessions::versions::Author;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::summarizer::Summarizer;
 use std::sync::Arc;
@@ -23,9 +30,11 @@ struct Inner {
     summarizer: Arc<dyn Summarizer>,
 }
 
-/// Said for the `/session` commands this store does not answer yet.
+/// Said for a `/session` command this type does not answer itself:
+/// `export` is the broker's (it bundles files), so this is said only to a
+/// caller that asks here anyway.
 pub const NOT_ON_POSTGRES: &str = "That /session command is not available on this bot's database storage yet. \
-     /session status, clear, clear all, profile, search and export are.";
+     /session status, clear, clear all, profile, search, remember, forget, history, undo and export are.";
 
 impl PgChannel {
     pub fn new(store: PgStore, name: &str, config: SessionConfig, summarizer: Arc<dyn Summarizer>) -> PgChannel {
@@ -205,10 +214,65 @@ impl PgChannel {
                     format!("What I found in your memory:\n{}", lines.join("\n"))
                 }
             }
+            SessionCommand::Remember { text } => {
+                let who = self.edit_by(Author::Command, now);
+                replied(turn.remember(who, FactSection::Notes, text).await.map(|key| memory::remembered(&key)))?
+            }
+            SessionCommand::Forget { topic } => self.forget(turn, topic, now).await?,
+            SessionCommand::ForgetConfirmed { words } => {
+                let who = self.edit_by(Author::Command, now);
+                let keys: Vec<String> = turn.matching(words).await?.into_iter().map(|f| f.key).collect();
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                replied(turn.forget_facts(who, &keys).await.map(memory::forgot_confirmed))?
+            }
+            SessionCommand::History { topic } => memory::history_text(turn.history().await?, topic.as_deref()),
+            SessionCommand::Undo => memory::undone(turn.undo(Author::Command, now).await?.as_ref()),
             SessionCommand::Help => HELP.to_string(),
             SessionCommand::Unknown { .. } => format!("I don't know that /session command.\n\n{HELP}"),
-            _ => NOT_ON_POSTGRES.to_string(),
+            SessionCommand::Export => NOT_ON_POSTGRES.to_string(),
         })
+    }
+
+    fn edit_by(&self, by: Author, now: DateTime<Utc>) -> EditBy {
+        EditBy {
+            by,
+            max_chars: self.config().ltm.max_profile_chars,
+            now,
+        }
+    }
+
+    /// `/session forget <what>`: by exact key or topic name at once
+    /// (undoable); otherwise the facts holding all the words are listed
+    /// and nothing goes until `/session forget confirm <words>`.
+    async fn forget(&self, turn: &mut PgTurn, what: &str, now: DateTime<Utc>) -> Result<String, PgError> {
+        match turn.forget(self.edit_by(Author::Command, now), what).await {
+            Ok(forgotten) => return Ok(memory::forgot(&forgotten)),
+            Err(MemoryError::Edit(EditError::NotFound | EditError::Invalid(_))) => {}
+            Err(e) => return replied(Err(e)),
+        }
+        let matches = turn.matching(what).await?;
+        let topics = if matches.is_empty() {
+            turn.topic_slugs().await?
+        } else {
+            Vec::new()
+        };
+        Ok(memory::forget_preview(&matches, what, &topics))
+    }
+}
+
+/// The reply to an edit: its own, or the file store's words for an
+/// argument refused; a database failure is the caller's error.
+fn replied(result: Result<String, MemoryError>) -> Result<String, PgError> {
+    match result {
+        Ok(reply) => Ok(reply),
+        Err(MemoryError::Edit(EditError::Invalid(reason))) => Ok(memory::invalid(reason)),
+        Err(MemoryError::Edit(EditError::NotFound)) => Ok(memory::NOT_FOUND.to_string()),
+        Err(MemoryError::Edit(e)) => {
+            // File errors: not raised by the database's edits.
+            tracing::warn!(error = %e, "memory edit failed");
+            Ok(STORAGE_PROBLEM.to_string())
+        }
+        Err(MemoryError::Db(e)) => Err(e),
     }
 }
 

@@ -31,6 +31,7 @@ pub mod channel;
 pub mod copy;
 pub mod fold;
 pub mod maintain;
+pub mod memory;
 pub mod migrate;
 pub mod recall;
 pub mod seed;

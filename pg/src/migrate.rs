@@ -35,11 +35,22 @@ const MIGRATIONS: &[Migration] = &[
         name: "recall's full-text index per user (btree_gin)",
         sql: include_str!("migrations/0003_recall_index.sql"),
     },
+    Migration {
+        version: 5,
+        name: "long-term memory: fact log, versions, topic notes",
+        sql: include_str!("migrations/0005_long_term.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.
 pub fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// How many migrations this build knows (versions may skip a number
+/// while branches are merged).
+pub fn count() -> usize {
+    MIGRATIONS.len()
 }
 
 /// What [`migrate`] did.

@@ -162,6 +162,11 @@ impl PgTurn {
         &self.user
     }
 
+    /// The channel's name, as the rows are keyed.
+    pub(crate) fn channel_name(&self) -> &str {
+        self.channel.name()
+    }
+
     pub(crate) fn conn(&mut self) -> &mut Object {
         self.conn
             .as_mut()

@@ -97,15 +97,22 @@ pub struct MergeReport {
 /// Merges `facts` into a profile body held outside the file layout (the
 /// Postgres store keeps the body in a row): the same rules as
 /// [`merge_facts`] — keyed replace, the size cap — without files, versions
-/// or the fact log. Returns the new body when something changed.
-pub fn merge_into_body(body: Option<&str>, facts: &[Fact], max_chars: usize) -> (Option<String>, MergeReport) {
+/// or the fact log. Returns the new body when something changed, and the
+/// bullets the cap dropped (for the store's fact log,
+/// [`facts::changes_for`]).
+pub fn merge_into_body(
+    body: Option<&str>,
+    facts: &[Fact],
+    max_chars: usize,
+) -> (Option<String>, MergeReport, Vec<facts::LiveFact>) {
     let mut parsed = Body::parse(body.unwrap_or(""));
     let mut report = merge_all(&mut parsed, facts);
-    report.dropped = parsed.cap(max_chars).len();
+    let dropped = parsed.cap(max_chars);
+    report.dropped = dropped.len();
     if report.added + report.replaced + report.dropped == 0 {
-        return (None, report);
+        return (None, report, dropped);
     }
-    (Some(parsed.render(max_chars)), report)
+    (Some(parsed.render(max_chars)), report, dropped)
 }
 
 /// Merges each fact into `body`, counting what happened to it.
