@@ -186,31 +186,13 @@ impl PgChannel {
                 }
             }
             SessionCommand::Search { words } => {
-                let Some(query) = crate::recall::tsquery(words) else {
+                let Some(found) = turn.search_messages(words, 10).await? else {
                     return Ok("Give me a word to look for: /session search <words>".into());
                 };
-                let rows = conn
-                    .query(
-                        "SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
-                         WHERE channel = $1 AND user_key = $2 AND tsv @@ q
-                         ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT 10",
-                        &[&channel, &key, &query],
-                    )
-                    .await?;
-                if rows.is_empty() {
+                if found.is_empty() {
                     "I found nothing with those words in your memory.".to_string()
                 } else {
-                    let lines: Vec<String> = rows
-                        .iter()
-                        .map(|row| {
-                            let item = mnemo_sessions::recall::Item::message(
-                                row.get(0),
-                                crate::turn::role_of(row.get(1)),
-                                row.get(2),
-                            );
-                            item.line()
-                        })
-                        .collect();
+                    let lines: Vec<String> = found.iter().map(|item| item.line()).collect();
                     format!("What I found in your memory:\n{}", lines.join("\n"))
                 }
             }

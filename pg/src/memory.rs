@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use mnemo_sessions::edits::{EditError, FactLine, Forgotten, Saved, TextEditor, check_key};
 use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry, LogChanges};
+use mnemo_sessions::recall::Item;
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::topics;
 use mnemo_sessions::versions::{Author, KEEP_PER_FILE, Version};
@@ -522,6 +523,52 @@ impl PgTurn {
         }
         tx.commit().await?;
         Ok(Some(version))
+    }
+
+    /// The user's messages (short-term and archived) holding any of the
+    /// words, best first, at most `limit`; `None` when `words` has no word
+    /// to look for.
+    pub async fn search_messages(&mut self, words: &str, limit: i64) -> Result<Option<Vec<Item>>, PgError> {
+        let Some(query) = crate::recall::tsquery(words) else {
+            return Ok(None);
+        };
+        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
+        let rows = self
+            .conn()
+            .query(
+                "SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
+                 WHERE channel = $1 AND user_key = $2 AND tsv @@ q
+                 ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT $4",
+                &[&channel, &user, &query, &limit],
+            )
+            .await?;
+        Ok(Some(
+            rows.iter()
+                .map(|row| Item::message(row.get(0), crate::turn::role_of(row.get(1)), row.get(2)))
+                .collect(),
+        ))
+    }
+
+    /// `memory_search` on the database: the profile's facts holding every
+    /// word (`[profile] key: value`, so the model has the key to update or
+    /// forget), then the messages holding any, at most `limit` in all.
+    pub async fn search(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
+        let mut found: Vec<Item> = self
+            .matching(words)
+            .await?
+            .into_iter()
+            .map(|f| Item {
+                at: DateTime::<Utc>::UNIX_EPOCH,
+                label: "[profile]".to_string(),
+                text: format!("{}: {}", f.key, f.value),
+            })
+            .take(limit)
+            .collect();
+        let rest = i64::try_from(limit - found.len()).unwrap_or(0);
+        if rest > 0 {
+            found.extend(self.search_messages(words, rest).await?.unwrap_or_default());
+        }
+        Ok(found)
     }
 
     /// The user's fact log, in order (for export and tests).
