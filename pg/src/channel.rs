@@ -180,10 +180,15 @@ impl PgChannel {
                     )
                     .await?
                     .and_then(|row| row.get(0));
-                match profile.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()) {
+                let mut text = match profile.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()) {
                     Some(body) => format!("What I remember about you:\n\n{body}"),
                     None => "I have no long-term profile for you yet.".to_string(),
+                };
+                let topics = turn.topic_slugs().await?;
+                if !topics.is_empty() {
+                    text.push_str(&format!("\n\nYour topic notes: {}", topics.join(", ")));
                 }
+                text
             }
             SessionCommand::Search { words } => {
                 let Some(found) = turn.search_messages(words, 10).await? else {

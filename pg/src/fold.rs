@@ -4,8 +4,9 @@
 //! slides), committed as **one transaction**: the batch is marked archived
 //! (`fold`), the summary replaced, the facts merged into the profile (the
 //! previous profile kept as a version, the fact log's entries appended,
-//! dated at their source messages as the files' compaction dates them) and
-//! the fold recorded together, or nothing is. A crash or a lost
+//! dated at their source messages as the files' compaction dates them),
+//! ongoing topics merged into topic notes, and the fold recorded
+//! together, or nothing is. A crash or a lost
 //! connection anywhere leaves the user as before the run.
 //!
 //! A run reads a snapshot, calls the summarizer with no transaction open,
@@ -20,13 +21,13 @@ use crate::turn::record_at;
 use crate::{PgError, lock_key};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
-use crate::memory::Profile;
+use crate::memory::{Profile, merge_topic};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::facts::{FactBy, FactEdit};
 use mnemo_sessions::versions::Author;
 use mnemo_sessions::compaction::plan::{self, Decision};
 use mnemo_sessions::profile::{MergeReport, merge_into_body};
-use mnemo_sessions::summarizer::{Fact, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
+use mnemo_sessions::summarizer::{Fact, FactSection, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
 use tokio_postgres::types::ToSql;
 
 /// What one compaction run did.
@@ -224,6 +225,9 @@ async fn commit(
                 profile
                     .replace(&tx, name, user, &merged, what, &dropped, edit, Author::Compaction)
                     .await?;
+            }
+            for fact in facts.iter().filter(|f| f.section == FactSection::Topics) {
+                merge_topic(&tx, name, user, &fact.key, &fact.value, max_chars, now).await?;
             }
         }
         None => {

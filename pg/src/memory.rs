@@ -24,7 +24,7 @@ use mnemo_sessions::edits::{EditError, FactLine, Forgotten, Saved, TextEditor, c
 use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry, LogChanges};
 use mnemo_sessions::recall::Item;
 use mnemo_sessions::summarizer::FactSection;
-use mnemo_sessions::topics;
+use mnemo_sessions::{frontmatter, topics};
 use mnemo_sessions::versions::{Author, KEEP_PER_FILE, Version};
 use mnemo_sessions::{Layout, SafeName};
 use serde::Serialize;
@@ -564,11 +564,42 @@ impl PgTurn {
             })
             .take(limit)
             .collect();
-        let rest = i64::try_from(limit - found.len()).unwrap_or(0);
+        let rest = limit.saturating_sub(found.len());
+        found.extend(self.search_notes(words, rest).await?);
+        let rest = i64::try_from(limit.saturating_sub(found.len())).unwrap_or(0);
         if rest > 0 {
             found.extend(self.search_messages(words, rest).await?.unwrap_or_default());
         }
         Ok(found)
+    }
+
+    /// The user's topic notes holding any of the words, best first, at
+    /// most `limit` (`[note: slug] body`).
+    pub async fn search_notes(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
+        let Some(query) = crate::recall::tsquery(words) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .conn()
+            .query(
+                "SELECT slug, document, updated_at FROM mnemo_topics, to_tsquery('english', $3) AS q
+                 WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', document) @@ q
+                 ORDER BY ts_rank(to_tsvector('english', document), q) DESC, slug LIMIT $4",
+                &[&channel, &user, &query, &limit],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let (slug, document): (String, String) = (row.get(0), row.get(1));
+                Item::note(row.get(2), &slug, &note_body(&document))
+            })
+            .collect())
     }
 
     /// The user's fact log, in order (for export and tests).
@@ -581,9 +612,69 @@ impl PgTurn {
     }
 }
 
+/// Records an ongoing topic compaction found in the user's topic note
+/// (`topics::merge_fact_text`: the files' rules), keeping the previous note
+/// as a version. A note that does not parse is reported and left alone,
+/// as on the files.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn merge_topic(
+    tx: &Transaction<'_>,
+    channel: &str,
+    user: &SafeName,
+    key: &str,
+    value: &str,
+    max_chars: usize,
+    now: DateTime<Utc>,
+) -> Result<(), PgError> {
+    let slug = topics::slug_for_key(key);
+    let file = topic_file(user, slug.as_str());
+    let existing: Option<String> = tx
+        .query_opt(
+            "SELECT document FROM mnemo_topics WHERE channel = $1 AND user_key = $2 AND slug = $3",
+            &[&channel, &user.as_str(), &slug.as_str()],
+        )
+        .await?
+        .map(|row| row.get(0));
+    let merged = topics::merge_fact_text(
+        std::path::Path::new(&file),
+        existing.as_deref(),
+        user,
+        key,
+        value,
+        max_chars,
+        now,
+    );
+    let document = match merged {
+        Ok(Some(document)) => document,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
+            return Ok(());
+        }
+    };
+    let what = (Author::Compaction, "ongoing topic from older messages");
+    keep_version(tx, channel, user.as_str(), &file, existing.as_deref(), what, now).await?;
+    tx.execute(
+        "INSERT INTO mnemo_topics (channel, user_key, slug, document, updated_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (channel, user_key, slug) DO UPDATE SET document = $4, updated_at = $5",
+        &[&channel, &user.as_str(), &slug.as_str(), &&*pg_text(&document), &now],
+    )
+    .await?;
+    Ok(())
+}
+
 /// A topic note's path under `ltm/`, as the files name it.
 fn topic_file(user: &SafeName, slug: &str) -> String {
     format!("topics/{user}/{slug}.md")
+}
+
+/// A note's body: the document after its frontmatter (the whole text if
+/// that does not parse).
+fn note_body(document: &str) -> String {
+    match frontmatter::parse::<topics::TopicMeta>(std::path::Path::new("topic note"), document) {
+        Ok(note) => note.body.trim().to_string(),
+        Err(_) => document.trim().to_string(),
+    }
 }
 
 /// The slug of `file` if it is one of `user`'s topic notes.

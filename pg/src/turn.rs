@@ -98,6 +98,9 @@ const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 
 /// Candidates a recall looks at before packing them under the budget.
 const RECALL_CANDIDATES: i64 = 32;
+/// Topic notes a turn's recall offers at most (matching any word of the
+/// message, best first), ahead of the messages.
+const RECALLED_NOTES: usize = 3;
 
 /// A record's columns as the append binds them (NUL made storable).
 struct Values<'a> {
@@ -254,6 +257,7 @@ impl PgTurn {
     }
 
     /// What the user said before that matches `message`, outside `recent`,
+    /// and the user's topic notes that match (at most [`RECALLED_NOTES`]),
     /// packed under `max_tokens` (the file store's budget rule and labels).
     pub async fn recall(
         &mut self,
@@ -265,6 +269,8 @@ impl PgTurn {
         if words.is_empty() {
             return Ok(Recalled::default());
         }
+        // The user's topic notes that match, beside the messages.
+        let notes = self.search_notes(message, RECALLED_NOTES).await?;
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
         let (counting, recall) =
@@ -276,7 +282,7 @@ impl PgTurn {
             .map(|row| (row.get(0), row.get(1)))
             .collect();
         let Some((search, rank)) = crate::recall::plan(&counts) else {
-            return Ok(Recalled::default());
+            return Ok(mnemo_sessions::recall::pack(notes, max_tokens));
         };
         let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
         let rows = conn
@@ -293,13 +299,12 @@ impl PgTurn {
                 ],
             )
             .await?;
-        let items = rows
-            .iter()
-            .map(|row| {
-                let role = role_of(row.get(1));
-                Item::message(row.get(0), role, row.get(2))
-            })
-            .collect();
+        // Notes first: a few distilled lines, before the messages' ranks.
+        let mut items = notes;
+        items.extend(rows.iter().map(|row| {
+            let role = role_of(row.get(1));
+            Item::message(row.get(0), role, row.get(2))
+        }));
         Ok(mnemo_sessions::recall::pack(items, max_tokens))
     }
 }

@@ -41,18 +41,57 @@ impl Summarizer for Dentist {
     }
 }
 
+/// Learns an ongoing topic, from whatever it folds.
+struct Trip;
+
+#[async_trait]
+impl Summarizer for Trip {
+    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        Ok(SummaryOutput {
+            summary: "the user plans a trip".into(),
+            facts: vec![Fact {
+                section: FactSection::Topics,
+                key: "Boat trip".into(),
+                value: "sailing to Ischia in June".into(),
+            }],
+        })
+    }
+}
+
 async fn channel() -> PgChannel {
     channel_at(&pg::database().url()).await
 }
 
 async fn channel_at(url: &str) -> PgChannel {
+    channel_with(url, Arc::new(Dentist)).await
+}
+
+async fn channel_with(url: &str, summarizer: Arc<dyn Summarizer>) -> PgChannel {
     let store = PgStore::connect(url, 8, Duration::from_secs(5)).unwrap();
     migrate::migrate(&store).await.unwrap();
     let mut config = SessionConfig::default();
     config.compacting.threshold = 6;
     config.stm.context_window = 2;
     config.stm.max_age_minutes = 100_000;
-    PgChannel::new(store, "telegram", config, Arc::new(Dentist))
+    PgChannel::new(store, "telegram", config, summarizer)
+}
+
+/// Eight messages, the third about the dentist; enough for one fold.
+async fn chat(turn: &mut PgTurn) {
+    for i in 0..8 {
+        let text = if i == 2 { "my dentist is on Elm Street" } else { "chat" };
+        let record = Record {
+            ts: at(10 + i),
+            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            text: text.into(),
+            msg_id: format!("m{i}"),
+            channel: "telegram".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        };
+        turn.append(&record, at(10 + i)).await.unwrap();
+    }
 }
 
 fn by(author: Author, minute: i64) -> EditBy {
@@ -176,20 +215,7 @@ async fn a_fold_records_its_facts_dated_at_their_messages_and_can_be_undone() {
     turn.remember(by(Author::Command, 0), FactSection::Notes, "likes tea")
         .await
         .unwrap();
-    for i in 0..8 {
-        let text = if i == 2 { "my dentist is on Elm Street" } else { "chat" };
-        let record = Record {
-            ts: at(10 + i),
-            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
-            text: text.into(),
-            msg_id: format!("m{i}"),
-            channel: "telegram".into(),
-            thread_id: None,
-            chat_id: None,
-            user_name: None,
-        };
-        turn.append(&record, at(10 + i)).await.unwrap();
-    }
+    chat(&mut turn).await;
     drop(turn);
     let outcome = ch.compact(&user, at(30)).await.unwrap();
     assert!(matches!(outcome, PgFold::Compacted { .. }), "{outcome:?}");
@@ -284,4 +310,45 @@ async fn commands_answer_as_on_the_files_and_clear_all_removes_everything() {
     assert!(turn.facts().await.unwrap().is_empty());
     assert!(turn.fact_log().await.unwrap().is_empty());
     assert!(turn.history().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_removes() {
+    let ch = channel_with(&pg::database().url(), Arc::new(Trip)).await;
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    chat(&mut turn).await;
+    drop(turn);
+    assert!(matches!(ch.compact(&user, at(30)).await.unwrap(), PgFold::Compacted { .. }));
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
+    let profile = ch.command(&mut turn, &SessionCommand::Profile, at(31)).await.unwrap();
+    assert!(profile.ends_with("Your topic notes: boat-trip"), "{profile}");
+    let history = ch
+        .command(&mut turn, &SessionCommand::History { topic: Some("boat-trip".into()) }, at(31))
+        .await
+        .unwrap();
+    assert!(history.contains("topic boat-trip — ongoing topic from older messages"), "{history}");
+    let recalled = turn.recall("when do we go to Ischia?", &[], 500).await.unwrap();
+    let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("[note: boat-trip]") && l.contains("sailing to Ischia in June")),
+        "{lines:?}"
+    );
+    let found = turn.search("Ischia", 8).await.unwrap();
+    assert!(found.iter().any(|i| i.label == "[note: boat-trip]"), "{found:?}");
+
+    let reply = ch
+        .command(&mut turn, &SessionCommand::Forget { topic: "Boat-Trip".into() }, at(32))
+        .await
+        .unwrap();
+    assert_eq!(reply, replies::forgot(&Forgotten::Topic { slug: "boat-trip".into() }));
+    assert!(turn.topic_slugs().await.unwrap().is_empty());
+    let undo = ch.command(&mut turn, &SessionCommand::Undo, at(33)).await.unwrap();
+    assert!(undo.starts_with("Undid the last change to your topic boat-trip"), "{undo}");
+    assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
+    ch.command(&mut turn, &SessionCommand::ClearAllConfirmed, at(34))
+        .await
+        .unwrap();
+    assert!(turn.topic_slugs().await.unwrap().is_empty());
 }

@@ -35,7 +35,7 @@ impl Item {
             Source::Summary(period) => format!("[summary {period}]"),
             Source::Rolling => format!("[summary of recent conversation, {day}]"),
             Source::Profile => "[profile]".to_string(),
-            Source::Note(slug) => format!("[note: {slug}]"),
+            Source::Note(slug) => return Item::note(doc.at, slug, &doc.text),
             Source::SharedNote(slug) => format!("[shared note: {slug}]"),
             Source::Fact { was: Some(old), .. } => {
                 format!("[{day}, fact; was: {}]", clipped_line(old, WAS_CHARS))
@@ -61,6 +61,15 @@ impl Item {
         Item {
             at,
             label,
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
+    /// One of the user's topic notes: `[note: slug] …`.
+    pub fn note(at: DateTime<Utc>, slug: &str, text: &str) -> Item {
+        Item {
+            at,
+            label: format!("[note: {slug}]"),
             text: clipped_line(text, ITEM_CHARS),
         }
     }
