@@ -142,10 +142,16 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
     assert!(context.contains("I prefer jasmine tea over coffee"), "{context}");
     let (m, k) = ask("/session forget i-prefer-jasmine-tea-over-coffee".into());
     let reply = say(&app, &channel, m, k).await;
-    assert!(reply.starts_with("Forgot the fact `i-prefer-jasmine-tea-over-coffee`"), "{reply}");
+    assert!(
+        reply.starts_with("Forgot the fact `i-prefer-jasmine-tea-over-coffee`"),
+        "{reply}"
+    );
     let (m, k) = ask("what do I drink now?".into());
     let context = context_after(&app, &channel, &fake, m, k).await;
-    assert!(!context.contains("jasmine"), "a forgotten fact reached the model: {context}");
+    assert!(
+        !context.contains("jasmine"),
+        "a forgotten fact reached the model: {context}"
+    );
     let (m, k) = ask("/session undo".into());
     let reply = say(&app, &channel, m, k).await;
     assert!(reply.starts_with("Undid the last change to your profile"), "{reply}");
@@ -167,14 +173,22 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
     let reply = say(&app, &channel, m, k).await;
     assert_eq!(reply, replies::invalid("the text is longer than 300 characters"));
     let bob = say(&app, &channel, dm("fake", "bob", "bob-2", "/session history"), 2).await;
-    assert_eq!(bob, replies::history_text(Vec::new(), None), "bob sees none of ada's versions");
+    assert_eq!(
+        bob,
+        replies::history_text(Vec::new(), None),
+        "bob sees none of ada's versions"
+    );
 
     let (m, k) = ask("/session clear all confirm".into());
     let reply = say(&app, &channel, m, k).await;
     assert!(reply.starts_with("Deleted everything"), "{reply}");
     let (m, k) = ask("/session history".into());
     let reply = say(&app, &channel, m, k).await;
-    assert_eq!(reply, replies::history_text(Vec::new(), None), "clear all removes the versions");
+    assert_eq!(
+        reply,
+        replies::history_text(Vec::new(), None),
+        "clear all removes the versions"
+    );
     let (m, k) = ask("who is my dentist?".into());
     say(&app, &channel, m, k).await;
     let last = fake.chat_requests().pop().unwrap();
@@ -246,9 +260,19 @@ async fn postgres_memory_tools_edit_only_the_callers_memory() {
             "ada's memory reached bob's request: {r}"
         );
     }
-    assert_eq!(count("mnemo_facts", "ada", "tool").await, 1, "bob's tools cannot touch ada's facts");
+    assert_eq!(
+        count("mnemo_facts", "ada", "tool").await,
+        1,
+        "bob's tools cannot touch ada's facts"
+    );
 
-    let reply = say(&app, &channel, dm("fake", "ada", "ada-3", "/session clear all confirm"), 3).await;
+    let reply = say(
+        &app,
+        &channel,
+        dm("fake", "ada", "ada-3", "/session clear all confirm"),
+        3,
+    )
+    .await;
     assert!(reply.starts_with("Deleted everything"), "{reply}");
     let left: i64 = client
         .query_one(
@@ -547,6 +571,13 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
     }
     app.wait_background(Duration::from_secs(30)).await;
     say(&app, &channel, dm("fake", "bob", "b1", "canary-bob"), 1).await;
+    let remember = dm(
+        "fake",
+        "ada",
+        "a-remember",
+        "/session remember my orchard has twelve apple trees",
+    );
+    say(&app, &channel, remember, 13).await;
     app.submit(dm("fake", "ada", "export", "/session export")).await;
     let path = eventually("the export handed over", async || {
         channel.sent().iter().find_map(|o| match &o.body {
@@ -593,6 +624,22 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
         entries.contains_key("README.txt") || names.iter().any(|n| n.contains("README")),
         "{names:?}"
     );
+    // Long-term memory laid out as the files hold it.
+    let fact_log = entries
+        .iter()
+        .find(|(n, _)| n.contains("ltm/facts/") && n.ends_with(".jsonl"))
+        .unwrap_or_else(|| panic!("the fact log: {names:?}"));
+    let entry: serde_json::Value = serde_json::from_slice(fact_log.1.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (entry["op"].as_str(), entry["value"].as_str(), entry["by"].as_str()),
+        (Some("set"), Some("my orchard has twelve apple trees"), Some("command"))
+    );
+    let version = entries
+        .iter()
+        .find(|(n, _)| n.contains("ltm/versions/") && n.ends_with(".json"))
+        .unwrap_or_else(|| panic!("a kept version: {names:?}"));
+    let version: serde_json::Value = serde_json::from_slice(version.1).unwrap();
+    assert_eq!(version["what"], "remembered `my-orchard-has-twelve-apple`");
     let everything: String = entries
         .values()
         .map(|b| String::from_utf8_lossy(b).into_owned())

@@ -4,17 +4,17 @@
 //! (`mnemo_sessions::commands::memory` for remember, forget, history,
 //! undo; their edits in [`crate::memory`]).
 
+use crate::memory::{EditBy, MemoryError};
 use crate::turn::PgTurn;
 use crate::{PgError, PgStore};
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
-use crate::memory::{EditBy, MemoryError};
 use mnemo_sessions::commands::{HELP, STORAGE_PROBLEM, SessionCommand, memory};
+use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::edits::EditError;
 use mnemo_sessions::summarizer::FactSection;
-use mnemo_sessions::versions::Author;
-use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::summarizer::Summarizer;
+use mnemo_sessions::versions::Author;
 use std::sync::Arc;
 
 /// One channel's memory in the database. Cheap to clone.
@@ -203,7 +203,11 @@ impl PgChannel {
             }
             SessionCommand::Remember { text } => {
                 let who = self.edit_by(Author::Command, now);
-                replied(turn.remember(who, FactSection::Notes, text).await.map(|key| memory::remembered(&key)))?
+                replied(
+                    turn.remember(who, FactSection::Notes, text)
+                        .await
+                        .map(|key| memory::remembered(&key)),
+                )?
             }
             SessionCommand::Forget { topic } => self.forget(turn, topic, now).await?,
             SessionCommand::ForgetConfirmed { words } => {

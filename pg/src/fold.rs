@@ -17,17 +17,17 @@
 //! [`PgFold::AlreadyRunning`]).
 
 use crate::channel::PgChannel;
+use crate::memory::{Profile, merge_topic};
 use crate::turn::record_at;
 use crate::{PgError, lock_key};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
-use crate::memory::{Profile, merge_topic};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::facts::{FactBy, FactEdit};
-use mnemo_sessions::versions::Author;
 use mnemo_sessions::compaction::plan::{self, Decision};
+use mnemo_sessions::facts::{FactBy, FactEdit};
 use mnemo_sessions::profile::{MergeReport, merge_into_body};
 use mnemo_sessions::summarizer::{Fact, FactSection, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
+use mnemo_sessions::versions::Author;
 use tokio_postgres::types::ToSql;
 
 /// What one compaction run did.

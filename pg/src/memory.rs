@@ -19,16 +19,16 @@
 use crate::turn::PgTurn;
 use crate::{PgError, pg_text};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use mnemo_sessions::edits::{EditError, FactLine, Forgotten, Saved, TextEditor, check_key};
 use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry, LogChanges};
 use mnemo_sessions::recall::Item;
 use mnemo_sessions::summarizer::FactSection;
-use mnemo_sessions::{frontmatter, topics};
 use mnemo_sessions::versions::{Author, KEEP_PER_FILE, Version};
 use mnemo_sessions::{Layout, SafeName};
+use mnemo_sessions::{frontmatter, topics};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio_postgres::Transaction;
 
 /// Why an edit did not happen: refused for its argument (the user's to
 /// fix) or the database failed.
@@ -196,7 +196,15 @@ pub(crate) async fn keep_version(
         "INSERT INTO mnemo_versions (channel, user_key, seq, ts, by, what, file, before)
          SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7
          FROM mnemo_versions WHERE channel = $1 AND user_key = $2",
-        &[&channel, &user, &now, &name_of(&change.0), &&*pg_text(change.1), &file, &before],
+        &[
+            &channel,
+            &user,
+            &now,
+            &name_of(&change.0),
+            &&*pg_text(change.1),
+            &file,
+            &before,
+        ],
     )
     .await?;
     let keep = i64::try_from(KEEP_PER_FILE).unwrap_or(i64::MAX);
@@ -245,9 +253,19 @@ impl Profile {
         let at: Option<DateTime<Utc>> = row.get(1);
         let mut log = Log::read(tx, channel, user).await?;
         let started = log.started(tx, channel, user).await?;
-        let sync = facts::sync_changes(&log.entries(), started, body.as_deref().unwrap_or(""), by, at.unwrap_or(now));
+        let sync = facts::sync_changes(
+            &log.entries(),
+            started,
+            body.as_deref().unwrap_or(""),
+            by,
+            at.unwrap_or(now),
+        );
         if !sync.is_empty() {
-            tracing::info!(user, changed = sync.len(), "profile and fact log differed; the profile's facts recorded");
+            tracing::info!(
+                user,
+                changed = sync.len(),
+                "profile and fact log differed; the profile's facts recorded"
+            );
             log.apply(tx, channel, user, &sync).await?;
         }
         Ok(Profile {
@@ -322,7 +340,16 @@ impl PgTurn {
                 now: who.now,
             };
             profile
-                .replace(&tx, &channel, &user, &saved.body, &saved.what, &saved.dropped, fact_edit, who.by)
+                .replace(
+                    &tx,
+                    &channel,
+                    &user,
+                    &saved.body,
+                    &saved.what,
+                    &saved.dropped,
+                    fact_edit,
+                    who.by,
+                )
                 .await?;
         }
         tx.commit().await?;
@@ -425,7 +452,16 @@ impl PgTurn {
         let document: String = row.get(0);
         let what = format!("forgot topic `{slug}`");
         let file = topic_file(&user, slug);
-        keep_version(&tx, &channel, user.as_str(), &file, Some(&document), (who.by, &what), who.now).await?;
+        keep_version(
+            &tx,
+            &channel,
+            user.as_str(),
+            &file,
+            Some(&document),
+            (who.by, &what),
+            who.now,
+        )
+        .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -517,7 +553,11 @@ impl PgTurn {
                 }
             };
         } else {
-            tracing::warn!(user = key, seq, "version of a document that is not this user's; dropped");
+            tracing::warn!(
+                user = key,
+                seq,
+                "version of a document that is not this user's; dropped"
+            );
             tx.commit().await?;
             return Ok(None);
         }
@@ -679,12 +719,15 @@ fn note_body(document: &str) -> String {
 
 /// The slug of `file` if it is one of `user`'s topic notes.
 fn topic_slug(user: &SafeName, file: &str) -> Option<String> {
-    let rest = file.strip_prefix("topics/")?.strip_prefix(user.as_str())?.strip_prefix('/')?;
+    let rest = file
+        .strip_prefix("topics/")?
+        .strip_prefix(user.as_str())?
+        .strip_prefix('/')?;
     let slug = rest.strip_suffix(".md")?;
     topics::parse_slug(slug).ok().map(|s| s.as_str().to_string())
 }
 
-fn version_of(row: &tokio_postgres::Row, user: &str) -> Option<Version> {
+pub(crate) fn version_of(row: &tokio_postgres::Row, user: &str) -> Option<Version> {
     let seq: i64 = row.get(0);
     let by: String = row.get(2);
     let Some(by) = parse_name(&by) else {

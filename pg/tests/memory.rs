@@ -112,8 +112,10 @@ async fn assert_in_step(turn: &mut PgTurn) {
         .map(|f| (f.section, f.key, f.value))
         .collect();
     let log = turn.fact_log().await.unwrap();
-    let mut live: Vec<(FactSection, String, String)> =
-        facts::live(&log).into_iter().map(|f| (f.section, f.key, f.value)).collect();
+    let mut live: Vec<(FactSection, String, String)> = facts::live(&log)
+        .into_iter()
+        .map(|f| (f.section, f.key, f.value))
+        .collect();
     let mut sorted = shown.clone();
     sorted.sort_by_key(|(s, k, v)| (format!("{s:?}"), k.clone(), v.clone()));
     live.sort_by_key(|(s, k, v)| (format!("{s:?}"), k.clone(), v.clone()));
@@ -140,7 +142,10 @@ async fn edits_keep_versions_and_the_fact_log_in_step_and_undo_steps_back() {
     assert_eq!(log[1].by, FactBy::Tool);
     assert_eq!(log[1].supersedes.as_deref(), Some("My daughter is called Mia"));
 
-    let forgotten = turn.forget(by(Author::Command, 3), "MY-DAUGHTER-is-called-mia").await.unwrap();
+    let forgotten = turn
+        .forget(by(Author::Command, 3), "MY-DAUGHTER-is-called-mia")
+        .await
+        .unwrap();
     assert_eq!(
         forgotten,
         Forgotten::Fact {
@@ -149,7 +154,10 @@ async fn edits_keep_versions_and_the_fact_log_in_step_and_undo_steps_back() {
         "named as asked, as on the files"
     );
     assert_in_step(&mut turn).await;
-    assert!(turn.fact_log().await.unwrap().is_empty(), "a forgotten fact leaves the log");
+    assert!(
+        turn.fact_log().await.unwrap().is_empty(),
+        "a forgotten fact leaves the log"
+    );
 
     let history = turn.history().await.unwrap();
     let what: Vec<&str> = history.iter().map(|v| v.what.as_str()).collect();
@@ -168,7 +176,11 @@ async fn edits_keep_versions_and_the_fact_log_in_step_and_undo_steps_back() {
     assert_eq!(turn.facts().await.unwrap()[0].value, "My daughter is called Mia Rose");
     assert_in_step(&mut turn).await;
     let log = turn.fact_log().await.unwrap();
-    assert_eq!((log.len(), log[0].by), (1, FactBy::Command), "an undone forget comes back as a new entry");
+    assert_eq!(
+        (log.len(), log[0].by),
+        (1, FactBy::Command),
+        "an undone forget comes back as a new entry"
+    );
     turn.undo(Author::Command, at(5)).await.unwrap().unwrap();
     turn.undo(Author::Command, at(5)).await.unwrap().unwrap();
     assert!(turn.facts().await.unwrap().is_empty(), "undone back to no profile");
@@ -183,7 +195,10 @@ async fn hostile_arguments_are_refused_and_write_nothing() {
     let mut turn = ch.begin_turn(&user).await.unwrap();
     for key in ["a\u{0}b", &"k".repeat(65), "a\nb", "k: v", ""] {
         let err = turn.forget(by(Author::Tool, 1), key).await.unwrap_err();
-        assert!(matches!(err, MemoryError::Edit(EditError::Invalid(_))), "{key:?}: {err}");
+        assert!(
+            matches!(err, MemoryError::Edit(EditError::Invalid(_))),
+            "{key:?}: {err}"
+        );
     }
     for key in ["../etc/passwd", "../../telegram/u2"] {
         let err = turn.forget(by(Author::Tool, 1), key).await.unwrap_err();
@@ -243,9 +258,7 @@ async fn a_profile_from_before_the_log_is_imported_by_the_first_edit() {
     let ch = channel_at(&url).await;
     let user = SafeName::of("u1");
     let mut turn = ch.begin_turn(&user).await.unwrap();
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
     client
         .execute(
@@ -258,7 +271,10 @@ async fn a_profile_from_before_the_log_is_imported_by_the_first_edit() {
         .await
         .unwrap();
     let log = turn.fact_log().await.unwrap();
-    assert_eq!((log[0].key.as_str(), log[0].by, log[0].ts), ("job", FactBy::Import, at(1)));
+    assert_eq!(
+        (log[0].key.as_str(), log[0].by, log[0].ts),
+        ("job", FactBy::Import, at(1))
+    );
     assert_eq!((log[1].key.as_str(), log[1].by), ("likes-tea", FactBy::Command));
     assert_in_step(&mut turn).await;
 }
@@ -288,9 +304,7 @@ async fn commands_answer_as_on_the_files_and_clear_all_removes_everything() {
     let undo = ch.command(&mut turn, &SessionCommand::Undo, at(6)).await.unwrap();
     assert!(undo.starts_with("Undid the last change to your profile"), "{undo}");
     assert_eq!(turn.facts().await.unwrap().len(), 2);
-    let hostile = SessionCommand::Remember {
-        text: "x".repeat(400),
-    };
+    let hostile = SessionCommand::Remember { text: "x".repeat(400) };
     let reply = ch.command(&mut turn, &hostile, at(7)).await.unwrap();
     assert_eq!(reply, replies::invalid("the text is longer than 300 characters"));
     drop(turn);
@@ -319,33 +333,61 @@ async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_remov
     let mut turn = ch.begin_turn(&user).await.unwrap();
     chat(&mut turn).await;
     drop(turn);
-    assert!(matches!(ch.compact(&user, at(30)).await.unwrap(), PgFold::Compacted { .. }));
+    assert!(matches!(
+        ch.compact(&user, at(30)).await.unwrap(),
+        PgFold::Compacted { .. }
+    ));
     let mut turn = ch.begin_turn(&user).await.unwrap();
     assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
     let profile = ch.command(&mut turn, &SessionCommand::Profile, at(31)).await.unwrap();
     assert!(profile.ends_with("Your topic notes: boat-trip"), "{profile}");
     let history = ch
-        .command(&mut turn, &SessionCommand::History { topic: Some("boat-trip".into()) }, at(31))
+        .command(
+            &mut turn,
+            &SessionCommand::History {
+                topic: Some("boat-trip".into()),
+            },
+            at(31),
+        )
         .await
         .unwrap();
-    assert!(history.contains("topic boat-trip — ongoing topic from older messages"), "{history}");
+    assert!(
+        history.contains("topic boat-trip — ongoing topic from older messages"),
+        "{history}"
+    );
     let recalled = turn.recall("when do we go to Ischia?", &[], 500).await.unwrap();
     let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
     assert!(
-        lines.iter().any(|l| l.starts_with("[note: boat-trip]") && l.contains("sailing to Ischia in June")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("[note: boat-trip]") && l.contains("sailing to Ischia in June")),
         "{lines:?}"
     );
     let found = turn.search("Ischia", 8).await.unwrap();
     assert!(found.iter().any(|i| i.label == "[note: boat-trip]"), "{found:?}");
 
     let reply = ch
-        .command(&mut turn, &SessionCommand::Forget { topic: "Boat-Trip".into() }, at(32))
+        .command(
+            &mut turn,
+            &SessionCommand::Forget {
+                topic: "Boat-Trip".into(),
+            },
+            at(32),
+        )
         .await
         .unwrap();
-    assert_eq!(reply, replies::forgot(&Forgotten::Topic { slug: "boat-trip".into() }));
+    assert_eq!(
+        reply,
+        replies::forgot(&Forgotten::Topic {
+            slug: "boat-trip".into()
+        })
+    );
     assert!(turn.topic_slugs().await.unwrap().is_empty());
     let undo = ch.command(&mut turn, &SessionCommand::Undo, at(33)).await.unwrap();
-    assert!(undo.starts_with("Undid the last change to your topic boat-trip"), "{undo}");
+    assert!(
+        undo.starts_with("Undid the last change to your topic boat-trip"),
+        "{undo}"
+    );
     assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
     ch.command(&mut turn, &SessionCommand::ClearAllConfirmed, at(34))
         .await

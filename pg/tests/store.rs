@@ -592,6 +592,7 @@ fn copied(text: &str) -> mnemo_pg::copy::UserMemory {
         profile: Some("## Facts\n- a: b".into()),
         profile_at: None,
         failures: 0,
+        ..Default::default()
     }
     .as_stored()
 }

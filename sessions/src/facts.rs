@@ -166,6 +166,23 @@ pub fn live(entries: &[FactEntry]) -> Vec<LiveFact> {
     out
 }
 
+/// Replaces the user's log with `entries` in one atomic write (as another
+/// store holds them: `mnemo store copy`); no entries, no file.
+pub fn put_all(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
+    let path = layout.facts_path(user);
+    if entries.is_empty() {
+        fsutil::remove_if_exists(layout.state_root(), &path)?;
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    for entry in entries {
+        serde_json::to_writer(&mut bytes, entry).map_err(|e| FileError::new("write", &path, io::Error::other(e)))?;
+        bytes.push(b'\n');
+    }
+    fsutil::replace(layout.state_root(), &path, &bytes)?;
+    Ok(())
+}
+
 /// Appends `entries` in one write (after a `\n` if a crash tore the last
 /// line), then syncs the data.
 fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
@@ -348,13 +365,7 @@ pub fn changes_for(entries: &[FactEntry], after: &str, dropped: &[LiveFact], edi
 /// [`sync`] for a log held as `entries`: what records the profile body
 /// `body` as found (its bullets the log does not know, by `by` dated `at`;
 /// by `import` when the log was never `started`), before an edit.
-pub fn sync_changes(
-    entries: &[FactEntry],
-    started: bool,
-    body: &str,
-    by: FactBy,
-    at: DateTime<Utc>,
-) -> LogChanges {
+pub fn sync_changes(entries: &[FactEntry], started: bool, body: &str, by: FactBy, at: DateTime<Utc>) -> LogChanges {
     let on_disk = bullets(&Body::parse(body));
     LogChanges::of(sync_plan(entries, started, &on_disk, by, at).1)
 }

@@ -244,6 +244,28 @@ pub fn bullets(profile: &Profile, section: FactSection) -> Vec<(String, String)>
         .collect()
 }
 
+/// The body of a profile document (a whole file, as a version keeps it):
+/// what a store without files holds; the text itself if it does not parse.
+pub fn body_of_document(text: &str) -> String {
+    match frontmatter::parse::<ProfileMeta>(std::path::Path::new("profile"), text) {
+        Ok(doc) => doc.body,
+        Err(_) => text.to_string(),
+    }
+}
+
+/// A profile document (new frontmatter, `body`), as the files keep one:
+/// how a body from a store without files becomes a file again.
+pub fn document_of_body(
+    layout: &Layout,
+    user: &SafeName,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Result<String, ProfileError> {
+    let mut doc = new_profile(layout, user, now);
+    doc.meta.updated = Some(now);
+    Ok(frontmatter::render(&layout.profile_path(user), &doc.meta, body)?)
+}
+
 /// A new, empty profile for `user` (written only once something is in it).
 pub fn new_profile(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Profile {
     let meta = ProfileMeta {

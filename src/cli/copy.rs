@@ -1,12 +1,14 @@
 //! `mnemo store copy --from files --to postgres` (and back): moves what the
 //! Postgres store holds — each user's messages (archived batches oldest
 //! first, then the short-term log, in that order, as `seq`), the rolling
-//! summary's body and the profile's body — between the state folder and
-//! the database the config's `store.urlEnv` names (whatever `store.kind`
-//! says, so a files deployment can be copied before it is switched over).
-//! Topic notes, daily and weekly summaries, the fact log, version records
-//! and the recall index are not in the database and are not copied (the
-//! recall index of a copied user is rebuilt by the broker on first use).
+//! summary's body, the profile's body, the fact log, the kept versions
+//! (their `seq` kept; an earlier profile as its body in the database, given
+//! new frontmatter back in files) and the topic notes — between the state
+//! folder and the database the config's `store.urlEnv` names (whatever
+//! `store.kind` says, so a files deployment can be copied before it is
+//! switched over). Daily and weekly summaries, `_shared` notes and the
+//! recall index are not in the database and are not copied (the recall
+//! index of a copied user is rebuilt by the broker on first use).
 //!
 //! The file side is read and written only through the sessions crate
 //! (`Layout`, `stm`, `archive`, `summary`, `profile`, `fsutil`,
@@ -30,8 +32,9 @@
 //!   already there; with different memory the copy stops with an error
 //!   naming the user, unless `--replace`: the target's copy of what the
 //!   copy moves is deleted and written from the source (in files: the STM
-//!   folder, the archive, the profile — kept as a version — and the recall
-//!   index; topic notes, digests and the fact log are not touched). So a
+//!   folder, the archive, the profile and topic notes — each kept as a
+//!   version, numbered after the source's — the fact log, the versions and
+//!   the recall index; digests are not touched). So a
 //!   copy interrupted by Ctrl-C, a crash or a lost database is finished by
 //!   running it again, duplicating nothing.
 //! - **Bounded memory.** One user's history is held at a time (both sides
@@ -63,14 +66,14 @@
 use super::Setup;
 use crate::instance::{InstanceError, InstanceLock};
 use anyhow::{Context as _, Result, bail};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use mnemo_pg::copy::{self, Fold, UserMemory, Written};
 use mnemo_pg::{PgStore, migrate};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::versions::{self, Author, Change};
-use mnemo_sessions::{Layout, Record, SafeName, archive, fsutil, profile, report, summary};
+use mnemo_sessions::{Layout, Record, SafeName, archive, facts, fsutil, profile, report, summary, topics};
 use std::collections::HashMap;
 use std::process::ExitCode;
 
@@ -92,7 +95,8 @@ pub struct CopyArgs {
     /// A user already in the target with different memory is replaced there
     /// by the copy (without it, the copy stops at that user). Into files,
     /// only what the copy writes is replaced: log, summary, archive,
-    /// profile (its old version kept); topic notes and digests stay.
+    /// profile and topic notes (their old versions kept), fact log,
+    /// versions; digests stay.
     #[arg(long)]
     pub replace: bool,
     /// The summary as one JSON document on stdout (progress stays on stderr).
@@ -114,13 +118,16 @@ struct Totals {
     already_there: usize,
     replaced: usize,
     resumed: usize,
-    /// Users with files but nothing the database keeps (topic notes only…).
+    /// Users with files but nothing the database keeps (digests only…).
     nothing: usize,
     messages: u64,
     archived: u64,
     folds: u64,
     summaries: usize,
     profiles: usize,
+    facts: usize,
+    versions: usize,
+    topic_notes: usize,
     skipped_lines: usize,
     duplicates: usize,
 }
@@ -190,7 +197,7 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         let shown = shown(&channel, &user);
         let read = read_files(&layout, &user).with_context(|| format!("reading user {shown}"))?;
         if read.memory == UserMemory::default() {
-            // Only topic notes, digests or exports: nothing the database keeps.
+            // Only digests or exports: nothing the database keeps.
             totals.nothing += 1;
             progress(i + 1, total, &shown, &read, " (nothing the database keeps: skipped)");
             continue;
@@ -359,11 +366,81 @@ fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
         memory.profile = Some(doc.body.trim().to_string()).filter(|b| !b.is_empty());
         memory.profile_at = doc.meta.updated;
     }
+    read_long_term(layout, user, &mut memory)?;
     Ok(FileRead {
         memory: memory.as_stored(),
         skipped_lines,
         duplicates,
     })
+}
+
+/// The fact log, the versions (oldest first; a profile's `before` as its
+/// body, as the database keeps it) and the topic notes (whole files).
+fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> Result<()> {
+    memory.facts = facts::read(layout, user)?.entries;
+    let profile_file = Layout::profile_file(user);
+    let mut kept = versions::history(layout, user)?;
+    kept.reverse();
+    for version in &mut kept {
+        if version.file == profile_file {
+            version.before = version.before.as_deref().map(profile::body_of_document);
+        }
+    }
+    memory.versions = kept;
+    for note in topics::list(layout, user)? {
+        let slug = topics::parse_slug(&note.slug)?;
+        let Some(path) = layout.topic_path(user, &slug) else {
+            continue;
+        };
+        if let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &path)? {
+            memory.topics.push((slug.as_str().to_string(), text));
+        }
+    }
+    Ok(())
+}
+
+/// What a replaced user's earlier profile and notes are kept as.
+const REPLACED: &str = "replaced by a copy from the database";
+
+/// Writes the fact log, the topic notes and then the versions: the
+/// source's, then the versions a `--replace` kept of what it replaced
+/// (numbered after the source's, `by: operator`, so undo still reaches
+/// them); the versions the copy's own writes made are not kept.
+fn write_long_term(layout: &Layout, user: &SafeName, memory: &UserMemory, now: DateTime<Utc>) -> Result<()> {
+    let replaced: Vec<versions::Version> = versions::history(layout, user)?
+        .into_iter()
+        .rev()
+        .filter(|v| v.by == Author::Operator && v.what == REPLACED)
+        .collect();
+    facts::put_all(layout, user, &memory.facts)?;
+    for (slug, document) in &memory.topics {
+        let slug = topics::parse_slug(slug)?;
+        let path = layout
+            .topic_path(user, &slug)
+            .context("the user `_shared` cannot own topic notes")?;
+        let change = Change {
+            by: Author::Operator,
+            what: "copied from the database",
+        };
+        versions::replace(layout, user, &path, Some(document.as_bytes()), change, now)?;
+    }
+    let profile_file = Layout::profile_file(user);
+    let mut kept = memory.versions.clone();
+    for version in &mut kept {
+        if version.file == profile_file
+            && let Some(body) = &version.before
+        {
+            version.before = Some(profile::document_of_body(layout, user, body, version.ts)?);
+        }
+    }
+    let mut seq = kept.last().map_or(0, |v| v.seq);
+    for mut version in replaced {
+        seq += 1;
+        version.seq = seq;
+        kept.push(version);
+    }
+    versions::put_all(layout, user, &kept)?;
+    Ok(())
 }
 
 /// Writes `memory` as `user`'s files, verified (see the module doc); the
@@ -433,6 +510,7 @@ fn write_files(
         };
         profile::write(layout, user, &doc, change, now)?;
     }
+    write_long_term(layout, user, memory, now)?;
     let log = &memory.messages[start..];
     if !log.is_empty() {
         let mut bytes = Vec::new();
@@ -456,10 +534,10 @@ fn write_files(
 }
 
 /// Deletes what a copy writes for `user` in the files — the STM folder
-/// (log, summary, marker), the archive, the profile (through `versions`,
-/// so the old one is kept as a version) and the recall index (rebuilt from
-/// the new files) — and nothing else: topic notes, digests and the fact log
-/// stay.
+/// (log, summary, marker), the archive, the profile and topic notes
+/// (through `versions`, so the old ones are kept as versions), the fact log
+/// and the recall index (rebuilt from the new files) — and nothing else:
+/// digests stay.
 fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     let layout = stm.layout();
     let root = layout.state_root();
@@ -467,9 +545,17 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     fsutil::remove_if_exists(root, &layout.archive_dir(user))?;
     let change = Change {
         by: Author::Operator,
-        what: "replaced by a copy from the database",
+        what: REPLACED,
     };
-    versions::replace(layout, user, &layout.profile_path(user), None, change, Utc::now())?;
+    let now = Utc::now();
+    versions::replace(layout, user, &layout.profile_path(user), None, change, now)?;
+    for note in topics::list(layout, user)? {
+        let slug = topics::parse_slug(&note.slug)?;
+        if let Some(path) = layout.topic_path(user, &slug) {
+            versions::replace(layout, user, &path, None, change, now)?;
+        }
+    }
+    fsutil::remove_if_exists(root, &layout.facts_path(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }
@@ -481,6 +567,9 @@ fn count(totals: &mut Totals, memory: &UserMemory, skipped_lines: usize, duplica
     totals.folds += memory.folds.len() as u64;
     totals.summaries += usize::from(memory.summary.is_some());
     totals.profiles += usize::from(memory.profile.is_some());
+    totals.facts += memory.facts.len();
+    totals.versions += memory.versions.len();
+    totals.topic_notes += memory.topics.len();
     totals.skipped_lines += skipped_lines;
     totals.duplicates += duplicates;
 }
@@ -520,6 +609,9 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "folds": t.folds,
             "summaries": t.summaries,
             "profiles": t.profiles,
+            "facts": t.facts,
+            "versions": t.versions,
+            "topicNotes": t.topic_notes,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
@@ -539,7 +631,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
     );
     if t.nothing > 0 {
         println!(
-            "  {} user(s) skipped: nothing the database keeps (only topic notes, digests or exports)",
+            "  {} user(s) skipped: nothing the database keeps (only digests or exports)",
             t.nothing
         );
     }
@@ -550,6 +642,12 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         thousands(t.folds),
         t.summaries,
         t.profiles
+    );
+    println!(
+        "  {} fact log entries, {} kept versions, {} topic notes",
+        thousands(t.facts as u64),
+        thousands(t.versions as u64),
+        t.topic_notes
     );
     if t.skipped_lines + t.duplicates > 0 {
         println!(
