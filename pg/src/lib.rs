@@ -14,6 +14,9 @@
 //! - [`fold`]: compaction as one transaction (nothing archived twice or
 //!   lost), one fold per user at a time across brokers.
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
+//! - [`memory`]: long-term memory edits (remember, forget, history, undo,
+//!   the memory tools) with the file store's rules, one transaction each;
+//!   the fact log, versions and topic notes beside the profile.
 //! - [`maintain`]: the fold sweep and expiry, by one broker at a time
 //!   per channel (a lease in the database, taken over when it expires).
 //! - [`copy`]: one user's memory written in one verified transaction and

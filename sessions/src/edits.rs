@@ -9,6 +9,11 @@
 //! Arguments are validated here (sizes, key shape) before any file is
 //! touched; the caller is a [`SafeName`] the broker computed, never an
 //! argument. Callers hold the user's lock. Files only; `now` is a parameter.
+//!
+//! [`TextEditor`] makes the same edits on a profile body held as text
+//! (the Postgres store keeps it in a row), through the same functions
+//! (`remember_in`, `update_in`, `forget_in`), so both stores share one set
+//! of rules; that store keeps the versions and the fact log itself.
 
 use crate::facts::{self, FactBy, FactEdit, LiveFact};
 use crate::layout::Layout;

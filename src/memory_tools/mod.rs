@@ -57,7 +57,7 @@ pub struct MemoryTools {
 /// model answers, given back by [`MemoryTools::into_turn`]).
 enum Store {
     Files { stm: Stm, recall: Recall },
-    Database(Mutex<PgTurn>),
+    Database(Box<Mutex<PgTurn>>),
 }
 
 /// Why a call did not do what it asked: a fixed code for logs and metrics,
@@ -125,7 +125,7 @@ impl MemoryTools {
     /// the turn's connection (the user's lock is held throughout).
     pub fn on_database(memory: &ChannelMemory, turn: PgTurn, now: DateTime<Utc>) -> MemoryTools {
         let user = turn.user().clone();
-        MemoryTools::new(memory, Store::Database(Mutex::new(turn)), &user, now)
+        MemoryTools::new(memory, Store::Database(Box::new(Mutex::new(turn))), &user, now)
     }
 
     fn new(memory: &ChannelMemory, store: Store, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
