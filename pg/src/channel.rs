@@ -94,7 +94,9 @@ impl PgChannel {
                 let row = conn
                     .query_opt(
                         "SELECT count(*) FILTER (WHERE m.fold IS NULL), count(m.seq), u.summary_at,
-                                length(coalesce(u.profile, ''))
+                                length(coalesce(u.profile, '')),
+                                (SELECT count(*) FROM mnemo_topics t
+                                 WHERE t.channel = $1 AND t.user_key = $2)
                          FROM mnemo_users u LEFT JOIN mnemo_messages m USING (channel, user_key)
                          WHERE u.channel = $1 AND u.user_key = $2 GROUP BY u.summary_at, u.profile",
                         &[&channel, &key],
@@ -106,6 +108,7 @@ impl PgChannel {
                 let (short, all): (i64, i64) = (row.get(0), row.get(1));
                 let summary: Option<DateTime<Utc>> = row.get(2);
                 let profile: i32 = row.get(3);
+                let notes: i64 = row.get(4);
                 let summary = summary.map_or("no rolling summary yet".to_string(), |at| {
                     format!("rolling summary updated {}", mnemo_sessions::commands::ago(now - at))
                 });
@@ -113,9 +116,10 @@ impl PgChannel {
                     "Your memory here:\n\
                      • {short} message{} in short-term memory, {} archived\n\
                      • {summary}\n\
-                     • profile: {profile} characters",
+                     • profile: {profile} characters, {notes} topic note{}",
                     plural(short),
-                    all - short
+                    all - short,
+                    plural(notes)
                 )
             }
             SessionCommand::Clear => {
@@ -153,7 +157,8 @@ impl PgChannel {
                     .get(0);
                 format!(
                     "This would delete everything I store about you here: {n} message{} (short-term and archived), \
-                     the summary and your profile. To do it, send `/session clear all confirm`.",
+                     the summary, your profile with its history and your topic notes. It cannot be undone. \
+                     To do it, send `/session clear all confirm`.",
                     plural(n)
                 )
             }
@@ -167,7 +172,7 @@ impl PgChannel {
                 if n == 0 {
                     "I had nothing stored about you.".to_string()
                 } else {
-                    "Deleted everything I stored about you here: messages, summary, profile and archive. \
+                    "Deleted everything I stored about you here: messages, summary, profile, topic notes and archive. \
                      This cannot be undone."
                         .to_string()
                 }

@@ -406,6 +406,53 @@ mod tests {
         assert_eq!(e.matching("mia ROSE").unwrap().len(), 1);
     }
 
+    fn text(body: &str) -> TextEditor<'_> {
+        TextEditor { body, max_chars: 4000 }
+    }
+
+    #[test]
+    fn the_text_editor_makes_the_same_edits_as_the_files_editor() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let e = editor(&layout, &user);
+        let mut body = String::new();
+        for fact in ["My daughter is called Mia", "I sail on Sundays", "Tea, never coffee"] {
+            let key = e.remember(FactSection::Notes, fact).unwrap();
+            let (same, saved) = text(&body).remember(FactSection::Notes, fact).unwrap();
+            assert_eq!(key, same);
+            body = saved.body;
+        }
+        let small = TextEditor {
+            body: "",
+            max_chars: 120,
+        };
+        let (_, capped) = small.remember(FactSection::Notes, &"x".repeat(200)).unwrap();
+        assert_eq!(
+            capped.dropped.len(),
+            1,
+            "over the cap: dropped, for the fact log to record"
+        );
+        e.update("i-sail-on-sundays", "I sail on Saturdays").unwrap();
+        body = text(&body)
+            .update("I-SAIL-on-sundays", "I sail on Saturdays")
+            .unwrap()
+            .unwrap()
+            .body;
+        e.forget("tea-never-coffee").unwrap();
+        let (removed, saved) = text(&body).forget_facts(&["tea-never-coffee"]);
+        assert_eq!(removed, 1);
+        let saved = saved.unwrap();
+        assert_eq!(saved.what, "forgot `tea-never-coffee`");
+        let on_file = crate::profile::read(&layout, &user).unwrap().unwrap().body;
+        assert_eq!(saved.body, on_file, "the same body on both stores");
+        assert!(matches!(
+            text(&saved.body).update("nothing", "x"),
+            Err(EditError::NotFound)
+        ));
+        assert!(matches!(text("").update("k: v", "x"), Err(EditError::Invalid(_))));
+    }
+
     #[test]
     fn oversized_or_malformed_arguments_touch_nothing() {
         let dir = tempfile::tempdir().unwrap();
