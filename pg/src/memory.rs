@@ -21,7 +21,7 @@ use crate::{PgError, pg_text};
 use chrono::{DateTime, Utc};
 use mnemo_sessions::edits::{EditError, FactLine, Forgotten, Saved, TextEditor, check_key};
 use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry, LogChanges};
-use mnemo_sessions::recall::Item;
+use mnemo_sessions::recall::{Item, fact_items};
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::versions::{Author, KEEP_PER_FILE, Version};
 use mnemo_sessions::{Layout, SafeName};
@@ -591,7 +591,8 @@ impl PgTurn {
 
     /// `memory_search` on the database: the profile's facts holding every
     /// word (`[profile] key: value`, so the model has the key to update or
-    /// forget), then the messages holding any, at most `limit` in all.
+    /// forget), then the topic notes, the fact log's earlier values and the
+    /// messages holding any, at most `limit` in all.
     pub async fn search(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
         let mut found: Vec<Item> = self
             .matching(words)
@@ -606,11 +607,53 @@ impl PgTurn {
             .collect();
         let rest = limit.saturating_sub(found.len());
         found.extend(self.search_notes(words, rest).await?);
+        let rest = limit.saturating_sub(found.len());
+        found.extend(self.search_facts(words, rest).await?);
         let rest = i64::try_from(limit.saturating_sub(found.len())).unwrap_or(0);
         if rest > 0 {
             found.extend(self.search_messages(words, rest).await?.unwrap_or_default());
         }
         Ok(found)
+    }
+
+    /// What the fact log adds to the profile for the words: earlier values
+    /// of facts (`[day, fact; until …]`), values a change replaced
+    /// (`[day, fact; was: …]`) and facts the cap dropped from the profile —
+    /// the file store's labels (`recall::fact_items`) — for entries holding
+    /// any of the words, newest first, at most `limit`.
+    pub async fn search_facts(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
+        let Some(query) = crate::recall::tsquery(words) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
+        let tx = self.conn().transaction().await?;
+        let matched: Vec<i64> = tx
+            .query(
+                "SELECT id FROM mnemo_facts, to_tsquery('english', $3) AS q
+                 WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', key || ' ' || value) @@ q",
+                &[&channel, &user, &query],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        if matched.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let log = Log::read(&tx, &channel, &user).await?;
+        tx.commit().await?;
+        let mut items: Vec<Item> = fact_items(&log.entries())
+            .into_iter()
+            .filter(|(i, _)| log.rows.get(*i).is_some_and(|(id, _)| matched.contains(id)))
+            .map(|(_, item)| item)
+            .collect();
+        items.reverse();
+        items.truncate(limit);
+        Ok(items)
     }
 
     /// The user's topic notes holding any of the words, best first, at

@@ -6,7 +6,10 @@
 //! matches (counted up to [`RARE`], from the per-user index; not counted
 //! for a user with fewer messages than that in all), then the
 //! search by the rare terms ranked by all of them ([`plan`]); the newest
-//! [`RANKED`] matches at most are ranked.
+//! [`RANKED`] matches at most are ranked. Ahead of the messages a turn
+//! also gets the user's matching topic notes and what the fact log adds to
+//! the profile (`PgTurn::search_notes`, `PgTurn::search_facts`, in
+//! [`crate::memory`]), a few of each.
 //!
 //! Embeddings (pgvector) are not searched by this version of the store:
 //! [`crate::PgStore::vectors`] reports what the server offers, and a

@@ -101,6 +101,9 @@ const RECALL_CANDIDATES: i64 = 32;
 /// Topic notes a turn's recall offers at most (matching any word of the
 /// message, best first), ahead of the messages.
 const RECALLED_NOTES: usize = 3;
+/// Fact-log entries a turn's recall offers at most (earlier or dropped
+/// values, newest first), after the notes.
+const RECALLED_FACTS: usize = 3;
 
 /// A record's columns as the append binds them (NUL made storable).
 struct Values<'a> {
@@ -257,7 +260,8 @@ impl PgTurn {
     }
 
     /// What the user said before that matches `message`, outside `recent`,
-    /// and the user's topic notes that match (at most [`RECALLED_NOTES`]),
+    /// the user's topic notes that match (at most [`RECALLED_NOTES`]) and
+    /// the fact log's earlier values that do (at most [`RECALLED_FACTS`]),
     /// packed under `max_tokens` (the file store's budget rule and labels).
     pub async fn recall(
         &mut self,
@@ -269,8 +273,10 @@ impl PgTurn {
         if words.is_empty() {
             return Ok(Recalled::default());
         }
-        // The user's topic notes that match, beside the messages.
-        let notes = self.search_notes(message, RECALLED_NOTES).await?;
+        // The user's topic notes and the fact log's earlier values that
+        // match, beside the messages.
+        let mut notes = self.search_notes(message, RECALLED_NOTES).await?;
+        notes.extend(self.search_facts(message, RECALLED_FACTS).await?);
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
         let (counting, recall) =

@@ -394,3 +394,31 @@ async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_remov
         .unwrap();
     assert!(turn.topic_slugs().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn recall_offers_what_the_fact_log_adds_to_the_profile() {
+    let ch = channel().await;
+    let user = SafeName::of("u1");
+    let mut turn = ch.begin_turn(&user).await.unwrap();
+    let key = turn
+        .remember(by(Author::Command, 1), FactSection::Facts, "I live in Paris")
+        .await
+        .unwrap();
+    turn.update(by(Author::Command, 60 * 24 * 3), &key, "I live in Berlin")
+        .await
+        .unwrap();
+    let recalled = turn.recall("where did I live? Paris?", &[], 500).await.unwrap();
+    let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
+    assert!(
+        lines.contains(&"[2026-11-30, fact; until 2026-12-03] i-live-in-paris: I live in Paris".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("fact; was: I live in Paris]")),
+        "the change says what it replaced: {lines:?}"
+    );
+    let other = SafeName::of("u2");
+    drop(turn);
+    let mut theirs = ch.begin_turn(&other).await.unwrap();
+    assert!(theirs.recall("Paris Berlin", &[], 500).await.unwrap().items.is_empty());
+}

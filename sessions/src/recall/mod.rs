@@ -39,6 +39,7 @@ mod vectors;
 
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
+pub use sources::fact_items;
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;
