@@ -21,7 +21,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use mnemo_pg::PgTurn;
 use mnemo_sessions::commands::{Reply, STORAGE_PROBLEM, SessionCommand, exported};
-use mnemo_sessions::{Layout, Record, SafeName, export, profile, topics, versions};
+use mnemo_sessions::{Layout, Record, SafeName, export, profile, versions};
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -98,7 +98,9 @@ fn files_of(layout: &Layout, user: &SafeName, stored: &mnemo_pg::copy::UserMemor
         files.push((relative(layout.facts_path(user))?, log));
     }
     for (slug, document) in &stored.topics {
-        let slug = topics::parse_slug(slug)?;
+        let Some(slug) = SafeName::from_encoded(slug) else {
+            continue; // not a name the files could hold
+        };
         if let Some(path) = layout.topic_path(user, &slug) {
             files.push((relative(path)?, document.clone().into_bytes()));
         }

@@ -185,6 +185,11 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert!(!source_facts.is_empty() && !source_versions.is_empty());
     let note = layout.topic_path(&ada, &SafeName::of("bike-repair")).unwrap();
     let source_note = std::fs::read_to_string(&note).unwrap();
+    // An operator's shared note of the channel.
+    let shared = layout.shared_topic_path(&SafeName::of("house-rules"));
+    std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+    let shared_note = "---\ntitle: House rules\n---\n\nThe bicycle rack is by the gate.\n";
+    std::fs::write(&shared, shared_note).unwrap();
 
     // Not migrated: a clear refusal that says what to run.
     let out = env
@@ -262,6 +267,7 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(report["facts"], source_facts.len(), "{report}");
     assert_eq!(report["versions"], source_versions.len(), "{report}");
     assert_eq!(report["topicNotes"], 1, "{report}");
+    assert_eq!(report["sharedNotes"], 1, "{report}");
     assert_eq!(
         count(&client, "SELECT count(*) FROM mnemo_facts WHERE by = 'compaction'").await,
         source_facts.len() as i64
@@ -298,6 +304,10 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert!(
         context.contains("Dr. Okafor"),
         "the profile is in the context: {context}"
+    );
+    assert!(
+        context.contains("[shared note: house-rules] The bicycle rack is by the gate."),
+        "the shared note is recalled: {context}"
     );
 
     // Back to a fresh state folder: the same messages, and the new turn.
@@ -354,6 +364,8 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     );
     let back_note = back_layout.topic_path(&ada, &SafeName::of("bike-repair")).unwrap();
     assert_eq!(std::fs::read_to_string(back_note).unwrap(), source_note);
+    let back_shared = back_layout.shared_topic_path(&SafeName::of("house-rules"));
+    assert_eq!(std::fs::read_to_string(back_shared).unwrap(), shared_note);
     assert!(!back_layout.copy_marker_path(&ada).exists());
     let mode = std::fs::metadata(back_layout.messages_path(&ada)).unwrap();
     assert_eq!(

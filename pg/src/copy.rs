@@ -225,6 +225,10 @@ pub enum CopyError {
         source_tally: Tally,
         target: Tally,
     },
+    #[error(
+        "verification failed for the shared note {slug:?} of channel {channel}: nothing of the channel's shared notes was committed"
+    )]
+    SharedMismatch { channel: String, slug: String },
 }
 
 impl From<tokio_postgres::Error> for CopyError {
@@ -559,4 +563,62 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
         .await?;
     }
     Ok(())
+}
+
+/// The operator's shared notes of `channel` as `(slug, whole document)`,
+/// by slug.
+pub async fn read_shared(store: &PgStore, channel: &str) -> Result<Vec<(String, String)>, PgError> {
+    let rows = store
+        .conn()
+        .await?
+        .query(
+            "SELECT slug, document FROM mnemo_shared_topics WHERE channel = $1 ORDER BY slug",
+            &[&channel],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The channels that have shared notes, sorted.
+pub async fn shared_channels(store: &PgStore) -> Result<Vec<String>, PgError> {
+    let rows = store
+        .conn()
+        .await?
+        .query("SELECT DISTINCT channel FROM mnemo_shared_topics ORDER BY channel", &[])
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Writes `notes` (`(slug, document)`, NUL kept as U+2400) as `channel`'s
+/// shared notes, replacing any of the same slug, in one transaction read
+/// back before it commits; notes of other slugs stay. Returns how many.
+pub async fn write_shared(store: &PgStore, channel: &str, notes: &[(String, String)]) -> Result<usize, CopyError> {
+    let mut conn = store.conn().await?;
+    let tx = conn.transaction().await?;
+    let now = Utc::now();
+    for (slug, document) in notes {
+        tx.execute(
+            "INSERT INTO mnemo_shared_topics (channel, slug, document, updated_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (channel, slug) DO UPDATE SET document = $3, updated_at = $4",
+            &[&channel, &&*pg_text(slug), &&*pg_text(document), &now],
+        )
+        .await?;
+    }
+    for (slug, document) in notes {
+        let back: Option<String> = tx
+            .query_opt(
+                "SELECT document FROM mnemo_shared_topics WHERE channel = $1 AND slug = $2",
+                &[&channel, &&*pg_text(slug)],
+            )
+            .await?
+            .map(|r| r.get(0));
+        if back.as_deref() != Some(&*pg_text(document)) {
+            return Err(CopyError::SharedMismatch {
+                channel: channel.to_string(),
+                slug: slug.clone(),
+            });
+        }
+    }
+    tx.commit().await?;
+    Ok(notes.len())
 }

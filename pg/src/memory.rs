@@ -656,8 +656,9 @@ impl PgTurn {
         Ok(items)
     }
 
-    /// The user's topic notes holding any of the words, best first, at
-    /// most `limit` (`[note: slug] body`).
+    /// The user's topic notes and the channel's shared notes holding any of
+    /// the words, best first, at most `limit` (`[note: slug] body`,
+    /// `[shared note: slug] body`).
     pub async fn search_notes(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
         let Some(query) = crate::recall::tsquery(words) else {
             return Ok(Vec::new());
@@ -667,20 +668,32 @@ impl PgTurn {
         }
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // The user's own notes, then the operator's shared ones, ranked
+        // together.
         let rows = self
             .conn()
             .query(
-                "SELECT slug, document, updated_at FROM mnemo_topics, to_tsquery('english', $3) AS q
-                 WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', document) @@ q
-                 ORDER BY ts_rank(to_tsvector('english', document), q) DESC, slug LIMIT $4",
+                "SELECT slug, document, updated_at, shared FROM (
+                     SELECT slug, document, updated_at, false AS shared FROM mnemo_topics
+                     WHERE channel = $1 AND user_key = $2
+                     UNION ALL
+                     SELECT slug, document, updated_at, true FROM mnemo_shared_topics WHERE channel = $1
+                 ) AS notes, to_tsquery('english', $3) AS q
+                 WHERE to_tsvector('english', document) @@ q
+                 ORDER BY ts_rank(to_tsvector('english', document), q) DESC, shared, slug LIMIT $4",
                 &[&channel, &user, &query, &limit],
             )
             .await?;
         Ok(rows
             .iter()
             .map(|row| {
-                let (slug, document): (String, String) = (row.get(0), row.get(1));
-                Item::note(row.get(2), &slug, &note_body(&document))
+                let (slug, document, shared): (String, String, bool) = (row.get(0), row.get(1), row.get(3));
+                let body = note_body(&document);
+                if shared {
+                    Item::shared_note(row.get(2), &slug, &body)
+                } else {
+                    Item::note(row.get(2), &slug, &body)
+                }
             })
             .collect())
     }

@@ -37,7 +37,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 5,
-        name: "long-term memory: fact log, versions, topic notes",
+        name: "long-term memory: fact log, versions, topic notes, shared notes",
         sql: include_str!("migrations/0005_long_term.sql"),
     },
 ];

@@ -6,9 +6,11 @@
 //! new frontmatter back in files) and the topic notes — between the state
 //! folder and the database the config's `store.urlEnv` names (whatever
 //! `store.kind` says, so a files deployment can be copied before it is
-//! switched over). Daily and weekly summaries, `_shared` notes and the
-//! recall index are not in the database and are not copied (the recall
-//! index of a copied user is rebuilt by the broker on first use).
+//! switched over) — and each channel's `_shared` operator notes (not with
+//! `--user`; a note of the same name is replaced, others stay). Daily and
+//! weekly summaries and the recall index are not in the database and are
+//! not copied (the recall index of a copied user is rebuilt by the broker
+//! on first use).
 //!
 //! The file side is read and written only through the sessions crate
 //! (`Layout`, `stm`, `archive`, `summary`, `profile`, `fsutil`,
@@ -128,6 +130,7 @@ struct Totals {
     facts: usize,
     versions: usize,
     topic_notes: usize,
+    shared_notes: usize,
     skipped_lines: usize,
     duplicates: usize,
 }
@@ -222,6 +225,19 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         count(totals, &read.memory, read.skipped_lines, read.duplicates);
         progress(i + 1, total, &shown, &read, note);
     }
+    if args.user.is_none() {
+        for channel in file_channels(setup, args.channel.as_deref())? {
+            let layout = Layout::new(root, &channel);
+            let notes = read_shared_files(&layout)?;
+            if notes.is_empty() {
+                continue;
+            }
+            totals.shared_notes += copy::write_shared(store, &channel, &notes)
+                .await
+                .with_context(|| format!("copying the shared notes of {channel} into the database"))?;
+            eprintln!("{channel}: {} shared note(s)", notes.len());
+        }
+    }
     if totals.copied + totals.replaced > 0 {
         // A bulk load leaves the planner's statistics behind the tables;
         // until autovacuum catches up, recall could scan every message.
@@ -269,6 +285,46 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             duplicates: 0,
         };
         progress(i + 1, total, &shown, &read, note);
+    }
+    shared_to_files(setup, store, args, totals).await
+}
+
+/// The operator's shared notes of a channel's folder, `(name, whole
+/// file)`, NUL as the database keeps it.
+fn read_shared_files(layout: &Layout) -> Result<Vec<(String, String)>> {
+    let mut notes = Vec::new();
+    for note in topics::list_shared(layout)? {
+        let slug = note_name(&note.slug)?;
+        if let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &layout.shared_topic_path(&slug))? {
+            notes.push((slug.as_str().to_string(), mnemo_pg::pg_text(&text).into_owned()));
+        }
+    }
+    Ok(notes)
+}
+
+/// Writes the database's shared notes of every channel (or `--channel`'s)
+/// into the state folder, each read back; `--user` copies none (they are
+/// no user's).
+async fn shared_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, totals: &mut Totals) -> Result<()> {
+    if args.user.is_some() {
+        return Ok(());
+    }
+    let root = &setup.state_root;
+    for channel in copy::shared_channels(store).await? {
+        if args.channel.as_ref().is_some_and(|c| *c != channel) {
+            continue;
+        }
+        let layout = Layout::new(root, &channel);
+        let notes = copy::read_shared(store, &channel).await?;
+        for (slug, document) in &notes {
+            let path = layout.shared_topic_path(&note_name(slug)?);
+            fsutil::replace(root, &path, document.as_bytes())?;
+            if fsutil::read_string_if_exists(root, &path)?.as_deref() != Some(document.as_str()) {
+                bail!("verification failed for the shared note {slug:?} of {channel}: the file reads back different");
+            }
+        }
+        totals.shared_notes += notes.len();
+        eprintln!("{channel}: {} shared note(s)", notes.len());
     }
     Ok(())
 }
@@ -388,7 +444,7 @@ fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> 
     }
     memory.versions = kept;
     for note in topics::list(layout, user)? {
-        let slug = topics::parse_slug(&note.slug)?;
+        let slug = note_name(&note.slug)?;
         let Some(path) = layout.topic_path(user, &slug) else {
             continue;
         };
@@ -397,6 +453,13 @@ fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> 
         }
     }
     Ok(())
+}
+
+/// A note's name as stored (its file name without `.md`, a SafeName):
+/// anything else is refused, never turned into a path.
+fn note_name(stored: &str) -> Result<SafeName> {
+    SafeName::from_encoded(stored)
+        .with_context(|| format!("the topic note name {stored:?} is not a file name mnemo writes (a SafeName)"))
 }
 
 /// What a replaced user's earlier profile and notes are kept as.
@@ -414,7 +477,7 @@ fn write_long_term(layout: &Layout, user: &SafeName, memory: &UserMemory, now: D
         .collect();
     facts::put_all(layout, user, &memory.facts)?;
     for (slug, document) in &memory.topics {
-        let slug = topics::parse_slug(slug)?;
+        let slug = note_name(slug)?;
         let path = layout
             .topic_path(user, &slug)
             .context("the user `_shared` cannot own topic notes")?;
@@ -550,7 +613,7 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     let now = Utc::now();
     versions::replace(layout, user, &layout.profile_path(user), None, change, now)?;
     for note in topics::list(layout, user)? {
-        let slug = topics::parse_slug(&note.slug)?;
+        let slug = note_name(&note.slug)?;
         if let Some(path) = layout.topic_path(user, &slug) {
             versions::replace(layout, user, &path, None, change, now)?;
         }
@@ -612,6 +675,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "facts": t.facts,
             "versions": t.versions,
             "topicNotes": t.topic_notes,
+            "sharedNotes": t.shared_notes,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
@@ -644,10 +708,11 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         t.profiles
     );
     println!(
-        "  {} fact log entries, {} kept versions, {} topic notes",
+        "  {} fact log entries, {} kept versions, {} topic notes, {} shared notes",
         thousands(t.facts as u64),
         thousands(t.versions as u64),
-        t.topic_notes
+        t.topic_notes,
+        t.shared_notes
     );
     if t.skipped_lines + t.duplicates > 0 {
         println!(

@@ -133,7 +133,7 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
     let (_, max) = store.pool_status();
     tracing::info!(max_connections = max, "memory is kept in Postgres");
     tracing::warn!(
-        "on the Postgres store daily and weekly summaries and the operator's _shared topic notes are not kept, and recall does not search embeddings (README: Running several brokers)"
+        "on the Postgres store daily and weekly summaries are not kept, recall does not search embeddings, and the operator's _shared notes come only from `mnemo store copy` (README: Running several brokers)"
     );
     if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
         let vectors = store.vectors().await?;

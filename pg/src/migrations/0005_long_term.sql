@@ -51,3 +51,14 @@ CREATE TABLE mnemo_topics (
     PRIMARY KEY (channel, user_key, slug),
     FOREIGN KEY (channel, user_key) REFERENCES mnemo_users ON DELETE CASCADE
 );
+
+-- The operator's notes every user of a channel may read and none may
+-- change (`ltm/topics/_shared/<slug>.md` on the files): written by `mnemo
+-- store copy`, found by recall and `memory_search` as shared notes.
+CREATE TABLE mnemo_shared_topics (
+    channel     text        NOT NULL,
+    slug        text        NOT NULL,
+    document    text        NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    PRIMARY KEY (channel, slug)
+);

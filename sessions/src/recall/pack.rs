@@ -41,7 +41,7 @@ impl Item {
             Source::Rolling => format!("[summary of recent conversation, {day}]"),
             Source::Profile => "[profile]".to_string(),
             Source::Note(slug) => return Item::note(at, slug, text),
-            Source::SharedNote(slug) => format!("[shared note: {slug}]"),
+            Source::SharedNote(slug) => return Item::shared_note(at, slug, text),
             Source::Fact { was: Some(old), .. } => {
                 format!("[{day}, fact; was: {}]", clipped_line(old, WAS_CHARS))
             }
@@ -75,6 +75,15 @@ impl Item {
         Item {
             at,
             label: format!("[note: {slug}]"),
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
+    /// One of the operator's shared notes: `[shared note: slug] …`.
+    pub fn shared_note(at: DateTime<Utc>, slug: &str, text: &str) -> Item {
+        Item {
+            at,
+            label: format!("[shared note: {slug}]"),
             text: clipped_line(text, ITEM_CHARS),
         }
     }
