@@ -7,9 +7,13 @@
 //! hold it — the short-term log as `stm/<user>/messages.jsonl`, the archived
 //! messages as one gzip'd JSONL file under `archive/<user>/`, the rolling
 //! summary and the profile as markdown, the daily and weekly summaries
-//! under `summaries/<user>/` with their frontmatter — with the same README, so an
-//! export reads the same whichever store made it. Nothing is written to the
-//! state folder but the bundle. A failure is logged and the user gets the
+//! under `summaries/<user>/` with their frontmatter, the fact log as
+//! `ltm/facts/<user>.jsonl`, topic notes under `ltm/topics/<user>/` and the
+//! kept versions as records under `ltm/versions/<user>/` (a profile's
+//! earlier body given the frontmatter the files would have) — with the
+//! same README, so an export reads the same whichever store made it.
+//! Nothing is written to the state folder but the bundle. A failure is
+//! logged and the user gets the
 //! same apology as on the files.
 
 use crate::app::ChannelMemory;
@@ -19,7 +23,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use mnemo_pg::PgTurn;
 use mnemo_sessions::commands::{Reply, STORAGE_PROBLEM, SessionCommand, exported};
-use mnemo_sessions::{Layout, Record, SafeName, export};
+use mnemo_sessions::{Layout, Record, SafeName, export, profile, versions};
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -95,6 +99,33 @@ fn files_of(layout: &Layout, user: &SafeName, stored: &mnemo_pg::copy::UserMemor
     }
     if let Some(profile) = &stored.profile {
         files.push((relative(layout.profile_path(user))?, markdown(profile)));
+    }
+    if !stored.facts.is_empty() {
+        let mut log = Vec::new();
+        for entry in &stored.facts {
+            serde_json::to_writer(&mut log, entry)?;
+            log.push(b'\n');
+        }
+        files.push((relative(layout.facts_path(user))?, log));
+    }
+    for (slug, document) in &stored.topics {
+        let Some(slug) = SafeName::from_encoded(slug) else {
+            continue; // not a name the files could hold
+        };
+        if let Some(path) = layout.topic_path(user, &slug) {
+            files.push((relative(path)?, document.clone().into_bytes()));
+        }
+    }
+    let profile_file = Layout::profile_file(user);
+    for version in &stored.versions {
+        let mut version = version.clone();
+        if version.file == profile_file
+            && let Some(body) = &version.before
+        {
+            version.before = Some(profile::document_of_body(layout, user, body, version.ts)?);
+        }
+        let path = layout.version_record_path(user, &versions::record_name(&version));
+        files.push((relative(path)?, serde_json::to_vec(&version)?));
     }
     Ok(files)
 }

@@ -290,11 +290,15 @@ impl Pipeline {
 
         let request = self.request_for(memory, pg.as_mut(), &user, &message, view).await;
         trace.lap(Phase::Memory);
-        let (tools, limits) = self.memory_tools(memory, &user, &request);
+        let (tools, limits) = self.memory_tools(memory, &user, &request, &mut pg);
         let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
             self.answer(&message, request, tools.as_ref(), limits).await
         };
+        // The database turn the tools borrowed (its lock held throughout).
+        if let Some(turn) = tools.and_then(MemoryTools::into_turn) {
+            pg = Some(turn);
+        }
         trace.lap(Phase::Model);
         let outcome = match answer {
             Ok(answer) => {
@@ -462,24 +466,26 @@ impl Pipeline {
     /// The memory tools of this turn, built for this caller only (the
     /// scope is never a tool argument), and what the tool loop may spend:
     /// `model.maxToolRounds`, and tool results within what the context
-    /// left of `context.maxTokens` (chars/4). None on Postgres.
+    /// left of `context.maxTokens` (chars/4). On Postgres the tools act
+    /// through the turn's connection: `pg` is lent to them (taken here,
+    /// given back by [`MemoryTools::into_turn`]).
     fn memory_tools(
         &self,
         memory: &ChannelMemory,
         user: &SafeName,
         request: &ModelRequest,
+        pg: &mut Option<mnemo_pg::PgTurn>,
     ) -> (Option<MemoryTools>, ToolLimits) {
         let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
         let limits = ToolLimits {
             max_rounds: self.parts.max_tool_rounds,
             budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
         };
-        // The memory tools edit the files: not offered on Postgres yet.
-        let tools = memory
-            .pg
-            .is_none()
-            .then(|| MemoryTools::for_caller(memory, user, Utc::now()));
-        (tools, limits)
+        let tools = match pg.take() {
+            Some(turn) => MemoryTools::on_database(memory, turn, Utc::now()),
+            None => MemoryTools::for_caller(memory, user, Utc::now()),
+        };
+        (Some(tools), limits)
     }
 
     /// Starts the fold the counters say is due, before the reply goes out:

@@ -11,6 +11,7 @@ use mnemo::app::App;
 use mnemo::config::LimitsConfig;
 use mnemo_channels::{Channel, Inbound, OutboundBody};
 use mnemo_pg::PgStore;
+use mnemo_sessions::commands::memory as replies;
 use mnemo_testkit::pg;
 use serde_json::json;
 use std::path::Path;
@@ -99,6 +100,12 @@ async fn say(app: &App, channel: &FakeChannel, message: Inbound, n: usize) -> St
     .await
 }
 
+/// Submits `message`, waits for its reply; the context the model got.
+async fn context_after(app: &App, channel: &FakeChannel, fake: &FakeModel, message: Inbound, n: usize) -> String {
+    say(app, channel, message, n).await;
+    request_text(&fake.chat_requests().pop().unwrap())
+}
+
 /// One user's history, long enough to fold twice, then questions about
 /// the oldest fact; another user beside them; then `clear all`. Run on
 /// both stores: what users see must not depend on where memory lives.
@@ -154,9 +161,63 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
         );
     }
 
+    // Long-term memory the user edits: remember → in the next request;
+    // forget → gone; undo → back; the same replies on both stores.
+    let (m, k) = ask("/session remember I prefer jasmine tea over coffee".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert_eq!(reply, replies::remembered("i-prefer-jasmine-tea-over-coffee"));
+    let (m, k) = ask("what do I drink?".into());
+    let context = context_after(&app, &channel, &fake, m, k).await;
+    assert!(context.contains("I prefer jasmine tea over coffee"), "{context}");
+    let (m, k) = ask("/session forget i-prefer-jasmine-tea-over-coffee".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert!(
+        reply.starts_with("Forgot the fact `i-prefer-jasmine-tea-over-coffee`"),
+        "{reply}"
+    );
+    let (m, k) = ask("what do I drink now?".into());
+    let context = context_after(&app, &channel, &fake, m, k).await;
+    assert!(
+        !context.contains("jasmine"),
+        "a forgotten fact reached the model: {context}"
+    );
+    let (m, k) = ask("/session undo".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert!(reply.starts_with("Undid the last change to your profile"), "{reply}");
+    let (m, k) = ask("and what do I drink after undo?".into());
+    let context = context_after(&app, &channel, &fake, m, k).await;
+    assert!(context.contains("I prefer jasmine tea over coffee"), "{context}");
+    let (m, k) = ask("/session history".into());
+    let history = say(&app, &channel, m, k).await;
+    assert!(
+        history.contains("remembered `i-prefer-jasmine-tea-over-coffee` by your command"),
+        "{history}"
+    );
+    assert!(!history.contains("forgot"), "the undone version is gone: {history}");
+    // Hostile names are refused with a clear reply and touch nothing.
+    let (m, k) = ask("/session forget ../../bob".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert_eq!(reply, replies::forget_preview(&[], "../../bob", &[]));
+    let (m, k) = ask(format!("/session remember {}", "x".repeat(400)));
+    let reply = say(&app, &channel, m, k).await;
+    assert_eq!(reply, replies::invalid("the text is longer than 300 characters"));
+    let bob = say(&app, &channel, dm("fake", "bob", "bob-2", "/session history"), 2).await;
+    assert_eq!(
+        bob,
+        replies::history_text(Vec::new(), None),
+        "bob sees none of ada's versions"
+    );
+
     let (m, k) = ask("/session clear all confirm".into());
     let reply = say(&app, &channel, m, k).await;
     assert!(reply.starts_with("Deleted everything"), "{reply}");
+    let (m, k) = ask("/session history".into());
+    let reply = say(&app, &channel, m, k).await;
+    assert_eq!(
+        reply,
+        replies::history_text(Vec::new(), None),
+        "clear all removes the versions"
+    );
     let (m, k) = ask("who is my dentist?".into());
     say(&app, &channel, m, k).await;
     let last = fake.chat_requests().pop().unwrap();
@@ -172,6 +233,87 @@ async fn files_remember_across_folds_keep_users_apart_and_forget_on_request() {
 async fn postgres_remembers_across_folds_keeps_users_apart_and_forgets_on_request() {
     let db = pg::database();
     remembers_folds_and_forgets(Some(migrated_store(&db.url()).await)).await;
+}
+
+/// The model's memory tools on Postgres: a scripted `memory_remember`
+/// edits the caller's profile in the database (a version and a fact-log
+/// entry `by: tool`), the next request carries it, another user's
+/// `memory_search` finds none of it, and `clear all` removes the facts and
+/// versions with the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_memory_tools_edit_only_the_callers_memory() {
+    let db = pg::database();
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(migrated_store(&db.url()).await)).await;
+    let client = pg_client(&db.url()).await;
+    let count = async |table: &str, user: &str, by: &str| -> i64 {
+        let sql = format!("SELECT count(*) FROM {table} WHERE user_key = $1 AND by = $2");
+        client.query_one(&sql, &[&user, &by]).await.unwrap().get(0)
+    };
+
+    fake.script_tools(vec![vec![(
+        "memory_remember",
+        json!({"text": "canary-ADA sails a blue dinghy", "section": "facts"}),
+    )]]);
+    say(&app, &channel, dm("fake", "ada", "ada-1", "I sail a blue dinghy"), 1).await;
+    let profile: String = client
+        .query_one("SELECT profile FROM mnemo_users WHERE user_key = 'ada'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(profile.contains("canary-ADA sails a blue dinghy"), "{profile}");
+    assert_eq!(count("mnemo_facts", "ada", "tool").await, 1);
+    assert_eq!(count("mnemo_versions", "ada", "tool").await, 1);
+    let context = context_after(&app, &channel, &fake, dm("fake", "ada", "ada-2", "what boat?"), 2).await;
+    assert!(context.contains("canary-ADA sails a blue dinghy"), "{context}");
+
+    // Bob's model searches for it, and tries a forget of ada's key.
+    fake.script_tools(vec![vec![
+        ("memory_search", json!({"query": "dinghy canary"})),
+        ("memory_forget", json!({"key": "canary-ada-sails-a-blue-dinghy"})),
+        ("memory_forget", json!({"key": "x", "user": "ada"})),
+    ]]);
+    say(&app, &channel, dm("fake", "bob", "bob-1", "tell me about boats"), 1).await;
+    let bobs: Vec<String> = fake
+        .chat_requests()
+        .iter()
+        .filter(|r| last_user_message(r) == "tell me about boats")
+        .map(|r| r.to_string())
+        .collect();
+    assert_eq!(bobs.len(), 2, "a round of tools, then the answer");
+    assert!(bobs[1].contains("no fact or topic note with that key"), "{}", bobs[1]);
+    for r in &bobs {
+        assert!(
+            !r.contains("canary-ADA") && !r.contains("blue dinghy"),
+            "ada's memory reached bob's request: {r}"
+        );
+    }
+    assert_eq!(
+        count("mnemo_facts", "ada", "tool").await,
+        1,
+        "bob's tools cannot touch ada's facts"
+    );
+
+    let reply = say(
+        &app,
+        &channel,
+        dm("fake", "ada", "ada-3", "/session clear all confirm"),
+        3,
+    )
+    .await;
+    assert!(reply.starts_with("Deleted everything"), "{reply}");
+    let left: i64 = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM mnemo_facts WHERE user_key = 'ada')
+                  + (SELECT count(*) FROM mnemo_versions WHERE user_key = 'ada')
+                  + (SELECT count(*) FROM mnemo_topics WHERE user_key = 'ada')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "clear all leaves no fact, version or note");
 }
 
 /// Two brokers on one database take turns answering the same users (as a
@@ -598,6 +740,13 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
     }
     app.wait_background(Duration::from_secs(30)).await;
     say(&app, &channel, dm("fake", "bob", "b1", "canary-bob"), 1).await;
+    let remember = dm(
+        "fake",
+        "ada",
+        "a-remember",
+        "/session remember my orchard has twelve apple trees",
+    );
+    say(&app, &channel, remember, 13).await;
     let entries = exported(&app, &channel, "ada").await;
     let names: Vec<&String> = entries.keys().collect();
     let recent = entries
@@ -623,6 +772,22 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
         entries.contains_key("README.txt") || names.iter().any(|n| n.contains("README")),
         "{names:?}"
     );
+    // Long-term memory laid out as the files hold it.
+    let fact_log = entries
+        .iter()
+        .find(|(n, _)| n.contains("ltm/facts/") && n.ends_with(".jsonl"))
+        .unwrap_or_else(|| panic!("the fact log: {names:?}"));
+    let entry: serde_json::Value = serde_json::from_slice(fact_log.1.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(
+        (entry["op"].as_str(), entry["value"].as_str(), entry["by"].as_str()),
+        (Some("set"), Some("my orchard has twelve apple trees"), Some("command"))
+    );
+    let version = entries
+        .iter()
+        .find(|(n, _)| n.contains("ltm/versions/") && n.ends_with(".json"))
+        .unwrap_or_else(|| panic!("a kept version: {names:?}"));
+    let version: serde_json::Value = serde_json::from_slice(version.1).unwrap();
+    assert_eq!(version["what"], "remembered `my-orchard-has-twelve-apple`");
     let everything: String = entries
         .values()
         .map(|b| String::from_utf8_lossy(b).into_owned())

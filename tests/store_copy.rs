@@ -11,7 +11,7 @@
 use crate::support;
 
 use mnemo_sessions::stm::Stm;
-use mnemo_sessions::{Layout, Record, SafeName, archive, locks::LockRegistry};
+use mnemo_sessions::{Layout, Record, SafeName, archive, facts, locks::LockRegistry, versions};
 use mnemo_testkit::pg;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -140,7 +140,8 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     fake.summarize_when(
         "Dr. Okafor",
         json!({"summary": "Ada told me about her dentist.", "facts": [
-            {"section": "facts", "key": "dentist", "value": "Dr. Okafor on Elm Street"}
+            {"section": "facts", "key": "dentist", "value": "Dr. Okafor on Elm Street"},
+            {"section": "topics", "key": "bike repair", "value": "the chain needs oiling"}
         ]})
         .to_string(),
     );
@@ -179,6 +180,16 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     std::fs::create_dir_all(&stray).unwrap();
     std::fs::write(stray.join("messages.jsonl"), "{}\n").unwrap();
     let source = file_messages(&state, "console", &ada);
+    let source_facts = facts::read(&layout, &ada).unwrap().entries;
+    let source_versions = versions::history(&layout, &ada).unwrap();
+    assert!(!source_facts.is_empty() && !source_versions.is_empty());
+    let note = layout.topic_path(&ada, &SafeName::of("bike-repair")).unwrap();
+    let source_note = std::fs::read_to_string(&note).unwrap();
+    // An operator's shared note of the channel.
+    let shared = layout.shared_topic_path(&SafeName::of("house-rules"));
+    std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
+    let shared_note = "---\ntitle: House rules\n---\n\nThe bicycle rack is by the gate.\n";
+    std::fs::write(&shared, shared_note).unwrap();
 
     // Not migrated: a clear refusal that says what to run.
     let out = env
@@ -252,6 +263,21 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         .unwrap();
     assert!(summary.is_some_and(|s| !s.trim().is_empty()), "the rolling summary");
     assert!(profile.unwrap().contains("Dr. Okafor on Elm Street"));
+    // Long-term memory too: the fact log, the versions, the topic note.
+    assert_eq!(report["facts"], source_facts.len(), "{report}");
+    assert_eq!(report["versions"], source_versions.len(), "{report}");
+    assert_eq!(report["topicNotes"], 1, "{report}");
+    assert_eq!(report["sharedNotes"], 1, "{report}");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM mnemo_facts WHERE by = 'compaction'").await,
+        source_facts.len() as i64
+    );
+    let stored_note: String = client
+        .query_one("SELECT document FROM mnemo_topics WHERE slug = 'bike-repair'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored_note, source_note);
 
     // Run again: everything is already there, nothing is added.
     let again = env
@@ -279,6 +305,10 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         context.contains("Dr. Okafor"),
         "the profile is in the context: {context}"
     );
+    assert!(
+        context.contains("[shared note: house-rules] The bicycle rack is by the gate."),
+        "the shared note is recalled: {context}"
+    );
 
     // Back to a fresh state folder: the same messages, and the new turn.
     let out = env
@@ -296,6 +326,46 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(returned[source.len()].2, "what colour is my bicycle?");
     let back_layout = Layout::new(dir.join("back"), "console");
     assert_eq!(archive::files(&back_layout, &ada).unwrap().len(), batches);
+    let back_facts = facts::read(&back_layout, &ada).unwrap().entries;
+    let micros = |entries: &[facts::FactEntry]| {
+        entries
+            .iter()
+            .map(|e| {
+                (
+                    e.ts.timestamp_micros(),
+                    e.key.clone(),
+                    e.value.clone(),
+                    e.sources.clone(),
+                    e.by,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        micros(&back_facts[..source_facts.len()]),
+        micros(&source_facts),
+        "the fact log came back (to the microsecond)"
+    );
+    let back_versions = versions::history(&back_layout, &ada).unwrap();
+    // An earlier profile comes back with its body (its frontmatter is
+    // made anew: the database keeps bodies).
+    let whats = |v: &[versions::Version]| {
+        v.iter()
+            .map(|v| {
+                let before = v.before.as_deref().map(mnemo_sessions::profile::body_of_document);
+                (v.seq, v.what.clone(), v.file.clone(), before)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        whats(&back_versions[back_versions.len() - source_versions.len()..]),
+        whats(&source_versions),
+        "the versions came back"
+    );
+    let back_note = back_layout.topic_path(&ada, &SafeName::of("bike-repair")).unwrap();
+    assert_eq!(std::fs::read_to_string(back_note).unwrap(), source_note);
+    let back_shared = back_layout.shared_topic_path(&SafeName::of("house-rules"));
+    assert_eq!(std::fs::read_to_string(back_shared).unwrap(), shared_note);
     assert!(!back_layout.copy_marker_path(&ada).exists());
     let mode = std::fs::metadata(back_layout.messages_path(&ada)).unwrap();
     assert_eq!(

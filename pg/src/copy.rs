@@ -1,6 +1,7 @@
 //! The database side of `mnemo store copy`: one user's memory as the
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
-//! archived ones grouped into folds, the summary and profile bodies),
+//! archived ones grouped into folds, the summary and profile bodies, the
+//! fact log, the versions and the topic notes),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -25,10 +26,13 @@
 //!   U+2400), and timestamps to the microsecond (the database's
 //!   precision); the tally is computed over those forms on both sides.
 
+use crate::memory::name_of;
 use crate::turn::{role_name, role_of};
 use crate::{PgError, PgStore, lock_key, pg_text};
 use chrono::{DateTime, Timelike, Utc};
 use mnemo_sessions::Record;
+use mnemo_sessions::facts::FactEntry;
+use mnemo_sessions::versions::{Author, Version};
 use sha2::{Digest, Sha256};
 use tokio_postgres::Transaction;
 
@@ -48,6 +52,13 @@ pub struct UserMemory {
     pub profile_at: Option<DateTime<Utc>>,
     /// Summarizer failures in a row.
     pub failures: i32,
+    /// The dated fact log, in order.
+    pub facts: Vec<FactEntry>,
+    /// The kept versions, oldest first; a profile's `before` is its body
+    /// (the files' records hold the whole file: the file side converts).
+    pub versions: Vec<Version>,
+    /// Topic notes as `(slug, whole document)`, by slug.
+    pub topics: Vec<(String, String)>,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -103,11 +114,15 @@ impl UserMemory {
         }
     }
 
-    /// The same memory: messages (by tally), summary and profile bodies.
+    /// The same memory: messages (by tally), summary and profile bodies,
+    /// fact log, versions and topic notes.
     pub fn same_as(&self, other: &UserMemory) -> bool {
         self.tally() == other.tally()
             && blank_none(&self.summary) == blank_none(&other.summary)
             && blank_none(&self.profile) == blank_none(&other.profile)
+            && self.facts == other.facts
+            && same_versions(&self.versions, &other.versions)
+            && self.topics == other.topics
     }
 
     /// Timestamps cut to the microsecond, text as the database keeps it
@@ -138,11 +153,44 @@ impl UserMemory {
         }
         self.summary_at = self.summary_at.map(micros);
         self.profile_at = self.profile_at.map(micros);
+        let stored = |s: &mut String| {
+            if s.contains('\0') {
+                *s = pg_text(s).into_owned();
+            }
+        };
+        for e in &mut self.facts {
+            e.ts = micros(e.ts);
+            for s in [&mut e.key, &mut e.value]
+                .into_iter()
+                .chain(&mut e.sources)
+                .chain(&mut e.supersedes)
+            {
+                stored(s);
+            }
+        }
+        for v in &mut self.versions {
+            v.ts = micros(v.ts);
+            for s in [&mut v.what, &mut v.file].into_iter().chain(&mut v.before) {
+                stored(s);
+            }
+        }
+        for (_, document) in &mut self.topics {
+            stored(document);
+        }
+        self.topics.sort();
         for f in &mut self.folds {
             f.at = micros(f.at);
         }
         self
     }
+}
+
+/// The same kept versions, but for an operator's own trailing ones (what
+/// a `--replace` kept of the memory it replaced): those are the target's
+/// backups, not a difference.
+fn same_versions(a: &[Version], b: &[Version]) -> bool {
+    let (long, short) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    long.starts_with(short) && long[short.len()..].iter().all(|v| v.by == Author::Operator)
 }
 
 fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -177,6 +225,10 @@ pub enum CopyError {
         source_tally: Tally,
         target: Tally,
     },
+    #[error(
+        "verification failed for the shared note {slug:?} of channel {channel}: nothing of the channel's shared notes was committed"
+    )]
+    SharedMismatch { channel: String, slug: String },
 }
 
 impl From<tokio_postgres::Error> for CopyError {
@@ -295,6 +347,25 @@ async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Opti
         memory.messages.extend(records);
     }
     memory.messages.extend(short);
+    memory.facts = crate::memory::Log::read(tx, channel, user).await?.entries();
+    let versions = tx
+        .query(
+            "SELECT seq, ts, by, what, file, before FROM mnemo_versions
+             WHERE channel = $1 AND user_key = $2 ORDER BY seq",
+            &[&channel, &user],
+        )
+        .await?;
+    memory.versions = versions
+        .iter()
+        .filter_map(|row| crate::memory::version_of(row, user))
+        .collect();
+    let topics = tx
+        .query(
+            "SELECT slug, document FROM mnemo_topics WHERE channel = $1 AND user_key = $2 ORDER BY slug",
+            &[&channel, &user],
+        )
+        .await?;
+    memory.topics = topics.iter().map(|row| (row.get(0), row.get(1))).collect();
     Ok(Some(memory))
 }
 
@@ -440,5 +511,114 @@ async fn insert(tx: &Transaction<'_>, channel: &str, user: &str, memory: &UserMe
         .await?;
         first += count;
     }
+    insert_long_term(tx, channel, user, memory).await
+}
+
+/// The fact log (in order), the versions (their `seq` kept) and the topic
+/// notes.
+async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memory: &UserMemory) -> Result<(), PgError> {
+    for e in &memory.facts {
+        tx.execute(
+            "INSERT INTO mnemo_facts (channel, user_key, ts, op, section, key, value, sources, supersedes, by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &channel,
+                &user,
+                &e.ts,
+                &name_of(&e.op),
+                &name_of(&e.section),
+                &e.key,
+                &e.value,
+                &e.sources,
+                &e.supersedes,
+                &name_of(&e.by),
+            ],
+        )
+        .await?;
+    }
+    for v in &memory.versions {
+        let seq = i64::try_from(v.seq).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO mnemo_versions (channel, user_key, seq, ts, by, what, file, before)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &channel,
+                &user,
+                &seq,
+                &v.ts,
+                &name_of(&v.by),
+                &v.what,
+                &v.file,
+                &v.before,
+            ],
+        )
+        .await?;
+    }
+    let now = Utc::now();
+    for (slug, document) in &memory.topics {
+        tx.execute(
+            "INSERT INTO mnemo_topics (channel, user_key, slug, document, updated_at) VALUES ($1, $2, $3, $4, $5)",
+            &[&channel, &user, slug, document, &now],
+        )
+        .await?;
+    }
     Ok(())
+}
+
+/// The operator's shared notes of `channel` as `(slug, whole document)`,
+/// by slug.
+pub async fn read_shared(store: &PgStore, channel: &str) -> Result<Vec<(String, String)>, PgError> {
+    let rows = store
+        .conn()
+        .await?
+        .query(
+            "SELECT slug, document FROM mnemo_shared_topics WHERE channel = $1 ORDER BY slug",
+            &[&channel],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The channels that have shared notes, sorted.
+pub async fn shared_channels(store: &PgStore) -> Result<Vec<String>, PgError> {
+    let rows = store
+        .conn()
+        .await?
+        .query("SELECT DISTINCT channel FROM mnemo_shared_topics ORDER BY channel", &[])
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Writes `notes` (`(slug, document)`, NUL kept as U+2400) as `channel`'s
+/// shared notes, replacing any of the same slug, in one transaction read
+/// back before it commits; notes of other slugs stay. Returns how many.
+pub async fn write_shared(store: &PgStore, channel: &str, notes: &[(String, String)]) -> Result<usize, CopyError> {
+    let mut conn = store.conn().await?;
+    let tx = conn.transaction().await?;
+    let now = Utc::now();
+    for (slug, document) in notes {
+        tx.execute(
+            "INSERT INTO mnemo_shared_topics (channel, slug, document, updated_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (channel, slug) DO UPDATE SET document = $3, updated_at = $4",
+            &[&channel, &&*pg_text(slug), &&*pg_text(document), &now],
+        )
+        .await?;
+    }
+    for (slug, document) in notes {
+        let back: Option<String> = tx
+            .query_opt(
+                "SELECT document FROM mnemo_shared_topics WHERE channel = $1 AND slug = $2",
+                &[&channel, &&*pg_text(slug)],
+            )
+            .await?
+            .map(|r| r.get(0));
+        if back.as_deref() != Some(&*pg_text(document)) {
+            return Err(CopyError::SharedMismatch {
+                channel: channel.to_string(),
+                slug: slug.clone(),
+            });
+        }
+    }
+    tx.commit().await?;
+    Ok(notes.len())
 }

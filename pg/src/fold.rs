@@ -2,8 +2,11 @@
 //! `compacting.threshold` fold all but the window, older than
 //! `stm.maxAgeMinutes` fold, never past `stm.maxMessages`; compaction off
 //! slides), committed as **one transaction**: the batch is marked archived
-//! (`fold`), the summary replaced, the facts merged into the profile and
-//! the fold recorded together, or nothing is. A crash or a lost
+//! (`fold`), the summary replaced, the facts merged into the profile (the
+//! previous profile kept as a version, the fact log's entries appended,
+//! dated at their source messages as the files' compaction dates them),
+//! ongoing topics merged into topic notes, and the fold recorded
+//! together, or nothing is. A crash or a lost
 //! connection anywhere leaves the user as before the run.
 //!
 //! A run reads a snapshot, calls the summarizer with no transaction open,
@@ -14,14 +17,17 @@
 //! [`PgFold::AlreadyRunning`]).
 
 use crate::channel::PgChannel;
+use crate::memory::{Profile, merge_topic};
 use crate::turn::record_at;
 use crate::{PgError, lock_key};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::plan::{self, Decision};
+use mnemo_sessions::facts::{FactBy, FactEdit};
 use mnemo_sessions::profile::{MergeReport, merge_into_body};
-use mnemo_sessions::summarizer::{Fact, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
+use mnemo_sessions::summarizer::{Fact, FactSection, SummarizeError, SummaryKind, SummaryRequest, rolling_summary};
+use mnemo_sessions::versions::Author;
 use tokio_postgres::types::ToSql;
 
 /// What one compaction run did.
@@ -174,7 +180,7 @@ async fn commit(
     let tx = conn.transaction().await?;
     let head = tx
         .query_one(
-            "SELECT folds, profile FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",
+            "SELECT folds FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",
             &[&name, &key],
         )
         .await?;
@@ -197,24 +203,32 @@ async fn commit(
     let mut report = MergeReport::default();
     match summary {
         Some((text, facts)) => {
-            let profile: Option<String> = head.get(1);
-            let (merged, merge) = merge_into_body(profile.as_deref(), &facts, channel.config().ltm.max_profile_chars);
+            let mut profile = Profile::lock(&tx, name, key, FactBy::Operator, now).await?;
+            let max_chars = channel.config().ltm.max_profile_chars;
+            let (merged, merge, dropped) = merge_into_body(profile.body.as_deref(), &facts, max_chars);
             report = merge;
             tx.execute(
-                "UPDATE mnemo_users SET folds = $3, failures = 0, summary = $4, summary_at = $5,
-                        profile = coalesce($6, profile),
-                        profile_at = CASE WHEN $6::text IS NULL THEN profile_at ELSE $5 END
+                "UPDATE mnemo_users SET folds = $3, failures = 0, summary = $4, summary_at = $5
                  WHERE channel = $1 AND user_key = $2",
-                &[
-                    &name,
-                    &key,
-                    &fold,
-                    &&*crate::pg_text(&text),
-                    &now,
-                    &merged.as_deref().map(crate::pg_text).as_deref(),
-                ],
+                &[&name, &key, &fold, &&*crate::pg_text(&text), &now],
             )
             .await?;
+            if let Some(merged) = merged {
+                // Dated as the files' compaction dates them: at the newest
+                // user message among each fact's sources in the batch.
+                let edit = FactEdit {
+                    by: FactBy::Compaction,
+                    batch: &snapshot.records[..k],
+                    now,
+                };
+                let what = "facts from older messages";
+                profile
+                    .replace(&tx, name, user, &merged, what, &dropped, edit, Author::Compaction)
+                    .await?;
+            }
+            for fact in facts.iter().filter(|f| f.section == FactSection::Topics) {
+                merge_topic(&tx, name, user, &fact.key, &fact.value, max_chars, now).await?;
+            }
         }
         None => {
             tx.execute(

@@ -14,6 +14,9 @@
 //! - [`fold`]: compaction as one transaction (nothing archived twice or
 //!   lost), one fold per user at a time across brokers.
 //! - [`recall`]: `tsvector` search scoped to the user inside the query.
+//! - [`memory`]: long-term memory edits (remember, forget, history, undo,
+//!   the memory tools) with the file store's rules, one transaction each;
+//!   the fact log, versions and topic notes beside the profile.
 //! - [`maintain`]: the fold sweep and expiry, by one broker at a time
 //!   per channel (a lease in the database, taken over when it expires).
 //! - [`access`]: each channel's access rules and pairing state (the
@@ -36,6 +39,7 @@ pub mod copy;
 pub mod digests;
 pub mod fold;
 pub mod maintain;
+pub mod memory;
 pub mod migrate;
 pub mod recall;
 pub mod seed;

@@ -41,6 +41,11 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0004_access.sql"),
     },
     Migration {
+        version: 5,
+        name: "long-term memory: fact log, versions, topic notes, shared notes",
+        sql: include_str!("migrations/0005_long_term.sql"),
+    },
+    Migration {
         version: 6,
         name: "daily and weekly summaries, maintenance watermarks",
         sql: include_str!("migrations/0006_digests.sql"),
@@ -50,6 +55,12 @@ const MIGRATIONS: &[Migration] = &[
 /// The schema version this build reads and writes.
 pub fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// How many migrations this build knows (versions may skip a number
+/// while branches are merged).
+pub fn count() -> usize {
+    MIGRATIONS.len()
 }
 
 /// What [`migrate`] did.

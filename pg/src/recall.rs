@@ -11,6 +11,9 @@
 //! does, a second round widened by the rarest plain words of the best
 //! three hits that are not in the question (the other half of a fact told
 //! in two places), its hits weighted 0.6 against the first round's.
+//! Ahead of the messages a turn also gets the user's matching topic notes
+//! and what the fact log adds to the profile (`PgTurn::search_notes`,
+//! `PgTurn::search_facts`, in [`crate::memory`]), a few of each.
 //!
 //! Embeddings (pgvector) are not searched by this version of the store:
 //! [`crate::PgStore::vectors`] reports what the server offers, and a

@@ -160,6 +160,12 @@ const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 
 /// Candidates a recall looks at before packing them under the budget.
 const RECALL_CANDIDATES: i64 = 32;
+/// Topic notes a turn's recall offers at most (matching any word of the
+/// message, best first), ahead of the messages.
+const RECALLED_NOTES: usize = 3;
+/// Fact-log entries a turn's recall offers at most (earlier or dropped
+/// values, newest first), after the notes.
+const RECALLED_FACTS: usize = 3;
 
 /// A record's columns as the append binds them (NUL made storable).
 struct Values<'a> {
@@ -222,6 +228,11 @@ impl PgTurn {
     /// The user this turn holds.
     pub fn user(&self) -> &SafeName {
         &self.user
+    }
+
+    /// The channel's name, as the rows are keyed.
+    pub(crate) fn channel_name(&self) -> &str {
+        self.channel.name()
     }
 
     pub(crate) fn conn(&mut self) -> &mut Object {
@@ -311,6 +322,8 @@ impl PgTurn {
     }
 
     /// What the user said before that matches `message`, outside `recent`,
+    /// the user's topic notes that match (at most [`RECALLED_NOTES`]) and
+    /// the fact log's earlier values that do (at most [`RECALLED_FACTS`]),
     /// packed under `max_tokens` (the file store's budget rule and labels):
     /// the full-text ranking, fused by reciprocal rank with the user's
     /// nearest vectors when `vector` (the embedding model's name and the
@@ -348,14 +361,19 @@ impl PgTurn {
         Ok(mnemo_sessions::recall::pack(items, max_tokens))
     }
 
-    /// The full-text ranking (best first): the user's messages matching the
-    /// question, the second round's, and the matching pieces of their
+    /// The full-text ranking (best first): the user's matching topic notes
+    /// and fact-log entries (a few each, ahead), then the messages matching
+    /// the question, the second round's, and the matching pieces of their
     /// daily and weekly summaries.
     async fn full_text(&mut self, message: &str, skip: &[String]) -> Result<Vec<Item>, PgError> {
         let words = crate::recall::words(message);
         if words.is_empty() {
             return Ok(Vec::new());
         }
+        // The user's topic notes and the fact log's earlier values that
+        // match, beside the messages.
+        let mut notes = self.search_notes(message, RECALLED_NOTES).await?;
+        notes.extend(self.search_facts(message, RECALLED_FACTS).await?);
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
         let (counting, recall, digests) = futures_util::try_join!(
@@ -369,7 +387,7 @@ impl PgTurn {
         let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
         let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));
         let Some((search, rank)) = crate::recall::plan(&counts) else {
-            return Ok(Vec::new());
+            return Ok(notes);
         };
         let message_params: [&(dyn ToSql + Sync); 7] = [
             &channel,
@@ -432,7 +450,9 @@ impl PgTurn {
             Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
         }));
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        Ok(ranked.into_iter().map(|(_, item)| item).collect())
+        // Notes first: a few distilled lines, before the messages' ranks.
+        notes.extend(ranked.into_iter().map(|(_, item)| item));
+        Ok(notes)
     }
 
     /// The user's messages nearest to `vector` among those embedded by

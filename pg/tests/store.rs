@@ -122,7 +122,7 @@ async fn migrating_twice_changes_nothing_the_second_time() {
     let first = migrate::migrate(&store).await.unwrap();
     assert_eq!(
         (first.from, first.to, first.applied.len()),
-        (0, latest(), latest() as usize)
+        (0, latest(), migrate::count())
     );
     let second = migrate::migrate(&store).await.unwrap();
     assert_eq!((second.from, second.to), (latest(), latest()));
@@ -136,7 +136,7 @@ async fn two_brokers_migrating_at_once_apply_each_migration_once() {
     let (a, b) = (store(&url), store(&url));
     let (ra, rb) = tokio::join!(migrate::migrate(&a), migrate::migrate(&b));
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
-    assert_eq!(ra.applied.len() + rb.applied.len(), latest() as usize, "{ra:?} {rb:?}");
+    assert_eq!(ra.applied.len() + rb.applied.len(), migrate::count(), "{ra:?} {rb:?}");
     migrate::check(&a).await.unwrap();
 }
 
@@ -602,6 +602,7 @@ fn copied(text: &str) -> mnemo_pg::copy::UserMemory {
         profile: Some("## Facts\n- a: b".into()),
         profile_at: None,
         failures: 0,
+        ..Default::default()
     }
     .as_stored()
 }

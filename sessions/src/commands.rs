@@ -11,7 +11,7 @@
 //! path or another user; the details of a failure go to the log.
 
 mod clear;
-mod memory;
+pub mod memory;
 pub mod parse;
 mod search;
 mod status;

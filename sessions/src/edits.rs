@@ -9,8 +9,13 @@
 //! Arguments are validated here (sizes, key shape) before any file is
 //! touched; the caller is a [`SafeName`] the broker computed, never an
 //! argument. Callers hold the user's lock. Files only; `now` is a parameter.
+//!
+//! [`TextEditor`] makes the same edits on a profile body held as text
+//! (the Postgres store keeps it in a row), through the same functions
+//! (`remember_in`, `update_in`, `forget_in`), so both stores share one set
+//! of rules; that store keeps the versions and the fact log itself.
 
-use crate::facts::{self, FactBy, FactEdit};
+use crate::facts::{self, FactBy, FactEdit, LiveFact};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{self, Body, Merged, ProfileError, normalized};
@@ -132,15 +137,7 @@ impl Editor<'_> {
     /// Every fact of the profile, in file order.
     pub fn facts(&self) -> Result<Vec<FactLine>, EditError> {
         let (_, body) = self.body()?;
-        Ok(body
-            .all_bullets()
-            .into_iter()
-            .map(|(section, key, value)| FactLine {
-                section,
-                key: key.to_string(),
-                value: value.to_string(),
-            })
-            .collect())
+        Ok(lines_of(&body))
     }
 
     /// Adds `text` as a new fact under `section`, keyed by its first words
@@ -148,14 +145,8 @@ impl Editor<'_> {
     pub fn remember(&self, section: FactSection, text: &str) -> Result<String, EditError> {
         let text = check_text(text)?;
         let (profile, mut body) = self.body_to_edit()?;
-        let taken: Vec<String> = body.all_bullets().iter().map(|(_, k, _)| normalized(k)).collect();
-        let base = derived_key(&text);
-        let key = (1..)
-            .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
-            .find(|k| !taken.contains(&normalized(k)))
-            .unwrap_or(base);
-        body.merge(section, &key, &text);
-        self.save(profile, body, &format!("remembered `{key}`"))?;
+        let (key, what) = remember_in(&mut body, section, &text);
+        self.save(profile, body, &what)?;
         Ok(key)
     }
 
@@ -164,19 +155,10 @@ impl Editor<'_> {
         let key = check_key(key)?;
         let text = check_text(text)?;
         let (profile, mut body) = self.body_to_edit()?;
-        let wanted = normalized(&key);
-        let Some((section, found, _)) = body
-            .all_bullets()
-            .into_iter()
-            .find(|(_, k, _)| normalized(k) == wanted)
-            .map(|(s, k, v)| (s, k.to_string(), v.to_string()))
-        else {
-            return Err(EditError::NotFound);
-        };
-        if body.merge(section, &found, &text) == Some(Merged::Unchanged) {
-            return Ok(());
+        match update_in(&mut body, &key, &text)? {
+            Some(what) => self.save(profile, body, &what),
+            None => Ok(()),
         }
-        self.save(profile, body, &format!("updated `{found}`"))
     }
 
     /// Forgets the fact `key`, or else the topic note of that name.
@@ -201,12 +183,8 @@ impl Editor<'_> {
     /// returns how many went.
     pub fn forget_facts(&self, keys: &[&str]) -> Result<usize, EditError> {
         let (profile, mut body) = self.body_to_edit()?;
-        let removed = body.remove_keys(keys);
-        if removed > 0 {
-            let what = match keys {
-                [one] => format!("forgot `{one}`"),
-                _ => format!("forgot {removed} facts"),
-            };
+        let (removed, what) = forget_in(&mut body, keys);
+        if let Some(what) = what {
             self.save(profile, body, &what)?;
         }
         Ok(removed)
@@ -240,16 +218,140 @@ impl Editor<'_> {
     /// Facts whose key and text hold every word of `words` (case and
     /// spacing ignored).
     pub fn matching(&self, words: &str) -> Result<Vec<FactLine>, EditError> {
-        let words: Vec<String> = normalized(words).split(' ').map(str::to_string).collect();
-        Ok(self
-            .facts()?
-            .into_iter()
-            .filter(|f| {
-                let line = normalized(&format!("{} {}", f.key, f.value));
-                words.iter().all(|w| line.contains(w.as_str()))
-            })
-            .collect())
+        Ok(matching_in(self.facts()?, words))
     }
+}
+
+/// The result of an edit of a profile body held as text
+/// ([`TextEditor`]): the new body, the version's few words, and the
+/// bullets the size cap dropped (for the fact log,
+/// [`crate::facts::changes_for`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Saved {
+    pub body: String,
+    pub what: String,
+    pub dropped: Vec<LiveFact>,
+}
+
+/// The [`Editor`]'s edits on a profile body held outside the files (the
+/// Postgres store keeps it in a row): the same argument checks, keys,
+/// merge, cap and version labels, no I/O. The caller stores
+/// [`Saved::body`], keeps the previous body as a version and records the
+/// change in its fact log.
+#[derive(Clone, Copy, Debug)]
+pub struct TextEditor<'a> {
+    /// The profile body as it is now (empty when there is none).
+    pub body: &'a str,
+    /// `ltm.maxProfileChars`.
+    pub max_chars: usize,
+}
+
+impl TextEditor<'_> {
+    fn save(&self, mut body: Body, what: String) -> Saved {
+        let dropped = body.cap(self.max_chars);
+        Saved {
+            body: body.render(self.max_chars),
+            what,
+            dropped,
+        }
+    }
+
+    /// Every fact of the profile, in order.
+    pub fn facts(&self) -> Vec<FactLine> {
+        lines_of(&Body::parse(self.body))
+    }
+
+    /// [`Editor::matching`].
+    pub fn matching(&self, words: &str) -> Vec<FactLine> {
+        matching_in(self.facts(), words)
+    }
+
+    /// [`Editor::remember`]: the key and the edit.
+    pub fn remember(&self, section: FactSection, text: &str) -> Result<(String, Saved), EditError> {
+        let text = check_text(text)?;
+        let mut body = Body::parse(self.body);
+        let (key, what) = remember_in(&mut body, section, &text);
+        Ok((key, self.save(body, what)))
+    }
+
+    /// [`Editor::update`]: `None` when the text was already that.
+    pub fn update(&self, key: &str, text: &str) -> Result<Option<Saved>, EditError> {
+        let key = check_key(key)?;
+        let text = check_text(text)?;
+        let mut body = Body::parse(self.body);
+        Ok(update_in(&mut body, &key, &text)?.map(|what| self.save(body, what)))
+    }
+
+    /// [`Editor::forget_facts`]: how many went, and the edit if any did.
+    pub fn forget_facts(&self, keys: &[&str]) -> (usize, Option<Saved>) {
+        let mut body = Body::parse(self.body);
+        let (removed, what) = forget_in(&mut body, keys);
+        (removed, what.map(|what| self.save(body, what)))
+    }
+}
+
+fn lines_of(body: &Body) -> Vec<FactLine> {
+    body.all_bullets()
+        .into_iter()
+        .map(|(section, key, value)| FactLine {
+            section,
+            key: key.to_string(),
+            value: value.to_string(),
+        })
+        .collect()
+}
+
+fn matching_in(facts: Vec<FactLine>, words: &str) -> Vec<FactLine> {
+    let words: Vec<String> = normalized(words).split(' ').map(str::to_string).collect();
+    facts
+        .into_iter()
+        .filter(|f| {
+            let line = normalized(&format!("{} {}", f.key, f.value));
+            words.iter().all(|w| line.contains(w.as_str()))
+        })
+        .collect()
+}
+
+/// Adds checked `text` under `section`, keyed by its first words (made
+/// unique); returns the key and the version's words.
+fn remember_in(body: &mut Body, section: FactSection, text: &str) -> (String, String) {
+    let taken: Vec<String> = body.all_bullets().iter().map(|(_, k, _)| normalized(k)).collect();
+    let base = derived_key(text);
+    let key = (1..)
+        .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
+        .find(|k| !taken.contains(&normalized(k)))
+        .unwrap_or(base);
+    body.merge(section, &key, text);
+    let what = format!("remembered `{key}`");
+    (key, what)
+}
+
+/// Replaces the text of the fact `key` (checked); `None` when unchanged.
+fn update_in(body: &mut Body, key: &str, text: &str) -> Result<Option<String>, EditError> {
+    let wanted = normalized(key);
+    let Some((section, found, _)) = body
+        .all_bullets()
+        .into_iter()
+        .find(|(_, k, _)| normalized(k) == wanted)
+        .map(|(s, k, v)| (s, k.to_string(), v.to_string()))
+    else {
+        return Err(EditError::NotFound);
+    };
+    if body.merge(section, &found, text) == Some(Merged::Unchanged) {
+        return Ok(None);
+    }
+    Ok(Some(format!("updated `{found}`")))
+}
+
+/// Removes the facts with these keys; how many went and, if any, the
+/// version's words.
+fn forget_in(body: &mut Body, keys: &[&str]) -> (usize, Option<String>) {
+    let removed = body.remove_keys(keys);
+    let what = (removed > 0).then(|| match keys {
+        [one] => format!("forgot `{one}`"),
+        _ => format!("forgot {removed} facts"),
+    });
+    (removed, what)
 }
 
 /// A key from the text's first words: lowercase letters and digits, words
@@ -302,6 +404,53 @@ mod tests {
         assert!(matches!(e.update("nothing", "x"), Err(EditError::NotFound)));
         assert_eq!(versions::history(&layout, &user).unwrap().len(), 4);
         assert_eq!(e.matching("mia ROSE").unwrap().len(), 1);
+    }
+
+    fn text(body: &str) -> TextEditor<'_> {
+        TextEditor { body, max_chars: 4000 }
+    }
+
+    #[test]
+    fn the_text_editor_makes_the_same_edits_as_the_files_editor() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path(), "slack");
+        let user = SafeName::of("U1");
+        let e = editor(&layout, &user);
+        let mut body = String::new();
+        for fact in ["My daughter is called Mia", "I sail on Sundays", "Tea, never coffee"] {
+            let key = e.remember(FactSection::Notes, fact).unwrap();
+            let (same, saved) = text(&body).remember(FactSection::Notes, fact).unwrap();
+            assert_eq!(key, same);
+            body = saved.body;
+        }
+        let small = TextEditor {
+            body: "",
+            max_chars: 120,
+        };
+        let (_, capped) = small.remember(FactSection::Notes, &"x".repeat(200)).unwrap();
+        assert_eq!(
+            capped.dropped.len(),
+            1,
+            "over the cap: dropped, for the fact log to record"
+        );
+        e.update("i-sail-on-sundays", "I sail on Saturdays").unwrap();
+        body = text(&body)
+            .update("I-SAIL-on-sundays", "I sail on Saturdays")
+            .unwrap()
+            .unwrap()
+            .body;
+        e.forget("tea-never-coffee").unwrap();
+        let (removed, saved) = text(&body).forget_facts(&["tea-never-coffee"]);
+        assert_eq!(removed, 1);
+        let saved = saved.unwrap();
+        assert_eq!(saved.what, "forgot `tea-never-coffee`");
+        let on_file = crate::profile::read(&layout, &user).unwrap().unwrap().body;
+        assert_eq!(saved.body, on_file, "the same body on both stores");
+        assert!(matches!(
+            text(&saved.body).update("nothing", "x"),
+            Err(EditError::NotFound)
+        ));
+        assert!(matches!(text("").update("k: v", "x"), Err(EditError::Invalid(_))));
     }
 
     #[test]

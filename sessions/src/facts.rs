@@ -166,6 +166,23 @@ pub fn live(entries: &[FactEntry]) -> Vec<LiveFact> {
     out
 }
 
+/// Replaces the user's log with `entries` in one atomic write (as another
+/// store holds them: `mnemo store copy`); no entries, no file.
+pub fn put_all(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
+    let path = layout.facts_path(user);
+    if entries.is_empty() {
+        fsutil::remove_if_exists(layout.state_root(), &path)?;
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    for entry in entries {
+        serde_json::to_writer(&mut bytes, entry).map_err(|e| FileError::new("write", &path, io::Error::other(e)))?;
+        bytes.push(b'\n');
+    }
+    fsutil::replace(layout.state_root(), &path, &bytes)?;
+    Ok(())
+}
+
 /// Appends `entries` in one write (after a `\n` if a crash tore the last
 /// line), then syncs the data.
 fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
@@ -279,18 +296,78 @@ pub(crate) fn sync(
         .and_then(|m| m.modified())
         .map(DateTime::<Utc>::from)
         .unwrap_or(now);
-    let by = if log.exists { by } else { FactBy::Import };
-    let edit = FactEdit {
-        by,
-        batch: &[],
-        now: at,
-    };
-    let changes = diff(&live(&log.entries), &on_disk, &[], edit);
+    let (by, changes) = sync_plan(&log.entries, log.exists, &on_disk, by, at);
     let changed = apply(layout, user, &changes)?;
     if changed > 0 {
         tracing::info!(user = %user, changed, by = ?by, "profile and fact log differed; the profile's facts recorded");
     }
     Ok(changed)
+}
+
+/// What [`sync`] records: the label (`import` when there is no log yet)
+/// and the changes that bring `entries` in line with the bullets `on_disk`.
+fn sync_plan(
+    entries: &[FactEntry],
+    exists: bool,
+    on_disk: &[LiveFact],
+    by: FactBy,
+    at: DateTime<Utc>,
+) -> (FactBy, Changes) {
+    let by = if exists { by } else { FactBy::Import };
+    let edit = FactEdit {
+        by,
+        batch: &[],
+        now: at,
+    };
+    (by, diff(&live(entries), on_disk, &[], edit))
+}
+
+/// What a store that keeps the log outside the files (the Postgres store's
+/// rows) does to its log: append these entries, and remove every entry of
+/// which [`LogChanges::removes`] says so (a forgotten fact). The same rules
+/// as the file's [`commit`] and [`sync`], without files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogChanges {
+    pub append: Vec<FactEntry>,
+    forget: Vec<LiveFact>,
+}
+
+impl LogChanges {
+    /// Whether `entry` leaves the log (its fact was forgotten).
+    pub fn removes(&self, entry: &FactEntry) -> bool {
+        self.forget.iter().any(|f| same_key(f, &LiveFact::of(entry)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.append.is_empty() && self.forget.is_empty()
+    }
+
+    /// How many facts this changes (for logs).
+    pub fn len(&self) -> usize {
+        self.append.len() + self.forget.len()
+    }
+
+    fn of(changes: Changes) -> LogChanges {
+        LogChanges {
+            append: changes.append,
+            forget: changes.forget,
+        }
+    }
+}
+
+/// [`commit`] for a log held as `entries`: what records the change from the
+/// log's live facts to the profile body `after` (as just written), with the
+/// bullets the size cap `dropped`.
+pub fn changes_for(entries: &[FactEntry], after: &str, dropped: &[LiveFact], edit: FactEdit<'_>) -> LogChanges {
+    LogChanges::of(diff(&live(entries), &bullets(&Body::parse(after)), dropped, edit))
+}
+
+/// [`sync`] for a log held as `entries`: what records the profile body
+/// `body` as found (its bullets the log does not know, by `by` dated `at`;
+/// by `import` when the log was never `started`), before an edit.
+pub fn sync_changes(entries: &[FactEntry], started: bool, body: &str, by: FactBy, at: DateTime<Utc>) -> LogChanges {
+    let on_disk = bullets(&Body::parse(body));
+    LogChanges::of(sync_plan(entries, started, &on_disk, by, at).1)
 }
 
 fn bullets(body: &Body) -> Vec<LiveFact> {

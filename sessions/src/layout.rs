@@ -109,7 +109,13 @@ impl Layout {
     }
 
     pub fn profile_path(&self, user: &SafeName) -> PathBuf {
-        self.profiles_dir().join(format!("{user}.md"))
+        self.ltm_file(&Layout::profile_file(user))
+    }
+
+    /// The profile's path under `ltm/` (`users/<user>.md`), as a version
+    /// record names it; a store without files names its profile the same.
+    pub fn profile_file(user: &SafeName) -> String {
+        format!("users/{user}.md")
     }
 
     /// `ltm/facts/`: one dated fact log per user (see `crate::facts`).

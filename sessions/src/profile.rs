@@ -97,15 +97,22 @@ pub struct MergeReport {
 /// Merges `facts` into a profile body held outside the file layout (the
 /// Postgres store keeps the body in a row): the same rules as
 /// [`merge_facts`] — keyed replace, the size cap — without files, versions
-/// or the fact log. Returns the new body when something changed.
-pub fn merge_into_body(body: Option<&str>, facts: &[Fact], max_chars: usize) -> (Option<String>, MergeReport) {
+/// or the fact log. Returns the new body when something changed, and the
+/// bullets the cap dropped (for the store's fact log,
+/// [`facts::changes_for`]).
+pub fn merge_into_body(
+    body: Option<&str>,
+    facts: &[Fact],
+    max_chars: usize,
+) -> (Option<String>, MergeReport, Vec<facts::LiveFact>) {
     let mut parsed = Body::parse(body.unwrap_or(""));
     let mut report = merge_all(&mut parsed, facts);
-    report.dropped = parsed.cap(max_chars).len();
+    let dropped = parsed.cap(max_chars);
+    report.dropped = dropped.len();
     if report.added + report.replaced + report.dropped == 0 {
-        return (None, report);
+        return (None, report, dropped);
     }
-    (Some(parsed.render(max_chars)), report)
+    (Some(parsed.render(max_chars)), report, dropped)
 }
 
 /// Merges each fact into `body`, counting what happened to it.
@@ -235,6 +242,28 @@ pub fn bullets(profile: &Profile, section: FactSection) -> Vec<(String, String)>
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// The body of a profile document (a whole file, as a version keeps it):
+/// what a store without files holds; the text itself if it does not parse.
+pub fn body_of_document(text: &str) -> String {
+    match frontmatter::parse::<ProfileMeta>(std::path::Path::new("profile"), text) {
+        Ok(doc) => doc.body,
+        Err(_) => text.to_string(),
+    }
+}
+
+/// A profile document (new frontmatter, `body`), as the files keep one:
+/// how a body from a store without files becomes a file again.
+pub fn document_of_body(
+    layout: &Layout,
+    user: &SafeName,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Result<String, ProfileError> {
+    let mut doc = new_profile(layout, user, now);
+    doc.meta.updated = Some(now);
+    Ok(frontmatter::render(&layout.profile_path(user), &doc.meta, body)?)
 }
 
 /// A new, empty profile for `user` (written only once something is in it).

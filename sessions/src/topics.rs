@@ -227,8 +227,51 @@ pub fn merge_fact(
     let slug = slug_for_key(key);
     let path = layout.topic_path(user, &slug).ok_or(TopicError::ReservedOwner)?;
     let existing = read_file(layout, &path)?;
+    let Some(topic) = merged_note(existing, user, &slug, key, value, max_chars, now) else {
+        return Ok((slug, false));
+    };
+    write_file(layout, user, &path, &topic, change, now)?;
+    Ok((slug, true))
+}
+
+/// [`merge_fact`] on a note held as text outside the files (the Postgres
+/// store's row): `existing` is the whole document (frontmatter and body)
+/// of the note [`slug_for_key`] names, `path` only names it in errors.
+/// Returns the new document, `None` when nothing changed.
+#[allow(clippy::too_many_arguments)]
+pub fn merge_fact_text(
+    path: &Path,
+    existing: Option<&str>,
+    user: &SafeName,
+    key: &str,
+    value: &str,
+    max_chars: usize,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, TopicError> {
+    if user.as_str() == crate::layout::SHARED_TOPICS {
+        return Err(TopicError::ReservedOwner);
+    }
+    let slug = slug_for_key(key);
+    let existing = existing.map(|text| frontmatter::parse(path, text)).transpose()?;
+    match merged_note(existing, user, &slug, key, value, max_chars, now) {
+        Some(topic) => Ok(Some(frontmatter::render(path, &topic.meta, &topic.body)?)),
+        None => Ok(None),
+    }
+}
+
+/// The note with `value` added as a dated bullet (capped), `None` when it
+/// is already there.
+fn merged_note(
+    existing: Option<Topic>,
+    user: &SafeName,
+    slug: &SafeName,
+    key: &str,
+    value: &str,
+    max_chars: usize,
+    now: DateTime<Utc>,
+) -> Option<Topic> {
     let created = existing.is_none();
-    let mut topic = existing.unwrap_or_else(|| new_topic(user, &slug, key, now));
+    let mut topic = existing.unwrap_or_else(|| new_topic(user, slug, key, now));
     let value = one_line(value);
     let already = value.is_empty()
         || topic.body.lines().any(|l| {
@@ -236,7 +279,7 @@ pub fn merge_fact(
                 .is_some_and(|b| normalized(strip_date(b)) == normalized(&value))
         });
     if already && !created {
-        return Ok((slug, false));
+        return None;
     }
     if !already {
         let mut body = topic.body.trim_end().to_string();
@@ -247,8 +290,7 @@ pub fn merge_fact(
         topic.body = cap_bullet_lines(&body, max_chars);
     }
     topic.meta.updated = Some(now);
-    write_file(layout, user, &path, &topic, change, now)?;
-    Ok((slug, true))
+    Some(topic)
 }
 
 /// `- 2026-03-01: text` → `text`.

@@ -124,7 +124,7 @@ pub fn replace(
         file,
         before: before.map(|b| String::from_utf8_lossy(&b).into_owned()),
     };
-    let path = layout.version_record_path(user, &format!("{seq:010}-{tag}.json"));
+    let path = layout.version_record_path(user, &record_name(&version));
     let json = serde_json::to_vec(&version).map_err(|e| FileError::new("encode", &path, io::Error::other(e)))?;
     fsutil::replace(root, &path, &json)?;
     match new {
@@ -182,6 +182,28 @@ pub fn undo(layout: &Layout, user: &SafeName) -> Result<Option<Version>, Version
         return Ok(Some(version));
     }
     Ok(None)
+}
+
+/// The record's file name in `ltm/versions/<user>/`: `<seq>-<file tag>.json`.
+pub fn record_name(version: &Version) -> String {
+    format!("{:010}-{}.json", version.seq, file_tag(&version.file))
+}
+
+/// Replaces all of `user`'s kept versions with `kept` (as another store
+/// holds them: `mnemo store copy`). A record naming a file that is not
+/// the user's own is refused before anything is written.
+pub fn put_all(layout: &Layout, user: &SafeName, kept: &[Version]) -> Result<(), VersionError> {
+    for version in kept {
+        owned_path(layout, user, &layout.ltm_file(&version.file))?;
+    }
+    let root = layout.state_root();
+    fsutil::remove_if_exists(root, &layout.versions_dir(user))?;
+    for version in kept {
+        let path = layout.version_record_path(user, &record_name(version));
+        let json = serde_json::to_vec(version).map_err(|e| FileError::new("encode", &path, io::Error::other(e)))?;
+        fsutil::replace(root, &path, &json)?;
+    }
+    Ok(())
 }
 
 /// `target`'s path under `ltm/` if it is one of `user`'s own long-term

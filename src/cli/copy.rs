@@ -1,15 +1,20 @@
 //! `mnemo store copy --from files --to postgres` (and back): moves what the
 //! Postgres store holds — each user's messages (archived batches oldest
 //! first, then the short-term log, in that order, as `seq`), the rolling
-//! summary's body and the profile's body — between the state folder and
-//! the database the config's `store.urlEnv` names (whatever `store.kind`
-//! says, so a files deployment can be copied before it is switched over).
-//! Topic notes, daily and weekly summaries, the fact log, version records
-//! and the recall index are not in the database and are not copied (the
-//! recall index of a copied user is rebuilt by the broker on first use).
-//! Each channel's access rules (`access.json` ↔ its database row) are
-//! copied too, after the users, unless the copy is limited to one `--user`
-//! (`access`: same never-merge rule, `--replace` to overwrite).
+//! summary's body, the profile's body, the fact log, the kept versions
+//! (their `seq` kept; an earlier profile as its body in the database, given
+//! new frontmatter back in files) and the topic notes — between the state
+//! folder and the database the config's `store.urlEnv` names (whatever
+//! `store.kind` says, so a files deployment can be copied before it is
+//! switched over) — and each channel's `_shared` operator notes (not with
+//! `--user`; a note of the same name is replaced, others stay). Daily and
+//! weekly summaries and the recall index are not copied (the recall index
+//! of a copied user is rebuilt by the broker on first use; a copied user's
+//! daily and weekly summaries are made again by the target's maintenance
+//! for the days it still covers). Each channel's access rules
+//! (`access.json` ↔ its database row) are copied too, after the users,
+//! unless the copy is limited to one `--user` (`access`: same never-merge
+//! rule, `--replace` to overwrite).
 //!
 //! The file side is read and written only through the sessions crate
 //! (`Layout`, `stm`, `archive`, `summary`, `profile`, `fsutil`,
@@ -33,8 +38,9 @@
 //!   already there; with different memory the copy stops with an error
 //!   naming the user, unless `--replace`: the target's copy of what the
 //!   copy moves is deleted and written from the source (in files: the STM
-//!   folder, the archive, the profile — kept as a version — and the recall
-//!   index; topic notes, digests and the fact log are not touched). So a
+//!   folder, the archive, the profile and topic notes — each kept as a
+//!   version, numbered after the source's — the fact log, the versions and
+//!   the recall index; digests are not touched). So a
 //!   copy interrupted by Ctrl-C, a crash or a lost database is finished by
 //!   running it again, duplicating nothing.
 //! - **Bounded memory.** One user's history is held at a time (both sides
@@ -68,14 +74,14 @@ mod access;
 use super::Setup;
 use crate::instance::{InstanceError, InstanceLock};
 use anyhow::{Context as _, Result, bail};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use mnemo_pg::copy::{self, Fold, UserMemory, Written};
 use mnemo_pg::{PgStore, migrate};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::versions::{self, Author, Change};
-use mnemo_sessions::{Layout, Record, SafeName, archive, fsutil, profile, report, summary};
+use mnemo_sessions::{Layout, Record, SafeName, archive, facts, fsutil, profile, report, summary, topics};
 use std::collections::HashMap;
 use std::process::ExitCode;
 
@@ -97,7 +103,8 @@ pub struct CopyArgs {
     /// A user already in the target with different memory is replaced there
     /// by the copy (without it, the copy stops at that user). Into files,
     /// only what the copy writes is replaced: log, summary, archive,
-    /// profile (its old version kept); topic notes and digests stay.
+    /// profile and topic notes (their old versions kept), fact log,
+    /// versions; digests stay.
     #[arg(long)]
     pub replace: bool,
     /// The summary as one JSON document on stdout (progress stays on stderr).
@@ -119,13 +126,17 @@ struct Totals {
     already_there: usize,
     replaced: usize,
     resumed: usize,
-    /// Users with files but nothing the database keeps (topic notes only…).
+    /// Users with files but nothing the database keeps (digests only…).
     nothing: usize,
     messages: u64,
     archived: u64,
     folds: u64,
     summaries: usize,
     profiles: usize,
+    facts: usize,
+    versions: usize,
+    topic_notes: usize,
+    shared_notes: usize,
     skipped_lines: usize,
     duplicates: usize,
     access: access::AccessTotals,
@@ -196,7 +207,7 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         let shown = shown(&channel, &user);
         let read = read_files(&layout, &user).with_context(|| format!("reading user {shown}"))?;
         if read.memory == UserMemory::default() {
-            // Only topic notes, digests or exports: nothing the database keeps.
+            // Only digests or exports: nothing the database keeps.
             totals.nothing += 1;
             progress(i + 1, total, &shown, &read, " (nothing the database keeps: skipped)");
             continue;
@@ -220,6 +231,19 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         };
         count(totals, &read.memory, read.skipped_lines, read.duplicates);
         progress(i + 1, total, &shown, &read, note);
+    }
+    if args.user.is_none() {
+        for channel in file_channels(setup, args.channel.as_deref())? {
+            let layout = Layout::new(root, &channel);
+            let notes = read_shared_files(&layout)?;
+            if notes.is_empty() {
+                continue;
+            }
+            totals.shared_notes += copy::write_shared(store, &channel, &notes)
+                .await
+                .with_context(|| format!("copying the shared notes of {channel} into the database"))?;
+            eprintln!("{channel}: {} shared note(s)", notes.len());
+        }
     }
     if totals.copied + totals.replaced > 0 {
         // A bulk load leaves the planner's statistics behind the tables;
@@ -275,6 +299,46 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
     }
     if args.user.is_none() {
         access::postgres_to_files(root, store, args.channel.as_deref(), args.replace, &mut totals.access).await?;
+    }
+    shared_to_files(setup, store, args, totals).await
+}
+
+/// The operator's shared notes of a channel's folder, `(name, whole
+/// file)`, NUL as the database keeps it.
+fn read_shared_files(layout: &Layout) -> Result<Vec<(String, String)>> {
+    let mut notes = Vec::new();
+    for note in topics::list_shared(layout)? {
+        let slug = note_name(&note.slug)?;
+        if let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &layout.shared_topic_path(&slug))? {
+            notes.push((slug.as_str().to_string(), mnemo_pg::pg_text(&text).into_owned()));
+        }
+    }
+    Ok(notes)
+}
+
+/// Writes the database's shared notes of every channel (or `--channel`'s)
+/// into the state folder, each read back; `--user` copies none (they are
+/// no user's).
+async fn shared_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, totals: &mut Totals) -> Result<()> {
+    if args.user.is_some() {
+        return Ok(());
+    }
+    let root = &setup.state_root;
+    for channel in copy::shared_channels(store).await? {
+        if args.channel.as_ref().is_some_and(|c| *c != channel) {
+            continue;
+        }
+        let layout = Layout::new(root, &channel);
+        let notes = copy::read_shared(store, &channel).await?;
+        for (slug, document) in &notes {
+            let path = layout.shared_topic_path(&note_name(slug)?);
+            fsutil::replace(root, &path, document.as_bytes())?;
+            if fsutil::read_string_if_exists(root, &path)?.as_deref() != Some(document.as_str()) {
+                bail!("verification failed for the shared note {slug:?} of {channel}: the file reads back different");
+            }
+        }
+        totals.shared_notes += notes.len();
+        eprintln!("{channel}: {} shared note(s)", notes.len());
     }
     Ok(())
 }
@@ -372,11 +436,88 @@ fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
         memory.profile = Some(doc.body.trim().to_string()).filter(|b| !b.is_empty());
         memory.profile_at = doc.meta.updated;
     }
+    read_long_term(layout, user, &mut memory)?;
     Ok(FileRead {
         memory: memory.as_stored(),
         skipped_lines,
         duplicates,
     })
+}
+
+/// The fact log, the versions (oldest first; a profile's `before` as its
+/// body, as the database keeps it) and the topic notes (whole files).
+fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> Result<()> {
+    memory.facts = facts::read(layout, user)?.entries;
+    let profile_file = Layout::profile_file(user);
+    let mut kept = versions::history(layout, user)?;
+    kept.reverse();
+    for version in &mut kept {
+        if version.file == profile_file {
+            version.before = version.before.as_deref().map(profile::body_of_document);
+        }
+    }
+    memory.versions = kept;
+    for note in topics::list(layout, user)? {
+        let slug = note_name(&note.slug)?;
+        let Some(path) = layout.topic_path(user, &slug) else {
+            continue;
+        };
+        if let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &path)? {
+            memory.topics.push((slug.as_str().to_string(), text));
+        }
+    }
+    Ok(())
+}
+
+/// A note's name as stored (its file name without `.md`, a SafeName):
+/// anything else is refused, never turned into a path.
+fn note_name(stored: &str) -> Result<SafeName> {
+    SafeName::from_encoded(stored)
+        .with_context(|| format!("the topic note name {stored:?} is not a file name mnemo writes (a SafeName)"))
+}
+
+/// What a replaced user's earlier profile and notes are kept as.
+const REPLACED: &str = "replaced by a copy from the database";
+
+/// Writes the fact log, the topic notes and then the versions: the
+/// source's, then the versions a `--replace` kept of what it replaced
+/// (numbered after the source's, `by: operator`, so undo still reaches
+/// them); the versions the copy's own writes made are not kept.
+fn write_long_term(layout: &Layout, user: &SafeName, memory: &UserMemory, now: DateTime<Utc>) -> Result<()> {
+    let replaced: Vec<versions::Version> = versions::history(layout, user)?
+        .into_iter()
+        .rev()
+        .filter(|v| v.by == Author::Operator && v.what == REPLACED)
+        .collect();
+    facts::put_all(layout, user, &memory.facts)?;
+    for (slug, document) in &memory.topics {
+        let slug = note_name(slug)?;
+        let path = layout
+            .topic_path(user, &slug)
+            .context("the user `_shared` cannot own topic notes")?;
+        let change = Change {
+            by: Author::Operator,
+            what: "copied from the database",
+        };
+        versions::replace(layout, user, &path, Some(document.as_bytes()), change, now)?;
+    }
+    let profile_file = Layout::profile_file(user);
+    let mut kept = memory.versions.clone();
+    for version in &mut kept {
+        if version.file == profile_file
+            && let Some(body) = &version.before
+        {
+            version.before = Some(profile::document_of_body(layout, user, body, version.ts)?);
+        }
+    }
+    let mut seq = kept.last().map_or(0, |v| v.seq);
+    for mut version in replaced {
+        seq += 1;
+        version.seq = seq;
+        kept.push(version);
+    }
+    versions::put_all(layout, user, &kept)?;
+    Ok(())
 }
 
 /// Writes `memory` as `user`'s files, verified (see the module doc); the
@@ -446,6 +587,7 @@ fn write_files(
         };
         profile::write(layout, user, &doc, change, now)?;
     }
+    write_long_term(layout, user, memory, now)?;
     let log = &memory.messages[start..];
     if !log.is_empty() {
         let mut bytes = Vec::new();
@@ -469,10 +611,10 @@ fn write_files(
 }
 
 /// Deletes what a copy writes for `user` in the files — the STM folder
-/// (log, summary, marker), the archive, the profile (through `versions`,
-/// so the old one is kept as a version) and the recall index (rebuilt from
-/// the new files) — and nothing else: topic notes, digests and the fact log
-/// stay.
+/// (log, summary, marker), the archive, the profile and topic notes
+/// (through `versions`, so the old ones are kept as versions), the fact log
+/// and the recall index (rebuilt from the new files) — and nothing else:
+/// digests stay.
 fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     let layout = stm.layout();
     let root = layout.state_root();
@@ -480,9 +622,17 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     fsutil::remove_if_exists(root, &layout.archive_dir(user))?;
     let change = Change {
         by: Author::Operator,
-        what: "replaced by a copy from the database",
+        what: REPLACED,
     };
-    versions::replace(layout, user, &layout.profile_path(user), None, change, Utc::now())?;
+    let now = Utc::now();
+    versions::replace(layout, user, &layout.profile_path(user), None, change, now)?;
+    for note in topics::list(layout, user)? {
+        let slug = note_name(&note.slug)?;
+        if let Some(path) = layout.topic_path(user, &slug) {
+            versions::replace(layout, user, &path, None, change, now)?;
+        }
+    }
+    fsutil::remove_if_exists(root, &layout.facts_path(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }
@@ -494,6 +644,9 @@ fn count(totals: &mut Totals, memory: &UserMemory, skipped_lines: usize, duplica
     totals.folds += memory.folds.len() as u64;
     totals.summaries += usize::from(memory.summary.is_some());
     totals.profiles += usize::from(memory.profile.is_some());
+    totals.facts += memory.facts.len();
+    totals.versions += memory.versions.len();
+    totals.topic_notes += memory.topics.len();
     totals.skipped_lines += skipped_lines;
     totals.duplicates += duplicates;
 }
@@ -533,6 +686,10 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "folds": t.folds,
             "summaries": t.summaries,
             "profiles": t.profiles,
+            "facts": t.facts,
+            "versions": t.versions,
+            "topicNotes": t.topic_notes,
+            "sharedNotes": t.shared_notes,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
@@ -557,7 +714,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
     );
     if t.nothing > 0 {
         println!(
-            "  {} user(s) skipped: nothing the database keeps (only topic notes, digests or exports)",
+            "  {} user(s) skipped: nothing the database keeps (only digests or exports)",
             t.nothing
         );
     }
@@ -568,6 +725,13 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         thousands(t.folds),
         t.summaries,
         t.profiles
+    );
+    println!(
+        "  {} fact log entries, {} kept versions, {} topic notes, {} shared notes",
+        thousands(t.facts as u64),
+        thousands(t.versions as u64),
+        t.topic_notes,
+        t.shared_notes
     );
     if t.skipped_lines + t.duplicates > 0 {
         println!(

@@ -158,7 +158,7 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
     let (_, max) = store.pool_status();
     tracing::info!(max_connections = max, "memory is kept in Postgres");
     tracing::warn!(
-        "on the Postgres store the model is offered no memory tools, topic notes and the fact log are not kept, and /session remember, forget, history and undo are not available (README: Running several brokers)"
+        "on the Postgres store the operator's _shared notes come only from `mnemo store copy` (README: Running several brokers)"
     );
     if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
         match store.vectors().await? {

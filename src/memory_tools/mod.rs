@@ -7,7 +7,9 @@
 //!
 //! Arguments are checked strictly (an object with exactly the documented
 //! fields, sizes and key shape from `mnemo_sessions::edits`); writes run
-//! under the caller's lock and keep versions (undoable); at most
+//! under the caller's lock and keep versions (undoable) — on the files
+//! through `edits::Editor`, on Postgres through the turn's own connection
+//! (`mnemo_pg::memory`, the same rules, one transaction per write); at most
 //! [`MAX_DELETIONS_PER_TURN`] deletions per turn. Each call is logged with
 //! tool, sizes and outcome — never the text — and counted in metrics.
 
@@ -19,15 +21,18 @@ use crate::app::ChannelMemory;
 use crate::model::{ToolCall, ToolExecutor, ToolResult, ToolSpec};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use mnemo_pg::PgTurn;
+use mnemo_pg::memory::{EditBy, MemoryError};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::edits::{EditError, Editor, Forgotten};
 use mnemo_sessions::profile::clipped_line;
-use mnemo_sessions::recall::Recall;
+use mnemo_sessions::recall::{Item, Recall};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::versions::Author;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Mutex;
 
 /// Facts or notes the model may delete in one turn.
 pub const MAX_DELETIONS_PER_TURN: usize = 3;
@@ -38,12 +43,21 @@ const HIT_CHARS: usize = 300;
 
 /// The tools of one turn of one caller.
 pub struct MemoryTools {
-    stm: Stm,
-    recall: Recall,
+    store: Store,
+    channel: String,
     user: SafeName,
     max_profile_chars: usize,
     now: DateTime<Utc>,
     deletions: AtomicUsize,
+}
+
+/// Where the caller's memory is: the files (the user's lock taken for
+/// each write) or the database, through the turn's own connection, which
+/// holds the user's lock for the whole turn (lent to the tools while the
+/// model answers, given back by [`MemoryTools::into_turn`]).
+enum Store {
+    Files { stm: Stm, recall: Recall },
+    Database(Box<Mutex<PgTurn>>),
 }
 
 /// Why a call did not do what it asked: a fixed code for logs and metrics,
@@ -58,6 +72,21 @@ impl Refusal {
         Refusal {
             code: "invalid",
             message: message.into(),
+        }
+    }
+}
+
+impl From<MemoryError> for Refusal {
+    fn from(e: MemoryError) -> Refusal {
+        match e {
+            MemoryError::Edit(e) => e.into(),
+            MemoryError::Db(e) => {
+                tracing::warn!(error = %e, "memory tool could not reach the database");
+                Refusal {
+                    code: "failed",
+                    message: "the memory could not be changed (a storage problem)".into(),
+                }
+            }
         }
     }
 }
@@ -82,11 +111,27 @@ impl From<EditError> for Refusal {
 }
 
 impl MemoryTools {
-    /// The tools for `user` in `memory`'s channel, for one turn at `now`.
+    /// The tools for `user` in `memory`'s channel (on the files), for one
+    /// turn at `now`.
     pub fn for_caller(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
-        MemoryTools {
+        let store = Store::Files {
             stm: memory.stm.clone(),
             recall: memory.recall.clone(),
+        };
+        MemoryTools::new(memory, store, user, now)
+    }
+
+    /// The tools for the user of `turn` on the database: they act through
+    /// the turn's connection (the user's lock is held throughout).
+    pub fn on_database(memory: &ChannelMemory, turn: PgTurn, now: DateTime<Utc>) -> MemoryTools {
+        let user = turn.user().clone();
+        MemoryTools::new(memory, Store::Database(Box::new(Mutex::new(turn))), &user, now)
+    }
+
+    fn new(memory: &ChannelMemory, store: Store, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
+        MemoryTools {
+            store,
+            channel: memory.layout.channel().to_string(),
             user: user.clone(),
             max_profile_chars: memory.config.ltm.max_profile_chars,
             now,
@@ -94,10 +139,26 @@ impl MemoryTools {
         }
     }
 
-    fn editor(&self) -> Editor<'_> {
+    /// The database turn lent to [`MemoryTools::on_database`], back.
+    pub fn into_turn(self) -> Option<PgTurn> {
+        match self.store {
+            Store::Files { .. } => None,
+            Store::Database(turn) => Some(turn.into_inner()),
+        }
+    }
+
+    fn editor<'a>(&'a self, stm: &'a Stm) -> Editor<'a> {
         Editor {
-            layout: self.stm.layout(),
+            layout: stm.layout(),
             user: &self.user,
+            by: Author::Tool,
+            max_chars: self.max_profile_chars,
+            now: self.now,
+        }
+    }
+
+    fn edit_by(&self) -> EditBy {
+        EditBy {
             by: Author::Tool,
             max_chars: self.max_profile_chars,
             now: self.now,
@@ -114,7 +175,7 @@ impl MemoryTools {
                         "the query must be 1 to {MAX_QUERY_CHARS} characters"
                     )));
                 }
-                let hits = self.recall.search(&self.user, query, SEARCH_HITS);
+                let hits = self.search(query).await?;
                 if hits.is_empty() {
                     return Ok("no matches".into());
                 }
@@ -133,15 +194,26 @@ impl MemoryTools {
                     Some("topics") => FactSection::Topics,
                     Some(_) => return Err(Refusal::invalid("section must be preferences, facts, topics or notes")),
                 };
-                let _guard = self.stm.lock(&self.user).await;
-                let key = self.editor().remember(section, text.unwrap_or_default())?;
+                let text = text.unwrap_or_default();
+                let key = match &self.store {
+                    Store::Files { stm, .. } => {
+                        let _guard = stm.lock(&self.user).await;
+                        self.editor(stm).remember(section, text)?
+                    }
+                    Store::Database(turn) => turn.lock().await.remember(self.edit_by(), section, text).await?,
+                };
                 Ok(format!("remembered as `{key}`"))
             }
             specs::UPDATE => {
                 let [key, text] = fields(args, [("key", true), ("text", true)])?;
-                let _guard = self.stm.lock(&self.user).await;
-                self.editor()
-                    .update(key.unwrap_or_default(), text.unwrap_or_default())?;
+                let (key, text) = (key.unwrap_or_default(), text.unwrap_or_default());
+                match &self.store {
+                    Store::Files { stm, .. } => {
+                        let _guard = stm.lock(&self.user).await;
+                        self.editor(stm).update(key, text)?;
+                    }
+                    Store::Database(turn) => turn.lock().await.update(self.edit_by(), key, text).await?,
+                }
                 Ok("updated".into())
             }
             specs::FORGET => {
@@ -154,8 +226,14 @@ impl MemoryTools {
                         ),
                     });
                 }
-                let _guard = self.stm.lock(&self.user).await;
-                let forgotten = self.editor().forget(key.unwrap_or_default())?;
+                let key = key.unwrap_or_default();
+                let forgotten = match &self.store {
+                    Store::Files { stm, .. } => {
+                        let _guard = stm.lock(&self.user).await;
+                        self.editor(stm).forget(key)?
+                    }
+                    Store::Database(turn) => turn.lock().await.forget(self.edit_by(), key).await?,
+                };
                 self.deletions.fetch_add(1, Ordering::SeqCst);
                 Ok(match forgotten {
                     Forgotten::Fact { key } => format!("forgot fact `{key}` (the user can undo it)"),
@@ -163,6 +241,18 @@ impl MemoryTools {
                 })
             }
             _ => Err(Refusal::invalid("no such tool")),
+        }
+    }
+
+    async fn search(&self, query: &str) -> Result<Vec<Item>, Refusal> {
+        match &self.store {
+            Store::Files { recall, .. } => Ok(recall.search(&self.user, query, SEARCH_HITS)),
+            Store::Database(turn) => Ok(turn
+                .lock()
+                .await
+                .search(query, SEARCH_HITS)
+                .await
+                .map_err(|e| Refusal::from(MemoryError::Db(e)))?),
         }
     }
 }
@@ -213,9 +303,9 @@ impl ToolExecutor for MemoryTools {
             Ok(content) => ("ok", content, false),
             Err(refusal) => (refusal.code, format!("error: {}", refusal.message), true),
         };
-        let channel = self.stm.layout().channel().to_string();
+        let channel = &self.channel;
         tracing::info!(%channel, user = %self.user, tool, args_bytes, result_bytes = content.len(), outcome, "memory tool call");
-        crate::ops::metrics::metrics().tool_call(&channel, tool, outcome);
+        crate::ops::metrics::metrics().tool_call(channel, tool, outcome);
         ToolResult {
             call_id: call.id.clone(),
             content,

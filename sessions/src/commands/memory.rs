@@ -4,15 +4,16 @@
 //! [topic]` and `/session undo`. Each runs under the caller's lock, acts
 //! through [`crate::edits`] and [`crate::versions`] on the caller's own
 //! files, and drops the caller's recall index so a forgotten fact is not
-//! recalled again.
+//! recalled again. The replies are pure functions here, shared with the
+//! Postgres store's answers to the same commands.
 
 use super::{Caller, CommandError};
-use crate::edits::{EditError, Editor, Forgotten};
+use crate::edits::{EditError, Editor, FactLine, Forgotten};
 use crate::profile::clipped_line;
 use crate::recall::Recall;
 use crate::stm::Stm;
 use crate::summarizer::FactSection;
-use crate::versions::{self, Author};
+use crate::versions::{self, Author, Version};
 use chrono::{DateTime, Utc};
 
 /// Versions listed by `/session history` at most.
@@ -32,10 +33,120 @@ fn editor<'a>(stm: &'a Stm, caller: &Caller<'a>, now: DateTime<Utc>) -> Editor<'
 
 fn refused(e: EditError) -> Result<String, CommandError> {
     match e {
-        EditError::Invalid(reason) => Ok(format!("I can't use that: {reason}. Nothing was changed.")),
-        EditError::NotFound => Ok("I have no fact or topic note by that name.".to_string()),
+        EditError::Invalid(reason) => Ok(invalid(reason)),
+        EditError::NotFound => Ok(NOT_FOUND.to_string()),
         EditError::Profile(e) => Err(e.into()),
         EditError::Topic(e) => Err(e.into()),
+    }
+}
+
+/// The reply to an edit refused for its argument (sizes, key shape).
+/// The replies here are shared by every store.
+pub fn invalid(reason: &str) -> String {
+    format!("I can't use that: {reason}. Nothing was changed.")
+}
+
+/// The reply to an edit of a fact or note that is not there.
+pub const NOT_FOUND: &str = "I have no fact or topic note by that name.";
+
+/// The reply to `/session remember` that stored the fact `key`.
+pub fn remembered(key: &str) -> String {
+    format!(
+        "Noted in your long-term memory as `{key}`. `/session forget {key}` removes it; `/session undo` takes it back."
+    )
+}
+
+/// The reply to a `/session forget` by exact key or topic name.
+pub fn forgot(forgotten: &Forgotten) -> String {
+    let name = match forgotten {
+        Forgotten::Fact { key } => format!("the fact `{key}`"),
+        Forgotten::Topic { slug } => format!("your topic note “{slug}”"),
+    };
+    format!("Forgot {name}. `/session undo` brings it back.")
+}
+
+/// The reply to a `/session forget <words>`: nothing matches (naming the
+/// user's topic notes), or what would go and how to confirm.
+pub fn forget_preview(matches: &[FactLine], what: &str, topics: &[String]) -> String {
+    if matches.is_empty() {
+        let mut reply = "I have no fact or topic note that matches. Nothing was deleted.".to_string();
+        if !topics.is_empty() {
+            reply.push_str(&format!(" Your topic notes are: {}", topics.join(", ")));
+        }
+        return reply;
+    }
+    let mut reply = format!(
+        "This would forget {} fact{}:",
+        matches.len(),
+        if matches.len() == 1 { "" } else { "s" }
+    );
+    for fact in matches {
+        reply.push_str(&format!(
+            "\n- `{}`: {}",
+            fact.key,
+            clipped_line(&fact.value, PREVIEW_CHARS)
+        ));
+    }
+    reply.push_str(&format!(
+        "\nTo go ahead, send `/session forget confirm {}` (`/session undo` can take it back).",
+        what.trim()
+    ));
+    reply
+}
+
+/// The reply to `/session forget confirm <words>` that removed `n` facts.
+pub fn forgot_confirmed(n: usize) -> String {
+    if n == 0 {
+        return "Nothing in your long-term memory matches that, so nothing was deleted.".to_string();
+    }
+    format!(
+        "Forgot {n} fact{}. `/session undo` brings {} back.",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "it" } else { "them" }
+    )
+}
+
+/// The reply to `/session history [topic]` from the kept versions, newest
+/// first.
+pub fn history_text(kept: Vec<Version>, topic: Option<&str>) -> String {
+    let wanted = topic.map(|t| format!("topic {}", t.trim().to_ascii_lowercase()));
+    let kept: Vec<_> = kept
+        .into_iter()
+        .filter(|v| wanted.as_ref().is_none_or(|w| v.file_label() == *w))
+        .collect();
+    if kept.is_empty() {
+        return "There are no earlier versions of your long-term memory to show.".to_string();
+    }
+    let mut out = format!(
+        "Changes to your long-term memory, newest first ({} kept; `/session undo` reverts the newest):",
+        kept.len()
+    );
+    for v in kept.iter().take(HISTORY_LINES) {
+        out.push_str(&format!(
+            "\n{} — {} — {} by {}",
+            v.ts.format("%Y-%m-%d %H:%M UTC"),
+            v.file_label(),
+            v.what,
+            v.by.label()
+        ));
+    }
+    if kept.len() > HISTORY_LINES {
+        out.push_str(&format!("\n… and {} older.", kept.len() - HISTORY_LINES));
+    }
+    out
+}
+
+/// The reply to `/session undo`.
+pub fn undone(undone: Option<&Version>) -> String {
+    match undone {
+        None => "There is no change to your long-term memory to undo.".to_string(),
+        Some(v) => format!(
+            "Undid the last change to your {} ({}, {} by {}).",
+            v.file_label(),
+            v.ts.format("%Y-%m-%d %H:%M UTC"),
+            v.what,
+            v.by.label()
+        ),
     }
 }
 
@@ -49,9 +160,7 @@ pub(super) async fn remember(
     match editor(stm, &caller, now).remember(FactSection::Notes, text) {
         Ok(key) => {
             Recall::of(stm).forget(caller.user)?;
-            Ok(format!(
-                "Noted in your long-term memory as `{key}`. `/session forget {key}` removes it; `/session undo` takes it back."
-            ))
+            Ok(remembered(&key))
         }
         Err(e) => refused(e),
     }
@@ -71,11 +180,7 @@ pub(super) async fn forget(
     match editor.forget(what) {
         Ok(forgotten) => {
             Recall::of(stm).forget(caller.user)?;
-            let name = match forgotten {
-                Forgotten::Fact { key } => format!("the fact `{key}`"),
-                Forgotten::Topic { slug } => format!("your topic note “{slug}”"),
-            };
-            return Ok(format!("Forgot {name}. `/session undo` brings it back."));
+            return Ok(forgot(&forgotten));
         }
         Err(EditError::NotFound | EditError::Invalid(_)) => {}
         Err(e) => return refused(e),
@@ -84,34 +189,15 @@ pub(super) async fn forget(
         Ok(matches) => matches,
         Err(e) => return refused(e),
     };
-    if matches.is_empty() {
-        let topics: Vec<String> = crate::topics::list(stm.layout(), caller.user)?
+    let topics: Vec<String> = if matches.is_empty() {
+        crate::topics::list(stm.layout(), caller.user)?
             .into_iter()
             .map(|t| t.slug)
-            .collect();
-        let mut reply = "I have no fact or topic note that matches. Nothing was deleted.".to_string();
-        if !topics.is_empty() {
-            reply.push_str(&format!(" Your topic notes are: {}", topics.join(", ")));
-        }
-        return Ok(reply);
-    }
-    let mut reply = format!(
-        "This would forget {} fact{}:",
-        matches.len(),
-        if matches.len() == 1 { "" } else { "s" }
-    );
-    for fact in &matches {
-        reply.push_str(&format!(
-            "\n- `{}`: {}",
-            fact.key,
-            clipped_line(&fact.value, PREVIEW_CHARS)
-        ));
-    }
-    reply.push_str(&format!(
-        "\nTo go ahead, send `/session forget confirm {}` (`/session undo` can take it back).",
-        what.trim()
-    ));
-    Ok(reply)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(forget_preview(&matches, what, &topics))
 }
 
 /// Forgets every fact holding all the words, in one undoable change.
@@ -128,14 +214,11 @@ pub(super) async fn forget_confirmed(
         editor.forget_facts(&keys)
     });
     match result {
-        Ok(0) => Ok("Nothing in your long-term memory matches that, so nothing was deleted.".to_string()),
         Ok(n) => {
-            Recall::of(stm).forget(caller.user)?;
-            Ok(format!(
-                "Forgot {n} fact{}. `/session undo` brings {} back.",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "it" } else { "them" }
-            ))
+            if n > 0 {
+                Recall::of(stm).forget(caller.user)?;
+            }
+            Ok(forgot_confirmed(n))
         }
         Err(e) => refused(e),
     }
@@ -144,50 +227,17 @@ pub(super) async fn forget_confirmed(
 /// The caller's kept versions, newest first; with a topic, only that note's.
 pub(super) async fn history(stm: &Stm, caller: Caller<'_>, topic: Option<&str>) -> Result<String, CommandError> {
     let _guard = stm.lock(caller.user).await;
-    let wanted = topic.map(|t| format!("topic {}", t.trim().to_ascii_lowercase()));
-    let kept: Vec<_> = versions::history(stm.layout(), caller.user)?
-        .into_iter()
-        .filter(|v| wanted.as_ref().is_none_or(|w| v.file_label() == *w))
-        .collect();
-    if kept.is_empty() {
-        return Ok("There are no earlier versions of your long-term memory to show.".to_string());
-    }
-    let mut out = format!(
-        "Changes to your long-term memory, newest first ({} kept; `/session undo` reverts the newest):",
-        kept.len()
-    );
-    for v in kept.iter().take(HISTORY_LINES) {
-        out.push_str(&format!(
-            "\n{} — {} — {} by {}",
-            v.ts.format("%Y-%m-%d %H:%M UTC"),
-            v.file_label(),
-            v.what,
-            v.by.label()
-        ));
-    }
-    if kept.len() > HISTORY_LINES {
-        out.push_str(&format!("\n… and {} older.", kept.len() - HISTORY_LINES));
-    }
-    Ok(out)
+    Ok(history_text(versions::history(stm.layout(), caller.user)?, topic))
 }
 
 pub(super) async fn undo(stm: &Stm, caller: Caller<'_>, now: DateTime<Utc>) -> Result<String, CommandError> {
     let _guard = stm.lock(caller.user).await;
-    let undone = match editor(stm, &caller, now).undo() {
+    let undone_version = match editor(stm, &caller, now).undo() {
         Ok(undone) => undone,
         Err(e) => return refused(e),
     };
-    match undone {
-        None => Ok("There is no change to your long-term memory to undo.".to_string()),
-        Some(v) => {
-            Recall::of(stm).forget(caller.user)?;
-            Ok(format!(
-                "Undid the last change to your {} ({}, {} by {}).",
-                v.file_label(),
-                v.ts.format("%Y-%m-%d %H:%M UTC"),
-                v.what,
-                v.by.label()
-            ))
-        }
+    if undone_version.is_some() {
+        Recall::of(stm).forget(caller.user)?;
     }
+    Ok(undone(undone_version.as_ref()))
 }

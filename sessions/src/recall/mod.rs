@@ -41,6 +41,7 @@ pub use dense::{DENSE_HITS, clip as clip_for_embedding, strong_dense};
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
 pub use plan::{fuse_by_rank, widening_df_limit};
+pub use sources::fact_items;
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;

@@ -28,15 +28,20 @@ pub struct Item {
 
 impl Item {
     pub fn of(doc: &Doc) -> Item {
-        let day = doc.at.format("%Y-%m-%d");
-        let label = match &doc.source {
-            Source::User => return Item::message(doc.at, Role::User, &doc.text),
-            Source::Assistant => return Item::message(doc.at, Role::Assistant, &doc.text),
+        Item::from_source(doc.at, &doc.source, &doc.text)
+    }
+
+    /// The item for a piece of `source` dated `at`.
+    pub(crate) fn from_source(at: DateTime<Utc>, source: &Source, text: &str) -> Item {
+        let day = at.format("%Y-%m-%d");
+        let label = match source {
+            Source::User => return Item::message(at, Role::User, text),
+            Source::Assistant => return Item::message(at, Role::Assistant, text),
             Source::Summary(period) => format!("[summary {period}]"),
             Source::Rolling => format!("[summary of recent conversation, {day}]"),
             Source::Profile => "[profile]".to_string(),
-            Source::Note(slug) => format!("[note: {slug}]"),
-            Source::SharedNote(slug) => format!("[shared note: {slug}]"),
+            Source::Note(slug) => return Item::note(at, slug, text),
+            Source::SharedNote(slug) => return Item::shared_note(at, slug, text),
             Source::Fact { was: Some(old), .. } => {
                 format!("[{day}, fact; was: {}]", clipped_line(old, WAS_CHARS))
             }
@@ -44,9 +49,9 @@ impl Item {
             Source::Fact { .. } => format!("[{day}, fact]"),
         };
         Item {
-            at: doc.at,
+            at,
             label,
-            text: clipped_line(&doc.text, ITEM_CHARS),
+            text: clipped_line(text, ITEM_CHARS),
         }
     }
 
@@ -71,6 +76,24 @@ impl Item {
         Item {
             at,
             label,
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
+    /// One of the user's topic notes: `[note: slug] …`.
+    pub fn note(at: DateTime<Utc>, slug: &str, text: &str) -> Item {
+        Item {
+            at,
+            label: format!("[note: {slug}]"),
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
+    /// One of the operator's shared notes: `[shared note: slug] …`.
+    pub fn shared_note(at: DateTime<Utc>, slug: &str, text: &str) -> Item {
+        Item {
+            at,
+            label: format!("[shared note: {slug}]"),
             text: clipped_line(text, ITEM_CHARS),
         }
     }

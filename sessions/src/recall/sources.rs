@@ -198,7 +198,13 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
     }
     if kind == Kind::Facts {
         let bytes = crate::fsutil::read_nofollow(root, path).ok()?;
-        return Some(fact_pieces(&crate::facts::parse(path, &bytes).entries));
+        let pieces = fact_pieces(&crate::facts::parse(path, &bytes).entries);
+        return Some(
+            pieces
+                .into_iter()
+                .map(|(_, at, source, text)| (at, source, text))
+                .collect(),
+        );
     }
     let text = crate::fsutil::read_to_string_nofollow(root, path).ok()?;
     let doc = match frontmatter::parse::<Loose>(path, &text) {
@@ -240,11 +246,22 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
     Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
 }
 
-/// One piece per `set` entry of the fact log, `key: value`, labelled by
-/// what became of it: replaced (until the day it was), dropped from the
-/// profile by the cap (still true), or standing; a re-set of the same value
-/// counts once.
-fn fact_pieces(entries: &[FactEntry]) -> Vec<(DateTime<Utc>, Source, String)> {
+/// What recall shows of a fact log held outside the files (the Postgres
+/// store's rows): [`fact_pieces`] as items, each with the index of its
+/// entry, leaving out what the profile already shows as it is.
+pub fn fact_items(entries: &[FactEntry]) -> Vec<(usize, super::Item)> {
+    fact_pieces(entries)
+        .into_iter()
+        .filter(|(_, _, source, _)| !source.always_in_context())
+        .map(|(i, at, source, text)| (i, super::Item::from_source(at, &source, &text)))
+        .collect()
+}
+
+/// One piece per `set` entry of the fact log (with the entry's index),
+/// `key: value`, labelled by what became of it: replaced (until the day it
+/// was), dropped from the profile by the cap (still true), or standing; a
+/// re-set of the same value counts once.
+fn fact_pieces(entries: &[FactEntry]) -> Vec<(usize, DateTime<Utc>, Source, String)> {
     // The entry after each one of the same fact, walking backwards.
     let mut after: HashMap<_, usize> = HashMap::new();
     let mut next: Vec<Option<usize>> = vec![None; entries.len()];
@@ -272,7 +289,7 @@ fn fact_pieces(entries: &[FactEntry]) -> Vec<(DateTime<Utc>, Source, String)> {
         } else {
             format!("{}: {}", entry.key, entry.value)
         };
-        out.push((entry.ts, source, text));
+        out.push((i, entry.ts, source, text));
     }
     out
 }
@@ -388,7 +405,7 @@ mod tests {
         let pieces = fact_pieces(&entries);
         let shown: Vec<(NaiveDate, &str, &Source)> = pieces
             .iter()
-            .map(|(at, s, t)| (at.date_naive(), t.as_str(), s))
+            .map(|(_, at, s, t)| (at.date_naive(), t.as_str(), s))
             .collect();
         assert_eq!(shown.len(), 4, "a repeated value counts once: {shown:?}");
         assert_eq!((shown[0].0, shown[0].1), (day(1), "city: Paris"));
