@@ -355,7 +355,7 @@ async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_remov
         history.contains("topic boat-trip — ongoing topic from older messages"),
         "{history}"
     );
-    let recalled = turn.recall("when do we go to Ischia?", &[], 500).await.unwrap();
+    let recalled = turn.recall("when do we go to Ischia?", &[], 500, None).await.unwrap();
     let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
     assert!(
         lines
@@ -407,7 +407,7 @@ async fn recall_offers_what_the_fact_log_adds_to_the_profile() {
     turn.update(by(Author::Command, 60 * 24 * 3), &key, "I live in Berlin")
         .await
         .unwrap();
-    let recalled = turn.recall("where did I live? Paris?", &[], 500).await.unwrap();
+    let recalled = turn.recall("where did I live? Paris?", &[], 500, None).await.unwrap();
     let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
     assert!(
         lines.contains(&"[2026-11-30, fact; until 2026-12-03] i-live-in-paris: I live in Paris".to_string()),
@@ -420,5 +420,12 @@ async fn recall_offers_what_the_fact_log_adds_to_the_profile() {
     let other = SafeName::of("u2");
     drop(turn);
     let mut theirs = ch.begin_turn(&other).await.unwrap();
-    assert!(theirs.recall("Paris Berlin", &[], 500).await.unwrap().items.is_empty());
+    assert!(
+        theirs
+            .recall("Paris Berlin", &[], 500, None)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
