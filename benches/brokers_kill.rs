@@ -205,6 +205,7 @@ fn write_config(home: &Path, model_url: &str, api_url: &str, port: u16) -> PathB
         },
         "limits": { "userMessagesPerMinute": 0 },
     });
+    std::fs::create_dir_all(&state).expect("state folder");
     let path = home.join("config.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
     path
