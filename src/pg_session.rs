@@ -1,8 +1,8 @@
 //! `/session` commands on the Postgres store. Most are answered by the
 //! database on the turn's own connection (`mnemo_pg::PgChannel::command`).
 //! `export` reads the user's memory in one snapshot
-//! (`mnemo_pg::copy::read_user`), then their daily and weekly summaries
-//! (`mnemo_pg::digests::read_user`), and bundles it with the file store's own
+//! (`mnemo_pg::copy::read_user`, daily and weekly summaries included) and
+//! bundles it with the file store's own
 //! exporter into the channel's exports folder, laid out as the files would
 //! hold it — the short-term log as `stm/<user>/messages.jsonl`, the archived
 //! messages as one gzip'd JSONL file under `archive/<user>/`, the rolling
@@ -52,20 +52,19 @@ pub async fn answer(memory: &ChannelMemory, turn: &mut PgTurn, command: &Session
 async fn export(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> Result<Reply> {
     let pg = memory.pg.as_ref().context("the channel is not on the Postgres store")?;
     let stored = mnemo_pg::copy::read_user(pg.store(), pg.name(), user.as_str()).await?;
-    let digests = mnemo_pg::digests::read_user(pg, user).await?;
     let layout = memory.layout.clone();
     let user = user.clone();
-    let mut extra = match stored {
-        Some(stored) => files_of(&layout, &user, &stored)?,
-        None => Vec::new(),
-    };
-    for digest in &digests {
-        let path = digest.period.path(&layout, &user);
-        let text = mnemo_sessions::maintenance::digests::render(&path, &digest.meta, &digest.body)?;
-        let relative = path
-            .strip_prefix(layout.root())
-            .context("a layout path outside its channel")?;
-        extra.push((relative.to_path_buf(), text.into_bytes()));
+    let mut extra = Vec::new();
+    if let Some(stored) = &stored {
+        extra = files_of(&layout, &user, stored)?;
+        for digest in &stored.digests {
+            let path = digest.period.path(&layout, &user);
+            let text = mnemo_sessions::maintenance::digests::render(&path, &digest.meta, &digest.body)?;
+            let relative = path
+                .strip_prefix(layout.root())
+                .context("a layout path outside its channel")?;
+            extra.push((relative.to_path_buf(), text.into_bytes()));
+        }
     }
     let bundle = tokio::task::spawn_blocking(move || export::export_user(&layout, &user, now, &extra))
         .await

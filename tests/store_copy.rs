@@ -10,6 +10,7 @@
 
 use crate::support;
 
+use mnemo_sessions::maintenance::digests;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::{Layout, Record, SafeName, archive, facts, locks::LockRegistry, versions};
 use mnemo_testkit::pg;
@@ -190,6 +191,20 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     std::fs::create_dir_all(shared.parent().unwrap()).unwrap();
     let shared_note = "---\ntitle: House rules\n---\n\nThe bicycle rack is by the gate.\n";
     std::fs::write(&shared, shared_note).unwrap();
+    // A daily summary as maintenance writes it, and a weekly whose
+    // frontmatter was edited away.
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    let daily_path = layout.daily_path(&ada, day);
+    let generated = chrono::DateTime::parse_from_rfc3339("2026-12-01T03:00:00Z")
+        .unwrap()
+        .to_utc();
+    let meta = digests::DigestMeta::new(&ada, digests::Period::Day(day), chrono_tz::Europe::Berlin, generated, 7);
+    let daily_text = digests::render(&daily_path, &meta, "Ada talked about her dentist and her bicycle.").unwrap();
+    std::fs::create_dir_all(daily_path.parent().unwrap()).unwrap();
+    std::fs::write(&daily_path, &daily_text).unwrap();
+    let weekly_path = layout.weekly_path(&ada, 2026, 48);
+    std::fs::create_dir_all(weekly_path.parent().unwrap()).unwrap();
+    std::fs::write(&weekly_path, "A week of small talk (notes by hand).\n").unwrap();
 
     // Not migrated: a clear refusal that says what to run.
     let out = env
@@ -278,6 +293,34 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         .unwrap()
         .get(0);
     assert_eq!(stored_note, source_note);
+    assert_eq!(report["dailyWeeklySummaries"], 2, "{report}");
+    let digest_rows: Vec<(String, String, i32, String)> = client
+        .query(
+            "SELECT kind, period, messages, body FROM mnemo_digests ORDER BY kind, period",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        digest_rows,
+        vec![
+            (
+                "daily".into(),
+                "2026-11-30".into(),
+                7,
+                "Ada talked about her dentist and her bicycle.\n".into()
+            ),
+            (
+                "weekly".into(),
+                "2026-W48".into(),
+                0,
+                "A week of small talk (notes by hand).\n".into()
+            ),
+        ]
+    );
 
     // Run again: everything is already there, nothing is added.
     let again = env
@@ -364,6 +407,16 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     );
     let back_note = back_layout.topic_path(&ada, &SafeName::of("bike-repair")).unwrap();
     assert_eq!(std::fs::read_to_string(back_note).unwrap(), source_note);
+    assert_eq!(
+        std::fs::read_to_string(back_layout.daily_path(&ada, day)).unwrap(),
+        daily_text,
+        "the daily came back as it was"
+    );
+    let (meta, body) = digests::read_digest(&dir.join("back"), &back_layout.weekly_path(&ada, 2026, 48))
+        .unwrap()
+        .unwrap();
+    assert_eq!(body, "A week of small talk (notes by hand).\n");
+    assert_eq!(meta.unwrap().period, "2026-W48", "given frontmatter on the way");
     let back_shared = back_layout.shared_topic_path(&SafeName::of("house-rules"));
     assert_eq!(std::fs::read_to_string(back_shared).unwrap(), shared_note);
     assert!(!back_layout.copy_marker_path(&ada).exists());

@@ -1,7 +1,8 @@
 //! The database side of `mnemo store copy`: one user's memory as the
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
 //! archived ones grouped into folds, the summary and profile bodies, the
-//! fact log, the versions and the topic notes),
+//! fact log, the versions, the topic notes and the daily and weekly
+//! summaries),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -59,6 +60,8 @@ pub struct UserMemory {
     pub versions: Vec<Version>,
     /// Topic notes as `(slug, whole document)`, by slug.
     pub topics: Vec<(String, String)>,
+    /// Daily and weekly summaries, dailies then weeklies, oldest first.
+    pub digests: Vec<crate::digests::StoredDigest>,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -123,6 +126,7 @@ impl UserMemory {
             && self.facts == other.facts
             && same_versions(&self.versions, &other.versions)
             && self.topics == other.topics
+            && same_digests(&self.digests, &other.digests)
     }
 
     /// Timestamps cut to the microsecond, text as the database keeps it
@@ -178,11 +182,23 @@ impl UserMemory {
             stored(document);
         }
         self.topics.sort();
+        for d in &mut self.digests {
+            d.meta.generated = micros(d.meta.generated);
+            stored(&mut d.body);
+        }
+        self.digests.sort_by_key(|d| d.period);
         for f in &mut self.folds {
             f.at = micros(f.at);
         }
         self
     }
+}
+
+/// The same daily and weekly summaries: period, body and message count
+/// (when one was generated, and its zone, are not the memory).
+fn same_digests(a: &[crate::digests::StoredDigest], b: &[crate::digests::StoredDigest]) -> bool {
+    let key = |d: &crate::digests::StoredDigest| (d.period, d.body.trim().to_string(), d.meta.messages);
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| key(x) == key(y))
 }
 
 /// The same kept versions, but for an operator's own trailing ones (what
@@ -366,6 +382,9 @@ async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Opti
         )
         .await?;
     memory.topics = topics.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let key =
+        mnemo_sessions::SafeName::from_encoded(user).ok_or_else(|| PgError::Invalid(format!("user key {user:?}")))?;
+    memory.digests = crate::digests::read_rows(tx, channel, &key).await?;
     Ok(Some(memory))
 }
 
@@ -514,8 +533,8 @@ async fn insert(tx: &Transaction<'_>, channel: &str, user: &str, memory: &UserMe
     insert_long_term(tx, channel, user, memory).await
 }
 
-/// The fact log (in order), the versions (their `seq` kept) and the topic
-/// notes.
+/// The fact log (in order), the versions (their `seq` kept), the topic
+/// notes and the daily and weekly summaries.
 async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memory: &UserMemory) -> Result<(), PgError> {
     for e in &memory.facts {
         tx.execute(
@@ -562,7 +581,7 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
         )
         .await?;
     }
-    Ok(())
+    crate::digests::insert_rows(tx, channel, user, &memory.digests).await
 }
 
 /// The operator's shared notes of `channel` as `(slug, whole document)`,

@@ -304,16 +304,18 @@ pub(crate) fn period_noon(kind: &str, period: &str) -> Option<DateTime<Utc>> {
     Some(day.and_hms_opt(12, 0, 0)?.and_utc())
 }
 
-/// `user`'s digests, dailies then weeklies, oldest first.
-pub async fn read_user(channel: &PgChannel, user: &SafeName) -> Result<Vec<StoredDigest>, PgError> {
-    let rows = channel
-        .store()
-        .conn()
-        .await?
+/// `user`'s digests, dailies then weeklies, oldest first, on any client
+/// (the snapshot `store copy` and `/session export` read a user in).
+pub(crate) async fn read_rows(
+    client: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    user: &SafeName,
+) -> Result<Vec<StoredDigest>, PgError> {
+    let rows = client
         .query(
-            "SELECT kind, period, timezone, messages, generated, body FROM mnemo_digests
+            "SELECT kind, period, timezone, messages, generated, source, body FROM mnemo_digests
              WHERE channel = $1 AND user_key = $2 ORDER BY kind, period",
-            &[&channel.name(), &user.as_str()],
+            &[&channel, &user.as_str()],
         )
         .await?;
     Ok(rows
@@ -333,10 +335,40 @@ pub async fn read_user(channel: &PgChannel, user: &SafeName) -> Result<Vec<Store
                     timezone: row.get(2),
                     generated: row.get(4),
                     messages,
-                    source: None,
+                    source: row.get(5),
                 },
-                body: row.get(5),
+                body: row.get(6),
             })
         })
         .collect())
+}
+
+/// Inserts `digests` for `user` (a copy's transaction; the user is new
+/// there).
+pub(crate) async fn insert_rows(
+    tx: &tokio_postgres::Transaction<'_>,
+    channel: &str,
+    user: &str,
+    digests: &[StoredDigest],
+) -> Result<(), PgError> {
+    for d in digests {
+        let messages = i32::try_from(d.meta.messages).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO mnemo_digests (channel, user_key, kind, period, timezone, messages, generated, source, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &channel,
+                &user,
+                &d.period.kind_name(),
+                &d.period.label(),
+                &d.meta.timezone,
+                &messages,
+                &d.meta.generated,
+                &d.meta.source,
+                &d.body,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
 }

@@ -3,15 +3,16 @@
 //! first, then the short-term log, in that order, as `seq`), the rolling
 //! summary's body, the profile's body, the fact log, the kept versions
 //! (their `seq` kept; an earlier profile as its body in the database, given
-//! new frontmatter back in files) and the topic notes — between the state
-//! folder and the database the config's `store.urlEnv` names (whatever
-//! `store.kind` says, so a files deployment can be copied before it is
-//! switched over) — and each channel's `_shared` operator notes (not with
-//! `--user`; a note of the same name is replaced, others stay). Daily and
-//! weekly summaries and the recall index are not copied (the recall index
-//! of a copied user is rebuilt by the broker on first use; a copied user's
-//! daily and weekly summaries are made again by the target's maintenance
-//! for the days it still covers). Each channel's access rules
+//! new frontmatter back in files), the topic notes and the daily and
+//! weekly summaries (frontmatter as columns in the database) — between the
+//! state folder and the database the config's `store.urlEnv` names
+//! (whatever `store.kind` says, so a files deployment can be copied before
+//! it is switched over) — and each channel's `_shared` operator notes (not
+//! with `--user`; a note of the same name is replaced, others stay). The
+//! recall index is not copied (the broker rebuilds a copied user's on
+//! first use), nor are the maintenance watermarks: the target's first
+//! maintenance run looks back 7 days and finds the copied summaries there
+//! (no model call for them). Each channel's access rules
 //! (`access.json` ↔ its database row) are copied too, after the users,
 //! unless the copy is limited to one `--user` (`access`: same never-merge
 //! rule, `--replace` to overwrite).
@@ -76,8 +77,11 @@ use crate::instance::{InstanceError, InstanceLock};
 use anyhow::{Context as _, Result, bail};
 use chrono::{DateTime, Utc};
 use mnemo_pg::copy::{self, Fold, UserMemory, Written};
+use mnemo_pg::digests::StoredDigest;
 use mnemo_pg::{PgStore, migrate};
 use mnemo_sessions::locks::LockRegistry;
+use mnemo_sessions::maintenance::digests::{self, DigestMeta, Period};
+use mnemo_sessions::maintenance::schedule::WeekId;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::versions::{self, Author, Change};
@@ -126,7 +130,7 @@ struct Totals {
     already_there: usize,
     replaced: usize,
     resumed: usize,
-    /// Users with files but nothing the database keeps (digests only…).
+    /// Users with files but nothing the database keeps (exports only…).
     nothing: usize,
     messages: u64,
     archived: u64,
@@ -136,6 +140,7 @@ struct Totals {
     facts: usize,
     versions: usize,
     topic_notes: usize,
+    digests: usize,
     shared_notes: usize,
     skipped_lines: usize,
     duplicates: usize,
@@ -207,7 +212,7 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
         let shown = shown(&channel, &user);
         let read = read_files(&layout, &user).with_context(|| format!("reading user {shown}"))?;
         if read.memory == UserMemory::default() {
-            // Only digests or exports: nothing the database keeps.
+            // Only exports or crash leftovers: nothing the database keeps.
             totals.nothing += 1;
             progress(i + 1, total, &shown, &read, " (nothing the database keeps: skipped)");
             continue;
@@ -466,7 +471,36 @@ fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> 
             memory.topics.push((slug.as_str().to_string(), text));
         }
     }
+    memory.digests = read_digests(layout, user)?;
     Ok(())
+}
+
+/// The user's daily and weekly summaries (`summaries/<user>/daily|weekly/`),
+/// named as mnemo names them; another file there is not one and is left
+/// out (said on stderr). A digest whose frontmatter is gone (edited by
+/// hand) is copied whole as its body, with frontmatter made for it.
+fn read_digests(layout: &Layout, user: &SafeName) -> Result<Vec<StoredDigest>> {
+    let root = layout.state_root();
+    let mut out = Vec::new();
+    for (dir, daily) in [(layout.daily_dir(user), true), (layout.weekly_dir(user), false)] {
+        for entry in fsutil::list_dir(root, &dir)? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let period = name.strip_suffix(".md").and_then(|stem| match daily {
+                true => stem.parse().ok().map(Period::Day),
+                false => WeekId::parse(stem).map(Period::Week),
+            });
+            let Some(period) = period else {
+                eprintln!("  {}: not a summary mnemo writes, not copied", entry.path().display());
+                continue;
+            };
+            let Some((meta, body)) = digests::read_digest(root, &entry.path())? else {
+                continue;
+            };
+            let meta = meta.unwrap_or_else(|| DigestMeta::new(user, period, chrono_tz::UTC, Utc::now(), 0));
+            out.push(StoredDigest { period, meta, body });
+        }
+    }
+    Ok(out)
 }
 
 /// A note's name as stored (its file name without `.md`, a SafeName):
@@ -479,7 +513,8 @@ fn note_name(stored: &str) -> Result<SafeName> {
 /// What a replaced user's earlier profile and notes are kept as.
 const REPLACED: &str = "replaced by a copy from the database";
 
-/// Writes the fact log, the topic notes and then the versions: the
+/// Writes the fact log, the topic notes, the daily and weekly summaries
+/// and then the versions: the
 /// source's, then the versions a `--replace` kept of what it replaced
 /// (numbered after the source's, `by: operator`, so undo still reaches
 /// them); the versions the copy's own writes made are not kept.
@@ -500,6 +535,11 @@ fn write_long_term(layout: &Layout, user: &SafeName, memory: &UserMemory, now: D
             what: "copied from the database",
         };
         versions::replace(layout, user, &path, Some(document.as_bytes()), change, now)?;
+    }
+    for digest in &memory.digests {
+        let path = digest.period.path(layout, user);
+        let text = digests::render(&path, &digest.meta, &digest.body)?;
+        fsutil::replace(layout.state_root(), &path, text.as_bytes())?;
     }
     let profile_file = Layout::profile_file(user);
     let mut kept = memory.versions.clone();
@@ -612,9 +652,9 @@ fn write_files(
 
 /// Deletes what a copy writes for `user` in the files — the STM folder
 /// (log, summary, marker), the archive, the profile and topic notes
-/// (through `versions`, so the old ones are kept as versions), the fact log
-/// and the recall index (rebuilt from the new files) — and nothing else:
-/// digests stay.
+/// (through `versions`, so the old ones are kept as versions), the fact
+/// log, the daily and weekly summaries and the recall index (rebuilt from
+/// the new files) — and nothing else.
 fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     let layout = stm.layout();
     let root = layout.state_root();
@@ -633,6 +673,8 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
         }
     }
     fsutil::remove_if_exists(root, &layout.facts_path(user))?;
+    fsutil::remove_if_exists(root, &layout.daily_dir(user))?;
+    fsutil::remove_if_exists(root, &layout.weekly_dir(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }
@@ -647,6 +689,7 @@ fn count(totals: &mut Totals, memory: &UserMemory, skipped_lines: usize, duplica
     totals.facts += memory.facts.len();
     totals.versions += memory.versions.len();
     totals.topic_notes += memory.topics.len();
+    totals.digests += memory.digests.len();
     totals.skipped_lines += skipped_lines;
     totals.duplicates += duplicates;
 }
@@ -689,6 +732,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
             "facts": t.facts,
             "versions": t.versions,
             "topicNotes": t.topic_notes,
+            "dailyWeeklySummaries": t.digests,
             "sharedNotes": t.shared_notes,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
@@ -714,7 +758,7 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
     );
     if t.nothing > 0 {
         println!(
-            "  {} user(s) skipped: nothing the database keeps (only digests or exports)",
+            "  {} user(s) skipped: nothing the database keeps (only exports)",
             t.nothing
         );
     }
@@ -727,10 +771,11 @@ fn print_summary(args: &CopyArgs, t: &Totals) {
         t.profiles
     );
     println!(
-        "  {} fact log entries, {} kept versions, {} topic notes, {} shared notes",
+        "  {} fact log entries, {} kept versions, {} topic notes, {} daily/weekly summaries, {} shared notes",
         thousands(t.facts as u64),
         thousands(t.versions as u64),
         t.topic_notes,
+        t.digests,
         t.shared_notes
     );
     if t.skipped_lines + t.duplicates > 0 {

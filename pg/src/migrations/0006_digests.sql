@@ -13,6 +13,9 @@ CREATE TABLE mnemo_digests (
     -- Messages summarized (a week: the sum over its dailies).
     messages  integer     NOT NULL,
     generated timestamptz NOT NULL,
+    -- Set when the digest is not a summarizer's (the files' frontmatter
+    -- `source`, e.g. expired-stm-summary), kept by `mnemo store copy`.
+    source    text,
     body      text        NOT NULL,
     -- Recall searches digests beside messages: a user's (one a day, one
     -- a week) through the primary key, matched row by row, so no text
