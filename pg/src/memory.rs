@@ -69,6 +69,62 @@ pub(crate) fn parse_name<T: DeserializeOwned>(name: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
 }
 
+/// The ids of the user's fact-log entries whose key or value holds any
+/// word of the query `$3` (a [`crate::recall::tsquery`]).
+pub(crate) const FACTS_MATCHING: &str = "SELECT id FROM mnemo_facts, to_tsquery('english', $3) AS q
+ WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', key || ' ' || value) @@ q";
+
+/// The user's topic notes, then the operator's shared ones, holding any
+/// word of the query `$3`, ranked together, at most `$4`.
+pub(crate) const NOTES_MATCHING: &str = "SELECT slug, document, updated_at, shared FROM (
+     SELECT slug, document, updated_at, false AS shared FROM mnemo_topics
+     WHERE channel = $1 AND user_key = $2
+     UNION ALL
+     SELECT slug, document, updated_at, true FROM mnemo_shared_topics WHERE channel = $1
+ ) AS notes, to_tsquery('english', $3) AS q
+ WHERE to_tsvector('english', document) @@ q
+ ORDER BY ts_rank(to_tsvector('english', document), q) DESC, shared, slug LIMIT $4";
+
+/// The rows of [`NOTES_MATCHING`] as recall items.
+pub(crate) fn note_items(rows: &[tokio_postgres::Row]) -> Vec<Item> {
+    rows.iter()
+        .map(|row| {
+            let (slug, document, shared): (String, String, bool) = (row.get(0), row.get(1), row.get(3));
+            let body = note_body(&document);
+            if shared {
+                Item::shared_note(row.get(2), &slug, &body)
+            } else {
+                Item::note(row.get(2), &slug, &body)
+            }
+        })
+        .collect()
+}
+
+/// What the fact log adds about the `matched` entries (ids from
+/// [`FACTS_MATCHING`]), newest first, at most `limit`: read only when
+/// something matched, which is rare, so the common turn pays one pipelined
+/// statement. The turn's lock keeps the user's edits out meanwhile.
+pub(crate) async fn fact_hits(
+    client: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    user: &str,
+    matched: &[i64],
+    limit: usize,
+) -> Result<Vec<Item>, PgError> {
+    if matched.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let log = Log::read(client, channel, user).await?;
+    let mut items: Vec<Item> = fact_items(&log.entries())
+        .into_iter()
+        .filter(|(i, _)| log.rows.get(*i).is_some_and(|(id, _)| matched.contains(id)))
+        .map(|(_, item)| item)
+        .collect();
+    items.reverse();
+    items.truncate(limit);
+    Ok(items)
+}
+
 /// The user's fact log as read inside a transaction: `(id, entry)` in
 /// order. Rows whose names this build does not know are skipped, warned.
 pub(crate) struct Log {
@@ -76,7 +132,11 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    pub(crate) async fn read(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Log, PgError> {
+    pub(crate) async fn read(
+        tx: &impl tokio_postgres::GenericClient,
+        channel: &str,
+        user: &str,
+    ) -> Result<Log, PgError> {
         let rows = tx
             .query(
                 "SELECT id, ts, op, section, key, value, sources, supersedes, by FROM mnemo_facts
@@ -629,31 +689,15 @@ impl PgTurn {
             return Ok(Vec::new());
         }
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let tx = self.conn().transaction().await?;
-        let matched: Vec<i64> = tx
-            .query(
-                "SELECT id FROM mnemo_facts, to_tsquery('english', $3) AS q
-                 WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', key || ' ' || value) @@ q",
-                &[&channel, &user, &query],
-            )
+        let conn = self.conn();
+        let statement = conn.prepare_cached(FACTS_MATCHING).await?;
+        let matched: Vec<i64> = conn
+            .query(&statement, &[&channel, &user, &query])
             .await?
             .iter()
             .map(|row| row.get(0))
             .collect();
-        if matched.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        let log = Log::read(&tx, &channel, &user).await?;
-        tx.commit().await?;
-        let mut items: Vec<Item> = fact_items(&log.entries())
-            .into_iter()
-            .filter(|(i, _)| log.rows.get(*i).is_some_and(|(id, _)| matched.contains(id)))
-            .map(|(_, item)| item)
-            .collect();
-        items.reverse();
-        items.truncate(limit);
-        Ok(items)
+        fact_hits(&***conn, &channel, &user, &matched, limit).await
     }
 
     /// The user's topic notes and the channel's shared notes holding any of
@@ -668,42 +712,16 @@ impl PgTurn {
         }
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        // The user's own notes, then the operator's shared ones, ranked
-        // together.
-        let rows = self
-            .conn()
-            .query(
-                "SELECT slug, document, updated_at, shared FROM (
-                     SELECT slug, document, updated_at, false AS shared FROM mnemo_topics
-                     WHERE channel = $1 AND user_key = $2
-                     UNION ALL
-                     SELECT slug, document, updated_at, true FROM mnemo_shared_topics WHERE channel = $1
-                 ) AS notes, to_tsquery('english', $3) AS q
-                 WHERE to_tsvector('english', document) @@ q
-                 ORDER BY ts_rank(to_tsvector('english', document), q) DESC, shared, slug LIMIT $4",
-                &[&channel, &user, &query, &limit],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                let (slug, document, shared): (String, String, bool) = (row.get(0), row.get(1), row.get(3));
-                let body = note_body(&document);
-                if shared {
-                    Item::shared_note(row.get(2), &slug, &body)
-                } else {
-                    Item::note(row.get(2), &slug, &body)
-                }
-            })
-            .collect())
+        let conn = self.conn();
+        let statement = conn.prepare_cached(NOTES_MATCHING).await?;
+        let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
+        Ok(note_items(&rows))
     }
 
     /// The user's fact log, in order (for export and tests).
     pub async fn fact_log(&mut self) -> Result<Vec<FactEntry>, PgError> {
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let tx = self.conn().transaction().await?;
-        let log = Log::read(&tx, &channel, &user).await?;
-        tx.commit().await?;
+        let log = Log::read(&***self.conn(), &channel, &user).await?;
         Ok(log.entries())
     }
 }

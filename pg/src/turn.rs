@@ -370,20 +370,32 @@ impl PgTurn {
         if words.is_empty() {
             return Ok(Vec::new());
         }
-        // The user's topic notes and the fact log's earlier values that
-        // match, beside the messages.
-        let mut notes = self.search_notes(message, RECALLED_NOTES).await?;
-        notes.extend(self.search_facts(message, RECALLED_FACTS).await?);
         let conn = self.client();
         let (channel, user) = (self.channel.name(), self.user.as_str());
-        let (counting, recall, digests) = futures_util::try_join!(
+        let (counting, recall, digests, notes, facts) = futures_util::try_join!(
             conn.prepare_cached(TERM_COUNTS),
             conn.prepare_cached(RECALL),
-            conn.prepare_cached(RECALL_DIGESTS)
+            conn.prepare_cached(RECALL_DIGESTS),
+            conn.prepare_cached(crate::memory::NOTES_MATCHING),
+            conn.prepare_cached(crate::memory::FACTS_MATCHING)
         )?;
-        let rows = conn
-            .query(&counting, &[&channel, &user, &words.join(" "), &crate::recall::RARE])
-            .await?;
+        // The term counts, and the user's topic notes and fact-log entries
+        // that match (a few of each go ahead of the messages), in one
+        // round trip.
+        let query = crate::recall::tsquery(message).unwrap_or_default();
+        let joined = words.join(" ");
+        let note_limit = RECALLED_NOTES as i64;
+        let count_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &joined, &crate::recall::RARE];
+        let note_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &query, &note_limit];
+        let fact_params: [&(dyn ToSql + Sync); 3] = [&channel, &user, &query];
+        let (rows, note_rows, fact_rows) = futures_util::try_join!(
+            conn.query(&counting, &count_params),
+            conn.query(&notes, &note_params),
+            conn.query(&facts, &fact_params),
+        )?;
+        let matched: Vec<i64> = fact_rows.iter().map(|row| row.get(0)).collect();
+        let mut notes = crate::memory::note_items(&note_rows);
+        notes.extend(crate::memory::fact_hits(&***conn, channel, user, &matched, RECALLED_FACTS).await?);
         let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
         let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));
         let Some((search, rank)) = crate::recall::plan(&counts) else {
