@@ -329,6 +329,24 @@ async fn a_wrong_type_in_a_sessions_config_names_file_field_and_line() {
     one_config_error(&config, dir.path(), &[("TELEGRAM_BOT_TOKEN", "1:abc")], &expected, true).await;
 }
 
+/// On the Postgres store the rules are the database's row: an
+/// `access.json` left in the state folder is not read, so the check does
+/// not report it (the database's URL is what it asks for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_stale_access_json_is_not_what_the_check_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _) = telegram_with(dir.path(), "access.json", "{\n  \"dmPolicy\": \"sometimes\"\n}\n");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    doc["store"] = json!({"kind": "postgres", "urlEnv": "MNEMO_TEST_DB_URL"});
+    std::fs::write(&config, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let env = [("TELEGRAM_BOT_TOKEN", "1:abc"), ("MNEMO_TEST_KEY", "k")];
+    let check = output(verb_with_env(&config, dir.path(), &env, &["config", "check"])).await;
+    let said = both(&check);
+    assert!(!check.status.success(), "{said}");
+    assert!(said.contains("`MNEMO_TEST_DB_URL` (store.urlEnv) is not set"), "{said}");
+    assert!(!said.contains("access list"), "{said}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_policy_in_access_json_names_file_field_and_line() {
     let dir = tempfile::tempdir().unwrap();

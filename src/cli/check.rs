@@ -141,7 +141,10 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
                 }
             }
         }
-        if channel != "console" {
+        // On Postgres the rules are the database's row, not this file
+        // (`mnemo access list` reads and checks it there).
+        let rules_in_files = setup.config.store.kind == crate::config::StoreKind::Files;
+        if channel != "console" && rules_in_files {
             problems.extend(access_problem(&layout.access_path()));
         }
     }
