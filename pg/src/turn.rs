@@ -79,17 +79,51 @@ SELECT t.lexeme, u.next_seq - 1,
 FROM unnest(to_tsvector('english', $3)) AS t
 JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 
-/// Full-text recall over the user's whole history, the recent window left
-/// out (it is in the context already): the newest `$6` messages matching
-/// the search terms `$3`, ranked by `ts_rank` over all the question's
-/// terms `$4`, newest first among equals. Both are stemmed lexemes.
+/// Full-text recall over the user's whole history, the recent window `$5`
+/// left out (it is in the context already), in one statement:
+/// - the first round: the newest `$6` messages matching the search terms
+///   `$3`, ranked by `ts_rank` over all the question's terms `$4`, newest
+///   first among equals, at most `$7`;
+/// - the second round, for the other half of a fact told in two places
+///   ("my sister is Ana" … "Ana moved to Lisbon"): the words of the first
+///   round's best `$8` hits that are not in the question `$9` (lexemes) —
+///   plain words only, so nothing reaches the query parser but letters and
+///   digits — each counted in the user's messages; the `$11` rarest that
+///   match more than the hit itself and at most `$10` (the files' IDF floor
+///   as a count, `recall::widening_df_limit`; below 2 no round) find the
+///   messages they match, ranked by them, the first round's left out, at
+///   most `$7`.
+///
+/// The last column says which round a row is from.
 const RECALL: &str = "
-SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q), c.seq FROM (
-    SELECT ts, role, text, seq, tsv FROM mnemo_messages
-    WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
-    ORDER BY seq DESC LIMIT $6) AS c,
-    to_tsquery('simple', $4) AS q
-ORDER BY ts_rank(c.tsv, q) DESC, c.seq DESC LIMIT $7";
+WITH first AS (
+    SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q) AS r, c.seq, c.tsv FROM (
+        SELECT ts, role, text, seq, tsv FROM mnemo_messages
+        WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
+        ORDER BY seq DESC LIMIT $6) AS c,
+        to_tsquery('simple', $4) AS q
+    ORDER BY r DESC, c.seq DESC LIMIT $7),
+best AS (SELECT tsv FROM first ORDER BY r DESC, seq DESC LIMIT $8),
+terms AS (
+    SELECT DISTINCT t.lexeme FROM best, unnest(best.tsv) AS t
+    WHERE $10::bigint >= 2 AND t.lexeme <> ALL($9) AND length(t.lexeme) >= 3 AND t.lexeme ~ '^[[:alnum:]]+$'),
+counted AS (
+    SELECT w.lexeme, (SELECT count(*) FROM (
+        SELECT 1 FROM mnemo_messages x
+        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme)
+        LIMIT $10::bigint + 1) AS s) AS n
+    FROM terms w),
+wider AS (
+    SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
+        SELECT lexeme FROM counted WHERE n > 1 AND n <= $10::bigint ORDER BY n, lexeme LIMIT $11) AS r),
+widened AS (
+    SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q) AS r, m.seq FROM mnemo_messages m, wider
+    WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
+      AND m.msg_id <> ALL($5) AND m.seq NOT IN (SELECT seq FROM first)
+    ORDER BY r DESC, m.seq DESC LIMIT $7)
+SELECT ts, role, text, r, seq, false FROM first
+UNION ALL
+SELECT ts, role, text, r, seq, true FROM widened";
 
 /// The pieces of the user's daily and weekly summaries that match the
 /// search terms `$3`, ranked by all the question's terms `$4` as the
@@ -105,36 +139,9 @@ WHERE d.channel = $1 AND d.user_key = $2 AND d.tsv @@ to_tsquery('simple', $3)
   AND to_tsvector('english', p.piece) @@ to_tsquery('simple', $3)
 ORDER BY r DESC, d.period DESC LIMIT $5";
 
-/// The second round, for the other half of a fact told in two places ("my
-/// sister is Ana" … "Ana moved to Lisbon"): the rarest words of the first
-/// round's best hits `$3` (seqs) that are not in the question `$4`
-/// (lexemes) — plain words only, so nothing reaches the query parser but
-/// letters and digits; each counted in the user's messages, the `$8`
-/// rarest that match more than the hit itself and at most `$5` (the files'
-/// IDF floor as a count, `recall::widening_df_limit`) — then the messages
-/// they match, ranked by them, the recent window `$6` and the first hits
-/// left out, at most `$7`.
-const RECALL_WIDER: &str = "
-WITH terms AS (
-    SELECT DISTINCT t.lexeme FROM mnemo_messages m, unnest(m.tsv) AS t
-    WHERE m.channel = $1 AND m.user_key = $2 AND m.seq = ANY($3)
-      AND t.lexeme <> ALL($4) AND length(t.lexeme) >= 3 AND t.lexeme ~ '^[[:alnum:]]+$'),
-counted AS (
-    SELECT w.lexeme, (SELECT count(*) FROM (
-        SELECT 1 FROM mnemo_messages x
-        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme) LIMIT $5::bigint + 1) AS s) AS n
-    FROM terms w),
-wider AS (
-    SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
-        SELECT lexeme FROM counted WHERE n > 1 AND n <= $5::bigint ORDER BY n, lexeme LIMIT $8) AS r)
-SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q), m.seq FROM mnemo_messages m, wider
-WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
-  AND m.msg_id <> ALL($6) AND m.seq <> ALL($3)
-ORDER BY ts_rank(m.tsv, wider.q) DESC, m.seq DESC LIMIT $7";
-
 /// First hits whose words widen the second round, words added, and the
 /// weight of its hits against the first round's (the file store's 0.6).
-const WIDEN_FROM: usize = 3;
+const WIDEN_FROM: i64 = 3;
 const WIDEN_TERMS: i64 = 6;
 const WIDER_WEIGHT: f32 = 0.6;
 
@@ -401,7 +408,9 @@ impl PgTurn {
         let Some((search, rank)) = crate::recall::plan(&counts) else {
             return Ok(notes);
         };
-        let message_params: [&(dyn ToSql + Sync); 7] = [
+        let widening = mnemo_sessions::recall::widening_df_limit(usize::try_from(history).unwrap_or(0)) as i64;
+        let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
+        let message_params: [&(dyn ToSql + Sync); 11] = [
             &channel,
             &user,
             &search,
@@ -409,6 +418,10 @@ impl PgTurn {
             &skip,
             &crate::recall::RANKED,
             &RECALL_CANDIDATES,
+            &WIDEN_FROM,
+            &question,
+            &widening,
+            &WIDEN_TERMS,
         ];
         let digest_params: [&(dyn ToSql + Sync); 5] = [&channel, &user, &search, &rank, &RECALL_DIGEST_PIECES];
         let (messages, pieces) = futures_util::try_join!(
@@ -422,40 +435,13 @@ impl PgTurn {
             .iter()
             .map(|row| {
                 let role = role_of(row.get(1));
-                (row.get(3), Item::message(row.get(0), role, row.get(2)))
+                let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
+                (
+                    weight * row.get::<_, f32>(3),
+                    Item::message(row.get(0), role, row.get(2)),
+                )
             })
             .collect();
-        let first: Vec<i64> = messages.iter().take(WIDEN_FROM).map(|row| row.get(4)).collect();
-        let widening = mnemo_sessions::recall::widening_df_limit(usize::try_from(history).unwrap_or(0)) as i64;
-        // A word in two messages at least (the hit and another) can widen.
-        if !first.is_empty() && widening >= 2 {
-            let wider = conn.prepare_cached(RECALL_WIDER).await?;
-            let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
-            let params: [&(dyn ToSql + Sync); 8] = [
-                &channel,
-                &user,
-                &first,
-                &question,
-                &widening,
-                &skip,
-                &RECALL_CANDIDATES,
-                &WIDEN_TERMS,
-            ];
-            let seen: std::collections::HashSet<i64> = messages.iter().map(|row| row.get(4)).collect();
-            ranked.extend(
-                conn.query(&wider, &params)
-                    .await?
-                    .iter()
-                    .filter(|row| !seen.contains(&row.get::<_, i64>(4)))
-                    .map(|row| {
-                        let role = role_of(row.get(1));
-                        (
-                            WIDER_WEIGHT * row.get::<_, f32>(3),
-                            Item::message(row.get(0), role, row.get(2)),
-                        )
-                    }),
-            );
-        }
         ranked.extend(pieces.iter().filter_map(|row| {
             let (kind, period): (&str, &str) = (row.get(0), row.get(1));
             let at = crate::digests::period_noon(kind, period)?;
