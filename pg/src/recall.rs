@@ -1,24 +1,25 @@
 //! Recall on Postgres: the turn's message as a full-text query over the
 //! user's stored messages (`tsvector`, English stems and stop words, the
 //! same language rules as the file store's index), scoped to the user in
-//! the statement itself ([`crate::PgTurn::recall`]). Three round trips:
-//! the question's stemmed terms and how many of the user's messages each
-//! matches (counted up to [`RARE`], from the per-user index; not counted
-//! for a user with fewer messages than that in all); then the search by
-//! the rare terms ranked by all of them ([`plan`]; the newest [`RANKED`]
-//! matches at most are ranked), pipelined with the matching pieces of the
-//! user's daily and weekly summaries; then, as the file store's recall
-//! does, a second round widened by the rarest plain words of the best
-//! three hits that are not in the question (the other half of a fact told
-//! in two places), its hits weighted 0.6 against the first round's.
-//! Ahead of the messages a turn also gets the user's matching topic notes
-//! and what the fact log adds to the profile (`PgTurn::search_notes`,
-//! `PgTurn::search_facts`, in [`crate::memory`]), a few of each.
+//! the statement itself ([`crate::PgTurn::recall`]). Two round trips
+//! (prepared once per connection):
+//! 1. the question's stemmed terms and how many of the user's messages
+//!    each matches (counted up to [`RARE`], from the per-user index; not
+//!    counted for a user with fewer messages than that in all), pipelined
+//!    with the searches of the user's topic notes and fact log (a few of
+//!    each go ahead of the messages, see [`crate::memory`]);
+//! 2. one statement: the search by the rare terms ranked by all of them
+//!    ([`plan`]; the newest [`RANKED`] matches at most are ranked) and, as
+//!    the file store's recall does, a second round widened by the rarest
+//!    plain words of the best three hits that are not in the question (the
+//!    other half of a fact told in two places), its hits weighted 0.6;
+//!    pipelined with the matching pieces of the user's daily and weekly
+//!    summaries.
 //!
-//! Embeddings (pgvector) are not searched by this version of the store:
-//! [`crate::PgStore::vectors`] reports what the server offers, and a
-//! channel with `recall.embeddings` set is told at start that full text
-//! carries recall alone.
+//! With `recall.embeddings` and pgvector, the user's nearest message
+//! vectors are fused with this ranking ([`crate::vectors`]); without
+//! pgvector full text carries recall alone, and the broker says so at
+//! start.
 
 /// Distinct words a query keeps (the first ones), as the file store.
 const MAX_TERMS: usize = 64;
