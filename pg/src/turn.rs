@@ -329,8 +329,8 @@ impl PgTurn {
     }
 
     /// What the user said before that matches `message`, outside `recent`,
-    /// the user's topic notes that match (at most [`RECALLED_NOTES`]) and
-    /// the fact log's earlier values that do (at most [`RECALLED_FACTS`]),
+    /// the user's topic notes that match (at most `RECALLED_NOTES` (3)) and
+    /// the fact log's earlier values that do (at most `RECALLED_FACTS` (3)),
     /// packed under `max_tokens` (the file store's budget rule and labels):
     /// the full-text ranking, fused by reciprocal rank with the user's
     /// nearest vectors when `vector` (the embedding model's name and the

@@ -93,7 +93,7 @@ pub(crate) fn literal(vector: &[f32]) -> String {
 }
 
 /// Embeds `user`'s messages that lack a vector of the embedder's model,
-/// newest first, at most [`BATCHES_PER_FILL`] requests; one fill per user
+/// newest first, at most `BATCHES_PER_FILL` (8) requests; one fill per user
 /// at a time (another one running: nothing to do here). The number of
 /// vectors stored.
 pub async fn fill(channel: &PgChannel, user: &SafeName, embedder: &dyn Embedder) -> Result<usize, PgError> {
