@@ -939,3 +939,93 @@ async fn with_pgvector_a_paraphrase_is_recalled_through_the_broker() {
     );
     app.wait_background(Duration::from_secs(30)).await;
 }
+
+/// `mnemo sessions reindex` on Postgres computes the vectors a history
+/// copied or seeded without a broker lacks, once, with progress; and says
+/// so when pgvector is not set up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_reindex_on_postgres_computes_the_missing_vectors() {
+    let (_fake, url) = FakeModel::start().await;
+    let (embedder, embed_url) = mnemo_testkit::embeddings::FakeEmbeddings::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
+    assert!(
+        in_use || !pg::pgvector_required(),
+        "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = write_pg_config(dir.path(), &url, "broker-1");
+    let sessions = mnemo_sessions::Layout::new(dir.path().join("broker-1"), "telegram").config_path();
+    std::fs::create_dir_all(sessions.parent().unwrap()).unwrap();
+    let recall = json!({"recall": {"embeddings": {"provider": "openai", "baseUrl": embed_url, "apiKeyEnv": "", "model": "fake-embed"}}});
+    std::fs::write(&sessions, recall.to_string()).unwrap();
+    // A history of 70 messages written without a broker (as `store copy`
+    // writes one): no vectors yet.
+    let summarizer = app_parts(dir.path(), &url, LimitsConfig::default()).summarizer;
+    let channel = mnemo_pg::PgChannel::new(store.clone(), "telegram", Default::default(), summarizer);
+    let ada = mnemo_sessions::SafeName::of("ada");
+    let mut turn = channel.begin_turn(&ada).await.unwrap();
+    for i in 0..70 {
+        let record = mnemo_sessions::Record {
+            ts: chrono::Utc::now() - chrono::TimeDelta::minutes(100 - i),
+            role: mnemo_sessions::Role::User,
+            text: format!("note {i} about the automobile"),
+            msg_id: format!("m{i}"),
+            channel: "telegram".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        };
+        turn.append(&record, record.ts).await.unwrap();
+    }
+    drop(turn);
+    let run = || {
+        let mut cmd = support::mnemo(&config, &home);
+        cmd.env("MNEMO_DATABASE_URL", db.url()).args(["sessions", "reindex"]);
+        cmd.output().unwrap()
+    };
+    let out = run();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if !in_use {
+        assert!(!out.status.success(), "{stdout}");
+        assert!(stderr.contains("pgvector is not set up in the database"), "{stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("computed 70 missing vectors of 1 user(s)"), "{stdout}");
+    assert!(stderr.contains("telegram: user 1/1 done: 70 vectors"), "{stderr}");
+    assert!(embedder.inputs().iter().any(|t| t == "note 7 about the automobile"));
+    let stored: i64 = pg_client(&db.url())
+        .await
+        .query_one("SELECT count(*) FROM mnemo_vectors WHERE model = 'fake-embed'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 70);
+    let again = run();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("computed 0 missing vectors"),
+        "once: {}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    // The endpoint down: an error that says what to do, nothing lost.
+    pg_client(&db.url())
+        .await
+        .execute("DELETE FROM mnemo_vectors WHERE seq > 35", &[])
+        .await
+        .unwrap();
+    embedder.set(mnemo_testkit::embeddings::Mode::Down);
+    let down = run();
+    let stderr = String::from_utf8_lossy(&down.stderr);
+    assert!(!down.status.success());
+    assert!(
+        stderr.contains("run reindex again once the embeddings endpoint works"),
+        "{stderr}"
+    );
+}

@@ -82,6 +82,9 @@ pub enum PgError {
     /// hand); the text says which and what to do.
     #[error("{0}")]
     Invalid(String),
+    /// The embeddings endpoint failed while vectors were filled.
+    #[error("the embeddings endpoint failed: {0}")]
+    Embeddings(String),
 }
 
 impl From<deadpool_postgres::PoolError> for PgError {

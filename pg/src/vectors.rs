@@ -95,7 +95,8 @@ pub(crate) fn literal(vector: &[f32]) -> String {
 /// Embeds `user`'s messages that lack a vector of the embedder's model,
 /// newest first, at most `BATCHES_PER_FILL` (8) requests; one fill per user
 /// at a time (another one running: nothing to do here). The number of
-/// vectors stored.
+/// vectors stored; an embeddings failure is an error (what was stored
+/// before it stays, and the next fill goes on from there).
 pub async fn fill(channel: &PgChannel, user: &SafeName, embedder: &dyn Embedder) -> Result<usize, PgError> {
     if !channel.vectors_in_use().await {
         return Ok(0);
@@ -132,17 +133,13 @@ async fn fill_locked(
         let vectors = match embedder.embed(&texts, EmbedPurpose::Index).await {
             Ok(v) if v.len() == texts.len() && v.iter().all(|x| !x.is_empty() && x.iter().all(|f| f.is_finite())) => v,
             Ok(v) => {
-                tracing::warn!(
-                    asked = texts.len(),
-                    got = v.len(),
-                    "the embeddings reply does not fit the request; vectors filled at a later turn"
-                );
-                break;
+                return Err(PgError::Embeddings(format!(
+                    "{} vectors (or an empty or not finite one) for {} texts",
+                    v.len(),
+                    texts.len()
+                )));
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "embedding stored messages failed; vectors filled at a later turn");
-                break;
-            }
+            Err(e) => return Err(PgError::Embeddings(e.to_string())),
         };
         let literals: Vec<String> = vectors.iter().map(|v| literal(v)).collect();
         stored += conn

@@ -164,6 +164,69 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
+/// `sessions reindex` on the Postgres store: full-text recall needs no
+/// index of ours there (the database keeps it), so this computes the
+/// message vectors that are missing — a copied history, a changed
+/// embeddings model — for every user of each channel with
+/// `recall.embeddings`, with progress; beside running brokers (a user a
+/// broker is filling right then is left to it).
+async fn reindex_database(
+    setup: &Setup,
+    parts: &crate::app::AppParts,
+    store: &mnemo_pg::PgStore,
+    only: Option<&str>,
+) -> Result<ExitCode> {
+    mnemo_pg::migrate::check(store).await?;
+    let started = std::time::Instant::now();
+    let names = match only {
+        Some(name) => vec![name.to_string()],
+        None => store.channels().await?,
+    };
+    let (mut users_done, mut vectors) = (0usize, 0usize);
+    for name in &names {
+        let (stm, config) = open_stm(&setup.state_root, name)?;
+        let embedder = crate::model::embeddings::recall_embedder(config.recall.embeddings.as_ref(), &super::setup::env)
+            .with_context(|| format!("the session config {} is refused", stm.layout().config_path().display()))?;
+        let Some((embedder, _)) = embedder else {
+            eprintln!("{name}: recall.embeddings is not set; full-text recall needs no index on Postgres");
+            continue;
+        };
+        let channel = mnemo_pg::PgChannel::new(store.clone(), name, config, Arc::clone(&parts.summarizer));
+        if !channel.vectors_in_use().await {
+            bail!(
+                "channel `{name}` has recall.embeddings, but pgvector is not set up in the database ({}): \
+                 install pgvector on the server and run `mnemo store migrate`",
+                store.vectors().await?
+            );
+        }
+        let users = mnemo_pg::copy::users(store, Some(name), None).await?;
+        for (i, (_, key)) in users.iter().enumerate() {
+            let Some(user) = mnemo_sessions::SafeName::from_encoded(key) else {
+                continue;
+            };
+            let mut stored = 0;
+            loop {
+                let n = mnemo_pg::vectors::fill(&channel, &user, embedder.as_ref())
+                    .await
+                    .with_context(|| format!("computing the vectors of user `{user}` of channel `{name}` (run reindex again once the embeddings endpoint works; what was stored stays)"))?;
+                if n == 0 {
+                    break;
+                }
+                stored += n;
+                eprintln!("  {name}: user {}/{}: {stored} vectors so far", i + 1, users.len());
+            }
+            eprintln!("{name}: user {}/{} done: {stored} vectors", i + 1, users.len());
+            vectors += stored;
+            users_done += 1;
+        }
+    }
+    println!(
+        "computed {vectors} missing vectors of {users_done} user(s) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `sessions maintain` on the Postgres store: the database's maintenance
 /// (daily and weekly summaries, the fold sweep, expiry) of each channel
 /// with users in it, under the channel's lease like a broker's run — a
@@ -252,6 +315,12 @@ fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceRepo
 /// progress to stderr and a summary to stdout. A channel with
 /// `recall.embeddings` also gets every user's vectors computed again.
 async fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
+    if setup.config.store.kind == crate::config::StoreKind::Postgres {
+        let parts = setup.parts(None)?;
+        if let Some(store) = &parts.store {
+            return reindex_database(setup, &parts, store, only).await;
+        }
+    }
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let started = std::time::Instant::now();
     let (mut users_done, mut messages, mut vectors) = (0usize, 0u64, 0u64);
