@@ -293,17 +293,6 @@ impl PgDigests<'_> {
     }
 }
 
-/// Noon (UTC) of a daily's day or of a weekly's Monday: when recall dates
-/// a summary, as the file store does. `None` for a period that does not
-/// parse.
-pub(crate) fn period_noon(kind: &str, period: &str) -> Option<DateTime<Utc>> {
-    let day = match kind {
-        "daily" => period.parse::<NaiveDate>().ok()?,
-        _ => WeekId::parse(period)?.monday()?,
-    };
-    Some(day.and_hms_opt(12, 0, 0)?.and_utc())
-}
-
 /// `user`'s digests, dailies then weeklies, oldest first, on any client
 /// (the snapshot `store copy` and `/session export` read a user in).
 pub(crate) async fn read_rows(
@@ -322,10 +311,7 @@ pub(crate) async fn read_rows(
         .iter()
         .filter_map(|row| {
             let (kind, label): (&str, &str) = (row.get(0), row.get(1));
-            let period = match kind {
-                "daily" => Period::Day(label.parse().ok()?),
-                _ => Period::Week(WeekId::parse(label)?),
-            };
+            let period = Period::parse(kind, label)?;
             let messages = usize::try_from(row.get::<_, i32>(3)).unwrap_or(0);
             Some(StoredDigest {
                 period,

@@ -10,6 +10,7 @@ use crate::{PgError, lock_key, pg_text};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
 use mnemo_sessions::compaction::plan;
+use mnemo_sessions::maintenance::digests::Period;
 use mnemo_sessions::recall::{Item, Recalled};
 use mnemo_sessions::session::ContextView;
 use mnemo_sessions::{Record, Role, SafeName};
@@ -444,7 +445,7 @@ impl PgTurn {
             .collect();
         ranked.extend(pieces.iter().filter_map(|row| {
             let (kind, period): (&str, &str) = (row.get(0), row.get(1));
-            let at = crate::digests::period_noon(kind, period)?;
+            let at = Period::parse(kind, period)?.noon()?;
             Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
         }));
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -81,7 +81,6 @@ use mnemo_pg::digests::StoredDigest;
 use mnemo_pg::{PgStore, migrate};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::digests::{self, DigestMeta, Period};
-use mnemo_sessions::maintenance::schedule::WeekId;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::versions::{self, Author, Change};
@@ -482,13 +481,10 @@ fn read_long_term(layout: &Layout, user: &SafeName, memory: &mut UserMemory) -> 
 fn read_digests(layout: &Layout, user: &SafeName) -> Result<Vec<StoredDigest>> {
     let root = layout.state_root();
     let mut out = Vec::new();
-    for (dir, daily) in [(layout.daily_dir(user), true), (layout.weekly_dir(user), false)] {
+    for (dir, kind) in [(layout.daily_dir(user), "daily"), (layout.weekly_dir(user), "weekly")] {
         for entry in fsutil::list_dir(root, &dir)? {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let period = name.strip_suffix(".md").and_then(|stem| match daily {
-                true => stem.parse().ok().map(Period::Day),
-                false => WeekId::parse(stem).map(Period::Week),
-            });
+            let period = name.strip_suffix(".md").and_then(|stem| Period::parse(kind, stem));
             let Some(period) = period else {
                 eprintln!("  {}: not a summary mnemo writes, not copied", entry.path().display());
                 continue;

@@ -53,6 +53,27 @@ pub enum Period {
 }
 
 impl Period {
+    /// The period a digest of kind `kind` (`daily`, `weekly`) is named by
+    /// `label` (`2026-03-01`, `2026-W09`: a file's stem, a database row's
+    /// period); `None` for anything else.
+    pub fn parse(kind: &str, label: &str) -> Option<Period> {
+        match kind {
+            "daily" => NaiveDate::parse_from_str(label, "%Y-%m-%d").ok().map(Period::Day),
+            "weekly" => WeekId::parse(label).map(Period::Week),
+            _ => None,
+        }
+    }
+
+    /// Noon (UTC) of the day, or of the week's Monday: when recall dates a
+    /// digest's pieces.
+    pub fn noon(self) -> Option<DateTime<Utc>> {
+        let day = match self {
+            Period::Day(day) => day,
+            Period::Week(week) => week.monday()?,
+        };
+        Some(day.and_hms_opt(12, 0, 0)?.and_utc())
+    }
+
     /// `daily` or `weekly`, as used in the state file's failure keys.
     pub fn kind_name(self) -> &'static str {
         match self {

@@ -21,9 +21,10 @@ use super::key_of;
 use crate::facts::{FactEntry, FactOp};
 use crate::frontmatter;
 use crate::layout::Layout;
+use crate::maintenance::digests::Period;
 use crate::names::SafeName;
 use crate::profile::normalized;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -231,17 +232,12 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
         Kind::Rolling => (doc.meta.updated.unwrap_or(modified), Source::Rolling),
         Kind::Note => (doc.meta.updated.unwrap_or(modified), Source::Note(slug())),
         Kind::SharedNote => (doc.meta.updated.unwrap_or(modified), Source::SharedNote(slug())),
-        Kind::Daily => {
-            let day = NaiveDate::parse_from_str(&stem, "%Y-%m-%d").ok()?;
-            (day.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
+        Kind::Daily | Kind::Weekly => {
+            let kind = if kind == Kind::Daily { "daily" } else { "weekly" };
+            (Period::parse(kind, &stem)?.noon()?, Source::Summary(stem))
         }
         // Read above, entry by entry.
         Kind::Facts => return None,
-        Kind::Weekly => {
-            let (year, week) = stem.split_once("-W")?;
-            let monday = NaiveDate::from_isoywd_opt(year.parse().ok()?, week.parse().ok()?, chrono::Weekday::Mon)?;
-            (monday.and_hms_opt(12, 0, 0)?.and_utc(), Source::Summary(stem))
-        }
     };
     Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
 }
@@ -371,6 +367,7 @@ fn md_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::NaiveDate;
 
     #[test]
     fn bullets_become_pieces_and_headings_are_dropped() {
