@@ -60,21 +60,8 @@ pub fn export_path(user: &SafeName, period: Period) -> PathBuf {
 #[async_trait]
 impl DigestStore for PgDigests<'_> {
     async fn users(&self) -> Result<Vec<SafeName>, StoreError> {
-        let rows = self
-            .channel
-            .store()
-            .conn()
-            .await?
-            .query(
-                "SELECT user_key FROM mnemo_users WHERE channel = $1 ORDER BY user_key",
-                &[&self.channel.name()],
-            )
-            .await
-            .map_err(PgError::from)?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| SafeName::from_encoded(row.get(0)))
-            .collect())
+        let keys = crate::copy::users(self.channel.store(), Some(self.channel.name()), None).await?;
+        Ok(keys.iter().filter_map(|(_, key)| SafeName::from_encoded(key)).collect())
     }
 
     async fn daily_jobs(

@@ -390,7 +390,8 @@ impl PgTurn {
         // The term counts, and the user's topic notes and fact-log entries
         // that match (a few of each go ahead of the messages), in one
         // round trip.
-        let query = crate::recall::tsquery(message).unwrap_or_default();
+        // The same words as `recall::tsquery` makes of the message.
+        let query = words.join(" | ");
         let joined = words.join(" ");
         let note_limit = RECALLED_NOTES as i64;
         let count_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &joined, &crate::recall::RARE];
