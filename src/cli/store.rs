@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
-use mnemo_sessions::maintenance::Maintenance;
+use mnemo_sessions::maintenance::{Failure, Maintenance};
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::report::{self, human_bytes};
 use mnemo_sessions::stm::Stm;
@@ -151,11 +151,7 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
         if !json {
             println!("  done: {report}");
         }
-        for f in &report.failures {
-            failed = true;
-            let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
-            eprintln!("  failed: {}{who}: {}", f.task, f.reason);
-        }
+        failed |= print_failures(&report.failures);
         reports.push(maintenance_json(name, &report));
     }
     if json {
@@ -178,10 +174,7 @@ async fn reindex_database(
 ) -> Result<ExitCode> {
     mnemo_pg::migrate::check(store).await?;
     let started = std::time::Instant::now();
-    let names = match only {
-        Some(name) => vec![name.to_string()],
-        None => store.channels().await?,
-    };
+    let names = database_channels(store, only).await?;
     let (mut users_done, mut vectors) = (0usize, 0usize);
     for name in &names {
         let (stm, config) = open_stm(&setup.state_root, name)?;
@@ -240,10 +233,7 @@ async fn maintain_database(
     json: bool,
 ) -> Result<ExitCode> {
     mnemo_pg::migrate::check(store).await?;
-    let names = match only {
-        Some(name) => vec![name.to_string()],
-        None => store.channels().await?,
-    };
+    let names = database_channels(store, only).await?;
     let holder = format!("mnemo sessions maintain/{}", std::process::id());
     let (mut failed, mut reports) = (false, Vec::new());
     for name in &names {
@@ -256,11 +246,7 @@ async fn maintain_database(
             .await
             .with_context(|| format!("maintaining channel `{name}` in the database"))?;
         say(format!("  done: {report}"));
-        for f in &report.digest_failures {
-            failed = true;
-            let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
-            eprintln!("  failed: {}{who}: {}", f.task, f.reason);
-        }
+        failed |= print_failures(&report.digest_failures);
         if report.failed > 0 {
             failed = true;
             eprintln!(
@@ -276,9 +262,7 @@ async fn maintain_database(
             "summariesDeferred": report.digests_deferred,
             "folded": report.folded,
             "archivedUsers": report.expired,
-            "failures": report.digest_failures.iter().map(|f| serde_json::json!({
-                "task": f.task, "user": f.user.as_ref().map(|u| u.to_string()), "reason": f.reason
-            })).collect::<Vec<_>>(),
+            "failures": failures_json(&report.digest_failures),
         }));
     }
     if json {
@@ -287,13 +271,34 @@ async fn maintain_database(
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// One channel of `sessions maintain --json`: counts, and each failure.
-fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceReport) -> serde_json::Value {
-    let failures: Vec<serde_json::Value> = r
-        .failures
+/// The channels a database command covers: `only`, or every channel with
+/// users in the database.
+async fn database_channels(store: &mnemo_pg::PgStore, only: Option<&str>) -> Result<Vec<String>> {
+    Ok(match only {
+        Some(name) => vec![name.to_string()],
+        None => store.channels().await?,
+    })
+}
+
+/// Each failure of a maintenance run on stderr; whether there was one.
+fn print_failures(failures: &[Failure]) -> bool {
+    for f in failures {
+        let who = f.user.as_ref().map(|u| format!(" ({u})")).unwrap_or_default();
+        eprintln!("  failed: {}{who}: {}", f.task, f.reason);
+    }
+    !failures.is_empty()
+}
+
+/// The failures of a maintenance run as `sessions maintain --json` lists them.
+fn failures_json(failures: &[Failure]) -> Vec<serde_json::Value> {
+    failures
         .iter()
         .map(|f| serde_json::json!({ "task": f.task, "user": f.user.as_ref().map(|u| u.to_string()), "reason": f.reason }))
-        .collect();
+        .collect()
+}
+
+/// One channel of `sessions maintain --json`: counts, and each failure.
+fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceReport) -> serde_json::Value {
     serde_json::json!({
         "channel": name,
         "dailiesWritten": r.dailies_written.len(),
@@ -306,7 +311,7 @@ fn maintenance_json(name: &str, r: &mnemo_sessions::maintenance::MaintenanceRepo
         "removedTempFiles": r.removed_temp_files.len(),
         "removedExports": r.removed_exports.len(),
         "removedPastKeepTime": r.removed_expired.len(),
-        "failures": failures,
+        "failures": failures_json(&r.failures),
     })
 }
 
