@@ -10,8 +10,7 @@ use crate::{PgError, lock_key, pg_text};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
 use mnemo_sessions::compaction::plan;
-use mnemo_sessions::maintenance::digests::Period;
-use mnemo_sessions::recall::{Item, Recalled};
+
 use mnemo_sessions::session::ContextView;
 use mnemo_sessions::{Record, Role, SafeName};
 use std::borrow::Cow;
@@ -66,114 +65,11 @@ LEFT JOIN LATERAL (
     WHERE channel = $1 AND user_key = $2 AND fold IS NULL ORDER BY seq DESC LIMIT $3) AS m ON true
 ORDER BY m.seq DESC";
 
-/// The question's stemmed terms, the user's message count (ever stored),
-/// and how many of the user's messages each
-/// matches, counted up to `$4` (`to_tsvector` stems and drops stop words;
-/// each term is then matched as the lexeme it is). A user with fewer
-/// messages than `$4` in all cannot have a common term: every term counts
-/// as 1 (rare) without a look at the index.
-const TERM_COUNTS: &str = "
-SELECT t.lexeme, u.next_seq - 1,
-       CASE WHEN u.next_seq <= $4 THEN 1 ELSE (SELECT count(*) FROM (
-           SELECT 1 FROM mnemo_messages m
-           WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s) END
-FROM unnest(to_tsvector('english', $3)) AS t
-JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
-
-/// Full-text recall over the user's whole history, the recent window `$5`
-/// left out (it is in the context already), in one statement:
-/// - the first round: the newest `$6` messages matching the search terms
-///   `$3`, ranked by `ts_rank` over all the question's terms `$4`, newest
-///   first among equals, at most `$7`;
-/// - the second round, for the other half of a fact told in two places
-///   ("my sister is Ana" … "Ana moved to Lisbon"): the words of the first
-///   round's best `$8` hits that are not in the question `$9` (lexemes) —
-///   plain words only, so nothing reaches the query parser but letters and
-///   digits — each counted in the user's messages; the `$11` rarest that
-///   match more than the hit itself and at most `$10` (the files' IDF floor
-///   as a count, `recall::widening_df_limit`; below 2 no round) find the
-///   messages they match, ranked by them, the first round's left out, at
-///   most `$7`.
-///
-/// The last column says which round a row is from.
-const RECALL: &str = "
-WITH first AS (
-    SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q) AS r, c.seq, c.tsv FROM (
-        SELECT ts, role, text, seq, tsv FROM mnemo_messages
-        WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
-        ORDER BY seq DESC LIMIT $6) AS c,
-        to_tsquery('simple', $4) AS q
-    ORDER BY r DESC, c.seq DESC LIMIT $7),
-best AS (SELECT tsv FROM first ORDER BY r DESC, seq DESC LIMIT $8),
-terms AS (
-    SELECT DISTINCT t.lexeme FROM best, unnest(best.tsv) AS t
-    WHERE $10::bigint >= 2 AND t.lexeme <> ALL($9) AND length(t.lexeme) >= 3 AND t.lexeme ~ '^[[:alnum:]]+$'),
-counted AS (
-    SELECT w.lexeme, (SELECT count(*) FROM (
-        SELECT 1 FROM mnemo_messages x
-        WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme)
-        LIMIT $10::bigint + 1) AS s) AS n
-    FROM terms w),
-wider AS (
-    SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
-        SELECT lexeme FROM counted WHERE n > 1 AND n <= $10::bigint ORDER BY n, lexeme LIMIT $11) AS r),
-widened AS (
-    SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q) AS r, m.seq FROM mnemo_messages m, wider
-    WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
-      AND m.msg_id <> ALL($5) AND m.seq NOT IN (SELECT seq FROM first)
-    ORDER BY r DESC, m.seq DESC LIMIT $7)
-SELECT ts, role, text, r, seq, false FROM first
-UNION ALL
-SELECT ts, role, text, r, seq, true FROM widened";
-
-/// The pieces of the user's daily and weekly summaries that match the
-/// search terms `$3`, ranked by all the question's terms `$4` as the
-/// messages are: a digest is cut into paragraphs and list items (the
-/// file store's recall pieces), and only matching pieces are returned,
-/// at most `$5`.
-const RECALL_DIGESTS: &str = "
-SELECT d.kind, d.period, p.piece, ts_rank(to_tsvector('english', p.piece), q) AS r
-FROM mnemo_digests d,
-     LATERAL regexp_split_to_table(d.body, '\\n\\s*\\n|\\n(?=[-*#] )') AS p(piece),
-     to_tsquery('simple', $4) AS q
-WHERE d.channel = $1 AND d.user_key = $2 AND d.tsv @@ to_tsquery('simple', $3)
-  AND to_tsvector('english', p.piece) @@ to_tsquery('simple', $3)
-ORDER BY r DESC, d.period DESC LIMIT $5";
-
-/// First hits whose words widen the second round, words added, and the
-/// weight of its hits against the first round's (the file store's 0.6).
-const WIDEN_FROM: i64 = 3;
-const WIDEN_TERMS: i64 = 6;
-const WIDER_WEIGHT: f32 = 0.6;
-
-/// The user's messages nearest to the question's vector `$4` (pgvector's
-/// text form) among the vectors of model `$3`, the recent window `$5`
-/// left out: cosine distance, at most `$6`, over the user's own vectors
-/// only (see `crate::vectors`).
-const NEAREST: &str = "
-SELECT m.ts, m.role, m.text, v.embedding <=> $4::text::vector AS d
-FROM mnemo_vectors v
-JOIN mnemo_messages m ON m.channel = v.channel AND m.user_key = v.user_key AND m.seq = v.seq
-WHERE v.channel = $1 AND v.user_key = $2 AND v.model = $3 AND m.msg_id <> ALL($5)
-ORDER BY d LIMIT $6";
-
-/// Digest pieces a recall looks at beside the messages.
-const RECALL_DIGEST_PIECES: i64 = 8;
-
 const HAS_MESSAGE: &str =
     "SELECT EXISTS (SELECT 1 FROM mnemo_messages WHERE channel = $1 AND user_key = $2 AND msg_id = $3)";
 
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
-
-/// Candidates a recall looks at before packing them under the budget.
-const RECALL_CANDIDATES: i64 = 32;
-/// Topic notes a turn's recall offers at most (matching any word of the
-/// message, best first), ahead of the messages.
-const RECALLED_NOTES: usize = 3;
-/// Fact-log entries a turn's recall offers at most (earlier or dropped
-/// values, newest first), after the notes.
-const RECALLED_FACTS: usize = 3;
 
 /// A record's columns as the append binds them (NUL made storable).
 struct Values<'a> {
@@ -238,6 +134,11 @@ impl PgTurn {
         &self.user
     }
 
+    /// The channel the turn is in.
+    pub(crate) fn channel(&self) -> &PgChannel {
+        &self.channel
+    }
+
     /// The channel's name, as the rows are keyed.
     pub(crate) fn channel_name(&self) -> &str {
         self.channel.name()
@@ -249,7 +150,7 @@ impl PgTurn {
             .expect("the connection stays until the turn is dropped")
     }
 
-    fn client(&self) -> &Object {
+    pub(crate) fn client(&self) -> &Object {
         self.conn
             .as_ref()
             .expect("the connection stays until the turn is dropped")
@@ -327,153 +228,6 @@ impl PgTurn {
             fold_due: plan::due(unfolded, first, false, self.channel.config(), now),
             duplicate,
         }
-    }
-
-    /// What the user said before that matches `message`, outside `recent`,
-    /// the user's topic notes that match (at most `RECALLED_NOTES` (3)) and
-    /// the fact log's earlier values that do (at most `RECALLED_FACTS` (3)),
-    /// packed under `max_tokens` (the file store's budget rule and labels):
-    /// the full-text ranking, fused by reciprocal rank with the user's
-    /// nearest vectors when `vector` (the embedding model's name and the
-    /// question's vector) is given and pgvector is in use. A failed vector
-    /// search is logged and recall goes on with full text alone.
-    pub async fn recall(
-        &mut self,
-        message: &str,
-        recent: &[Arc<Record>],
-        max_tokens: usize,
-        vector: Option<(&str, &[f32])>,
-    ) -> Result<Recalled, PgError> {
-        let skip: Vec<String> = recent.iter().map(|r| pg_text(&r.msg_id).into_owned()).collect();
-        let lexical = self.full_text(message, &skip).await?;
-        let dense = match vector {
-            Some((model, vector)) if self.channel.vectors_in_use().await => {
-                match self.nearest(model, vector, &skip).await {
-                    Ok(hits) => hits,
-                    Err(e) => {
-                        tracing::warn!(user = %self.user, error = %e, "vector recall failed; full text alone this turn");
-                        Vec::new()
-                    }
-                }
-            }
-            _ => Vec::new(),
-        };
-        let items = if dense.is_empty() {
-            lexical
-        } else {
-            mnemo_sessions::recall::fuse_by_rank(&lexical, &dense)
-                .into_iter()
-                .map(|(item, _)| item)
-                .collect()
-        };
-        Ok(mnemo_sessions::recall::pack(items, max_tokens))
-    }
-
-    /// The full-text ranking (best first): the user's matching topic notes
-    /// and fact-log entries (a few each, ahead), then the messages matching
-    /// the question, the second round's, and the matching pieces of their
-    /// daily and weekly summaries.
-    async fn full_text(&mut self, message: &str, skip: &[String]) -> Result<Vec<Item>, PgError> {
-        let words = crate::recall::words(message);
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        let conn = self.client();
-        let (channel, user) = (self.channel.name(), self.user.as_str());
-        let (counting, recall, digests, notes, facts) = futures_util::try_join!(
-            conn.prepare_cached(TERM_COUNTS),
-            conn.prepare_cached(RECALL),
-            conn.prepare_cached(RECALL_DIGESTS),
-            conn.prepare_cached(crate::memory::NOTES_MATCHING),
-            conn.prepare_cached(crate::memory::FACTS_MATCHING)
-        )?;
-        // The term counts, and the user's topic notes and fact-log entries
-        // that match (a few of each go ahead of the messages), in one
-        // round trip.
-        // The same words as `recall::tsquery` makes of the message.
-        let query = words.join(" | ");
-        let joined = words.join(" ");
-        let note_limit = RECALLED_NOTES as i64;
-        let count_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &joined, &crate::recall::RARE];
-        let note_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &query, &note_limit];
-        let fact_params: [&(dyn ToSql + Sync); 3] = [&channel, &user, &query];
-        let (rows, note_rows, fact_rows) = futures_util::try_join!(
-            conn.query(&counting, &count_params),
-            conn.query(&notes, &note_params),
-            conn.query(&facts, &fact_params),
-        )?;
-        let matched: Vec<i64> = fact_rows.iter().map(|row| row.get(0)).collect();
-        let mut notes = crate::memory::note_items(&note_rows);
-        notes.extend(crate::memory::fact_hits(&***conn, channel, user, &matched, RECALLED_FACTS).await?);
-        let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
-        let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));
-        let Some((search, rank)) = crate::recall::plan(&counts) else {
-            return Ok(notes);
-        };
-        let widening = mnemo_sessions::recall::widening_df_limit(usize::try_from(history).unwrap_or(0)) as i64;
-        let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
-        let message_params: [&(dyn ToSql + Sync); 11] = [
-            &channel,
-            &user,
-            &search,
-            &rank,
-            &skip,
-            &crate::recall::RANKED,
-            &RECALL_CANDIDATES,
-            &WIDEN_FROM,
-            &question,
-            &widening,
-            &WIDEN_TERMS,
-        ];
-        let digest_params: [&(dyn ToSql + Sync); 5] = [&channel, &user, &search, &rank, &RECALL_DIGEST_PIECES];
-        let (messages, pieces) = futures_util::try_join!(
-            conn.query(&recall, &message_params),
-            conn.query(&digests, &digest_params),
-        )?;
-        // Messages and summary pieces by one rank (the same ts_rank of the
-        // same terms), best first; the second round's hits at a lower
-        // weight.
-        let mut ranked: Vec<(f32, Item)> = messages
-            .iter()
-            .map(|row| {
-                let role = role_of(row.get(1));
-                let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
-                (
-                    weight * row.get::<_, f32>(3),
-                    Item::message(row.get(0), role, row.get(2)),
-                )
-            })
-            .collect();
-        ranked.extend(pieces.iter().filter_map(|row| {
-            let (kind, period): (&str, &str) = (row.get(0), row.get(1));
-            let at = Period::parse(kind, period)?.noon()?;
-            Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
-        }));
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        // Notes first: a few distilled lines, before the messages' ranks.
-        notes.extend(ranked.into_iter().map(|(_, item)| item));
-        Ok(notes)
-    }
-
-    /// The user's messages nearest to `vector` among those embedded by
-    /// `model` (cosine), cut as the file store cuts its dense hits.
-    async fn nearest(&mut self, model: &str, vector: &[f32], skip: &[String]) -> Result<Vec<Item>, PgError> {
-        let conn = self.client();
-        let (channel, user) = (self.channel.name(), self.user.as_str());
-        let literal = crate::vectors::literal(vector);
-        let limit = mnemo_sessions::recall::DENSE_HITS as i64;
-        let rows = conn
-            .query(NEAREST, &[&channel, &user, &model, &literal, &skip, &limit])
-            .await?;
-        let hits = rows
-            .iter()
-            .map(|row| {
-                let distance: f64 = row.get(3);
-                let role = role_of(row.get(1));
-                ((1.0 - distance) as f32, Item::message(row.get(0), role, row.get(2)))
-            })
-            .collect();
-        Ok(mnemo_sessions::recall::strong_dense(hits))
     }
 }
 
