@@ -551,6 +551,34 @@ async fn a_database_gone_mid_conversation_is_explained_and_nothing_acknowledged_
     );
 }
 
+/// `n` messages of ada on channel `telegram`, a minute apart from `start`,
+/// written straight to the database as `store copy` writes a history: no
+/// broker saw them, so they have no summaries or vectors yet.
+async fn written_without_a_broker(
+    (store, dir, model_url): (&PgStore, &Path, &str),
+    start: chrono::DateTime<chrono::Utc>,
+    n: i64,
+    text: impl Fn(i64) -> String,
+) {
+    // No fold is due for so few messages: the summarizer is never asked.
+    let summarizer = app_parts(dir, model_url, LimitsConfig::default()).summarizer;
+    let channel = mnemo_pg::PgChannel::new(store.clone(), "telegram", Default::default(), summarizer);
+    let mut turn = channel.begin_turn(&mnemo_sessions::SafeName::of("ada")).await.unwrap();
+    for i in 0..n {
+        let record = mnemo_sessions::Record {
+            ts: start + chrono::TimeDelta::minutes(i),
+            role: mnemo_sessions::Role::User,
+            text: text(i),
+            msg_id: format!("m{i}"),
+            channel: "telegram".into(),
+            thread_id: None,
+            chat_id: None,
+            user_name: None,
+        };
+        turn.append(&record, record.ts).await.unwrap();
+    }
+}
+
 /// `mnemo sessions maintain` on a Postgres config runs the database's
 /// maintenance (not the empty state folder's): yesterday's messages get
 /// their daily once, and the run says so, in JSON too.
@@ -563,25 +591,8 @@ async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let config = write_pg_config(dir.path(), &url, "broker-1");
-    let summarizer = app_parts(dir.path(), &url, LimitsConfig::default()).summarizer;
-    let channel = mnemo_pg::PgChannel::new(store, "telegram", Default::default(), summarizer);
-    let ada = mnemo_sessions::SafeName::of("ada");
-    let mut turn = channel.begin_turn(&ada).await.unwrap();
     let two_days_ago = chrono::Utc::now() - chrono::TimeDelta::days(2);
-    for i in 0..3 {
-        let record = mnemo_sessions::Record {
-            ts: two_days_ago + chrono::TimeDelta::minutes(i),
-            role: mnemo_sessions::Role::User,
-            text: format!("note {i}"),
-            msg_id: format!("m{i}"),
-            channel: "telegram".into(),
-            thread_id: None,
-            chat_id: None,
-            user_name: None,
-        };
-        turn.append(&record, record.ts).await.unwrap();
-    }
-    drop(turn);
+    written_without_a_broker((&store, dir.path(), &url), two_days_ago, 3, |i| format!("note {i}")).await;
     let run = || {
         let mut cmd = support::mnemo(&config, &home);
         cmd.env("MNEMO_DATABASE_URL", db.url())
@@ -964,24 +975,11 @@ async fn sessions_reindex_on_postgres_computes_the_missing_vectors() {
     std::fs::write(&sessions, recall.to_string()).unwrap();
     // A history of 70 messages written without a broker (as `store copy`
     // writes one): no vectors yet.
-    let summarizer = app_parts(dir.path(), &url, LimitsConfig::default()).summarizer;
-    let channel = mnemo_pg::PgChannel::new(store.clone(), "telegram", Default::default(), summarizer);
-    let ada = mnemo_sessions::SafeName::of("ada");
-    let mut turn = channel.begin_turn(&ada).await.unwrap();
-    for i in 0..70 {
-        let record = mnemo_sessions::Record {
-            ts: chrono::Utc::now() - chrono::TimeDelta::minutes(100 - i),
-            role: mnemo_sessions::Role::User,
-            text: format!("note {i} about the automobile"),
-            msg_id: format!("m{i}"),
-            channel: "telegram".into(),
-            thread_id: None,
-            chat_id: None,
-            user_name: None,
-        };
-        turn.append(&record, record.ts).await.unwrap();
-    }
-    drop(turn);
+    let start = chrono::Utc::now() - chrono::TimeDelta::minutes(100);
+    written_without_a_broker((&store, dir.path(), &url), start, 70, |i| {
+        format!("note {i} about the automobile")
+    })
+    .await;
     let run = || {
         let mut cmd = support::mnemo(&config, &home);
         cmd.env("MNEMO_DATABASE_URL", db.url()).args(["sessions", "reindex"]);
