@@ -748,11 +748,15 @@ async fn in_a_long_history_the_rare_word_finds_an_old_fact() {
 /// At `day` of December 2026, 04:00 UTC: after the default daily summary
 /// hour (03:00).
 fn december(day: u32) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, day, 4, 0, 0).unwrap()
+    on(12, day, 4)
 }
 
-async fn digests_of(store: &PgStore, url: &str) -> Vec<(String, String, String, i32, String)> {
-    let _ = store;
+/// `hour`:00 UTC of a day in 2026.
+fn on(month: u32, day: u32, hour: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, month, day, hour, 0, 0).unwrap()
+}
+
+async fn digests_of(url: &str) -> Vec<(String, String, String, i32, String)> {
     tokio_postgres_client(url)
         .await
         .query(
@@ -784,35 +788,14 @@ async fn dailies_then_the_weekly_are_written_once_each_on_the_databases_schedule
     let ch = channel(&store, summarizer.clone());
     let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
     // Monday and Tuesday of ISO week 2026-W49 for ada, Tuesday for bob.
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 11, 30, 10, 0, 0).unwrap(),
-        3,
-        "monday",
-    )
-    .await;
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 12, 1, 22, 0, 0).unwrap(),
-        2,
-        "tuesday",
-    )
-    .await;
-    wrote(
-        &ch,
-        &bob,
-        Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap(),
-        4,
-        "tuesday",
-    )
-    .await;
+    wrote(&ch, &ada, on(11, 30, 10), 3, "monday").await;
+    wrote(&ch, &ada, on(12, 1, 22), 2, "tuesday").await;
+    wrote(&ch, &bob, on(12, 1, 9), 4, "tuesday").await;
 
     let report = mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await.unwrap();
     assert_eq!((report.dailies, report.weeklies), (3, 0), "{report}");
     assert!(report.digest_failures.is_empty(), "{report}");
-    let rows = digests_of(&store, &url).await;
+    let rows = digests_of(&url).await;
     let periods: Vec<(&str, &str, &str, i32)> = rows
         .iter()
         .map(|(u, k, p, n, _)| (u.as_str(), k.as_str(), p.as_str(), *n))
@@ -835,7 +818,7 @@ async fn dailies_then_the_weekly_are_written_once_each_on_the_databases_schedule
     // After the week: one weekly per user, made of their dailies.
     let week = mnemo_pg::maintain::run(&ch, "broker-a", december(14)).await.unwrap();
     assert_eq!((week.dailies, week.weeklies), (0, 2), "{week}");
-    let weeklies: Vec<(String, i32)> = digests_of(&store, &url)
+    let weeklies: Vec<(String, i32)> = digests_of(&url)
         .await
         .into_iter()
         .filter(|(_, k, p, _, _)| k == "weekly" && p == "2026-W49")
@@ -860,7 +843,7 @@ async fn dailies_then_the_weekly_are_written_once_each_on_the_databases_schedule
     .await
     .unwrap();
     drop(turn);
-    assert!(digests_of(&store, &url).await.iter().all(|(u, ..)| u == "ada"));
+    assert!(digests_of(&url).await.iter().all(|(u, ..)| u == "ada"));
 }
 
 #[tokio::test]
@@ -872,14 +855,7 @@ async fn a_daily_of_messages_cleared_while_it_was_summarized_is_not_written() {
     });
     let ch = channel(&store, gated.clone());
     let ada = SafeName::of("ada");
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
-        3,
-        "tuesday",
-    )
-    .await;
+    wrote(&ch, &ada, on(12, 1, 10), 3, "tuesday").await;
     let run = tokio::spawn({
         let ch = ch.clone();
         async move { mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await }
@@ -893,10 +869,7 @@ async fn a_daily_of_messages_cleared_while_it_was_summarized_is_not_written() {
     gated.go.notify_one();
     let report = run.await.unwrap().unwrap();
     assert_eq!(report.dailies, 0, "{report}");
-    assert!(
-        digests_of(&store, &url).await.is_empty(),
-        "no summary of cleared messages"
-    );
+    assert!(digests_of(&url).await.is_empty(), "no summary of cleared messages");
 }
 
 #[tokio::test]
@@ -905,14 +878,7 @@ async fn an_unreadable_maintenance_state_stops_the_summaries_not_the_sweep() {
     let summarizer = counting();
     let ch = channel(&store, summarizer.clone());
     let ada = SafeName::of("ada");
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
-        3,
-        "tuesday",
-    )
-    .await;
+    wrote(&ch, &ada, on(12, 1, 10), 3, "tuesday").await;
     tokio_postgres_client(&url)
         .await
         .execute(
@@ -929,7 +895,7 @@ async fn an_unreadable_maintenance_state_stops_the_summaries_not_the_sweep() {
         "{failure:?}"
     );
     assert_eq!(summarizer.calls.load(Ordering::SeqCst), 0);
-    assert!(digests_of(&store, &url).await.is_empty());
+    assert!(digests_of(&url).await.is_empty());
 }
 
 /// Sums a day up in three pieces, one of them about the cat.
@@ -952,22 +918,8 @@ async fn recall_finds_the_matching_piece_of_a_daily_summary_and_only_the_users_o
     let (store, url) = migrated().await;
     let ch = channel(&store, Arc::new(Diarist));
     let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
-        3,
-        "tuesday",
-    )
-    .await;
-    wrote(
-        &ch,
-        &bob,
-        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
-        1,
-        "tuesday",
-    )
-    .await;
+    wrote(&ch, &ada, on(12, 1, 10), 3, "tuesday").await;
+    wrote(&ch, &bob, on(12, 1, 10), 1, "tuesday").await;
     let report = mnemo_pg::maintain::run(&ch, "broker-a", december(3)).await.unwrap();
     assert_eq!(report.dailies, 2, "{report}");
 
@@ -1000,26 +952,10 @@ async fn retention_deletes_archives_and_summaries_past_their_keep_time_and_nothi
     let ch = PgChannel::new(store.clone(), "telegram", config, counting());
     let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
     // ada: 30 messages on Dec 1, folded on Dec 1; a daily of them.
-    wrote(
-        &ch,
-        &ada,
-        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
-        30,
-        "tuesday",
-    )
-    .await;
-    ch.compact(&ada, Utc.with_ymd_and_hms(2026, 12, 1, 11, 0, 0).unwrap())
-        .await
-        .unwrap();
+    wrote(&ch, &ada, on(12, 1, 10), 30, "tuesday").await;
+    ch.compact(&ada, on(12, 1, 11)).await.unwrap();
     // bob writes on Dec 9: short-term, folded never.
-    wrote(
-        &ch,
-        &bob,
-        Utc.with_ymd_and_hms(2026, 12, 9, 10, 0, 0).unwrap(),
-        3,
-        "wednesday",
-    )
-    .await;
+    wrote(&ch, &bob, on(12, 9, 10), 3, "wednesday").await;
     let report = mnemo_pg::maintain::run(&ch, "broker-a", december(2)).await.unwrap();
     assert_eq!(
         (report.dailies, report.removed_archived, report.removed_digests),
