@@ -16,8 +16,9 @@ use crate::config::{LogFormat, LoggingConfig};
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
 /// Keeps the file writer flushing; drop it last, at exit.
 pub struct LogGuard {
@@ -37,11 +38,10 @@ pub fn init(
     scrubber: Scrubber,
     rust_log: Option<String>,
 ) -> LogGuard {
-    let stderr_filter = capped(
-        rust_log
-            .and_then(|f| EnvFilter::try_new(f).ok())
-            .unwrap_or_else(|| EnvFilter::new(stderr_level.unwrap_or(&config.level))),
-    );
+    let stderr_filter = capped(stderr_filter(
+        rust_log.as_deref(),
+        stderr_level.unwrap_or(&config.level),
+    ));
     let stderr = match config.format {
         LogFormat::Human => fmt::layer()
             .with_ansi(std::io::stderr().is_terminal())
@@ -59,7 +59,7 @@ pub fn init(
             let layer = fmt::layer()
                 .json()
                 .with_writer(Scrubbed::new(writer, scrubber))
-                .with_filter(capped(EnvFilter::new("info")))
+                .with_filter(capped(Targets::new().with_default(LevelFilter::INFO)))
                 .boxed();
             (Some(layer), Some(guard))
         }
@@ -79,22 +79,49 @@ pub fn init(
 /// gateway message it cannot decode at WARN, unknown events at DEBUG;
 /// tungstenite: every websocket frame at TRACE; tokio-postgres: every
 /// statement's parameters, stored message text included, at DEBUG).
-const LIBRARY_CAPS: [&str; 8] = [
-    "serenity=warn",
-    "serenity::gateway::ws=error",
-    "tungstenite=info",
-    "tokio_tungstenite=info",
-    "slack_morphism=info",
-    "teloxide=warn",
-    "teloxide_core=warn",
-    "tokio_postgres=info",
+const LIBRARY_CAPS: [(&str, LevelFilter); 8] = [
+    ("serenity", LevelFilter::WARN),
+    ("serenity::gateway::ws", LevelFilter::ERROR),
+    ("tungstenite", LevelFilter::INFO),
+    ("tokio_tungstenite", LevelFilter::INFO),
+    ("slack_morphism", LevelFilter::INFO),
+    ("teloxide", LevelFilter::WARN),
+    ("teloxide_core", LevelFilter::WARN),
+    ("tokio_postgres", LevelFilter::INFO),
 ];
 
-fn capped(filter: EnvFilter) -> EnvFilter {
+fn capped(filter: Targets) -> Targets {
     LIBRARY_CAPS
         .iter()
-        .filter_map(|cap| cap.parse().ok())
-        .fold(filter, EnvFilter::add_directive)
+        .fold(filter, |filter, (target, level)| filter.with_target(*target, *level))
+}
+
+/// Parses a log filter: comma-separated `target=level` directives and a
+/// bare `level` for everything else (`info`, `mnemo=debug,warn`). The
+/// reason, when it does not parse, names the filter's syntax. (Span and
+/// field filters, `[span{field=value}]`, are not supported: the filter is
+/// tracing-subscriber's `Targets`, which needs no regular-expression
+/// engine in the binary.)
+pub fn parse_filter(filter: &str) -> Result<Targets, String> {
+    filter.parse::<Targets>().map_err(|e| {
+        format!("`{filter}` is not a log filter ({e}); write comma-separated `target=level` directives or a level, e.g. `info` or `mnemo=debug,warn`")
+    })
+}
+
+/// The stderr filter: `RUST_LOG` when set and valid, else `level` (the
+/// config's, validated at load, or the command's own). A `RUST_LOG` that
+/// does not parse is said on stderr, not silently dropped.
+fn stderr_filter(rust_log: Option<&str>, level: &str) -> Targets {
+    if let Some(filter) = rust_log {
+        match parse_filter(filter) {
+            Ok(targets) => return targets,
+            Err(reason) => eprintln!("mnemo: ignoring RUST_LOG: {reason}; using `{level}`"),
+        }
+    }
+    parse_filter(level).unwrap_or_else(|reason| {
+        eprintln!("mnemo: {reason}; logging at `info`");
+        Targets::new().with_default(LevelFilter::INFO)
+    })
 }
 
 /// Writes each formatted event as exactly one line: newlines inside it
@@ -152,3 +179,53 @@ fn open_daily_file(
 /// (BENCHMARKS.md). 8,192 lines (256 kB) still absorbs a burst of
 /// thousands of turns' lines while the writer drains the queue to disk.
 const FILE_BUFFER_LINES: usize = 8_192;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn the_library_caps_hold_whatever_the_filter_says() {
+        for rust_log in ["trace", "serenity=trace,tokio_postgres=trace,trace"] {
+            let filter = capped(stderr_filter(Some(rust_log), "info"));
+            assert!(filter.would_enable("mnemo::pipeline", &Level::TRACE), "{rust_log}");
+            assert!(!filter.would_enable("serenity::model", &Level::INFO), "{rust_log}");
+            assert!(filter.would_enable("serenity::model", &Level::WARN), "{rust_log}");
+            assert!(
+                !filter.would_enable("serenity::gateway::ws", &Level::WARN),
+                "{rust_log}"
+            );
+            assert!(
+                !filter.would_enable("tokio_postgres::query", &Level::DEBUG),
+                "{rust_log}"
+            );
+            assert!(!filter.would_enable("teloxide_core::net", &Level::INFO), "{rust_log}");
+        }
+    }
+
+    #[test]
+    fn rust_log_overrides_the_level_and_a_bad_one_falls_back_to_it() {
+        let filter = stderr_filter(Some("mnemo=debug,warn"), "info");
+        assert!(filter.would_enable("mnemo::app", &Level::DEBUG));
+        assert!(!filter.would_enable("hyper", &Level::INFO));
+        // A span filter is not a `Targets` directive: the level applies.
+        let filter = stderr_filter(Some("[turn{user=1}]=trace"), "warn");
+        assert!(!filter.would_enable("mnemo::app", &Level::INFO));
+        assert!(filter.would_enable("mnemo::app", &Level::WARN));
+        let filter = stderr_filter(None, "error");
+        assert!(!filter.would_enable("mnemo::app", &Level::WARN));
+    }
+
+    #[test]
+    fn a_filter_that_does_not_parse_is_an_error_naming_the_syntax() {
+        assert!(parse_filter("info").is_ok());
+        assert!(parse_filter("mnemo=debug,warn").is_ok());
+        assert!(parse_filter("off").is_ok());
+        let reason = parse_filter("mnemo=loud").unwrap_err();
+        assert!(
+            reason.contains("`mnemo=loud`") && reason.contains("target=level"),
+            "{reason}"
+        );
+    }
+}

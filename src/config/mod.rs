@@ -173,6 +173,7 @@ impl AppConfig {
                 ),
             ));
         }
+        crate::logging::parse_filter(&self.logging.level).map_err(|reason| field("logging.level", reason))?;
         if self.state_dir.trim().is_empty() {
             return Err(field("stateDir", "must not be empty".into()));
         }

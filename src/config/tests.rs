@@ -71,6 +71,16 @@ fn a_wrong_type_is_named_with_its_path() {
 #[test]
 fn invalid_values_are_refused_with_the_field() {
     assert_eq!(field_error(r#"{"timezone": "Mars/Base"}"#).0, "timezone");
+    let (field, reason) = field_error(r#"{"logging": {"level": "mnemo=chatty"}}"#);
+    assert_eq!(field, "logging.level");
+    assert!(reason.contains("target=level"), "{reason}");
+    assert_eq!(
+        parse(r#"{"logging": {"level": "mnemo=debug,warn"}}"#)
+            .unwrap()
+            .logging
+            .level,
+        "mnemo=debug,warn"
+    );
     assert_eq!(
         field_error(r#"{"limits": {"maxConcurrentModelCalls": 0}}"#).0,
         "limits.maxConcurrentModelCalls"
