@@ -69,6 +69,18 @@ fn bench_prints_a_table_and_a_last_json_line_with_every_figure() {
         report["max_us"].as_u64().unwrap(),
     );
     assert!(p50 <= p99 && p99 <= max, "{report}");
+    // Each user's first turn and the rest, apart: both within the whole.
+    for part in ["first", "later"] {
+        let (p50, p99) = (
+            report[format!("{part}_p50_us")].as_u64().unwrap(),
+            report[format!("{part}_p99_us")].as_u64().unwrap(),
+        );
+        assert!(0 < p50 && p50 <= p99 && p99 <= max, "{part}: {report}");
+    }
+    assert!(
+        stdout.contains("first turns") && stdout.contains("later turns"),
+        "{stdout}"
+    );
     assert!(report["turns_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["peak_rss_mb"].as_f64().unwrap() > 1.0);
 

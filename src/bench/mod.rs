@@ -85,8 +85,17 @@ pub struct Report {
     pub p99_us: u64,
     pub max_us: u64,
     pub mean_us: f64,
-    /// Process CPU time (user + system, all threads) during the turns,
-    /// divided by the turns; `None` where `/proc` is not available.
+    /// The same, for each user's first turn only: the session is created
+    /// or loaded from its files (with recall, the user's index too).
+    pub first_p50_us: u64,
+    pub first_p99_us: u64,
+    /// The same, for every turn after a user's first: a session already
+    /// in memory, as for anyone in the middle of a conversation.
+    pub later_p50_us: u64,
+    pub later_p99_us: u64,
+    /// Process CPU time (user + system, all threads) from the first turn
+    /// until the background work the turns caused (folds) is done, divided
+    /// by the turns; `None` where `/proc` is not available.
     pub cpu_us_per_turn: Option<f64>,
     /// Peak resident memory of the process (`VmHWM`), MB.
     pub peak_rss_mb: Option<f64>,
@@ -168,15 +177,18 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         let sent = channel.listen(&chat_id(u));
         tasks.spawn(user_turns(app.clone(), u, options.turns, sent, flight.clone()));
     }
-    let mut latencies = Vec::with_capacity(options.users * options.turns);
+    let mut latencies = Latencies::default();
     while let Some(done) = tasks.join_next().await {
-        latencies.extend(done.context("a bench user task panicked")??);
+        latencies.add_user(done.context("a bench user task panicked")??);
     }
     let elapsed = started.elapsed();
+    // The folds the turns made due run in the background, at a lower
+    // priority: their CPU is the turns' too, so it is counted once they
+    // are done.
+    app.wait_background(Duration::from_secs(30)).await;
     let cpu = cpu_time()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
-    app.wait_background(Duration::from_secs(30)).await;
     if let Some(store) = &options.store {
         // Gone, and vacuumed: the next run (the same user names) must not
         // walk this run's dead index entries.
@@ -399,21 +411,44 @@ pub fn message(u: usize, t: usize) -> Inbound {
     }
 }
 
-fn summarize(
-    options: &Options,
-    mut latencies: Vec<u64>,
-    elapsed: Duration,
-    cpu: Option<Duration>,
-    seed_s: f64,
-) -> Report {
-    latencies.sort_unstable();
-    let n = latencies.len();
-    let at = |q: usize| {
-        latencies
-            .get((n * q / 100).min(n.saturating_sub(1)))
+/// Per-turn times, each user's first turn apart from the rest.
+#[derive(Default)]
+struct Latencies {
+    first: Vec<u64>,
+    later: Vec<u64>,
+}
+
+impl Latencies {
+    /// One user's turns, in the order sent.
+    fn add_user(&mut self, turns: Vec<u64>) {
+        let mut turns = turns.into_iter();
+        self.first.extend(turns.next());
+        self.later.extend(turns);
+    }
+}
+
+/// Sorted times and their percentiles (nearest rank below).
+struct Sorted(Vec<u64>);
+
+impl Sorted {
+    fn new(mut times: Vec<u64>) -> Sorted {
+        times.sort_unstable();
+        Sorted(times)
+    }
+
+    fn at(&self, percent: usize) -> u64 {
+        let n = self.0.len();
+        self.0
+            .get((n * percent / 100).min(n.saturating_sub(1)))
             .copied()
             .unwrap_or(0)
-    };
+    }
+}
+
+fn summarize(options: &Options, latencies: Latencies, elapsed: Duration, cpu: Option<Duration>, seed_s: f64) -> Report {
+    let (first, later) = (Sorted::new(latencies.first), Sorted::new(latencies.later));
+    let all = Sorted::new(first.0.iter().chain(&later.0).copied().collect());
+    let n = all.0.len();
     let secs = elapsed.as_secs_f64();
     Report {
         store: if options.store.is_some() { "postgres" } else { "files" },
@@ -427,14 +462,18 @@ fn summarize(
         total_turns: n,
         elapsed_s: secs,
         turns_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
-        p50_us: at(50),
-        p99_us: at(99),
-        max_us: latencies.last().copied().unwrap_or(0),
+        p50_us: all.at(50),
+        p99_us: all.at(99),
+        max_us: all.0.last().copied().unwrap_or(0),
         mean_us: if n > 0 {
-            latencies.iter().sum::<u64>() as f64 / n as f64
+            all.0.iter().sum::<u64>() as f64 / n as f64
         } else {
             0.0
         },
+        first_p50_us: first.at(50),
+        first_p99_us: first.at(99),
+        later_p50_us: later.at(50),
+        later_p99_us: later.at(99),
         cpu_us_per_turn: cpu.map(|c| c.as_secs_f64() * 1e6 / n.max(1) as f64),
         peak_rss_mb: peak_rss_mb(),
         seed_s,

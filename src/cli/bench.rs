@@ -92,6 +92,8 @@ fn table(r: &Report) -> String {
          \x20 per turn p99      {p99} µs\n\
          \x20 per turn max      {max} µs\n\
          \x20 per turn mean     {mean:.1} µs\n\
+         \x20 first turns       p50 {first_p50} µs, p99 {first_p99} µs (each user's first: session loaded)\n\
+         \x20 later turns       p50 {later_p50} µs, p99 {later_p99} µs\n\
          \x20 CPU per turn      {cpu}\n\
          \x20 peak RSS          {rss}\n\
          \x20 seeding           {seed:.2} s\n",
@@ -109,6 +111,10 @@ fn table(r: &Report) -> String {
         p99 = r.p99_us,
         max = r.max_us,
         mean = r.mean_us,
+        first_p50 = r.first_p50_us,
+        first_p99 = r.first_p99_us,
+        later_p50 = r.later_p50_us,
+        later_p99 = r.later_p99_us,
         cpu = opt(r.cpu_us_per_turn, "µs"),
         rss = opt(r.peak_rss_mb, "MB"),
         seed = r.seed_s,
