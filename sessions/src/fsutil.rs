@@ -260,6 +260,21 @@ pub fn atomic_write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> 
 /// file is removed. Lets a caller do the slow part before taking a lock and
 /// only the rename under it.
 pub fn stage(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<Staged> {
+    let staged = stage_unsynced(root, target, bytes)?;
+    staged.file.sync_all()?;
+    Ok(staged)
+}
+
+/// [`atomic_write`] without its fsyncs: other processes see the old file or
+/// the new one, never a mix, but a crash may leave either, or an empty or
+/// partly written file. Only for derived data that is checked and rebuilt
+/// whenever it is missing, torn or incomplete (the recall index of a user
+/// with no archived history).
+pub fn replace_unsynced(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> {
+    stage_unsynced(root, target, bytes)?.commit()
+}
+
+fn stage_unsynced(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<Staged> {
     let parent = target
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "target has no parent folder"))?;
@@ -277,7 +292,6 @@ pub fn stage(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<Staged> {
     };
     // On error `staged` drops here and takes its temp file with it.
     staged.file.write_all(bytes)?;
-    staged.file.sync_all()?;
     Ok(staged)
 }
 
