@@ -134,7 +134,7 @@ pub fn user_hash(channel: &str, user_id: &str) -> String {
         .chain_update([0])
         .chain_update(user_id.as_bytes())
         .finalize();
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..6])
 }
 
 #[cfg(test)]
