@@ -46,9 +46,11 @@ pub enum ArchiveError {
 /// A batch of records encoded as the archive keeps them — one JSON line
 /// per record, each ending in `\n` — with the SHA-256 of those bytes.
 /// Compaction's fold marker (`batchSha256` in `summary.md`) and the archive
-/// file's name are both derived from this one digest, so a batch is encoded
-/// and hashed once per commit, and the name always equals the marker's
-/// digest (its first 16 hex digits).
+/// file's name are both derived from this one digest, so a batch is hashed
+/// once per commit, and the name always equals the marker's digest (its
+/// first 16 hex digits). Compaction takes the lines as the short-term log
+/// holds them ([`EncodedBatch::from_lines`]: no second encoding); expiry
+/// encodes its records ([`EncodedBatch::encode`]).
 pub struct EncodedBatch {
     jsonl: Vec<u8>,
     sha256: [u8; 32],
@@ -59,14 +61,22 @@ pub struct EncodedBatch {
 impl EncodedBatch {
     /// Encodes `records` (non-empty) and hashes the lines.
     pub fn encode(user: &SafeName, records: &[Record]) -> Result<EncodedBatch, ArchiveError> {
-        let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
-        else {
-            return Err(ArchiveError::EmptyBatch { user: user.clone() });
-        };
         let jsonl = jsonl(records).map_err(|source| ArchiveError::Encode {
             user: user.clone(),
             source,
         })?;
+        Self::from_lines(user, records, jsonl)
+    }
+
+    /// `records` (non-empty) with `jsonl`, their lines as read from the
+    /// short-term log (one per record, in order, each ending in `\n`):
+    /// archived byte for byte, so nothing of a line — a field this version
+    /// does not know — is lost on the way to the archive.
+    pub fn from_lines(user: &SafeName, records: &[Record], jsonl: Vec<u8>) -> Result<EncodedBatch, ArchiveError> {
+        let (Some(earliest), Some(latest)) = (records.iter().map(|r| r.ts).min(), records.iter().map(|r| r.ts).max())
+        else {
+            return Err(ArchiveError::EmptyBatch { user: user.clone() });
+        };
         let sha256 = Sha256::digest(&jsonl).into();
         Ok(EncodedBatch {
             jsonl,

@@ -25,7 +25,7 @@
 //!    changed to the dated fact log ([`crate::facts`]) — idempotent: a
 //!    repeated fact changes nothing and adds no entry;
 //! 2. write `summary.md`: the new body and a [`FoldMarker`] naming `B`
-//!    (length, last record, SHA-256 of its lines);
+//!    (length, last record, SHA-256 of its lines as the log holds them);
 //! 3. [`archive::write_encoded`]`(B)` — the file name is derived from `B`'s
 //!    content (the marker's SHA-256: `B` is encoded and hashed once, see
 //!    [`EncodedBatch`]), so writing `B` again replaces the same file;
@@ -64,9 +64,12 @@
 //! reads the log again (to see how far past `maxMessages` it grew).
 //!
 //! The file work of a run (the log read, gzip, atomic writes and their
-//! fsyncs) runs on Tokio's blocking pool with the fold lock moved along,
-//! so it never stalls the async workers that serve other users' turns, and
-//! a run whose caller is dropped still finishes its commit.
+//! fsyncs) runs on the lower-priority background threads
+//! ([`crate::blocking::in_background`]) with the fold lock moved along, so
+//! it never stalls the async workers that serve other users' turns nor
+//! takes a core a turn wants, and a run whose caller is dropped still
+//! finishes its commit. Only the swap, which holds the user's log lock,
+//! runs on Tokio's blocking pool at the process's priority.
 
 mod fail;
 mod fallback;
@@ -84,6 +87,7 @@ pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError, EncodedBatch};
 use crate::config::SessionConfig;
+use crate::fsutil;
 use crate::layout::Layout;
 use crate::locks::FoldGuard;
 use crate::names::SafeName;
@@ -231,7 +235,7 @@ impl Compactor {
         let (log, batch_len, before, profile_body) = loop {
             let fold = stm.lock_fold(user).await;
             let (fold, prepared) = self
-                .off_workers(user, move |this, user| {
+                .in_background(user, move |this, user| {
                     let prepared = this.prepare(&fold, user, now)?;
                     Ok((fold, prepared))
                 })
@@ -262,13 +266,13 @@ impl Compactor {
                     batch_len,
                     before,
                     profile,
-                } => break (log, batch_len, before, profile),
+                } => break (*log, batch_len, before, profile),
             }
             std::mem::drop(fold);
         };
 
         // Phase 2, unlocked: the summarizer may take its time; appends go on.
-        let previous = before.as_ref().map(|s| s.body.trim()).filter(|b| !b.is_empty());
+        let previous = before.0.as_ref().map(|s| s.body.trim()).filter(|b| !b.is_empty());
         let request = SummaryRequest {
             kind: SummaryKind::Rolling,
             previous_summary: previous,
@@ -283,7 +287,7 @@ impl Compactor {
         // onto what was summarized; then swap in the shortened log.
         let fold = stm.lock_fold(user).await;
         let (outcome, drop, fold) = self
-            .off_workers(user, move |this, user| {
+            .in_background(user, move |this, user| {
                 let (outcome, drop) = this.finish(&fold, user, (log, batch_len, before), result, now)?;
                 Ok((outcome, drop, fold))
             })
@@ -313,12 +317,13 @@ impl Compactor {
             folder
         };
         if folder.pending() {
-            self.off_workers(user, move |_, _| Ok(folder.run()?)).await?;
+            self.in_background(user, move |_, _| Ok(folder.run()?)).await?;
         }
         Ok(())
     }
 
-    /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]).
+    /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]): for
+    /// work that holds the user's log lock, which the user's turns wait on.
     async fn off_workers<T: Send + 'static>(
         &self,
         user: &SafeName,
@@ -331,19 +336,44 @@ impl Compactor {
             .unwrap_or(Err(CompactionError::Interrupted))
     }
 
+    /// Runs `work` on the lower-priority background threads (see
+    /// [`crate::blocking`]): for work that holds only the fold lock, which
+    /// no turn waits on.
+    async fn in_background<T: Send + 'static>(
+        &self,
+        user: &SafeName,
+        work: impl FnOnce(&Compactor, &SafeName) -> Result<T, CompactionError> + Send + 'static,
+    ) -> Result<T, CompactionError> {
+        let this = self.clone();
+        let user = user.clone();
+        crate::blocking::in_background(move || work(&this, &user))
+            .await
+            .unwrap_or(Err(CompactionError::Interrupted))
+    }
+
     /// Phase 1 (see [`Compactor::maybe_compact`]): the one read of the log
     /// in a run; phase 3 and the stage work from it (see [`LogRead`]).
     fn prepare(&self, fold: &FoldGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
         let stm = &self.inner.stm;
         let layout = stm.layout();
+        // Stamped before it is read: phase 3 re-reads it only if it changed.
+        let summary_stamp = fsutil::FileStamp::at(&layout.summary_path(user)).ok();
         let before = summary::read_or_salvage(layout, user)?;
         let log = stm.read_for_fold(fold, user)?;
         let records = log.records();
         let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-        let resume = plan::already_folded(records, marker);
+        let resume = plan::already_folded(records, marker, &|n| Some(log.batch_lines(n)));
         if resume > 0 {
             tracing::info!(user = %user, records = resume, "finishing an interrupted compaction");
-            let encoded = EncodedBatch::encode(user, &records[..resume])?;
+            // The batch as the marker names it, so the archive file is the
+            // one the interrupted run may have written: the log's lines, or
+            // (a marker from before compaction took them) encoded again.
+            let lines = log.batch_lines(resume);
+            let encoded = if marker.is_some_and(|m| archive::sha256_hex(&lines) == m.batch_sha256) {
+                EncodedBatch::from_lines(user, &records[..resume], lines)?
+            } else {
+                EncodedBatch::encode(user, &records[..resume])?
+            };
             let (archived_to, drop) = self.archive_and_stage(fold, user, (&log, resume), &encoded)?;
             return Ok(Prepared::Resume {
                 count: resume,
@@ -363,9 +393,9 @@ impl Compactor {
                 Prepared::Done(outcome, Some(drop))
             }
             Decision::Fold(n) => Prepared::Fold {
-                log,
+                log: Box::new(log),
                 batch_len: n,
-                before,
+                before: (before, summary_stamp),
                 profile: profile::read_body(layout, user).ok().flatten(),
             },
         })
@@ -380,12 +410,16 @@ impl Compactor {
         &self,
         fold: &FoldGuard,
         user: &SafeName,
-        (log, batch_len, before): (LogRead, usize, Option<SummaryFile>),
+        (log, batch_len, (before, stamp)): (LogRead, usize, ReadSummary),
         result: Result<SummaryOutput, SummarizeError>,
         now: DateTime<Utc>,
     ) -> Result<Committed, CompactionError> {
         let stm = &self.inner.stm;
-        let current = summary::read_or_salvage(stm.layout(), user)?;
+        let path = stm.layout().summary_path(user);
+        let current = match stamp {
+            Some(then) if fsutil::FileStamp::at(&path).ok() == Some(then) => before.clone(),
+            _ => summary::read_or_salvage(stm.layout(), user)?,
+        };
         let log = if current != before || !stm.unchanged_since(user, &log)? {
             None
         } else if result.is_ok() {
@@ -498,7 +532,7 @@ impl Compactor {
         mut next: SummaryFile,
     ) -> Result<(PathBuf, StagedDrop), CompactionError> {
         let batch = &log.records()[..n];
-        let encoded = EncodedBatch::encode(user, batch)?;
+        let encoded = EncodedBatch::from_lines(user, batch, log.batch_lines(n))?;
         next.meta.last_folded = plan::marker_for(batch, &encoded);
         summary::write(self.layout(), user, &next)?;
         self.fail_at(FailPoint::AfterSummary)?;
@@ -538,6 +572,10 @@ impl Compactor {
     }
 }
 
+/// A summary as read (`None`: there was none) and the stamp its file had
+/// just before (`None`: unknown, so it is read again to compare).
+type ReadSummary = (Option<SummaryFile>, Option<Option<fsutil::FileStamp>>);
+
 /// What phase 3 committed, and the log without the batch waiting for
 /// [`Compactor::swap`] if there is one.
 type Committed = (CompactionOutcome, Option<StagedDrop>);
@@ -555,11 +593,13 @@ enum Prepared {
     },
     Done(CompactionOutcome, Option<StagedDrop>),
     Fold {
-        /// The log as phase 1 read it; phase 3 commits from it.
-        log: LogRead,
+        /// The log as phase 1 read it; phase 3 commits from it (boxed: the
+        /// other variants are small).
+        log: Box<LogRead>,
         /// How many of its first records to fold.
         batch_len: usize,
-        before: Option<SummaryFile>,
+        /// The summary as phase 1 read it, with its file's stamp then.
+        before: ReadSummary,
         profile: Option<String>,
     },
 }

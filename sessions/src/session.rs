@@ -234,10 +234,11 @@ impl Sessions {
         Ok(view)
     }
 
-    /// Runs compaction for the user (its file work on the blocking pool,
-    /// see [`Compactor::maybe_compact`]), then drops the memory copy if it
-    /// changed anything (or failed midway), so the next turn reads the
-    /// committed files.
+    /// Runs compaction for the user (its file work off the async workers,
+    /// see [`Compactor::maybe_compact`]). If it changed anything (or failed
+    /// midway) the memory copy is stale: a user in memory gets a fresh copy
+    /// loaded from the committed files here, in the background, so their
+    /// next turn does not pay for the reload; anyone else's copy is dropped.
     ///
     /// A trigger that finds a run in progress returns
     /// [`CompactionOutcome::AlreadyRunning`] and is handed to that run,
@@ -250,9 +251,35 @@ impl Sessions {
             result,
             Ok(CompactionOutcome::NotNeeded | CompactionOutcome::AlreadyRunning)
         ) {
-            self.forget(user).await;
+            self.reload(user).await;
         }
         result
+    }
+
+    /// Replaces the user's memory copy, if there is one, with one read from
+    /// the files now (on the blocking pool, the user's lock held, so no
+    /// append comes in between). If that read fails the copy stays dropped
+    /// and the next use tries again.
+    async fn reload(&self, user: &SafeName) {
+        let guard = self.stm().lock_log(user).await;
+        let Some(stale) = self.states().take(user) else { return };
+        let (this, user) = (self.clone(), user.clone());
+        let looked = Looked {
+            at: None,
+            exclusive_locks: self.stm().exclusive_locks(),
+        };
+        let loaded = crate::blocking::off_workers(move || {
+            let _guard = guard;
+            let state = SessionState::load(this.stm(), &user, stale.keep, looked);
+            match state {
+                Ok(state) => this.states().put(user, state),
+                Err(e) => {
+                    tracing::debug!(user = %user, error = %e, "session reload after compaction failed; the next turn reads the files")
+                }
+            }
+        });
+        // `None`: the runtime is shutting down; there is no next turn.
+        let _ = loaded.await;
     }
 
     /// Drops the user's memory copy; the next use reads the files. For

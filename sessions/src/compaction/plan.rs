@@ -24,8 +24,7 @@ pub(crate) fn marker_for(batch: &[Record], encoded: &EncodedBatch) -> Option<Fol
     })
 }
 
-/// SHA-256 (hex) of the records as JSONL lines: the archive's encoding
-/// ([`archive::jsonl`]), so it is the digest [`marker_for`] recorded.
+/// SHA-256 (hex) of the records encoded as JSONL lines ([`archive::jsonl`]).
 fn digest(records: &[Record]) -> String {
     // A `Record` is plain strings and a timestamp: encoding cannot fail.
     let lines = archive::jsonl(records).unwrap_or_default();
@@ -36,15 +35,34 @@ fn digest(records: &[Record]) -> String {
 /// wrote `marker` but not yet dropped from the log (a crash or an error came
 /// between). They are in the summary already: context must skip them and the
 /// next run must archive and drop them, not fold them again.
-pub(crate) fn already_folded(records: &[Record], marker: Option<&FoldMarker>) -> usize {
+///
+/// `lines(n)` gives the log's own lines of the first `n` records where the
+/// caller has them (see [`crate::stm::LogRead::batch_lines`]): the marker
+/// is the digest of those lines. Records encoded again count too: a marker
+/// written before compaction took the log's lines (or from lines that are
+/// the encoder's own, as everything mnemo appends is) still matches, so
+/// the view that has no bytes at hand ([`super::read_for_context`]) agrees.
+/// Only looked at when the last record matches the marker's (a run that
+/// crashed between its summary and its swap), so it costs nothing per turn.
+pub(crate) fn already_folded(
+    records: &[Record],
+    marker: Option<&FoldMarker>,
+    lines: &dyn Fn(usize) -> Option<Vec<u8>>,
+) -> usize {
     let Some(marker) = marker else { return 0 };
     let n = marker.batch_len;
     let matches = n > 0
         && records.len() >= n
         && records[n - 1].ts == marker.ts
         && records[n - 1].msg_id == marker.msg_id
-        && digest(&records[..n]) == marker.batch_sha256;
+        && (lines(n).is_some_and(|lines| archive::sha256_hex(&lines) == marker.batch_sha256)
+            || digest(&records[..n]) == marker.batch_sha256);
     if matches { n } else { 0 }
+}
+
+/// For callers of [`already_folded`] without the log's bytes at hand.
+pub(crate) fn no_lines(_: usize) -> Option<Vec<u8>> {
+    None
 }
 
 /// What a run should do with the unfolded records of a log.
@@ -177,17 +195,58 @@ mod tests {
         let user = crate::names::SafeName::of("U1");
         let encoded = EncodedBatch::encode(&user, &records[..4]).unwrap();
         let marker = marker_for(&records[..4], &encoded).unwrap();
-        assert_eq!(already_folded(&records, Some(&marker)), 4);
-        assert_eq!(already_folded(&records[4..], Some(&marker)), 0, "gone once dropped");
+        assert_eq!(already_folded(&records, Some(&marker), &no_lines), 4);
         assert_eq!(
-            already_folded(&records[..3], Some(&marker)),
+            already_folded(&records[4..], Some(&marker), &no_lines),
+            0,
+            "gone once dropped"
+        );
+        assert_eq!(
+            already_folded(&records[..3], Some(&marker), &no_lines),
             0,
             "a shorter log is not the batch"
         );
-        assert_eq!(already_folded(&records, None), 0);
+        assert_eq!(already_folded(&records, None, &no_lines), 0);
         let mut edited = records.clone();
         edited[1].text = "changed".into();
-        assert_eq!(already_folded(&edited, Some(&marker)), 0, "same last id, other content");
+        assert_eq!(
+            already_folded(&edited, Some(&marker), &no_lines),
+            0,
+            "same last id, other content"
+        );
+    }
+
+    #[test]
+    fn a_batch_marked_from_the_logs_own_lines_is_recognised_by_those_lines() {
+        let records = log(0..6);
+        let user = crate::names::SafeName::of("U1");
+        // Lines as a hand edit or another encoder may leave them: the same
+        // records, other bytes than mnemo's encoding.
+        let lines: Vec<u8> = records[..4]
+            .iter()
+            .flat_map(|r| {
+                let mut line = serde_json::to_vec_pretty(r).unwrap();
+                line.retain(|&b| b != b'\n');
+                line.push(b'\n');
+                line
+            })
+            .collect();
+        assert_ne!(lines, archive::jsonl(&records[..4]).unwrap());
+        let encoded = EncodedBatch::from_lines(&user, &records[..4], lines.clone()).unwrap();
+        let marker = marker_for(&records[..4], &encoded).unwrap();
+        let own = |n: usize| (n == 4).then(|| lines.clone());
+        assert_eq!(already_folded(&records, Some(&marker), &own), 4);
+        assert_eq!(
+            already_folded(&records, Some(&marker), &no_lines),
+            0,
+            "without the bytes only mnemo's own encoding is recognised"
+        );
+        let other = |_: usize| Some(archive::jsonl(&records[..4]).unwrap());
+        assert_eq!(
+            already_folded(&records, Some(&marker), &other),
+            0,
+            "other bytes, other batch"
+        );
     }
 
     #[test]

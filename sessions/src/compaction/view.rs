@@ -34,7 +34,7 @@ pub fn read_for_context(stm: &Stm, user: &SafeName, n: usize) -> Result<RecentMe
         attempts += 1;
         if before == after || attempts >= 5 {
             let marker = after.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-            let unfolded = &records[plan::already_folded(&records, marker)..];
+            let unfolded = &records[plan::already_folded(&records, marker, &plan::no_lines)..];
             let recent = unfolded[unfolded.len().saturating_sub(n)..].to_vec();
             let summary = after.map(|s| s.body.trim().to_string()).filter(|b| !b.is_empty());
             return Ok(RecentMemory { summary, recent });
@@ -51,9 +51,11 @@ pub fn unfolded_recent(stm: &Stm, user: &SafeName, n: usize) -> Result<Vec<Recor
 
 /// How many records at the head of `records` (a snapshot of the user's log)
 /// are already folded into the summary and only wait to be archived and
-/// dropped. Expiry and export use it not to handle them twice.
+/// dropped. Without the log's bytes at hand, a batch is recognised by its
+/// records encoded again: lines mnemo appended always are (see
+/// `plan::already_folded`).
 pub fn already_folded(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<usize, CompactionError> {
     let current = summary::read_or_salvage(layout, user)?;
     let marker: Option<&FoldMarker> = current.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-    Ok(plan::already_folded(records, marker))
+    Ok(plan::already_folded(records, marker, &plan::no_lines))
 }

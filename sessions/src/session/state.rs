@@ -109,9 +109,10 @@ impl SessionState {
         let summary = summary::read_or_salvage(layout, user)?;
         let log_path = layout.messages_path(user);
         let (log, bytes) = read_log(&log_path).map_err(StmError::io("read", &log_path))?;
-        let records = stm::read::parse_all(&log_path, &bytes).records;
+        let indexed = stm::read::parse_indexed(&log_path, &bytes);
         let marker = summary.as_ref().and_then(|s| s.meta.last_folded.as_ref());
-        let folded = plan::already_folded(&records, marker);
+        let folded = plan::already_folded(&indexed.records, marker, &|n| Some(indexed.batch_lines(&bytes, n)));
+        let records = indexed.records;
         let unfolded = &records[folded..];
         let mut state = SessionState {
             log,

@@ -76,6 +76,8 @@ pub(crate) fn parse_all(path: &Path, bytes: &[u8]) -> LogSnapshot {
 #[derive(Debug, Default)]
 pub(crate) struct IndexedLog {
     pub records: Vec<Record>,
+    /// `starts[i]`: the byte offset where record `i`'s line begins.
+    pub starts: Vec<usize>,
     /// `ends[i]`: the byte offset just past record `i`'s line (its `\n`
     /// included), where the lines after it start.
     pub ends: Vec<usize>,
@@ -91,6 +93,7 @@ pub(crate) fn parse_indexed(path: &Path, bytes: &[u8]) -> IndexedLog {
             Line::Blank => {}
             Line::Valid(record) => {
                 indexed.records.push(record);
+                indexed.starts.push(offset);
                 indexed.ends.push((offset + line.len() + 1).min(bytes.len()));
             }
             Line::Malformed => {
@@ -100,6 +103,25 @@ pub(crate) fn parse_indexed(path: &Path, bytes: &[u8]) -> IndexedLog {
         }
     }
     indexed
+}
+
+impl IndexedLog {
+    /// The lines of the first `n` records, as `bytes` (the log these were
+    /// parsed from) holds them, each ending in `\n`; the lines between
+    /// them that are blank or malformed are left out. What compaction
+    /// archives and its fold marker hashes: the log's own bytes, so a batch
+    /// is not encoded again (see [`crate::archive::EncodedBatch`]).
+    pub fn batch_lines(&self, bytes: &[u8], n: usize) -> Vec<u8> {
+        let n = n.min(self.records.len());
+        let mut out = Vec::with_capacity(self.ends[..n].last().map_or(0, |end| end + 1));
+        for (&start, &end) in self.starts[..n].iter().zip(&self.ends[..n]) {
+            out.extend_from_slice(&bytes[start..end]);
+            if out.last() != Some(&b'\n') {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
 }
 
 /// Where the folded prefix of a log ends.

@@ -57,6 +57,12 @@ impl LogRead {
     pub fn records(&self) -> &[Record] {
         &self.indexed.records
     }
+
+    /// The log's lines of the first `n` records (see
+    /// [`read::IndexedLog::batch_lines`]).
+    pub fn batch_lines(&self, n: usize) -> Vec<u8> {
+        self.indexed.batch_lines(&self.bytes, n)
+    }
 }
 
 /// A log without its folded prefix, written beside it and waiting for

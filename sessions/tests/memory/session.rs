@@ -82,6 +82,38 @@ async fn a_fold_is_due_from_the_counters_exactly_when_the_rules_say() {
 }
 
 #[tokio::test]
+async fn after_a_compaction_an_active_user_stays_in_memory_with_what_the_files_say() {
+    let m = memory(config(6, 2, 10));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    for i in 0..7 {
+        s.append(&m.user, &rec(i), now()).await.unwrap();
+    }
+    let outcome = s.compact(&m.user, now()).await.unwrap();
+    assert!(matches!(outcome, CompactionOutcome::Compacted { .. }), "{outcome:?}");
+    assert_eq!(
+        s.active(),
+        1,
+        "reloaded after the fold, not dropped for the next turn to reload"
+    );
+    let (_, view) = s.append_then_view(&m.user, &rec(7), now(), 4).await.unwrap();
+    assert_eq!(view, from_disk(&m, &m.user, 4));
+    assert!(view.summary.is_some(), "the fold's summary is in the view");
+
+    // A compaction of a user who is not in memory (another channel's
+    // sessions over the same files: the sweep for quiet users) loads no one.
+    let quiet = sessions(&m, &fake);
+    let other = SafeName::of("quiet-one");
+    for i in 10..17 {
+        s.append(&other, &rec(i), now()).await.unwrap();
+    }
+    let outcome = quiet.compact(&other, now()).await.unwrap();
+    assert!(matches!(outcome, CompactionOutcome::Compacted { .. }), "{outcome:?}");
+    assert_eq!(quiet.active(), 0);
+    assert_eq!(m.everything(), recs(0..8), "the first user's messages, each once");
+}
+
+#[tokio::test]
 async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     let m = memory(config(50, 4, 60));
     let fake = FakeSummarizer::new();
@@ -189,6 +221,48 @@ async fn a_compaction_crashed_at_any_step_never_shows_a_message_twice_and_is_fin
         );
         assert_eq!(m.everything(), recs(0..12), "{step:?}: nothing lost or doubled");
     }
+}
+
+#[tokio::test]
+async fn lines_not_in_mnemos_encoding_are_archived_as_written_and_a_crashed_fold_of_them_finishes_once() {
+    let m = memory(config(10, 3, 30));
+    // The log as another tool wrote it: the same records, other bytes
+    // (spaces after every `:` and `,`) than mnemo's own encoding.
+    let line = |i: usize| {
+        let mut line = serde_json::to_string_pretty(&rec(i)).unwrap().replace('\n', "");
+        line.push('\n');
+        line
+    };
+    let written: String = (0..11).map(line).collect();
+    write(&m.sb.layout.messages_path(&m.user), &written);
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+
+    // A fold of the first 8 stops right after writing its summary.
+    let crashing = Compactor::failing_after(m.stm.clone(), m.config.clone(), fake.clone(), FailPoint::AfterSummary);
+    assert!(crashing.maybe_compact(&m.user, now()).await.is_err());
+    let view = s.context_view(&m.user, 4).await.unwrap();
+    assert_eq!(
+        view.recent_records(),
+        recs(8..11),
+        "the folded batch is recognised by its lines"
+    );
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.contains(" m7"), "{summary}");
+
+    // The next run finishes it: archived once, byte for byte as the log
+    // held it, and dropped from the log.
+    s.compact(&m.user, now()).await.unwrap();
+    let files = mnemo_sessions::archive::files(&m.sb.layout, &m.user).unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let mut archived = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&files[0]).unwrap()),
+        &mut archived,
+    )
+    .unwrap();
+    assert_eq!(archived, (0..8).map(line).collect::<String>());
+    assert_eq!(m.everything(), recs(0..11), "nothing lost or doubled");
 }
 
 #[tokio::test]
