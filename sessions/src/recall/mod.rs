@@ -25,6 +25,7 @@
 //! from an [`Embedder`] the broker hands in.
 
 mod bm25;
+mod cache;
 mod dense;
 mod embed;
 mod line;
@@ -51,16 +52,16 @@ use crate::stm::Stm;
 use bm25::Bm25;
 use plan::{Pick, Side};
 use sources::FileSet;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
+
+use cache::Cache;
+pub use cache::{MAX_CACHED_DOCS, MAX_CACHED_USERS};
 use store::UserIndex;
 use vectors::Vectors;
 
-/// Users whose index stays loaded; the least recently used beyond this are
-/// dropped from memory (their files stay and load again on use).
-const MAX_CACHED_USERS: usize = 128;
 /// Added to the query budget before recall stops waiting itself, in case
 /// an [`Embedder`] does not hold the budget it was given.
 const BUDGET_MARGIN: Duration = Duration::from_millis(50);
@@ -121,17 +122,6 @@ struct Inner {
     filling: Mutex<HashSet<Option<SafeName>>>,
 }
 
-/// A user's index, loaded on first use (`None` until then or after
-/// [`Recall::forget`]).
-type Slot = Arc<Mutex<Option<UserIndex>>>;
-
-#[derive(Default)]
-struct Cache {
-    /// Each user's slot and when it was last used.
-    entries: HashMap<SafeName, (Slot, u64)>,
-    tick: u64,
-}
-
 #[derive(Default)]
 struct SharedIndex {
     bm25: Bm25,
@@ -170,29 +160,20 @@ impl Recall {
 
     /// Runs `f` on the user's loaded index (loading or rebuilding it first).
     fn with_user<T>(&self, user: &SafeName, f: impl FnOnce(&mut UserIndex) -> T) -> T {
-        let slot = {
-            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
-            cache.tick += 1;
-            let tick = cache.tick;
-            let slot = {
-                let entry = cache.entries.entry(user.clone()).or_default();
-                entry.1 = tick;
-                entry.0.clone()
-            };
-            if cache.entries.len() > MAX_CACHED_USERS
-                && let Some(oldest) = cache
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, (_, t))| *t)
-                    .map(|(u, _)| u.clone())
-            {
-                cache.entries.remove(&oldest);
-            }
-            slot
-        };
-        let mut index = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        let index = index.get_or_insert_with(|| UserIndex::open(&self.inner.stm, user));
-        f(index)
+        let slot = self.cache().touch(user);
+        let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let index = held.get_or_insert_with(|| UserIndex::open(&self.inner.stm, user));
+        let out = f(index);
+        let docs = index.bm25.live_docs();
+        drop(held);
+        self.cache().settle(user, &slot, docs);
+        out
+    }
+
+    /// The cache of loaded indexes, even if a panicking thread poisoned its
+    /// lock: every change is a few map and counter steps.
+    fn cache(&self) -> MutexGuard<'_, Cache> {
+        self.inner.users.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Turns dense embeddings on (`Some`: the embedder and how long a turn
@@ -237,26 +218,20 @@ impl Recall {
     /// holds it (a search on the blocking pool); `false` (nothing done)
     /// otherwise. Never reads the disk.
     fn index_if_loaded(&self, user: &SafeName, record: &Record) -> bool {
-        let slot = {
-            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
-            cache.tick += 1;
-            let tick = cache.tick;
-            let Some(entry) = cache.entries.get_mut(user) else {
-                return false;
-            };
-            entry.1 = tick;
-            entry.0.clone()
-        };
-        let Ok(mut index) = slot.try_lock() else {
+        let Some(slot) = self.cache().touch_existing(user) else {
             return false;
         };
-        match index.as_mut() {
-            Some(index) => {
-                index.add_record(record);
-                true
-            }
-            None => false,
-        }
+        let Ok(mut held) = slot.try_lock() else {
+            return false;
+        };
+        let Some(index) = held.as_mut() else {
+            return false;
+        };
+        index.add_record(record);
+        let docs = index.bm25.live_docs();
+        drop(held);
+        self.cache().settle(user, &slot, docs);
+        true
     }
 
     /// [`Recall::for_turn`] on the blocking pool (see
@@ -392,12 +367,9 @@ impl Recall {
     /// clear`, `clear all`, `forget`): what is still in their files is
     /// indexed again on next use, what was deleted is gone.
     pub fn forget(&self, user: &SafeName) -> Result<(), RecallError> {
-        let slot = {
-            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
-            cache.entries.remove(user)
-        };
+        let slot = self.cache().remove(user);
         // Wait for a search in progress, then empty the slot it holds.
-        if let Some((slot, _)) = slot {
+        if let Some(slot) = slot {
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
         let dir = self.layout().recall_dir(user);
@@ -408,11 +380,8 @@ impl Recall {
     /// Rewrites the user's stored index from the files (`mnemo sessions
     /// reindex`), reporting messages written so far; returns their number.
     pub fn reindex(&self, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
-        let slot = {
-            let mut cache = self.inner.users.lock().unwrap_or_else(PoisonError::into_inner);
-            cache.entries.remove(user)
-        };
-        if let Some((slot, _)) = slot {
+        let slot = self.cache().remove(user);
+        if let Some(slot) = slot {
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
         }
         store::rebuild(&self.inner.stm, user, progress)
