@@ -27,7 +27,8 @@
 //! [`Sessions::context_view`] always looks.
 //!
 //! It never touches the network and takes time only as `now` parameters.
-//! Every method takes the user's log lock from [`crate::locks`], so it is
+//! Every method takes the user's log lock from [`crate::locks`] (only the
+//! reload after a compaction does not: see [`Sessions::compact`]), so it is
 //! serialised with expiry and the `/session` commands (which take both of
 //! the user's locks) and with compaction's swap of the log, but not with
 //! compaction's commit (summary, archive, profile), which runs beside it.
@@ -257,28 +258,31 @@ impl Sessions {
     }
 
     /// Replaces the user's memory copy, if there is one, with one read from
-    /// the files now (on the blocking pool, the user's lock held, so no
-    /// append comes in between). If that read fails the copy stays dropped
-    /// and the next use tries again.
+    /// the files now, on the background threads and without the user's
+    /// lock, so the user's next turn neither pays for the reload nor waits
+    /// for it. A copy read while a turn appended is caught like any file
+    /// changed behind the state's back: every use checks the log's identity
+    /// and length, and the first turn's view after this looks at the
+    /// summary and profile (`Looked::at` is `None`). If a turn put a state
+    /// back meanwhile, that one stays. If the read fails the copy stays
+    /// dropped and the next use tries again.
     async fn reload(&self, user: &SafeName) {
-        let guard = self.stm().lock_log(user).await;
         let Some(stale) = self.states().take(user) else { return };
-        let (this, user) = (self.clone(), user.clone());
+        let (this, user, keep) = (self.clone(), user.clone(), stale.keep);
+        drop(stale);
         let looked = Looked {
             at: None,
             exclusive_locks: self.stm().exclusive_locks(),
         };
-        let loaded = crate::blocking::off_workers(move || {
-            let _guard = guard;
-            let state = SessionState::load(this.stm(), &user, stale.keep, looked);
-            match state {
-                Ok(state) => this.states().put(user, state),
+        let loaded = crate::blocking::in_background(move || {
+            match SessionState::load(this.stm(), &user, keep, looked) {
+                Ok(state) => this.states().put_if_absent(user, state),
                 Err(e) => {
                     tracing::debug!(user = %user, error = %e, "session reload after compaction failed; the next turn reads the files")
                 }
             }
         });
-        // `None`: the runtime is shutting down; there is no next turn.
+        // `None`: no thread to run it; the next turn reads the files.
         let _ = loaded.await;
     }
 

@@ -34,6 +34,13 @@ impl StateMap {
         self.entries.get(user).map(|(_, state)| state)
     }
 
+    /// [`StateMap::put`] unless the user has a state already.
+    pub(super) fn put_if_absent(&mut self, user: SafeName, state: SessionState) {
+        if !self.entries.contains_key(&user) {
+            self.put(user, state);
+        }
+    }
+
     pub(super) fn put(&mut self, user: SafeName, state: SessionState) {
         self.tick += 1;
         self.entries.insert(user, (self.tick, state));

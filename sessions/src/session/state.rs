@@ -101,7 +101,9 @@ impl SessionState {
     /// Reads the user's summary, whole log and profile. Called when a user
     /// becomes active and when a file changed behind our back — never once
     /// per turn. The summary is read first and the log second, under the
-    /// user's lock, so an in-process compaction cannot commit in between.
+    /// user's lock, so an in-process compaction cannot commit in between —
+    /// except after a compaction (`Sessions::reload`), which reads without
+    /// the lock and leaves the result to the checks of its first use.
     pub(super) fn load(stm: &Stm, user: &SafeName, keep: usize, looked: Looked) -> Result<SessionState, SessionError> {
         let layout = stm.layout();
         let summary_path = layout.summary_path(user);

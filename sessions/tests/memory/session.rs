@@ -113,6 +113,31 @@ async fn after_a_compaction_an_active_user_stays_in_memory_with_what_the_files_s
     assert_eq!(m.everything(), recs(0..8), "the first user's messages, each once");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_racing_their_own_compactions_always_see_their_latest_messages_once() {
+    let m = memory(config(8, 3, 40));
+    let fake = FakeSummarizer::new();
+    let s = sessions(&m, &fake);
+    let mut folds = tokio::task::JoinSet::new();
+    for i in 0..150 {
+        let (appended, view) = s.append_then_view(&m.user, &rec(i), now(), 4).await.unwrap();
+        let ids: Vec<String> = view.recent.iter().map(|r| r.msg_id.clone()).collect();
+        let first = i + 1 - ids.len();
+        assert!(ids.len() >= 3.min(i + 1), "m{i}: {ids:?}");
+        assert_eq!(ids, (first..=i).map(|j| format!("m{j}")).collect::<Vec<_>>(), "m{i}");
+        if appended.fold_due {
+            let (s, user) = (s.clone(), m.user.clone());
+            folds.spawn(async move { s.compact(&user, now()).await });
+        }
+    }
+    while let Some(done) = folds.join_next().await {
+        done.unwrap().unwrap();
+    }
+    s.compact(&m.user, now()).await.unwrap();
+    assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
+    assert_eq!(m.everything(), recs(0..150), "nothing lost or doubled");
+}
+
 #[tokio::test]
 async fn files_changed_behind_the_sessions_back_are_reloaded_not_overwritten() {
     let m = memory(config(50, 4, 60));
