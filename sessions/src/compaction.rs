@@ -235,7 +235,7 @@ impl Compactor {
         let (log, batch_len, before, profile_body) = loop {
             let fold = stm.lock_fold(user).await;
             let (fold, prepared) = self
-                .in_background(user, move |this, user| {
+                .off_workers(user, Thread::Background, move |this, user| {
                     let prepared = this.prepare(&fold, user, now)?;
                     Ok((fold, prepared))
                 })
@@ -287,7 +287,7 @@ impl Compactor {
         // onto what was summarized; then swap in the shortened log.
         let fold = stm.lock_fold(user).await;
         let (outcome, drop, fold) = self
-            .in_background(user, move |this, user| {
+            .off_workers(user, Thread::Background, move |this, user| {
                 let (outcome, drop) = this.finish(&fold, user, (log, batch_len, before), result, now)?;
                 Ok((outcome, drop, fold))
             })
@@ -307,7 +307,7 @@ impl Compactor {
         let stm = &self.inner.stm;
         let log = stm.lock_log(user).await;
         let folder = if stm.fsync() {
-            self.off_workers(user, move |this, _| {
+            self.off_workers(user, Thread::Pool, move |this, _| {
                 Ok(this.inner.stm.finish_drop_locked(&log, drop)?)
             })
             .await?
@@ -317,38 +317,28 @@ impl Compactor {
             folder
         };
         if folder.pending() {
-            self.in_background(user, move |_, _| Ok(folder.run()?)).await?;
+            self.off_workers(user, Thread::Background, move |_, _| Ok(folder.run()?))
+                .await?;
         }
         Ok(())
     }
 
-    /// Runs `work` on Tokio's blocking pool (see [`crate::blocking`]): for
-    /// work that holds the user's log lock, which the user's turns wait on.
+    /// Runs `work` off the async workers, `on` Tokio's blocking pool or the
+    /// background threads (see [`Thread`] and [`crate::blocking`]).
     async fn off_workers<T: Send + 'static>(
         &self,
         user: &SafeName,
+        on: Thread,
         work: impl FnOnce(&Compactor, &SafeName) -> Result<T, CompactionError> + Send + 'static,
     ) -> Result<T, CompactionError> {
         let this = self.clone();
         let user = user.clone();
-        crate::blocking::off_workers(move || work(&this, &user))
-            .await
-            .unwrap_or(Err(CompactionError::Interrupted))
-    }
-
-    /// Runs `work` on the lower-priority background threads (see
-    /// [`crate::blocking`]): for work that holds only the fold lock, which
-    /// no turn waits on.
-    async fn in_background<T: Send + 'static>(
-        &self,
-        user: &SafeName,
-        work: impl FnOnce(&Compactor, &SafeName) -> Result<T, CompactionError> + Send + 'static,
-    ) -> Result<T, CompactionError> {
-        let this = self.clone();
-        let user = user.clone();
-        crate::blocking::in_background(move || work(&this, &user))
-            .await
-            .unwrap_or(Err(CompactionError::Interrupted))
+        let work = move || work(&this, &user);
+        match on {
+            Thread::Pool => crate::blocking::off_workers(work).await,
+            Thread::Background => crate::blocking::in_background(work).await,
+        }
+        .unwrap_or(Err(CompactionError::Interrupted))
     }
 
     /// Phase 1 (see [`Compactor::maybe_compact`]): the one read of the log
@@ -570,6 +560,17 @@ impl Compactor {
     fn layout(&self) -> &Layout {
         self.inner.stm.layout()
     }
+}
+
+/// Where a run's file work goes.
+#[derive(Clone, Copy)]
+enum Thread {
+    /// Tokio's blocking pool, at the process's priority: work that holds
+    /// the user's log lock, which the user's turns wait on (the swap).
+    Pool,
+    /// The lower-priority background threads: work that holds only the
+    /// fold lock, which no turn waits on.
+    Background,
 }
 
 /// A summary as read (`None`: there was none) and the stamp its file had
