@@ -1,15 +1,19 @@
 //! Which users' recall indexes stay loaded: the least recently used go
-//! once more than [`MAX_CACHED_USERS`] are loaded or their messages
-//! together pass [`MAX_CACHED_DOCS`] (their files stay and load again on
-//! use). Bounded by messages, not only by users, because an index's memory
-//! grows with its history: many users with short histories all stay (no
-//! reload from disk on every turn when more than a handful of users talk),
-//! a few with long ones share the same budget.
+//! once more than [`MAX_CACHED_USERS`] are loaded, or once their messages
+//! together pass [`MAX_CACHED_DOCS`] — then only those idle for
+//! [`IDLE_BEFORE_DROP`] or more (their files stay and load again on use).
+//! Bounded by messages, not only by users, because an index's memory grows
+//! with its history: many users with short histories all stay (no reload
+//! from disk on every turn when more than a handful of users talk), and
+//! long histories of users who went quiet make room. Users in a
+//! conversation are not dropped for the message budget: reloading an index
+//! of 10⁵ messages on every turn costs far more than its memory.
 
 use super::store::UserIndex;
 use crate::names::SafeName;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Users whose index may stay loaded at once (as many as the session
 /// states a channel keeps, `session::DEFAULT_MAX_ACTIVE`).
@@ -19,6 +23,14 @@ pub const MAX_CACHED_USERS: usize = 4096;
 /// ~800 bytes per message the 10⁶-message bench measured, ~200 MB. One
 /// user's index is kept whatever its size while it is in use.
 pub const MAX_CACHED_DOCS: usize = 250_000;
+
+/// How long a user's index must have gone unused before the message budget
+/// may drop it.
+pub const IDLE_BEFORE_DROP: Duration = Duration::from_secs(60);
+
+/// After a pass that could not get under the message budget (everyone
+/// loaded is active), how long before another is tried.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A user's index, loaded on first use (`None` until then or after
 /// [`super::Recall::forget`]).
@@ -30,11 +42,15 @@ pub(super) struct Cache {
     tick: u64,
     /// The sum of the entries' `docs`.
     docs: usize,
+    /// No pass for the message budget before this (see [`RETRY_AFTER`]).
+    quiet_until: Option<Instant>,
 }
 
 struct Entry {
     slot: Slot,
     used: u64,
+    /// When it was last used.
+    at: Instant,
     /// Messages in the index when it was last used (0 before its load).
     docs: usize,
 }
@@ -44,12 +60,15 @@ impl Cache {
     pub(super) fn touch(&mut self, user: &SafeName) -> Slot {
         self.tick += 1;
         let used = self.tick;
+        let at = Instant::now();
         let entry = self.entries.entry(user.clone()).or_insert_with(|| Entry {
             slot: Slot::default(),
             used,
+            at,
             docs: 0,
         });
         entry.used = used;
+        entry.at = at;
         entry.slot.clone()
     }
 
@@ -58,6 +77,7 @@ impl Cache {
         self.tick += 1;
         let entry = self.entries.get_mut(user)?;
         entry.used = self.tick;
+        entry.at = Instant::now();
         Some(entry.slot.clone())
     }
 
@@ -69,33 +89,44 @@ impl Cache {
     }
 
     /// Records that `slot`, the user's, now holds `docs` messages, then
-    /// drops the least recently used others while over either bound.
+    /// drops the least recently used others while over the user bound, or
+    /// over the message budget and idle (see the module doc).
     pub(super) fn settle(&mut self, user: &SafeName, slot: &Slot, docs: usize) {
+        self.settle_at(user, slot, docs, Instant::now());
+    }
+
+    fn settle_at(&mut self, user: &SafeName, slot: &Slot, docs: usize, now: Instant) {
         if let Some(entry) = self.entries.get_mut(user)
             && Arc::ptr_eq(&entry.slot, slot)
         {
             self.docs = self.docs - entry.docs + docs;
             entry.docs = docs;
         }
-        if self.entries.len() <= MAX_CACHED_USERS && self.docs <= MAX_CACHED_DOCS {
+        let over_users = self.entries.len() > MAX_CACHED_USERS;
+        let over_docs = self.docs > MAX_CACHED_DOCS && self.quiet_until.is_none_or(|t| now >= t);
+        if !over_users && !over_docs {
             return;
         }
         // Down to seven eighths of each bound at once, so a full cache
         // sorts once per many loads, not on every one.
-        let mut by_age: Vec<(u64, SafeName, usize)> = self
+        let mut by_age: Vec<(u64, SafeName, Instant)> = self
             .entries
             .iter()
             .filter(|(name, _)| *name != user)
-            .map(|(name, e)| (e.used, name.clone(), e.docs))
+            .map(|(name, e)| (e.used, name.clone(), e.at))
             .collect();
         by_age.sort_unstable_by_key(|(used, _, _)| *used);
         let (users, docs) = (MAX_CACHED_USERS / 8 * 7, MAX_CACHED_DOCS / 8 * 7);
-        for (_, name, _) in by_age {
-            if self.entries.len() <= users && self.docs <= docs {
+        for (_, name, at) in by_age {
+            let too_many = self.entries.len() > users;
+            let too_big = self.docs > docs && now.saturating_duration_since(at) >= IDLE_BEFORE_DROP;
+            if too_many || too_big {
+                self.remove(&name);
+            } else if self.entries.len() <= users && self.docs <= docs {
                 break;
             }
-            self.remove(&name);
         }
+        self.quiet_until = (self.docs > MAX_CACHED_DOCS).then(|| now + RETRY_AFTER);
     }
 
     #[cfg(test)]
@@ -112,10 +143,16 @@ mod tests {
         SafeName::of(&format!("u{i}"))
     }
 
-    /// Uses user `i` as `with_user` does: touch, then settle with `docs`.
-    fn use_user(cache: &mut Cache, i: usize, docs: usize) {
+    /// Uses user `i` as `with_user` does: touch, then settle with `docs`,
+    /// `idle` after the use before.
+    fn use_user_at(cache: &mut Cache, i: usize, docs: usize, now: Instant) {
         let slot = cache.touch(&name(i));
-        cache.settle(&name(i), &slot, docs);
+        cache.entries.get_mut(&name(i)).unwrap().at = now;
+        cache.settle_at(&name(i), &slot, docs, now);
+    }
+
+    fn use_user(cache: &mut Cache, i: usize, docs: usize) {
+        use_user_at(cache, i, docs, Instant::now());
     }
 
     #[test]
@@ -131,29 +168,48 @@ mod tests {
     }
 
     #[test]
-    fn the_least_recently_used_go_when_the_messages_pass_the_budget() {
+    fn past_the_message_budget_the_idle_go_oldest_first_and_the_active_stay() {
         let mut cache = Cache::default();
+        let t0 = Instant::now();
         let big = MAX_CACHED_DOCS / 4;
         for i in 0..4 {
-            use_user(&mut cache, i, big);
+            use_user_at(&mut cache, i, big, t0);
         }
         assert!((0..4).all(|i| cache.holds(&name(i))), "exactly at the budget");
-        use_user(&mut cache, 1, big);
-        use_user(&mut cache, 4, big);
+        // Past it while everyone is in a conversation: nobody goes.
+        let t1 = t0 + Duration::from_secs(5);
+        use_user_at(&mut cache, 4, big, t1);
+        assert!((0..5).all(|i| cache.holds(&name(i))), "active users are not dropped");
+        // A minute later, users 0..2 went quiet, 3 and 4 did not.
+        let t2 = t0 + IDLE_BEFORE_DROP + Duration::from_secs(2);
+        use_user_at(&mut cache, 3, big, t2 - Duration::from_secs(1));
+        use_user_at(&mut cache, 4, big, t2);
         assert!(cache.docs <= MAX_CACHED_DOCS / 8 * 7, "{}", cache.docs);
+        assert!(cache.holds(&name(3)) && cache.holds(&name(4)), "the active stay");
         assert!(
-            cache.holds(&name(4)) && cache.holds(&name(1)),
-            "the newest and the one used again stay"
+            !cache.holds(&name(0)) && !cache.holds(&name(1)),
+            "the oldest idle go first"
         );
-        assert!(!cache.holds(&name(0)), "the oldest goes first");
     }
 
     #[test]
     fn one_user_past_the_budget_alone_stays_loaded_while_used() {
         let mut cache = Cache::default();
-        use_user(&mut cache, 0, 10);
-        use_user(&mut cache, 1, MAX_CACHED_DOCS * 2);
+        let t0 = Instant::now();
+        use_user_at(&mut cache, 0, 10, t0);
+        use_user_at(&mut cache, 1, MAX_CACHED_DOCS * 2, t0 + IDLE_BEFORE_DROP);
         assert!(cache.holds(&name(1)) && !cache.holds(&name(0)));
+    }
+
+    #[test]
+    fn a_budget_only_active_users_fill_is_not_sorted_again_on_every_use() {
+        let mut cache = Cache::default();
+        let t0 = Instant::now();
+        use_user_at(&mut cache, 0, MAX_CACHED_DOCS, t0);
+        use_user_at(&mut cache, 1, 10, t0);
+        assert_eq!(cache.quiet_until, Some(t0 + RETRY_AFTER));
+        use_user_at(&mut cache, 1, 11, t0 + RETRY_AFTER / 2);
+        assert_eq!(cache.quiet_until, Some(t0 + RETRY_AFTER), "no pass within the wait");
     }
 
     #[test]
