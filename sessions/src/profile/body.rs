@@ -75,14 +75,37 @@ pub(crate) fn one_line(text: &str) -> String {
 
 /// `text` on one line (whitespace collapsed) and at most `max` characters,
 /// with `…[+N chars]` naming what was cut.
+///
+/// One pass over `text` that copies only what is kept: recall clips every
+/// candidate message of a turn, and a long one used to be collapsed and
+/// copied whole first (~180k instructions a recall-on turn in the bench).
 pub fn clipped_line(text: &str, max: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let total = line.chars().count();
-    if total <= max {
-        return line;
+    let mut line = String::with_capacity(text.len().min(max.saturating_mul(4)) + 16);
+    // Characters of the whole collapsed line, and of it kept in `line`.
+    let (mut total, mut kept) = (0usize, 0usize);
+    for word in text.split_whitespace() {
+        let chars = word.chars().count();
+        let sep = usize::from(total > 0);
+        if kept == total && kept < max {
+            if sep == 1 {
+                line.push(' ');
+                kept += 1;
+            }
+            if kept + chars <= max {
+                line.push_str(word);
+                kept += chars;
+            } else {
+                let room = max - kept;
+                line.extend(word.chars().take(room));
+                kept += room;
+            }
+        }
+        total += sep + chars;
     }
-    let kept: String = line.chars().take(max).collect();
-    format!("{kept}…[+{} chars]", total - max)
+    if total > max {
+        line.push_str(&format!("…[+{} chars]", total - max));
+    }
+    line
 }
 
 /// How keys (and values) are compared: case-insensitive, spacing ignored.
@@ -397,6 +420,27 @@ fn push_paragraph_break(out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `clipped_line` is: the collapsed line, cut to `max` characters.
+    fn clipped_line_reference(text: &str, max: usize) -> String {
+        let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let total = line.chars().count();
+        if total <= max {
+            return line;
+        }
+        let kept: String = line.chars().take(max).collect();
+        format!("{kept}…[+{} chars]", total - max)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clipped_line_is_the_collapsed_line_cut_to_max(
+            text in "([ \t\n]{0,3}[a-zé日\u{1F600}]{0,6}){0,12}",
+            max in 0usize..40,
+        ) {
+            proptest::prop_assert_eq!(clipped_line(&text, max), clipped_line_reference(&text, max));
+        }
+    }
 
     const HAND_WRITTEN: &str = "Kevin's notes, kept by ops.\n\n## Preferences\n- Language: Traditional Chinese\n- Timezone: UTC+8\n  (moved in 2025)\n\n## Hobbies\n- chess: yes\n\n## Ongoing Topics\n- TOEIC 860 preparation\n";
 
