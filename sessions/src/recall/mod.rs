@@ -303,6 +303,7 @@ impl Recall {
                 &context,
                 &excluded,
                 &dense,
+                &mut user_index.query_terms,
             )
         });
         pack::pack(items, query.max_tokens)

@@ -11,7 +11,7 @@
 
 use super::bm25::{Bm25, Doc, Hit};
 use super::score::Scratch;
-use super::tokenize;
+use super::tokenize::{self, QueryTermsCache};
 use std::collections::{HashMap, HashSet};
 
 /// Candidates taken from each query.
@@ -66,8 +66,9 @@ pub fn plan(
     context: &[&str],
     excluded: &HashSet<u64>,
     dense: &[Pick],
+    terms: &mut QueryTermsCache,
 ) -> Vec<Pick> {
-    let main = tokenize::query_terms(message);
+    let main = terms.terms(message);
     if main.is_empty() {
         return Vec::new();
     }
@@ -76,7 +77,7 @@ pub fn plan(
     let main_set: HashSet<&String> = main.iter().collect();
     let mut extra = HashSet::new();
     for text in context {
-        for term in tokenize::query_terms(text) {
+        for term in terms.terms(text) {
             if !main_set.contains(&term) && extra.insert(term.clone()) && extra.len() <= 16 {
                 first.push((term, 0.2));
             }
@@ -112,7 +113,7 @@ pub fn plan(
     }
     // Second round: the first hits' rarest words find the other half of a
     // fact told in two places ("my sister is Ana" … "Ana moved to Lisbon").
-    let expansion: Vec<(String, f32)> = expansion(user, &first_hits, &main_set)
+    let expansion: Vec<(String, f32)> = expansion(user, &first_hits, &main_set, terms)
         .into_iter()
         .map(|t| (t, 1.0))
         .collect();
@@ -198,10 +199,10 @@ fn clauses(message: &str) -> Vec<Vec<String>> {
 }
 
 /// The rarest words of the best first-round hits that the query lacks.
-fn expansion(index: &Bm25, hits: &[Hit], query: &HashSet<&String>) -> Vec<String> {
+fn expansion(index: &Bm25, hits: &[Hit], query: &HashSet<&String>, terms: &mut QueryTermsCache) -> Vec<String> {
     let mut words: Vec<(String, f32)> = Vec::new();
     for hit in hits.iter().take(3) {
-        for term in tokenize::query_terms(&index.doc(hit.doc).text) {
+        for term in terms.terms(&index.doc(hit.doc).text) {
             if !query.contains(&term) && !words.iter().any(|(w, _)| *w == term) {
                 let idf = index.idf(&term);
                 words.push((term, idf));
@@ -303,6 +304,7 @@ mod tests {
             &[],
             &HashSet::new(),
             &[],
+            &mut QueryTermsCache::default(),
         );
         let found = texts(&user, &picks);
         assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
@@ -319,6 +321,7 @@ mod tests {
             &[],
             &HashSet::from([1]),
             &[],
+            &mut QueryTermsCache::default(),
         );
         assert!(picks.is_empty());
     }
@@ -327,7 +330,18 @@ mod tests {
     fn a_question_of_stop_words_recalls_nothing() {
         let mut user = Bm25::default();
         user.add(1, at(1), Source::User, "what is it".into());
-        assert!(plan(&user, &Bm25::default(), "what is it?", &[], &HashSet::new(), &[]).is_empty());
+        assert!(
+            plan(
+                &user,
+                &Bm25::default(),
+                "what is it?",
+                &[],
+                &HashSet::new(),
+                &[],
+                &mut QueryTermsCache::default()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -346,11 +360,27 @@ mod tests {
                 doc: 0,
             },
         ];
-        let picks = plan(&user, &Bm25::default(), "where is my car", &[], &HashSet::new(), &dense);
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "where is my car",
+            &[],
+            &HashSet::new(),
+            &dense,
+            &mut QueryTermsCache::default(),
+        );
         let docs: Vec<u32> = picks.iter().map(|p| p.doc).collect();
         assert_eq!(docs[0], 1, "in both lists: {docs:?}");
         assert!(docs.contains(&0), "found by the embeddings alone: {docs:?}");
-        let without = plan(&user, &Bm25::default(), "where is my car", &[], &HashSet::new(), &[]);
+        let without = plan(
+            &user,
+            &Bm25::default(),
+            "where is my car",
+            &[],
+            &HashSet::new(),
+            &[],
+            &mut QueryTermsCache::default(),
+        );
         assert!(!without.iter().any(|p| p.doc == 0));
     }
 

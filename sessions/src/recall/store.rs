@@ -22,7 +22,7 @@ use super::bm25::{Bm25, Source};
 use super::key_of;
 use super::line;
 use super::sources::{FileSet, user_specs};
-use super::tokenize;
+use super::tokenize::{self, QueryTermsCache};
 use super::vectors::{Vectors, file_in};
 use crate::archive;
 use crate::fsutil::{
@@ -114,6 +114,8 @@ pub struct UserIndex {
     /// Dense vectors (`vectors.bin`), loaded on first use: only with
     /// `recall.embeddings` on.
     vectors: Option<Vectors>,
+    /// The query terms of texts recent turns met (see [`QueryTermsCache`]).
+    pub query_terms: QueryTermsCache,
 }
 
 impl UserIndex {
@@ -246,6 +248,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         dir: dir.to_path_buf(),
         root: root.to_path_buf(),
         vectors: None,
+        query_terms: QueryTermsCache::default(),
     };
     // Streamed: one line in memory at a time, not the whole file.
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -309,6 +312,7 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
         dir,
         root: stm.layout().state_root().to_path_buf(),
         vectors: None,
+        query_terms: QueryTermsCache::default(),
     };
     let mut add = |records: Vec<Record>| {
         for record in &records {

@@ -89,6 +89,36 @@ pub fn query_terms(text: &str) -> Vec<String> {
     out
 }
 
+/// How many texts' [`query_terms`] a [`QueryTermsCache`] keeps.
+const CACHED_TEXTS: usize = 16;
+
+/// The [`query_terms`] of the texts one user's recall meets turn after
+/// turn — the message just asked (the next turns' context), the window's
+/// last questions, the best hits whose rare words widen the search — so a
+/// turn does not tokenize and stem them again. Keyed by the text's hash and
+/// length; at most [`CACHED_TEXTS`] texts (the terms only, not the texts),
+/// emptied when full.
+#[derive(Debug, Default)]
+pub struct QueryTermsCache {
+    terms: rustc_hash::FxHashMap<(u64, usize), Vec<String>>,
+}
+
+impl QueryTermsCache {
+    /// [`query_terms`] of `text`, from the cache when it has them.
+    pub fn terms(&mut self, text: &str) -> Vec<String> {
+        let key = (super::key_of(&[text.as_bytes()]), text.len());
+        if let Some(terms) = self.terms.get(&key) {
+            return terms.clone();
+        }
+        let terms = query_terms(text);
+        if self.terms.len() >= CACHED_TEXTS {
+            self.terms.clear();
+        }
+        self.terms.insert(key, terms.clone());
+        terms
+    }
+}
+
 /// Calls `f` with each term until it returns false. An apostrophe splits
 /// like any separator: "sister's" gives "sister" and "s", a stop word.
 fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
@@ -124,6 +154,24 @@ fn for_each_term(text: &str, mut f: impl FnMut(String) -> bool) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cached_query_terms_are_the_query_terms_and_the_cache_stays_small() {
+        let mut cache = QueryTermsCache::default();
+        let texts: Vec<String> = (0..40)
+            .map(|i| format!("Where did my sister's {i} cats move, Lisbon or Porto? ({i})"))
+            .collect();
+        for round in 0..2 {
+            for text in &texts {
+                assert_eq!(cache.terms(text), query_terms(text), "round {round}: {text}");
+                assert!(cache.terms.len() <= CACHED_TEXTS);
+            }
+        }
+        // Same length, other words: not confused.
+        assert_eq!(cache.terms("piano lesson"), query_terms("piano lesson"));
+        assert_eq!(cache.terms("lesson piano"), query_terms("lesson piano"));
+        assert_ne!(cache.terms("piano tuners"), cache.terms("guitar cases"));
+    }
     use super::*;
 
     #[test]
