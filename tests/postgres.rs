@@ -169,6 +169,10 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
     let (m, k) = ask("what do I drink?".into());
     let context = context_after(&app, &channel, &fake, m, k).await;
     assert!(context.contains("I prefer jasmine tea over coffee"), "{context}");
+    // A fold those turns made due commits its own profile change (the
+    // display name) in the background; let it land first, so `undo` below
+    // undoes the forget, not the fold.
+    app.wait_background(Duration::from_secs(30)).await;
     let (m, k) = ask("/session forget i-prefer-jasmine-tea-over-coffee".into());
     let reply = say(&app, &channel, m, k).await;
     assert!(
@@ -181,6 +185,7 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
         !context.contains("jasmine"),
         "a forgotten fact reached the model: {context}"
     );
+    app.wait_background(Duration::from_secs(30)).await;
     let (m, k) = ask("/session undo".into());
     let reply = say(&app, &channel, m, k).await;
     assert!(reply.starts_with("Undid the last change to your profile"), "{reply}");
