@@ -359,7 +359,7 @@ impl Compactor {
             // one the interrupted run may have written: the log's lines, or
             // (a marker from before compaction took them) encoded again.
             let lines = log.batch_lines(resume);
-            let encoded = if marker.is_some_and(|m| archive::sha256_hex(&lines) == m.batch_sha256) {
+            let encoded = if marker.is_some_and(|m| plan::names_lines(m, &lines)) {
                 EncodedBatch::from_lines(user, &records[..resume], lines)?
             } else {
                 EncodedBatch::encode(user, &records[..resume])?

@@ -55,9 +55,14 @@ pub(crate) fn already_folded(
         && records.len() >= n
         && records[n - 1].ts == marker.ts
         && records[n - 1].msg_id == marker.msg_id
-        && (lines(n).is_some_and(|lines| archive::sha256_hex(&lines) == marker.batch_sha256)
-            || digest(&records[..n]) == marker.batch_sha256);
+        && (lines(n).is_some_and(|lines| names_lines(marker, &lines)) || digest(&records[..n]) == marker.batch_sha256);
     if matches { n } else { 0 }
+}
+
+/// Whether `marker` was written for exactly these lines (its digest is
+/// theirs), rather than for its records encoded again.
+pub(crate) fn names_lines(marker: &FoldMarker, lines: &[u8]) -> bool {
+    archive::sha256_hex(lines) == marker.batch_sha256
 }
 
 /// For callers of [`already_folded`] without the log's bytes at hand.

@@ -74,6 +74,16 @@ struct Meta {
     archives: Vec<String>,
 }
 
+impl Meta {
+    /// Whether the index must survive a crash: only the archive batches it
+    /// lists are not caught up at load (STM records always are), so without
+    /// any a crash costs at most a rebuild, and a new user's first turn does
+    /// not wait for three fsyncs.
+    fn needs_durability(&self) -> bool {
+        !self.archives.is_empty()
+    }
+}
+
 /// Messages between two progress lines of a rebuild at load.
 const PROGRESS_EVERY: u64 = 100_000;
 
@@ -376,26 +386,15 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         let file = out
             .into_inner()
             .map_err(|e| FileError::with("write", &temp)(e.into_error()))?;
-        // Only archive batches listed in the meta need the index to be
-        // durable: STM records are caught up at every load, so without
-        // archives a crash costs at most a rebuild, and a new user's first
-        // turn does not wait for three fsyncs.
-        let durable = !names.is_empty();
-        if durable {
-            file.sync_data().map_err(FileError::with("sync", &temp))?;
-        }
-        fs::rename(&temp, &target).map_err(FileError::with("rename", &target))?;
         let meta = Meta {
             version: VERSION,
             archives: names,
         };
-        if durable {
-            write_meta(root, &dir, &meta)?;
-        } else {
-            let path = in_dir(&dir, META);
-            let json = serde_json::to_vec(&meta).unwrap_or_default();
-            replace_unsynced(root, &path, &json).map_err(FileError::with("write", &path))?;
+        if meta.needs_durability() {
+            file.sync_data().map_err(FileError::with("sync", &temp))?;
         }
+        fs::rename(&temp, &target).map_err(FileError::with("rename", &target))?;
+        write_meta(root, &dir, &meta)?;
         Ok(written)
     })();
     if result.is_err() {
@@ -404,9 +403,16 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
     result
 }
 
+/// Replaces `meta.json` atomically; fsynced only when the meta needs it
+/// (see [`Meta::needs_durability`]).
 fn write_meta(root: &Path, dir: &Path, meta: &Meta) -> Result<(), RecallError> {
     let path = in_dir(dir, META);
     // Plain data with string keys: serialising cannot fail.
     let json = serde_json::to_vec(meta).unwrap_or_default();
-    Ok(atomic_write(root, &path, &json).map_err(FileError::with("write", &path))?)
+    let write = if meta.needs_durability() {
+        atomic_write
+    } else {
+        replace_unsynced
+    };
+    Ok(write(root, &path, &json).map_err(FileError::with("write", &path))?)
 }
