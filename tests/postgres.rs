@@ -908,6 +908,18 @@ async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
     );
 }
 
+/// A migrated store and whether pgvector is in use there; it must be when
+/// the run asks for it (`MNEMO_TEST_REQUIRE_PGVECTOR`).
+async fn migrated_store_with_vectors(url: &str) -> (PgStore, bool) {
+    let store = migrated_store(url).await;
+    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
+    assert!(
+        in_use || !pg::pgvector_required(),
+        "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector"
+    );
+    (store, in_use)
+}
+
 /// `recall.embeddings` on Postgres, through the broker: with pgvector the
 /// vectors of every message are stored in the background and a paraphrase
 /// with no word in common is recalled by its vector; without it the turn
@@ -919,12 +931,7 @@ async fn with_pgvector_a_paraphrase_is_recalled_through_the_broker() {
     let (fake, url) = FakeModel::start().await;
     let (embedder, embed_url) = mnemo_testkit::embeddings::FakeEmbeddings::start().await;
     let db = pg::database();
-    let store = migrated_store(&db.url()).await;
-    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
-    assert!(
-        in_use || !pg::pgvector_required(),
-        "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector"
-    );
+    let (store, in_use) = migrated_store_with_vectors(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
     let embeddings =
         json!({"embeddings": {"provider": "openai", "baseUrl": embed_url, "apiKeyEnv": "", "model": "fake-embed"}});
@@ -964,12 +971,7 @@ async fn sessions_reindex_on_postgres_computes_the_missing_vectors() {
     let (_fake, url) = FakeModel::start().await;
     let (embedder, embed_url) = mnemo_testkit::embeddings::FakeEmbeddings::start().await;
     let db = pg::database();
-    let store = migrated_store(&db.url()).await;
-    let in_use = store.vectors().await.unwrap() == mnemo_pg::Vectors::InUse;
-    assert!(
-        in_use || !pg::pgvector_required(),
-        "MNEMO_TEST_REQUIRE_PGVECTOR is set but the server has no pgvector"
-    );
+    let (store, in_use) = migrated_store_with_vectors(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
