@@ -76,6 +76,7 @@ mod fallback;
 mod ltm;
 pub mod plan;
 mod running;
+mod thread;
 mod view;
 
 #[cfg(feature = "fail-points")]
@@ -83,6 +84,7 @@ pub use fail::FailPoint;
 #[cfg(not(feature = "fail-points"))]
 use fail::FailPoint;
 use running::Running;
+use thread::Thread;
 pub use view::{RecentMemory, already_folded, read_for_context, unfolded_recent};
 
 use crate::archive::{self, ArchiveError, EncodedBatch};
@@ -323,24 +325,6 @@ impl Compactor {
         Ok(())
     }
 
-    /// Runs `work` off the async workers, `on` Tokio's blocking pool or the
-    /// background threads (see [`Thread`] and [`crate::blocking`]).
-    async fn off_workers<T: Send + 'static>(
-        &self,
-        user: &SafeName,
-        on: Thread,
-        work: impl FnOnce(&Compactor, &SafeName) -> Result<T, CompactionError> + Send + 'static,
-    ) -> Result<T, CompactionError> {
-        let this = self.clone();
-        let user = user.clone();
-        let work = move || work(&this, &user);
-        match on {
-            Thread::Pool => crate::blocking::off_workers(work).await,
-            Thread::Background => crate::blocking::in_background(work).await,
-        }
-        .unwrap_or(Err(CompactionError::Interrupted))
-    }
-
     /// Phase 1 (see [`Compactor::maybe_compact`]): the one read of the log
     /// in a run; phase 3 and the stage work from it (see [`LogRead`]).
     fn prepare(&self, fold: &FoldGuard, user: &SafeName, now: DateTime<Utc>) -> Result<Prepared, CompactionError> {
@@ -560,17 +544,6 @@ impl Compactor {
     fn layout(&self) -> &Layout {
         self.inner.stm.layout()
     }
-}
-
-/// Where a run's file work goes.
-#[derive(Clone, Copy)]
-enum Thread {
-    /// Tokio's blocking pool, at the process's priority: work that holds
-    /// the user's log lock, which the user's turns wait on (the swap).
-    Pool,
-    /// The lower-priority background threads: work that holds only the
-    /// fold lock, which no turn waits on.
-    Background,
 }
 
 /// A summary as read (`None`: there was none) and the stamp its file had
