@@ -80,6 +80,13 @@ pub(crate) fn one_line(text: &str) -> String {
 /// candidate message of a turn, and a long one used to be collapsed and
 /// copied whole first (~180k instructions a recall-on turn in the bench).
 pub fn clipped_line(text: &str, max: usize) -> String {
+    if is_collapsed_ascii(text) {
+        // Already one line: a byte is a character, nothing to collapse.
+        if text.len() <= max {
+            return text.to_string();
+        }
+        return format!("{}…[+{} chars]", &text[..max], text.len() - max);
+    }
     let mut line = String::with_capacity(text.len().min(max.saturating_mul(4)) + 16);
     // Characters of the whole collapsed line, and of it kept in `line`.
     let (mut total, mut kept) = (0usize, 0usize);
@@ -106,6 +113,25 @@ pub fn clipped_line(text: &str, max: usize) -> String {
         line.push_str(&format!("…[+{} chars]", total - max));
     }
     line
+}
+
+/// Whether `text` is ASCII already in the form [`clipped_line`] gives it:
+/// no whitespace but single spaces between words. Most chat messages are,
+/// and a scan of their bytes costs far less than splitting them into words.
+fn is_collapsed_ascii(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
+        return false;
+    }
+    let mut previous = 0u8;
+    for &byte in bytes {
+        if !byte.is_ascii() || matches!(byte, b'\t' | b'\n' | 0x0b | 0x0c | b'\r') || (byte == b' ' && previous == b' ')
+        {
+            return false;
+        }
+        previous = byte;
+    }
+    true
 }
 
 /// How keys (and values) are compared: case-insensitive, spacing ignored.
@@ -437,6 +463,16 @@ mod tests {
         fn clipped_line_is_the_collapsed_line_cut_to_max(
             text in "([ \t\n]{0,3}[a-zé日\u{1F600}]{0,6}){0,12}",
             max in 0usize..40,
+        ) {
+            proptest::prop_assert_eq!(clipped_line(&text, max), clipped_line_reference(&text, max));
+        }
+
+        /// Mostly texts that are already one ASCII line (the fast path),
+        /// and the ASCII whitespace that is not.
+        #[test]
+        fn clipped_line_of_ascii_is_the_collapsed_line_cut_to_max(
+            text in "[ \t\n\r\x0b\x0c]?([a-z.!?]{1,6}( | | | | |  |\n|\t|\x0b|\x0c|\r)?){0,12}",
+            max in 0usize..60,
         ) {
             proptest::prop_assert_eq!(clipped_line(&text, max), clipped_line_reference(&text, max));
         }
