@@ -10,7 +10,8 @@
 use super::bm25::{Doc, Source};
 use crate::profile::clipped_line;
 use crate::record::Role;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
+use std::fmt;
 
 /// Longest text of one recalled item, in characters.
 const ITEM_CHARS: usize = 600;
@@ -33,7 +34,7 @@ impl Item {
 
     /// The item for a piece of `source` dated `at`.
     pub(crate) fn from_source(at: DateTime<Utc>, source: &Source, text: &str) -> Item {
-        let day = at.format("%Y-%m-%d");
+        let day = Day(at);
         let label = match source {
             Source::User => return Item::message(at, Role::User, text),
             Source::Assistant => return Item::message(at, Role::Assistant, text),
@@ -68,7 +69,7 @@ impl Item {
     }
 
     pub fn message(at: DateTime<Utc>, role: Role, text: &str) -> Item {
-        let day = at.format("%Y-%m-%d");
+        let day = Day(at);
         let label = match role {
             Role::User => format!("[{day}, you]"),
             Role::Assistant => format!("[{day}, assistant]"),
@@ -102,6 +103,42 @@ impl Item {
     pub fn line(&self) -> String {
         format!("{} {}", self.label, self.text)
     }
+
+    /// Characters of [`Item::line`], without building it.
+    fn line_chars(&self) -> usize {
+        self.label.chars().count() + 1 + self.text.chars().count()
+    }
+}
+
+/// The day of `at` as `%Y-%m-%d` prints it, without parsing that format
+/// for every recalled item.
+struct Day(DateTime<Utc>);
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let date = self.0.date_naive();
+        let (Ok(year), month, day) = (u32::try_from(date.year()), date.month(), date.day()) else {
+            return write!(f, "{}", date.format("%Y-%m-%d"));
+        };
+        if year > 9999 {
+            // chrono signs a year of more than four digits.
+            return write!(f, "{}", date.format("%Y-%m-%d"));
+        }
+        let digit = |n: u32| b'0' + (n % 10) as u8;
+        let text = [
+            digit(year / 1000),
+            digit(year / 100),
+            digit(year / 10),
+            digit(year),
+            b'-',
+            digit(month / 10),
+            digit(month),
+            b'-',
+            digit(day / 10),
+            digit(day),
+        ];
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
+    }
 }
 
 /// Items that fit in `max_tokens`, and how many did not.
@@ -120,11 +157,20 @@ impl Recalled {
         if self.items.is_empty() {
             return None;
         }
-        let mut out: Vec<String> = self.items.iter().map(Item::line).collect();
-        if self.omitted > 0 {
-            out.push(omitted_marker(self.omitted));
+        let mut out = String::new();
+        for item in &self.items {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&item.label);
+            out.push(' ');
+            out.push_str(&item.text);
         }
-        Some(out.join("\n"))
+        if self.omitted > 0 {
+            out.push('\n');
+            out.push_str(&omitted_marker(self.omitted));
+        }
+        Some(out)
     }
 
     /// Estimated tokens of [`Recalled::render`].
@@ -145,7 +191,7 @@ pub fn pack(candidates: Vec<Item>, max_tokens: usize) -> Recalled {
     let mut used = 0usize;
     let mut out = Recalled::default();
     for item in candidates {
-        let cost = item.line().chars().count() + 1;
+        let cost = item.line_chars() + 1;
         if used + cost + reserve <= budget {
             used += cost;
             out.items.push(item);
@@ -198,6 +244,25 @@ mod tests {
         let text = recalled.render().unwrap();
         assert!(text.ends_with("[1 more recalled item did not fit]"));
         assert!(recalled.estimated_tokens() <= 130);
+    }
+
+    #[test]
+    fn a_day_prints_as_chrono_prints_it() {
+        for (y, m, d) in [
+            (2026, 3, 7),
+            (1, 1, 1),
+            (0, 12, 31),
+            (9999, 12, 31),
+            (10000, 1, 1),
+            (-5, 6, 30),
+        ] {
+            let at = chrono::NaiveDate::from_ymd_opt(y, m, d)
+                .unwrap()
+                .and_hms_opt(23, 59, 59)
+                .unwrap()
+                .and_utc();
+            assert_eq!(Day(at).to_string(), at.format("%Y-%m-%d").to_string(), "{y}-{m}-{d}");
+        }
     }
 
     #[test]
