@@ -353,7 +353,7 @@ impl Recall {
             .files
             .refresh(&mut shared.bm25, &sources::shared_specs(self.layout()));
         self.with_user(user, |index| {
-            index.refresh_files(&self.inner.stm, user);
+            index.refresh_files();
             choose(index, shared)
                 .into_iter()
                 .map(|pick| match pick.side {

@@ -21,7 +21,7 @@
 use super::bm25::{Bm25, Source};
 use super::key_of;
 use super::line;
-use super::sources::{FileSet, user_specs};
+use super::sources::{FileSet, Spec, user_specs};
 use super::tokenize::{self, QueryTermsCache};
 use super::vectors::{Vectors, file_in};
 use crate::archive;
@@ -126,6 +126,9 @@ pub struct UserIndex {
     vectors: Option<Vectors>,
     /// The query terms of texts recent turns met (see [`QueryTermsCache`]).
     pub query_terms: QueryTermsCache,
+    /// The user's markdown sources, whose paths every turn checks: built
+    /// once, not for every turn.
+    specs: Vec<Spec>,
 }
 
 impl UserIndex {
@@ -208,8 +211,8 @@ impl UserIndex {
     }
 
     /// Brings the markdown sources up to date (see [`super::sources`]).
-    pub fn refresh_files(&mut self, stm: &Stm, user: &SafeName) {
-        self.files.refresh(&mut self.bm25, &user_specs(stm.layout(), user));
+    pub fn refresh_files(&mut self) {
+        self.files.refresh(&mut self.bm25, &self.specs);
     }
 }
 
@@ -259,6 +262,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         root: root.to_path_buf(),
         vectors: None,
         query_terms: QueryTermsCache::default(),
+        specs: user_specs(stm.layout(), user),
     };
     // Streamed: one line in memory at a time, not the whole file.
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -308,7 +312,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
             tracing::warn!(index = %dir.display(), error = %e, "recall index meta not updated; the catch-up repeats at the next load");
         }
     }
-    index.refresh_files(stm, user);
+    index.refresh_files();
     Ok(index)
 }
 
@@ -323,6 +327,7 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
         root: stm.layout().state_root().to_path_buf(),
         vectors: None,
         query_terms: QueryTermsCache::default(),
+        specs: user_specs(stm.layout(), user),
     };
     let mut add = |records: Vec<Record>| {
         for record in &records {
@@ -337,7 +342,7 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
         Ok(live) => add(live.records),
         Err(e) => tracing::warn!(user = %user, error = %e, "short-term log unreadable; recall works without it"),
     }
-    index.refresh_files(stm, user);
+    index.refresh_files();
     index
 }
 
