@@ -12,7 +12,8 @@
 use super::bm25::{Bm25, Doc, Hit};
 use super::score::Scratch;
 use super::tokenize::{self, QueryTermsCache};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::HashSet;
 
 /// Candidates taken from each query.
 const PER_QUERY: usize = 24;
@@ -74,12 +75,12 @@ pub fn plan(
     }
     let mut queries: Vec<(Vec<(String, f32)>, f32)> = Vec::new();
     let mut first: Vec<(String, f32)> = main.iter().map(|t| (t.clone(), 1.0)).collect();
-    let main_set: HashSet<&String> = main.iter().collect();
-    let mut extra = HashSet::new();
+    let main_set: FxHashSet<&String> = main.iter().collect();
+    let mut extra = FxHashSet::default();
     for text in context {
-        for term in terms.terms(text) {
-            if !main_set.contains(&term) && extra.insert(term.clone()) && extra.len() <= 16 {
-                first.push((term, 0.2));
+        for term in terms.terms(text).iter() {
+            if !main_set.contains(term) && extra.insert(term.clone()) && extra.len() <= 16 {
+                first.push((term.clone(), 0.2));
             }
         }
     }
@@ -93,7 +94,7 @@ pub fn plan(
 
     let (user_skip, shared_skip) = (skipped(user, excluded), skipped(shared, excluded));
     let excluded = |d: &Doc| excluded.contains(&d.key);
-    let mut fused: HashMap<(Side, u32), f32> = HashMap::new();
+    let mut fused: FxHashMap<(Side, u32), f32> = FxHashMap::default();
     let mut scratch = Scratch::default();
     let mut run = |index: &Bm25, side: Side, query: &[(String, f32)], weight: f32| -> Vec<Hit> {
         let skip = if side == Side::User { &user_skip } else { &shared_skip };
@@ -127,7 +128,7 @@ pub fn plan(
         ranked = with_dense(&ranked, dense);
     }
     let mut picks: Vec<Pick> = Vec::new();
-    let mut taken: HashSet<(Side, u32)> = HashSet::new();
+    let mut taken: FxHashSet<(Side, u32)> = FxHashSet::default();
     for ((side, doc), _) in ranked {
         if taken.insert((side, doc)) {
             picks.push(Pick { side, doc });
@@ -161,7 +162,7 @@ fn with_dense(ranked: &[((Side, u32), f32)], dense: &[Pick]) -> Vec<((Side, u32)
 /// each), with [`DENSE_RRF_K`]: every item of either list, best fused
 /// score first (ties in first-seen order). Both stores fuse with it.
 pub fn fuse_by_rank<T: Clone + Eq + std::hash::Hash>(lexical: &[T], dense: &[T]) -> Vec<(T, f32)> {
-    let mut fused: HashMap<T, (f32, usize)> = HashMap::new();
+    let mut fused: FxHashMap<T, (f32, usize)> = FxHashMap::default();
     let mut order = 0;
     for list in [lexical, dense] {
         for (rank, item) in list.iter().enumerate() {
@@ -199,13 +200,13 @@ fn clauses(message: &str) -> Vec<Vec<String>> {
 }
 
 /// The rarest words of the best first-round hits that the query lacks.
-fn expansion(index: &Bm25, hits: &[Hit], query: &HashSet<&String>, terms: &mut QueryTermsCache) -> Vec<String> {
+fn expansion(index: &Bm25, hits: &[Hit], query: &FxHashSet<&String>, terms: &mut QueryTermsCache) -> Vec<String> {
     let mut words: Vec<(String, f32)> = Vec::new();
     for hit in hits.iter().take(3) {
-        for term in terms.terms(&index.doc(hit.doc).text) {
-            if !query.contains(&term) && !words.iter().any(|(w, _)| *w == term) {
-                let idf = index.idf(&term);
-                words.push((term, idf));
+        for term in terms.terms(&index.doc(hit.doc).text).iter() {
+            if !query.contains(term) && !words.iter().any(|(w, _)| w == term) {
+                let idf = index.idf(term);
+                words.push((term.clone(), idf));
             }
         }
     }
@@ -236,7 +237,7 @@ pub fn widening_df_limit(docs: usize) -> usize {
 /// Neighbouring messages that carry the other half of an answer: one that
 /// has query words the hit lacks, the question an assistant hit answers,
 /// or the answer that follows a question.
-fn neighbours(index: &Bm25, doc: u32, query: &HashSet<&String>, excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
+fn neighbours(index: &Bm25, doc: u32, query: &FxHashSet<&String>, excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
     let hit = index.doc(doc);
     if !hit.source.is_message() {
         return Vec::new();
@@ -264,7 +265,7 @@ fn neighbours(index: &Bm25, doc: u32, query: &HashSet<&String>, excluded: &dyn F
 /// Reorders `picks` so no day takes more than [`PER_DAY_FIRST_PASS`]
 /// items before every other day had its turn; order within a pass is kept.
 fn spread(picks: Vec<Pick>, day: impl Fn(&Pick) -> chrono::NaiveDate) -> Vec<Pick> {
-    let mut per_day: HashMap<chrono::NaiveDate, usize> = HashMap::new();
+    let mut per_day: FxHashMap<chrono::NaiveDate, usize> = FxHashMap::default();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
     for pick in picks {
         let n = per_day.entry(day(&pick)).or_default();

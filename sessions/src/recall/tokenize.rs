@@ -8,7 +8,7 @@
 
 use rust_stemmers::{Algorithm, Stemmer};
 use rustc_hash::FxHashSet;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Distinct terms a query keeps (the first ones, in order).
 pub const MAX_QUERY_TERMS: usize = 64;
@@ -100,17 +100,19 @@ const CACHED_TEXTS: usize = 16;
 /// emptied when full.
 #[derive(Debug, Default)]
 pub struct QueryTermsCache {
-    terms: rustc_hash::FxHashMap<(u64, usize), Vec<String>>,
+    terms: rustc_hash::FxHashMap<(u64, usize), Arc<[String]>>,
 }
 
 impl QueryTermsCache {
     /// [`query_terms`] of `text`, from the cache when it has them.
-    pub fn terms(&mut self, text: &str) -> Vec<String> {
+    /// Shared with the cache, not copied: a turn asks for the same few
+    /// texts' terms several times.
+    pub fn terms(&mut self, text: &str) -> Arc<[String]> {
         let key = (super::key_of(&[text.as_bytes()]), text.len());
         if let Some(terms) = self.terms.get(&key) {
             return terms.clone();
         }
-        let terms = query_terms(text);
+        let terms: Arc<[String]> = query_terms(text).into();
         if self.terms.len() >= CACHED_TEXTS {
             self.terms.clear();
         }
@@ -163,13 +165,13 @@ mod tests {
             .collect();
         for round in 0..2 {
             for text in &texts {
-                assert_eq!(cache.terms(text), query_terms(text), "round {round}: {text}");
+                assert_eq!(*cache.terms(text), *query_terms(text), "round {round}: {text}");
                 assert!(cache.terms.len() <= CACHED_TEXTS);
             }
         }
         // Same length, other words: not confused.
-        assert_eq!(cache.terms("piano lesson"), query_terms("piano lesson"));
-        assert_eq!(cache.terms("lesson piano"), query_terms("lesson piano"));
+        assert_eq!(*cache.terms("piano lesson"), *query_terms("piano lesson"));
+        assert_eq!(*cache.terms("lesson piano"), *query_terms("lesson piano"));
         assert_ne!(cache.terms("piano tuners"), cache.terms("guitar cases"));
     }
     use super::*;
