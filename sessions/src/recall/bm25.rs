@@ -256,10 +256,11 @@ impl Bm25 {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
-    /// True when the document `id` holds `term` (a binary search in the
-    /// term's postings: no text is tokenized again).
-    pub fn has_term(&self, id: u32, term: &str) -> bool {
-        self.postings.get(term).is_some_and(|list| list.contains(id))
+    /// Which documents hold `term` (`None`: none does), to ask of many
+    /// documents with [`Postings::contains`] after one lookup: no text is
+    /// tokenized again.
+    pub fn postings_of(&self, term: &str) -> Option<&Postings> {
+        self.postings.get(term)
     }
 
     /// Rebuilds postings without the dead documents (ids change).

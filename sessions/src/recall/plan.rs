@@ -10,6 +10,7 @@
 //! Never sees another user's index, so it cannot return their text.
 
 use super::bm25::{Bm25, Doc, Hit};
+use super::postings::Postings;
 use super::score::Scratch;
 use super::tokenize::{self, QueryTermsCache};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -129,12 +130,15 @@ pub fn plan(
     }
     let mut picks: Vec<Pick> = Vec::new();
     let mut taken: FxHashSet<(Side, u32)> = FxHashSet::default();
+    // The query's words as the user's index holds them, looked up once for
+    // every hit's neighbours (a word no document has cannot be added).
+    let query_postings: Vec<&Postings> = main.iter().filter_map(|t| user.postings_of(t)).collect();
     for ((side, doc), _) in ranked {
         if taken.insert((side, doc)) {
             picks.push(Pick { side, doc });
         }
         if side == Side::User {
-            for n in neighbours(user, doc, &main_set, &excluded) {
+            for n in neighbours(user, doc, &query_postings, &excluded) {
                 if taken.insert((Side::User, n)) {
                     picks.push(Pick { side, doc: n });
                 }
@@ -237,13 +241,11 @@ pub fn widening_df_limit(docs: usize) -> usize {
 /// Neighbouring messages that carry the other half of an answer: one that
 /// has query words the hit lacks, the question an assistant hit answers,
 /// or the answer that follows a question.
-fn neighbours(index: &Bm25, doc: u32, query: &FxHashSet<&String>, excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
+fn neighbours(index: &Bm25, doc: u32, query: &[&Postings], excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
     let hit = index.doc(doc);
     if !hit.source.is_message() {
         return Vec::new();
     }
-    // Term presence from the postings: no text is tokenized again.
-    let missing: Vec<&String> = query.iter().copied().filter(|t| !index.has_term(doc, t)).collect();
     let [before, after] = index.neighbours(doc);
     let mut out = Vec::new();
     for (n, is_before) in [(before, true), (after, false)] {
@@ -252,10 +254,11 @@ fn neighbours(index: &Bm25, doc: u32, query: &FxHashSet<&String>, excluded: &dyn
         if excluded(other) || other.at.date_naive() != hit.at.date_naive() {
             continue;
         }
-        let adds_missing = missing.iter().any(|t| index.has_term(n, t));
         let answers = !is_before && hit.text.trim_end().ends_with('?');
         let asked = is_before && hit.source == super::bm25::Source::Assistant;
-        if adds_missing || answers || asked {
+        // A query word the neighbour has and the hit lacks.
+        let adds_missing = || query.iter().any(|list| list.contains(n) && !list.contains(doc));
+        if answers || asked || adds_missing() {
             out.push(n);
         }
     }
@@ -383,6 +386,29 @@ mod tests {
             &mut QueryTermsCache::default(),
         );
         assert!(!without.iter().any(|p| p.doc == 0));
+    }
+
+    #[test]
+    fn a_neighbour_is_taken_for_a_query_word_the_hit_lacks() {
+        let mut user = Bm25::default();
+        let sister = user.add(1, at(1), Source::User, "My sister is called Ana".into());
+        let moved = user.add(2, at(1), Source::User, "She moved to Lisbon".into());
+        let sunny = user.add(3, at(1), Source::User, "Lisbon is sunny".into());
+        let elsewhere = user.add(4, at(2), Source::User, "Ana phoned".into());
+        let terms = tokenize::query_terms("Where in Lisbon does Ana live?");
+        let query: Vec<&Postings> = terms.iter().filter_map(|t| user.postings_of(t)).collect();
+        let none = |_: &Doc| false;
+        // Each half of the fact brings the other; the neighbour that only
+        // repeats a word the hit has, or is of another day, does not come.
+        assert_eq!(neighbours(&user, sister, &query, &none), [moved]);
+        assert_eq!(neighbours(&user, moved, &query, &none), [sister]);
+        assert_eq!(neighbours(&user, sunny, &query, &none), Vec::<u32>::new());
+        assert!(!neighbours(&user, sunny, &query, &none).contains(&elsewhere));
+        // Left out of the context already: not taken again.
+        assert_eq!(
+            neighbours(&user, sister, &query, &|d: &Doc| d.key == 2),
+            Vec::<u32>::new()
+        );
     }
 
     #[test]
