@@ -165,6 +165,65 @@ async fn a_fact_from_weeks_ago_in_the_archive_reaches_only_its_owners_request() 
     assert!(!question_request(&fake).contains(CANARY));
 }
 
+/// With recall off, turns make no index nobody searches: the first
+/// `/session search` builds the user's from their files, the turns after it
+/// keep it current, and turning recall on brings in everything said
+/// meanwhile, folded into the archive or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_recall_off_the_index_is_made_by_the_first_search_and_then_kept_current() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    support::open_access(state, "fake", &[]);
+    small_memory(state, "fake", json!({"enabled": false}));
+    let index_dir = Layout::new(state, "fake").recall_dir(&SafeName::of("ada"));
+
+    run(
+        state,
+        &url,
+        vec![dm("fake", "ada", "m1", &format!("My passport number is {CANARY}."))],
+    )
+    .await;
+    assert!(!index_dir.exists(), "no index while nothing searches");
+
+    let replies = run(
+        state,
+        &url,
+        vec![
+            dm("fake", "ada", "s1", "/session search passport"),
+            dm("fake", "ada", "m2", "My locker code is canary-L-2718."),
+            dm("fake", "ada", "s2", "/session search locker"),
+        ],
+    )
+    .await;
+    // The model's answers echo what was said: only the searches' own
+    // replies count.
+    let found: Vec<&String> = replies.iter().filter(|r| r.starts_with("Found ")).collect();
+    assert!(
+        found.first().is_some_and(|r| r.contains(CANARY)),
+        "built from STM: {replies:?}"
+    );
+    assert!(
+        replies
+            .last()
+            .is_some_and(|r| r.starts_with("Found ") && r.contains("canary-L-2718")),
+        "the loaded index got the later message: {replies:?}"
+    );
+    assert!(index_dir.exists());
+
+    // Enough small talk to fold the passport into the archive, then recall on.
+    let talk = (0..14).map(|i| dm("fake", "ada", &format!("t{i}"), &format!("Small talk number {i}.")));
+    run(state, &url, talk.collect()).await;
+    let archived = archive::read_all(&Layout::new(state, "fake"), &SafeName::of("ada")).unwrap();
+    assert!(
+        archived.iter().any(|r| r.text.contains(CANARY)),
+        "folded while recall was off"
+    );
+    small_memory(state, "fake", json!({}));
+    run(state, &url, vec![dm("fake", "ada", "q1", QUESTION)]).await;
+    assert!(question_request(&fake).contains(CANARY));
+}
+
 /// `count` messages of small talk from `days_ago` on, one per few hours.
 fn small_talk(user: &str, tag: &str, days_ago: i64, count: usize) -> Vec<Inbound> {
     (0..count)

@@ -17,8 +17,9 @@ pub struct BenchArgs {
     /// Fsync every append (`stm.fsync: true`, the product default).
     #[arg(long)]
     pub fsync: bool,
-    /// `recall.enabled: false`: turns recall nothing (messages are still
-    /// indexed, as in service), to see what recalling costs per turn.
+    /// `recall.enabled: false`: turns recall nothing and index nothing (as
+    /// on such a channel in service, where the first search builds a
+    /// user's index), to see what recalling costs per turn.
     #[arg(long)]
     pub no_recall: bool,
     /// Earlier messages each user already has, archived the way compaction

@@ -214,6 +214,20 @@ impl Recall {
         self.fill_later(Some(user.clone()));
     }
 
+    /// [`Recall::index_async`] for a channel with recall off: keeps an
+    /// index that is in memory (a `/session search` or a memory tool
+    /// loaded it) current, and makes none for turns that would not use it.
+    /// Nothing is lost: a user's index catches up on their STM and archive
+    /// whenever it is loaded, and is rebuilt from them if it was never made.
+    pub async fn index_if_in_use(&self, user: &SafeName, record: &Record) {
+        // A load that begins after this check reads the record from STM
+        // (it was appended first); one that began before it has put the
+        // user's slot in the cache, so the record is indexed below.
+        if self.cache().touch_existing(user).is_some() {
+            self.index_async(user, record).await;
+        }
+    }
+
     /// Indexes `record` if the user's index is in memory and no one else
     /// holds it (a search on the blocking pool); `false` (nothing done)
     /// otherwise. Never reads the disk.
