@@ -11,7 +11,6 @@ use crate::model::Model;
 use crate::pipeline::Pipeline;
 use anyhow::{Context as _, Result};
 use mnemo_channels::{Channel, Inbound};
-use mnemo_sessions::Layout;
 use mnemo_sessions::compaction::Compactor;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
@@ -20,6 +19,7 @@ use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::summarizer::Summarizer;
+use mnemo_sessions::{Layout, Record, SafeName};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,7 +34,9 @@ pub struct ChannelMemory {
     pub config: SessionConfig,
     pub stm: Stm,
     pub sessions: Sessions,
-    /// The channel's recall index: fed on every append, searched every turn.
+    /// The channel's recall index: fed on every append and searched every
+    /// turn (with recall off, fed only once something searched it: see
+    /// [`ChannelMemory::index`]).
     pub recall: Recall,
     pub maintenance: Maintenance,
     /// With `store.kind: postgres`: the channel's memory in the database.
@@ -85,6 +87,17 @@ impl ChannelMemory {
             .with_context(|| format!("the session config {} is refused", self.layout.config_path().display()))?;
         self.recall.use_embedder(embedder);
         Ok(())
+    }
+
+    /// Indexes a message just stored for recall. With recall off on the
+    /// channel only an index already in use is kept current: no turn pays
+    /// for one it does not search, and the next load catches up on the files.
+    pub async fn index(&self, user: &SafeName, record: &Record) {
+        if self.config.recall.enabled {
+            self.recall.index_async(user, record).await;
+        } else {
+            self.recall.index_if_in_use(user, record).await;
+        }
     }
 }
 

@@ -276,7 +276,7 @@ impl Pipeline {
                     .append_then_view(&user, &record, Utc::now(), window)
                     .await
                     .map_err(TurnError::Store)?;
-                index(memory, &user, &record).await;
+                memory.index(&user, &record).await;
                 (appended.fold_due, view)
             }
         };
@@ -326,7 +326,7 @@ impl Pipeline {
                             .append(&user, &reply, Utc::now())
                             .await
                             .map_err(TurnError::Store)?;
-                        index(memory, &user, &reply).await;
+                        memory.index(&user, &reply).await;
                         appended.fold_due
                     }
                 };
@@ -549,17 +549,6 @@ impl Pipeline {
                 tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
             }
         });
-    }
-}
-
-/// Indexes a message just stored for recall. With recall off on the
-/// channel only an index already in use is kept current: no turn pays for
-/// one it does not search, and the next load catches up on the files.
-async fn index(memory: &ChannelMemory, user: &SafeName, record: &Record) {
-    if memory.config.recall.enabled {
-        memory.recall.index_async(user, record).await;
-    } else {
-        memory.recall.index_if_in_use(user, record).await;
     }
 }
 
