@@ -101,7 +101,16 @@ impl Item {
 
     /// `label text` on one line.
     pub fn line(&self) -> String {
-        format!("{} {}", self.label, self.text)
+        let mut line = String::with_capacity(self.label.len() + 1 + self.text.len());
+        self.push_line(&mut line);
+        line
+    }
+
+    /// [`Item::line`] appended to `out`.
+    fn push_line(&self, out: &mut String) {
+        out.push_str(&self.label);
+        out.push(' ');
+        out.push_str(&self.text);
     }
 
     /// Characters of [`Item::line`], without building it.
@@ -117,13 +126,11 @@ struct Day(DateTime<Utc>);
 impl fmt::Display for Day {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let date = self.0.date_naive();
-        let (Ok(year), month, day) = (u32::try_from(date.year()), date.month(), date.day()) else {
-            return write!(f, "{}", date.format("%Y-%m-%d"));
+        let (year, month, day) = match u32::try_from(date.year()) {
+            Ok(year) if year <= 9999 => (year, date.month(), date.day()),
+            // chrono signs a year before 0 or of more than four digits.
+            _ => return write!(f, "{}", date.format("%Y-%m-%d")),
         };
-        if year > 9999 {
-            // chrono signs a year of more than four digits.
-            return write!(f, "{}", date.format("%Y-%m-%d"));
-        }
         let digit = |n: u32| b'0' + (n % 10) as u8;
         let text = [
             digit(year / 1000),
@@ -162,9 +169,7 @@ impl Recalled {
             if !out.is_empty() {
                 out.push('\n');
             }
-            out.push_str(&item.label);
-            out.push(' ');
-            out.push_str(&item.text);
+            item.push_line(&mut out);
         }
         if self.omitted > 0 {
             out.push('\n');
