@@ -106,7 +106,7 @@ impl HttpEndpoint {
 
     /// Posts `body` and returns the parsed JSON reply; the whole exchange,
     /// body included, must finish within the timeout.
-    pub async fn post_json(&self, body: &serde_json::Value) -> Result<serde_json::Value, ModelError> {
+    pub async fn post_json(&self, body: &impl serde::Serialize) -> Result<serde_json::Value, ModelError> {
         let exchange = async {
             let response = self.send(body).await?;
             let bytes = response.bytes().await.map_err(|e| ModelError::Protocol {
@@ -126,13 +126,13 @@ impl HttpEndpoint {
 
     /// Posts `body` and returns the response once its status is known to be
     /// a success; reading the body (a stream) is the caller's.
-    pub async fn post_for_stream(&self, body: &serde_json::Value) -> Result<reqwest::Response, ModelError> {
+    pub async fn post_for_stream(&self, body: &impl serde::Serialize) -> Result<reqwest::Response, ModelError> {
         tokio::time::timeout(self.timeout, self.send(body))
             .await
             .unwrap_or(Err(ModelError::Timeout { after: self.timeout }))
     }
 
-    async fn send(&self, body: &serde_json::Value) -> Result<reqwest::Response, ModelError> {
+    async fn send(&self, body: &impl serde::Serialize) -> Result<reqwest::Response, ModelError> {
         let response = self
             .client
             .post(self.url.clone())

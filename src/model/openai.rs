@@ -17,13 +17,15 @@ use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
 use super::sse::{SseEvent, StreamProtocol, delta_stream};
 use super::{
-    DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, StreamPart, ToolCall, Usage, redact,
+    DeltaStream, Model, ModelError, ModelReply, ModelRequest, ReplyFormat, StreamPart, ToolCall, ToolSpec, Usage,
+    redact,
 };
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::error::Category;
 
 /// An OpenAI-compatible chat-completions endpoint.
 #[derive(Debug)]
@@ -60,62 +62,166 @@ impl OpenAiBackend {
         })
     }
 
-    /// The request body, exactly as sent.
-    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let mut body = json!({
-            "model": self.model,
-            "messages": messages(request),
-        });
-        if let Some(t) = self.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(n) = self.max_tokens {
-            body["max_tokens"] = json!(n);
-        }
-        if request.format == ReplyFormat::Json {
-            body["response_format"] = json!({"type": "json_object"});
-        }
-        if let Some(offer) = &request.tools {
-            body["tools"] = offer
-                .specs
-                .iter()
-                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-                .collect();
-            body["tool_choice"] = json!(if offer.may_call { "auto" } else { "none" });
-        }
-        if stream {
-            body["stream"] = json!(true);
+    /// The request body, exactly as sent: written straight from the
+    /// request's strings, with no JSON tree built and dropped per turn.
+    fn body<'a>(&'a self, request: &'a ModelRequest, stream: bool) -> Body<'a> {
+        let tools = request.tools.as_ref();
+        Body {
+            model: &self.model,
+            messages: messages(request),
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            response_format: (request.format == ReplyFormat::Json).then_some(JsonObject { kind: "json_object" }),
+            tools: tools.map(|offer| offer.specs.iter().map(WireTool::of).collect()),
+            tool_choice: tools.map(|offer| if offer.may_call { "auto" } else { "none" }),
+            stream,
             // The token counts come in a last chunk only when asked for.
-            body["stream_options"] = json!({"include_usage": true});
+            stream_options: stream.then_some(StreamOptions { include_usage: true }),
         }
-        body
+    }
+}
+
+/// A `chat/completions` request.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<JsonObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct JsonObject {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// One entry of `messages`, by its `role`.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    /// An earlier answer (`tool_calls` empty), or this turn's round of
+    /// calls with any text written beside them (`content` null if none).
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCallOut<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+/// A call the model made, sent back with its round.
+#[derive(Serialize)]
+struct WireCallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionOut<'a>,
+}
+
+/// `arguments` goes back as the API sends it: JSON encoded as a string.
+#[derive(Serialize)]
+struct WireFunctionOut<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn of(spec: &'a ToolSpec) -> Self {
+        WireTool {
+            kind: "function",
+            function: WireToolFunction {
+                name: spec.name,
+                description: spec.description,
+                parameters: &spec.parameters,
+            },
+        }
     }
 }
 
 /// `system`, then each prior turn, then the message being answered.
-fn messages(request: &ModelRequest) -> Vec<Value> {
+fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
     let mut out = Vec::with_capacity(request.context.turns.len() + 2);
     if !request.context.system.trim().is_empty() {
-        out.push(json!({"role": "system", "content": request.context.system}));
+        out.push(WireMessage::System {
+            content: &request.context.system,
+        });
     }
     for turn in &request.context.turns {
-        let role = match turn.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
-        out.push(json!({"role": role, "content": turn.content}));
+        out.push(match turn.role {
+            Role::User => WireMessage::User { content: &turn.content },
+            Role::Assistant => WireMessage::Assistant {
+                content: Some(&turn.content),
+                tool_calls: Vec::new(),
+            },
+        });
     }
-    out.push(json!({"role": "user", "content": request.message}));
+    out.push(WireMessage::User {
+        content: &request.message,
+    });
     for round in &request.rounds {
-        let calls: Vec<Value> = round
+        let calls = round
             .calls
             .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+            .map(|c| WireCallOut {
+                id: &c.id,
+                kind: "function",
+                function: WireFunctionOut {
+                    name: &c.name,
+                    arguments: c.arguments.to_string(),
+                },
+            })
             .collect();
         let text = (!round.text.is_empty()).then_some(round.text.as_str());
-        out.push(json!({"role": "assistant", "content": text, "tool_calls": calls}));
+        out.push(WireMessage::Assistant {
+            content: text,
+            tool_calls: calls,
+        });
         for result in &round.results {
-            out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": result.content}));
+            out.push(WireMessage::Tool {
+                tool_call_id: &result.call_id,
+                content: &result.content,
+            });
         }
     }
     out
@@ -193,6 +299,8 @@ struct Chunk {
     #[serde(default)]
     choices: Vec<ChunkChoice>,
     usage: Option<WireUsage>,
+    /// An error reported in the stream: kept whole, whatever its shape.
+    error: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -315,15 +423,19 @@ impl StreamProtocol for ChunkReader {
             self.take_calls(out);
             return Ok(true);
         }
-        let json: Value = serde_json::from_str(data).map_err(|_| unreadable("a stream chunk is not JSON", data))?;
-        if let Some(error) = json.get("error") {
+        // Read straight into the chunk's few fields: the rest (`id`,
+        // `model`, …) is skipped, not built into a JSON tree per chunk.
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| match e.classify() {
+            Category::Data => unreadable("not a completion chunk", data),
+            _ => unreadable("a stream chunk is not JSON", data),
+        })?;
+        if let Some(error) = chunk.error {
             let message = error.get("message").and_then(Value::as_str).unwrap_or("no details");
             return Err(ModelError::Unavailable {
                 detail: format!("the server reported an error mid-reply: {}", clip(message)),
                 retry_after: None,
             });
         }
-        let chunk: Chunk = serde_json::from_value(json).map_err(|_| unreadable("not a completion chunk", data))?;
         if let Some(usage) = chunk.usage {
             out.push(StreamPart::Usage(Usage {
                 input_tokens: usage.prompt_tokens,
@@ -362,6 +474,7 @@ impl StreamProtocol for ChunkReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn read(reader: &mut ChunkReader, data: &str) -> Vec<StreamPart> {
         let mut out = Vec::new();
@@ -371,6 +484,105 @@ mod tests {
         };
         reader.on_event(event, &mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn the_body_carries_the_context_the_message_the_rounds_and_the_tools() {
+        let cfg: ModelConfig = serde_json::from_value(json!({
+            "provider": "openai", "model": "m", "baseUrl": "http://127.0.0.1:9/v1",
+            "temperature": 0.5, "maxTokens": 100
+        }))
+        .unwrap();
+        let backend = OpenAiBackend::new(&cfg, None, "model").unwrap();
+        let context = mnemo_sessions::context::Context {
+            system: "be brief".into(),
+            turns: vec![
+                mnemo_sessions::context::Turn {
+                    role: Role::User,
+                    content: "hi \"there\"".into(),
+                },
+                mnemo_sessions::context::Turn {
+                    role: Role::Assistant,
+                    content: "hello".into(),
+                },
+            ],
+        };
+        let mut request = ModelRequest::new(context, "what tea?").json();
+        request.tools = Some(crate::model::ToolOffer {
+            specs: vec![ToolSpec {
+                name: "memory_search",
+                description: "search",
+                parameters: json!({"type": "object"}),
+            }],
+            may_call: true,
+        });
+        request.rounds = vec![crate::model::ToolRound {
+            text: String::new(),
+            calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "memory_search".into(),
+                arguments: json!({"query": "tea"}),
+            }],
+            results: vec![crate::model::ToolResult {
+                call_id: "call_1".into(),
+                content: "green".into(),
+                is_error: false,
+            }],
+        }];
+        let sent = serde_json::to_value(backend.body(&request, true)).unwrap();
+        assert_eq!(
+            sent,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi \"there\""},
+                    {"role": "assistant", "content": "hello"},
+                    {"role": "user", "content": "what tea?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "memory_search", "arguments": "{\"query\":\"tea\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "green"}
+                ],
+                "temperature": 0.5,
+                "max_tokens": 100,
+                "response_format": {"type": "json_object"},
+                "tools": [{"type": "function", "function": {"name": "memory_search", "description": "search", "parameters": {"type": "object"}}}],
+                "tool_choice": "auto",
+                "stream": true,
+                "stream_options": {"include_usage": true}
+            })
+        );
+        let plain = serde_json::to_value(backend.body(&ModelRequest::new(Default::default(), "hi"), false)).unwrap();
+        assert_eq!(
+            plain,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.5, "max_tokens": 100})
+        );
+    }
+
+    #[test]
+    fn an_error_in_the_stream_is_reported_and_a_chunk_of_another_shape_is_refused() {
+        let mut out = Vec::new();
+        let event = |data: &str| SseEvent {
+            event: None,
+            data: data.into(),
+        };
+        let error = ChunkReader::default()
+            .on_event(
+                event(r#"{"error":{"message":"overloaded","type":"server_error"}}"#),
+                &mut out,
+            )
+            .unwrap_err();
+        assert!(error.to_string().contains("overloaded"), "{error}");
+        let odd = ChunkReader::default()
+            .on_event(event(r#"{"choices":"none"}"#), &mut out)
+            .unwrap_err();
+        assert!(odd.to_string().contains("not a completion chunk"), "{odd}");
+        let broken = ChunkReader::default()
+            .on_event(event("{\"choices\":["), &mut out)
+            .unwrap_err();
+        assert!(broken.to_string().contains("not JSON"), "{broken}");
+        assert!(out.is_empty());
     }
 
     #[test]
