@@ -209,7 +209,8 @@ fn token_ranges(bytes: &[u8], start: usize, end: usize, out: &mut Vec<(usize, us
         let boundary = at == start || !bytes[at - 1].is_ascii_alphanumeric();
         if boundary {
             for (prefix, min_rest) in PREFIXES {
-                if bytes[at..end].starts_with(prefix) {
+                // The first byte alone rules out most words.
+                if bytes[at] == prefix[0] && bytes[at..end].starts_with(prefix) {
                     let stop = token_run(bytes, at + prefix.len(), end);
                     if stop - (at + prefix.len()) >= *min_rest {
                         out.push((at, stop));
@@ -235,19 +236,25 @@ fn token_ranges(bytes: &[u8], start: usize, end: usize, out: &mut Vec<(usize, us
 /// Discord bot tokens: three base64url parts joined by dots, the middle one
 /// short (`<24+>.<6>.<27+>`).
 fn discord_ranges(bytes: &[u8], start: usize, end: usize, out: &mut Vec<(usize, usize)>) {
-    let mut parts = Vec::new();
+    /// The shortest word that can hold one: 18 + `.` + 5 + `.` + 25 bytes.
+    const SHORTEST: usize = 50;
+    if end - start < SHORTEST {
+        return;
+    }
+    // The word's runs of token bytes, three at a time.
+    let mut last: [Option<(usize, usize)>; 2] = [None, None];
     let mut at = start;
     while at < end {
         let stop = token_run(bytes, at, end);
-        parts.push((at, stop));
-        at = stop + 1;
-    }
-    for w in parts.windows(3) {
-        let [(a0, a1), (b0, b1), (c0, c1)] = [w[0], w[1], w[2]];
-        let joined_by_dots = bytes.get(a1) == Some(&b'.') && bytes.get(b1) == Some(&b'.');
-        if joined_by_dots && a1 - a0 >= 18 && (5..=7).contains(&(b1 - b0)) && c1 - c0 >= 25 {
-            out.push((a0, c1));
+        if let [Some((a0, a1)), Some((b0, b1))] = last {
+            let (c0, c1) = (at, stop);
+            let joined_by_dots = bytes.get(a1) == Some(&b'.') && bytes.get(b1) == Some(&b'.');
+            if joined_by_dots && a1 - a0 >= 18 && (5..=7).contains(&(b1 - b0)) && c1 - c0 >= 25 {
+                out.push((a0, c1));
+            }
         }
+        last = [last[1], Some((at, stop))];
+        at = stop + 1;
     }
 }
 

@@ -6,6 +6,7 @@
 //! It over-redacts rather than under-redacts — a hidden harmless word costs
 //! nothing, a leaked key costs a rotation.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// What a secret is replaced with.
@@ -30,6 +31,21 @@ const SENSITIVE_NAMES: &[&str] = &[
     "key",
 ];
 
+/// Whether a byte may begin one of [`SENSITIVE_NAMES`] (in either case):
+/// one lookup rules out most positions of a text before any name is
+/// compared.
+const NAME_STARTS: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut n = 0;
+    while n < SENSITIVE_NAMES.len() {
+        let first = SENSITIVE_NAMES[n].as_bytes()[0];
+        table[first.to_ascii_lowercase() as usize] = true;
+        table[first.to_ascii_uppercase() as usize] = true;
+        n += 1;
+    }
+    table
+};
+
 /// Credential schemes that precede the actual secret in a header value.
 const SCHEMES: &[&str] = &["bearer", "basic", "token"];
 
@@ -39,11 +55,16 @@ const SCHEMES: &[&str] = &["bearer", "basic", "token"];
 /// URL user-info (`https://user:pass@host`) replaced too. Empty secrets are
 /// ignored.
 pub fn redact(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_string();
+    // Every log line passes here (twice: stderr and the file), and almost
+    // none holds a secret: a text is copied only where something changes.
+    let mut out = Cow::Borrowed(text);
     for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        out = out.replace(secret, REDACTED);
+        if out.contains(secret) {
+            out = Cow::Owned(out.replace(secret, REDACTED));
+        }
     }
-    redact_userinfo(&redact_named_values(&out))
+    let named = redact_named_values(&out);
+    redact_userinfo(&named)
 }
 
 /// An API key read from the environment. It has no `Display`, and its
@@ -81,20 +102,21 @@ fn ends_value(b: u8) -> bool {
     b.is_ascii_whitespace() || b"\"'&,;}])>#".contains(&b)
 }
 
-fn redact_named_values(text: &str) -> String {
+fn redact_named_values(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
+    let mut out = String::new();
     let mut copied = 0;
     let mut i = 0;
     while i < bytes.len() {
         let at_boundary = i == 0 || !is_name_byte(bytes[i - 1]);
-        let value = if at_boundary {
+        let value = if at_boundary && NAME_STARTS[usize::from(bytes[i])] {
             SENSITIVE_NAMES.iter().find_map(|name| value_after_name(bytes, i, name))
         } else {
             None
         };
         match value {
             Some((start, end)) if &text[start..end] != REDACTED => {
+                out.reserve(text.len() - copied);
                 out.push_str(&text[copied..start]);
                 out.push_str(REDACTED);
                 copied = end;
@@ -104,8 +126,11 @@ fn redact_named_values(text: &str) -> String {
             None => i += 1,
         }
     }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
     out.push_str(&text[copied..]);
-    out
+    Cow::Owned(out)
 }
 
 /// If `name` starts at `at` and is followed by `=` or `:` (optionally after a
