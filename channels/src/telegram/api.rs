@@ -5,9 +5,13 @@
 //! of each request URL (`/bot<TOKEN>/method`) and must never reach a log.
 //! Sends only what it is given; formatting and splitting live elsewhere.
 
+use serde::Serialize;
+use serde::de::IgnoredAny;
 use std::time::Duration;
-use teloxide::payloads::{EditMessageTextSetters, SendDocumentSetters, SendMessageSetters};
-use teloxide::requests::{Output, Request, Requester};
+use teloxide::payloads::{
+    EditMessageText, EditMessageTextSetters, SendDocumentSetters, SendMessage, SendMessageSetters,
+};
+use teloxide::requests::{JsonRequest, Output, Payload, Request, Requester};
 use teloxide::types::{ChatId, InputFile, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide::{ApiError, Bot, RequestError};
 
@@ -52,6 +56,32 @@ pub(crate) enum Failure {
     Rejected(String),
     #[error("the message already shows that text")]
     NotModified,
+}
+
+/// A Bot API method whose answer, the `Message` sent or edited, is read
+/// for its `message_id` only. teloxide reads that `Message` whole (sender,
+/// chat, entities: its flattened enums buffer every field before deciding),
+/// which cost about as much CPU as the rest of the request (BENCHMARKS.md,
+/// `mnemo run`); mnemo needs the id to edit a live reply, nothing else.
+/// Errors (`ok: false`, flood control) are read as for any method.
+#[derive(Clone, Serialize)]
+#[serde(transparent)]
+pub(crate) struct ForId<P>(P);
+
+impl Payload for ForId<SendMessage> {
+    type Output = MessageId;
+    const NAME: &'static str = SendMessage::NAME;
+}
+
+/// A Bot API method whose answer is not read at all, only whether it
+/// succeeded (see [`ForId`]).
+#[derive(Clone, Serialize)]
+#[serde(transparent)]
+pub(crate) struct Unread<P>(P);
+
+impl Payload for Unread<EditMessageText> {
+    type Output = IgnoredAny;
+    const NAME: &'static str = EditMessageText::NAME;
 }
 
 /// Where a reply goes.
@@ -140,34 +170,38 @@ impl Api {
     /// the same words without markup rather than nothing. Returns the new
     /// message's id (a live reply edits it later).
     pub async fn send_chunk(&self, to: Target, chunk: &Chunk) -> Result<MessageId, Failure> {
-        let html = with_target(
-            self.bot.send_message(to.chat, &chunk.text).parse_mode(ParseMode::Html),
-            to,
-        );
-        let sent = match self.call("sendMessage", &html).await {
+        let html = with_target(SendMessage::new(to.chat, &chunk.text).parse_mode(ParseMode::Html), to);
+        match self.call("sendMessage", &self.for_id(html)).await {
             Err(Failure::BadEntities(reason)) => {
                 tracing::warn!(chat = to.chat.0, %reason, "telegram: HTML refused; sending the chunk as plain text");
-                let plain = with_target(self.bot.send_message(to.chat, &chunk.plain), to);
-                self.call("sendMessage", &plain).await
+                let plain = with_target(SendMessage::new(to.chat, &chunk.plain), to);
+                self.call("sendMessage", &self.for_id(plain)).await
             }
             other => other,
-        };
-        sent.map(|message| message.id)
+        }
+    }
+
+    /// `editMessageText` whose answer is not read (see [`Unread`]).
+    fn unread(&self, payload: EditMessageText) -> JsonRequest<Unread<EditMessageText>> {
+        JsonRequest::new(self.bot.clone(), Unread(payload))
+    }
+
+    /// `sendMessage` whose answer is read for the new message's id alone
+    /// (see [`ForId`]).
+    fn for_id(&self, payload: SendMessage) -> JsonRequest<ForId<SendMessage>> {
+        JsonRequest::new(self.bot.clone(), ForId(payload))
     }
 
     /// Replaces the text of `message` with `chunk` (`editMessageText`), as
     /// plain text if Telegram cannot parse the HTML. Telegram's "message is
     /// not modified" counts as done.
     pub async fn edit_chunk(&self, chat: ChatId, message: MessageId, chunk: &Chunk) -> Result<(), Failure> {
-        let html = self
-            .bot
-            .edit_message_text(chat, message, &chunk.text)
-            .parse_mode(ParseMode::Html);
-        let edited = match self.call("editMessageText", &html).await {
+        let html = EditMessageText::new(chat, message, &chunk.text).parse_mode(ParseMode::Html);
+        let edited = match self.call("editMessageText", &self.unread(html)).await {
             Err(Failure::BadEntities(reason)) => {
                 tracing::warn!(chat = chat.0, %reason, "telegram: HTML refused in an edit; editing as plain text");
-                let plain = self.bot.edit_message_text(chat, message, &chunk.plain);
-                self.call("editMessageText", &plain).await.map(drop)
+                let plain = EditMessageText::new(chat, message, &chunk.plain);
+                self.call("editMessageText", &self.unread(plain)).await.map(drop)
             }
             other => other.map(drop),
         };
