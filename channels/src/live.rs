@@ -105,6 +105,9 @@ pub struct Growing<M, E: Editor> {
     next_at: Instant,
     /// The messages posted so far, in order, with the markup each shows.
     posted: Vec<(E::Id, String)>,
+    /// The last text shown and its messages: the final text is most often
+    /// the last one streamed, and is not formatted again.
+    shaped: Option<(String, Vec<Chunk>)>,
 }
 
 /// What a message the answer no longer needs is edited to (a reply that
@@ -120,6 +123,7 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
             interval,
             next_at: Instant::now(),
             posted: Vec::new(),
+            shaped: None,
         }
     }
 
@@ -127,7 +131,10 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
     /// a failed edit is posted again as a new message rather than lost, and
     /// messages beyond the text are retired.
     async fn show(&mut self, text: &str, last: bool) -> Result<(), ChannelError> {
-        let chunks = to_chunks(&self.markup, text);
+        let chunks = match self.shaped.take() {
+            Some((shaped, chunks)) if shaped == text => chunks,
+            _ => to_chunks(&self.markup, text),
+        };
         for (i, chunk) in chunks.iter().enumerate() {
             self.put(i, chunk, last).await?;
         }
@@ -140,6 +147,7 @@ impl<M: Markup + Send + Sync, E: Editor> Growing<M, E> {
                 self.put(i, &retired, false).await?;
             }
         }
+        self.shaped = Some((text.to_string(), chunks));
         Ok(())
     }
 

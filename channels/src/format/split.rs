@@ -84,6 +84,9 @@ impl<'m, M: Markup> Layout<'m, M> {
         if start >= self.chars.len() {
             return None;
         }
+        if let Some(rest) = self.rest_if_it_fits(start, limit) {
+            return Some((rest, self.chars.len()));
+        }
         // Where even one character does not fit with its styles' tags (a
         // link whose address alone is longer than a message), the message
         // goes without the tags: the text stays whole and under the limit.
@@ -96,6 +99,30 @@ impl<'m, M: Markup> Layout<'m, M> {
         };
         let end = self.trim_end(start, cut).max(start + 1);
         Some((self.render(start, end, !bare), cut))
+    }
+
+    /// Everything from `start` on as one message, if it fits in `limit`:
+    /// what the search below would find, with one rendering instead of
+    /// three (most replies are one message). Rendered size only grows with
+    /// the end, so when the rest fits styled, so does its first character
+    /// (the message keeps its tags) and the search's first probe, the whole
+    /// rest, is its answer. Each character costs at least one unit, so a
+    /// rest longer than `limit` characters is not rendered at all.
+    fn rest_if_it_fits(&self, start: usize, limit: usize) -> Option<Chunk> {
+        let len = self.chars.len();
+        if len - start > limit {
+            return None;
+        }
+        let rest = self.render(start, len, true);
+        if self.markup.measure(&rest.text) > limit {
+            return None;
+        }
+        let end = self.trim_end(start, len).max(start + 1);
+        Some(if end == len {
+            rest
+        } else {
+            self.render(start, end, true)
+        })
     }
 
     /// The whole document as one message, whatever its length.
