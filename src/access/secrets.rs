@@ -140,12 +140,16 @@ impl<W: io::Write> io::Write for ScrubbedWriter<'_, W> {
     }
 }
 
+/// Asked of every byte of every log line, like [`is_word_byte`]: always
+/// inlined, whatever the profile's size setting.
+#[inline(always)]
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
 /// Bytes of a "word" that may hold a token (ASCII only, so every range
 /// found is on char boundaries).
+#[inline(always)]
 fn is_word_byte(b: u8) -> bool {
     is_token_byte(b) || b == b'.' || b == b':'
 }
