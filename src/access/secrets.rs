@@ -154,6 +154,22 @@ fn is_word_byte(b: u8) -> bool {
     is_token_byte(b) || b == b'.' || b == b':'
 }
 
+/// Token prefixes, each with the fewest token bytes that must follow it.
+const TOKEN_PREFIXES: &[(&[u8], usize)] = &[
+    (b"xoxb-", 8),
+    (b"xoxp-", 8),
+    (b"xoxa-", 8),
+    (b"xoxr-", 8),
+    (b"xoxs-", 8),
+    (b"xoxe-", 8),
+    (b"xapp-", 8),
+    (b"sk-", 20),
+];
+
+/// The fewest bytes any shape [`token_ranges`] finds can have: a Slack
+/// prefix and 8 bytes (a Telegram token needs 37, a Discord one 50).
+const SHORTEST_TOKEN: usize = 13;
+
 /// `text` with every token-shaped run replaced by `[REDACTED]`.
 pub fn scrub_token_shapes(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -168,7 +184,10 @@ pub fn scrub_token_shapes(text: &str) -> String {
         while i < bytes.len() && is_word_byte(bytes[i]) {
             i += 1;
         }
-        token_ranges(bytes, start, i, &mut ranges);
+        // Most words of a log line are too short to hold a token.
+        if i - start >= SHORTEST_TOKEN {
+            token_ranges(bytes, start, i, &mut ranges);
+        }
     }
     if ranges.is_empty() {
         return text.to_string();
@@ -199,20 +218,10 @@ fn token_run(bytes: &[u8], from: usize, end: usize) -> usize {
 
 /// Token-shaped ranges inside the word `bytes[start..end]`.
 fn token_ranges(bytes: &[u8], start: usize, end: usize, out: &mut Vec<(usize, usize)>) {
-    const PREFIXES: &[(&[u8], usize)] = &[
-        (b"xoxb-", 8),
-        (b"xoxp-", 8),
-        (b"xoxa-", 8),
-        (b"xoxr-", 8),
-        (b"xoxs-", 8),
-        (b"xoxe-", 8),
-        (b"xapp-", 8),
-        (b"sk-", 20),
-    ];
     for at in start..end {
         let boundary = at == start || !bytes[at - 1].is_ascii_alphanumeric();
         if boundary {
-            for (prefix, min_rest) in PREFIXES {
+            for (prefix, min_rest) in TOKEN_PREFIXES {
                 // The first byte alone rules out most words.
                 if bytes[at] == prefix[0] && bytes[at..end].starts_with(prefix) {
                     let stop = token_run(bytes, at + prefix.len(), end);
@@ -269,6 +278,17 @@ mod tests {
     use std::sync::Mutex;
 
     const TELEGRAM: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1";
+
+    #[test]
+    fn no_token_shape_is_shorter_than_the_words_looked_into() {
+        for (prefix, min_rest) in TOKEN_PREFIXES {
+            assert!(prefix.len() + min_rest >= SHORTEST_TOKEN);
+        }
+        let shortest = "xoxb-12345678";
+        assert_eq!(shortest.len(), SHORTEST_TOKEN);
+        assert_eq!(scrub_token_shapes(&format!("at {shortest}.")), "at [REDACTED].");
+        assert_eq!(scrub_token_shapes("at xoxb-1234567."), "at xoxb-1234567.");
+    }
     const SLACK_BOT: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
     const SLACK_APP: &str = "xapp-1-A0123456789-1234567890123-abcdef0123456789";
     const OPENAI: &str = "sk-proj-Abc123Def456Ghi789Jkl012Mno345";
