@@ -169,9 +169,15 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
     let (m, k) = ask("what do I drink?".into());
     let context = context_after(&app, &channel, &fake, m, k).await;
     assert!(context.contains("I prefer jasmine tea over coffee"), "{context}");
-    // A fold those turns made due commits its own profile change (the
-    // display name) in the background; let it land first, so `undo` below
-    // undoes the forget, not the fold.
+    // The first fold after the profile exists commits its own profile
+    // change (the display name). Make sure one runs now, and let it land,
+    // so `undo` below undoes the forget, not the fold: turns enough to pass
+    // the threshold (8) whatever earlier folds covered (a fold that waits
+    // for a core covers more, and the next comes later).
+    for i in 0..6 {
+        let (m, k) = ask(format!("more small talk number {i}"));
+        say(&app, &channel, m, k).await;
+    }
     app.wait_background(Duration::from_secs(30)).await;
     let (m, k) = ask("/session forget i-prefer-jasmine-tea-over-coffee".into());
     let reply = say(&app, &channel, m, k).await;
