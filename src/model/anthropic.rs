@@ -20,8 +20,10 @@ use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart
 use async_trait::async_trait;
 use mnemo_sessions::record::Role;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::error::Category;
+use std::borrow::Cow;
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -69,39 +71,111 @@ impl AnthropicBackend {
         })
     }
 
-    /// The request body, exactly as sent. JSON replies are asked for by the
-    /// prompt alone: this API has no `response_format`.
-    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let mut body = json!({
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "messages": messages(request),
-        });
-        if !request.context.system.trim().is_empty() {
-            body["system"] = json!(request.context.system);
+    /// The request body, exactly as sent, written straight from the
+    /// request's strings (no JSON tree built per turn). JSON replies are
+    /// asked for by the prompt alone: this API has no `response_format`.
+    fn body<'a>(&'a self, request: &'a ModelRequest, stream: bool) -> Body<'a> {
+        let tools = request.tools.as_ref();
+        let system = request.context.system.as_str();
+        Body {
+            model: &self.model,
+            max_tokens: self.max_tokens,
+            messages: messages(request),
+            system: (!system.trim().is_empty()).then_some(system),
+            temperature: self.temperature,
+            tools: tools.map(|offer| {
+                offer
+                    .specs
+                    .iter()
+                    .map(|t| WireTool {
+                        name: t.name,
+                        description: t.description,
+                        input_schema: &t.parameters,
+                    })
+                    .collect()
+            }),
+            tool_choice: tools.map(|offer| ToolChoice {
+                kind: if offer.may_call { "auto" } else { "none" },
+            }),
+            stream,
         }
-        if let Some(t) = self.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(offer) = &request.tools {
-            body["tools"] = offer
-                .specs
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-                .collect();
-            body["tool_choice"] = json!({"type": if offer.may_call { "auto" } else { "none" }});
-        }
-        if stream {
-            body["stream"] = json!(true);
-        }
-        body
+    }
+}
+
+/// A Messages API request.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+#[derive(Serialize)]
+struct ToolChoice {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Content<'a>,
+}
+
+/// A message's content: one text, or blocks (a tool round).
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<BlockOut<'a>>),
+}
+
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockOut<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
     }
 }
 
 /// The turns then the message, with consecutive same-role turns merged
 /// (blank line between) and empty ones dropped, starting with the user.
-fn messages(request: &ModelRequest) -> Vec<Value> {
-    let mut merged: Vec<(Role, String)> = Vec::new();
+fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
+    let mut merged: Vec<(Role, Cow<'_, str>)> = Vec::new();
     let turns = request.context.turns.iter().map(|t| (t.role, t.content.as_str()));
     for (role, text) in turns.chain([(Role::User, request.message.as_str())]) {
         if text.trim().is_empty() {
@@ -109,23 +183,21 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
         }
         match merged.last_mut() {
             Some((last, content)) if *last == role => {
+                let content = content.to_mut();
                 content.push_str("\n\n");
                 content.push_str(text);
             }
-            _ => merged.push((role, text.to_string())),
+            _ => merged.push((role, Cow::Borrowed(text))),
         }
     }
     if merged.first().is_some_and(|(role, _)| *role == Role::Assistant) {
-        merged.insert(0, (Role::User, LEADING_USER_TURN.to_string()));
+        merged.insert(0, (Role::User, Cow::Borrowed(LEADING_USER_TURN)));
     }
-    let mut out: Vec<Value> = merged
+    let mut out: Vec<WireMessage<'_>> = merged
         .into_iter()
-        .map(|(role, content)| {
-            let role = match role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            json!({"role": role, "content": content})
+        .map(|(role, content)| WireMessage {
+            role: role_name(role),
+            content: Content::Text(content),
         })
         .collect();
     // Each tool round: the assistant's `tool_use` blocks, then one user
@@ -133,23 +205,34 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     for round in &request.rounds {
         let mut blocks = Vec::new();
         if !round.text.trim().is_empty() {
-            blocks.push(json!({"type": "text", "text": round.text}));
+            blocks.push(BlockOut::Text { text: &round.text });
         }
-        blocks.extend(round.calls.iter().map(|c| {
-            let input = if c.arguments.is_object() {
+        blocks.extend(round.calls.iter().map(|c| BlockOut::ToolUse {
+            id: &c.id,
+            name: &c.name,
+            input: if c.arguments.is_object() {
                 c.arguments.clone()
             } else {
-                json!({})
-            };
-            json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input})
+                Value::Object(serde_json::Map::new())
+            },
         }));
-        out.push(json!({"role": "assistant", "content": blocks}));
-        let results: Vec<Value> = round
+        out.push(WireMessage {
+            role: "assistant",
+            content: Content::Blocks(blocks),
+        });
+        let results = round
             .results
             .iter()
-            .map(|r| json!({"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}))
+            .map(|r| BlockOut::ToolResult {
+                tool_use_id: &r.call_id,
+                content: &r.content,
+                is_error: r.is_error,
+            })
             .collect();
-        out.push(json!({"role": "user", "content": results}));
+        out.push(WireMessage {
+            role: "user",
+            content: Content::Blocks(results),
+        });
     }
     out
 }
@@ -252,34 +335,42 @@ struct EventReader {
 
 impl StreamProtocol for EventReader {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<StreamPart>) -> Result<bool, ModelError> {
-        let json: Value =
-            serde_json::from_str(&event.data).map_err(|_| unreadable("a stream event is not JSON", &event.data))?;
-        let text = |pointer: &str| json.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
-        match json.get("type").and_then(Value::as_str) {
+        // Read straight into the few fields used: the rest is skipped, not
+        // built into a JSON tree per event.
+        let event: Event = serde_json::from_str(&event.data).map_err(|e| match e.classify() {
+            Category::Data => unreadable("not a stream event", &event.data),
+            _ => unreadable("a stream event is not JSON", &event.data),
+        })?;
+        match event.kind.as_deref() {
             Some("message_start") => {
-                self.input_tokens = json.pointer("/message/usage/input_tokens").and_then(Value::as_u64);
+                self.input_tokens = event.message.and_then(|m| m.usage).and_then(|u| u.input_tokens);
             }
-            Some("content_block_start") if text("/content_block/type") == "tool_use" => {
-                self.call = Some((
-                    text("/content_block/id").to_string(),
-                    text("/content_block/name").to_string(),
-                    String::new(),
-                ));
-            }
-            Some("content_block_delta") => match text("/delta/type") {
-                "text_delta" => out.push(StreamPart::Text(text("/delta/text").to_string())),
-                "input_json_delta" => {
-                    if let Some((_, _, input)) = &mut self.call {
-                        input.push_str(text("/delta/partial_json"));
-                    }
+            Some("content_block_start") => {
+                if let Some(block) = event.content_block.filter(|b| b.kind.as_deref() == Some("tool_use")) {
+                    self.call = Some((
+                        block.id.unwrap_or_default(),
+                        block.name.unwrap_or_default(),
+                        String::new(),
+                    ));
                 }
-                _ => {}
-            },
+            }
+            Some("content_block_delta") => {
+                let delta = event.delta.unwrap_or_default();
+                match delta.kind.as_deref() {
+                    Some("text_delta") => out.push(StreamPart::Text(delta.text.unwrap_or_default())),
+                    Some("input_json_delta") => {
+                        if let Some((_, _, input)) = &mut self.call {
+                            input.push_str(delta.partial_json.as_deref().unwrap_or_default());
+                        }
+                    }
+                    _ => {}
+                }
+            }
             Some("content_block_stop") => {
                 if let Some((id, name, input)) = self.call.take() {
                     // A call without arguments streams no input at all.
                     let arguments = if input.trim().is_empty() {
-                        json!({})
+                        Value::Object(serde_json::Map::new())
                     } else {
                         serde_json::from_str(&input).unwrap_or(Value::Null)
                     };
@@ -287,7 +378,7 @@ impl StreamProtocol for EventReader {
                 }
             }
             Some("message_delta") => {
-                if let Some(output) = json.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                if let Some(output) = event.usage.and_then(|u| u.output_tokens) {
                     out.push(StreamPart::Usage(Usage {
                         input_tokens: self.input_tokens.take().unwrap_or_default(),
                         output_tokens: output,
@@ -295,7 +386,7 @@ impl StreamProtocol for EventReader {
                 }
             }
             Some("message_stop") => return Ok(true),
-            Some("error") => return Err(stream_error(&json)),
+            Some("error") => return Err(stream_error(event.error.as_ref())),
             _ => {} // ping, a text block's start
         }
         Ok(false)
@@ -308,13 +399,56 @@ impl StreamProtocol for EventReader {
     }
 }
 
-/// An `error` event, typed like the equivalent HTTP status would be.
-fn stream_error(json: &Value) -> ModelError {
-    let kind = json.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-    let message = json
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or("no details");
+/// One stream event: its `type` and, by type, the fields read.
+#[derive(Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// `message_start`.
+    message: Option<EventMessage>,
+    /// `content_block_start`.
+    content_block: Option<EventBlock>,
+    /// `content_block_delta` (and `message_delta`, whose delta is not read).
+    delta: Option<EventDelta>,
+    /// `message_delta`.
+    usage: Option<EventUsage>,
+    /// `error`: kept whole, whatever its shape.
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct EventMessage {
+    usage: Option<EventUsage>,
+}
+
+#[derive(Deserialize)]
+struct EventUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct EventBlock {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct EventDelta {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    partial_json: Option<String>,
+}
+
+/// An `error` event's `error` object, typed like the equivalent HTTP
+/// status would be.
+fn stream_error(error: Option<&Value>) -> ModelError {
+    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str);
+    let kind = field("type").unwrap_or("error");
+    let message = field("message").unwrap_or("no details");
     let detail = format!("{kind} mid-reply: {}", clip(&redact(message, &[])));
     match kind {
         "rate_limit_error" => ModelError::RateLimited {
@@ -333,6 +467,7 @@ fn stream_error(json: &Value) -> ModelError {
 mod tests {
     use super::*;
     use mnemo_sessions::context::{Context, Turn};
+    use serde_json::json;
 
     fn turn(role: Role, content: &str) -> Turn {
         Turn {
@@ -347,14 +482,86 @@ mod tests {
             turns: vec![turn(Role::Assistant, "earlier answer"), turn(Role::User, "")],
             ..Default::default()
         };
-        let sent = messages(&ModelRequest::new(context, "next"));
+        let sent = serde_json::to_value(messages(&ModelRequest::new(context, "next"))).unwrap();
         assert_eq!(
             sent,
-            vec![
-                json!({"role": "user", "content": LEADING_USER_TURN}),
-                json!({"role": "assistant", "content": "earlier answer"}),
-                json!({"role": "user", "content": "next"}),
-            ]
+            json!([
+                {"role": "user", "content": LEADING_USER_TURN},
+                {"role": "assistant", "content": "earlier answer"},
+                {"role": "user", "content": "next"},
+            ])
+        );
+    }
+
+    #[test]
+    fn the_body_merges_same_role_turns_and_sends_tool_rounds_as_blocks() {
+        let cfg: ModelConfig = serde_json::from_value(json!({
+            "provider": "anthropic", "model": "m", "baseUrl": "http://127.0.0.1:9",
+            "temperature": 0.5, "maxTokens": 100
+        }))
+        .unwrap();
+        let backend = AnthropicBackend::new(&cfg, None, "model").unwrap();
+        let context = Context {
+            system: "be brief".into(),
+            turns: vec![turn(Role::User, "hi"), turn(Role::User, "again \"you\"")],
+        };
+        let mut request = ModelRequest::new(context, "what tea?");
+        request.tools = Some(crate::model::ToolOffer {
+            specs: vec![crate::model::ToolSpec {
+                name: "memory_search",
+                description: "search",
+                parameters: json!({"type": "object"}),
+            }],
+            may_call: false,
+        });
+        request.rounds = vec![crate::model::ToolRound {
+            text: "Let me look.".into(),
+            calls: vec![
+                ToolCall {
+                    id: "toolu_1".into(),
+                    name: "memory_search".into(),
+                    arguments: json!({"query": "tea"}),
+                },
+                ToolCall {
+                    id: "toolu_2".into(),
+                    name: "memory_search".into(),
+                    arguments: Value::Null,
+                },
+            ],
+            results: vec![crate::model::ToolResult {
+                call_id: "toolu_1".into(),
+                content: "green".into(),
+                is_error: true,
+            }],
+        }];
+        let sent = serde_json::to_value(backend.body(&request, true)).unwrap();
+        assert_eq!(
+            sent,
+            json!({
+                "model": "m",
+                "max_tokens": 100,
+                "system": "be brief",
+                "temperature": 0.5,
+                "messages": [
+                    {"role": "user", "content": "hi\n\nagain \"you\"\n\nwhat tea?"},
+                    {"role": "assistant", "content": [
+                        {"type": "text", "text": "Let me look."},
+                        {"type": "tool_use", "id": "toolu_1", "name": "memory_search", "input": {"query": "tea"}},
+                        {"type": "tool_use", "id": "toolu_2", "name": "memory_search", "input": {}}
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "green", "is_error": true}
+                    ]}
+                ],
+                "tools": [{"name": "memory_search", "description": "search", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "none"},
+                "stream": true
+            })
+        );
+        let plain = serde_json::to_value(backend.body(&ModelRequest::new(Context::default(), "hi"), false)).unwrap();
+        assert_eq!(
+            plain,
+            json!({"model": "m", "max_tokens": 100, "temperature": 0.5, "messages": [{"role": "user", "content": "hi"}]})
         );
     }
 
@@ -398,8 +605,24 @@ mod tests {
     }
 
     #[test]
-    fn an_overloaded_error_event_is_unavailable() {
-        let event = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
-        assert!(matches!(stream_error(&event), ModelError::Unavailable { .. }));
+    fn an_overloaded_error_event_is_unavailable_and_an_event_of_another_shape_is_refused() {
+        let read = |data: &str| {
+            let event = SseEvent {
+                event: None,
+                data: data.into(),
+            };
+            EventReader::default().on_event(event, &mut Vec::new())
+        };
+        let overloaded = read(r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#);
+        assert!(
+            matches!(overloaded, Err(ModelError::Unavailable { .. })),
+            "{overloaded:?}"
+        );
+        let shapeless = read(r#"{"type": "error", "error": "boom"}"#);
+        assert!(matches!(shapeless, Err(ModelError::Protocol { .. })), "{shapeless:?}");
+        let odd = read(r#"{"type": "content_block_delta", "delta": "text"}"#).unwrap_err();
+        assert!(odd.to_string().contains("not a stream event"), "{odd}");
+        let broken = read("{\"type\": ").unwrap_err();
+        assert!(broken.to_string().contains("not JSON"), "{broken}");
     }
 }
