@@ -279,6 +279,11 @@ mod tests {
 
     const TELEGRAM: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1";
 
+    const SLACK_BOT: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
+    const SLACK_APP: &str = "xapp-1-A0123456789-1234567890123-abcdef0123456789";
+    const OPENAI: &str = "sk-proj-Abc123Def456Ghi789Jkl012Mno345";
+    const DISCORD: &str = "MTA4NjQ5MzE0NTcyMzQ1Njc4OQ.GhR2xQ.abcdefghijklmnopqrstuvwxyz0123456789AB";
+
     #[test]
     fn no_token_shape_is_shorter_than_the_words_looked_into() {
         for (prefix, min_rest) in TOKEN_PREFIXES {
@@ -289,10 +294,6 @@ mod tests {
         assert_eq!(scrub_token_shapes(&format!("at {shortest}.")), "at [REDACTED].");
         assert_eq!(scrub_token_shapes("at xoxb-1234567."), "at xoxb-1234567.");
     }
-    const SLACK_BOT: &str = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy";
-    const SLACK_APP: &str = "xapp-1-A0123456789-1234567890123-abcdef0123456789";
-    const OPENAI: &str = "sk-proj-Abc123Def456Ghi789Jkl012Mno345";
-    const DISCORD: &str = "MTA4NjQ5MzE0NTcyMzQ1Njc4OQ.GhR2xQ.abcdefghijklmnopqrstuvwxyz0123456789AB";
 
     #[test]
     fn token_shapes_are_redacted_wherever_they_appear() {

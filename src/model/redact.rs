@@ -32,21 +32,6 @@ const SENSITIVE_NAMES: &[&str] = &[
     "key",
 ];
 
-/// Whether a byte may begin one of [`SENSITIVE_NAMES`] (in either case):
-/// one lookup rules out most positions of a text before any name is
-/// compared.
-const NAME_STARTS: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut n = 0;
-    while n < SENSITIVE_NAMES.len() {
-        let first = SENSITIVE_NAMES[n].as_bytes()[0];
-        table[first.to_ascii_lowercase() as usize] = true;
-        table[first.to_ascii_uppercase() as usize] = true;
-        n += 1;
-    }
-    table
-};
-
 /// Credential schemes that precede the actual secret in a header value.
 const SCHEMES: &[&str] = &["bearer", "basic", "token"];
 
@@ -114,7 +99,8 @@ fn redact_named_values(text: &str) -> Cow<'_, str> {
     let mut i = 0;
     while i < bytes.len() {
         let at_boundary = i == 0 || !is_name_byte(bytes[i - 1]);
-        let value = if at_boundary && NAME_STARTS[usize::from(bytes[i])] {
+        let value = if at_boundary {
+            // Only the names this byte can begin are compared.
             let first = bytes[i].to_ascii_lowercase();
             SENSITIVE_NAMES
                 .iter()
