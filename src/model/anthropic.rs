@@ -11,6 +11,8 @@
 //! the user, and `max_tokens` is required. Status mapping, timeouts and
 //! redaction are [`super::http`]'s; retries are [`super::retry`]'s.
 
+mod request;
+
 use super::build::BuildError;
 use super::config::{ANTHROPIC_DEFAULT_MAX_TOKENS, ModelConfig};
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
@@ -18,19 +20,13 @@ use super::redact::Secret;
 use super::sse::{SseEvent, StreamProtocol, delta_stream};
 use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, ToolCall, Usage, redact};
 use async_trait::async_trait;
-use mnemo_sessions::record::Role;
+use request::Body;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use serde_json::error::Category;
-use std::borrow::Cow;
 
 const API_VERSION: &str = "2023-06-01";
-
-/// Stands in for the user when the recent turns open with an assistant
-/// reply, because the API refuses a conversation that does not start with
-/// the user; dropping the reply instead would lose context.
-const LEADING_USER_TURN: &str = "(earlier conversation)";
 
 /// Anthropic's Messages API.
 #[derive(Debug)]
@@ -71,170 +67,10 @@ impl AnthropicBackend {
         })
     }
 
-    /// The request body, exactly as sent, written straight from the
-    /// request's strings (no JSON tree built per turn). JSON replies are
-    /// asked for by the prompt alone: this API has no `response_format`.
+    /// The request body, exactly as sent (see [`Body`]).
     fn body<'a>(&'a self, request: &'a ModelRequest, stream: bool) -> Body<'a> {
-        let tools = request.tools.as_ref();
-        let system = request.context.system.as_str();
-        Body {
-            model: &self.model,
-            max_tokens: self.max_tokens,
-            messages: messages(request),
-            system: (!system.trim().is_empty()).then_some(system),
-            temperature: self.temperature,
-            tools: tools.map(|offer| {
-                offer
-                    .specs
-                    .iter()
-                    .map(|t| WireTool {
-                        name: t.name,
-                        description: t.description,
-                        input_schema: &t.parameters,
-                    })
-                    .collect()
-            }),
-            tool_choice: tools.map(|offer| ToolChoice {
-                kind: if offer.may_call { "auto" } else { "none" },
-            }),
-            stream,
-        }
+        Body::new(&self.model, self.temperature, self.max_tokens, request, stream)
     }
-}
-
-/// A Messages API request.
-#[derive(Serialize)]
-struct Body<'a> {
-    model: &'a str,
-    max_tokens: u32,
-    messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<WireTool<'a>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ToolChoice>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    stream: bool,
-}
-
-#[derive(Serialize)]
-struct WireTool<'a> {
-    name: &'a str,
-    description: &'a str,
-    input_schema: &'a Value,
-}
-
-#[derive(Serialize)]
-struct ToolChoice {
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-#[derive(Debug, PartialEq, Serialize)]
-struct WireMessage<'a> {
-    role: &'static str,
-    content: Content<'a>,
-}
-
-/// A message's content: one text, or blocks (a tool round).
-#[derive(Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-enum Content<'a> {
-    Text(Cow<'a, str>),
-    Blocks(Vec<BlockOut<'a>>),
-}
-
-#[derive(Debug, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockOut<'a> {
-    Text {
-        text: &'a str,
-    },
-    ToolUse {
-        id: &'a str,
-        name: &'a str,
-        input: Value,
-    },
-    ToolResult {
-        tool_use_id: &'a str,
-        content: &'a str,
-        is_error: bool,
-    },
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    }
-}
-
-/// The turns then the message, with consecutive same-role turns merged
-/// (blank line between) and empty ones dropped, starting with the user.
-fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
-    let mut merged: Vec<(Role, Cow<'_, str>)> = Vec::new();
-    let turns = request.context.turns.iter().map(|t| (t.role, t.content.as_str()));
-    for (role, text) in turns.chain([(Role::User, request.message.as_str())]) {
-        if text.trim().is_empty() {
-            continue;
-        }
-        match merged.last_mut() {
-            Some((last, content)) if *last == role => {
-                let content = content.to_mut();
-                content.push_str("\n\n");
-                content.push_str(text);
-            }
-            _ => merged.push((role, Cow::Borrowed(text))),
-        }
-    }
-    if merged.first().is_some_and(|(role, _)| *role == Role::Assistant) {
-        merged.insert(0, (Role::User, Cow::Borrowed(LEADING_USER_TURN)));
-    }
-    let mut out: Vec<WireMessage<'_>> = merged
-        .into_iter()
-        .map(|(role, content)| WireMessage {
-            role: role_name(role),
-            content: Content::Text(content),
-        })
-        .collect();
-    // Each tool round: the assistant's `tool_use` blocks, then one user
-    // message with a `tool_result` block per call (the API's alternation).
-    for round in &request.rounds {
-        let mut blocks = Vec::new();
-        if !round.text.trim().is_empty() {
-            blocks.push(BlockOut::Text { text: &round.text });
-        }
-        blocks.extend(round.calls.iter().map(|c| BlockOut::ToolUse {
-            id: &c.id,
-            name: &c.name,
-            input: if c.arguments.is_object() {
-                c.arguments.clone()
-            } else {
-                Value::Object(serde_json::Map::new())
-            },
-        }));
-        out.push(WireMessage {
-            role: "assistant",
-            content: Content::Blocks(blocks),
-        });
-        let results = round
-            .results
-            .iter()
-            .map(|r| BlockOut::ToolResult {
-                tool_use_id: &r.call_id,
-                content: &r.content,
-                is_error: r.is_error,
-            })
-            .collect();
-        out.push(WireMessage {
-            role: "user",
-            content: Content::Blocks(results),
-        });
-    }
-    out
 }
 
 #[derive(Deserialize)]
@@ -467,6 +303,7 @@ fn stream_error(error: Option<&Value>) -> ModelError {
 mod tests {
     use super::*;
     use mnemo_sessions::context::{Context, Turn};
+    use mnemo_sessions::record::Role;
     use serde_json::json;
 
     fn turn(role: Role, content: &str) -> Turn {
@@ -474,23 +311,6 @@ mod tests {
             role,
             content: content.into(),
         }
-    }
-
-    #[test]
-    fn a_context_opening_with_the_assistant_gets_a_user_turn_first() {
-        let context = Context {
-            turns: vec![turn(Role::Assistant, "earlier answer"), turn(Role::User, "")],
-            ..Default::default()
-        };
-        let sent = serde_json::to_value(messages(&ModelRequest::new(context, "next"))).unwrap();
-        assert_eq!(
-            sent,
-            json!([
-                {"role": "user", "content": LEADING_USER_TURN},
-                {"role": "assistant", "content": "earlier answer"},
-                {"role": "user", "content": "next"},
-            ])
-        );
     }
 
     #[test]
