@@ -9,6 +9,7 @@ pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
 pub mod format;
+pub mod http1;
 mod link;
 pub mod live;
 mod message;

@@ -50,12 +50,8 @@ pub async fn start(
         .with_state(ops);
     tracing::info!(addr = %bound, "ops endpoint listening (/healthz, /readyz, /metrics)");
     Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { crate::shutdown::fired(&mut stop).await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "ops endpoint stopped");
-        }
+        let stop = async move { crate::shutdown::fired(&mut stop).await };
+        mnemo_channels::http1::serve(listener, router, stop).await;
     }))
 }
 

@@ -122,13 +122,10 @@ mod adapter {
             // Any path: the secret header, not the URL, is what proves a post
             // came from Telegram, and proxies often rewrite paths.
             let app = Router::new().fallback(post(deliver)).with_state(self.intake.clone());
-            let server = axum::serve(listener, app).into_future();
+            let server = mnemo_channels::http1::serve(listener, app, std::future::pending());
             tokio::select! {
                 received = self.channel.receive(inbox, shutdown) => received,
-                served = server => Err(failed(match served {
-                    Ok(()) => "the webhook server stopped".into(),
-                    Err(e) => format!("the webhook server failed: {e}"),
-                })),
+                () = server => Err(failed("the webhook server stopped".into())),
             }
         }
 

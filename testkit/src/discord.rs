@@ -135,6 +135,7 @@ impl FakeDiscord {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
+        #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await });
         FakeDiscord { inner }
     }

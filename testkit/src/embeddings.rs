@@ -94,6 +94,7 @@ impl FakeEmbeddings {
             .with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         (fake, url)
     }

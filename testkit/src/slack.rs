@@ -74,6 +74,7 @@ impl FakeSlack {
             .route("/upload/{file}", post(upload))
             .route("/respond/{id}", post(respond))
             .with_state(inner.clone());
+        #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.expect("fake slack serves") });
         FakeSlack {
             api_url: format!("http://{addr}/api"),

@@ -128,6 +128,7 @@ impl FakeBotApi {
         let app = Router::new()
             .route("/{token}/{method}", post(handle))
             .with_state(api.clone());
+        #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         api
     }

@@ -58,6 +58,7 @@ impl FakeServer {
         let app = axum::Router::new().fallback(answer).with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         FakeServer { addr, seen }
     }

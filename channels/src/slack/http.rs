@@ -78,10 +78,7 @@ pub(super) async fn run(
             _ = inbox.closed() => {}
         }
     };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(|e| fail(format!("the Events API server failed: {e}")))?;
+    crate::http1::serve(listener, app, stop).await;
     tracing::info!("slack: Events API stopped");
     Ok(())
 }
