@@ -61,8 +61,8 @@ pub(crate) enum Failure {
 /// A Bot API method whose answer, the `Message` sent or edited, is read
 /// for its `message_id` only. teloxide reads that `Message` whole (sender,
 /// chat, entities: its flattened enums buffer every field before deciding),
-/// which cost about as much CPU as the rest of the request (BENCHMARKS.md,
-/// `mnemo run`); mnemo needs the id to edit a live reply, nothing else.
+/// which cost about as much CPU as the rest of the request (BENCHMARKS-JOURNAL.md,
+/// fifth session); mnemo needs the id to edit a live reply, nothing else.
 /// Errors (`ok: false`, flood control) are read as for any method.
 #[derive(Clone, Serialize)]
 #[serde(transparent)]
