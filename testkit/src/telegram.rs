@@ -33,6 +33,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
+mod payloads;
+pub use payloads::{
+    blocked_by_user, bot_user, chat, sticker_message, text_message, too_many_requests, topic_message, user,
+};
+
 /// The token the fake accepts (any other gets Telegram's 404).
 pub const TOKEN: &str = "4242:AAtest-SECRET_token";
 pub const BOT_ID: u64 = 4242;
@@ -564,57 +569,4 @@ async fn read_multipart(mut form: Multipart) -> (Value, Option<(String, Vec<u8>)
 fn reply(status: u16, body: String) -> Response {
     let status = StatusCode::from_u16(status).unwrap();
     (status, [("content-type", "application/json")], body).into_response()
-}
-
-/// The bot as a `from` field.
-pub fn bot_user() -> Value {
-    json!({ "id": BOT_ID, "is_bot": true, "first_name": "Mnemo", "username": BOT_USERNAME })
-}
-
-/// A person as a `from` field.
-pub fn user(id: i64, first_name: &str) -> Value {
-    json!({ "id": id, "is_bot": false, "first_name": first_name })
-}
-
-/// A chat object: private for positive ids, a forum supergroup otherwise.
-pub fn chat(id: i64) -> Value {
-    if id > 0 {
-        json!({ "id": id, "type": "private", "first_name": "Someone" })
-    } else {
-        json!({ "id": id, "type": "supergroup", "title": "Team", "is_forum": true })
-    }
-}
-
-/// A text message from `from` in chat `chat_id`.
-pub fn text_message(chat_id: i64, from: Value, text: &str) -> Value {
-    json!({ "chat": chat(chat_id), "from": from, "text": text })
-}
-
-/// A message in forum topic `thread` of group `chat_id`.
-pub fn topic_message(chat_id: i64, thread: i64, from: Value, text: &str) -> Value {
-    let mut message = text_message(chat_id, from, text);
-    message["is_topic_message"] = json!(true);
-    message["message_thread_id"] = json!(thread);
-    message
-}
-
-/// A sticker without a caption.
-pub fn sticker_message(chat_id: i64, from: Value) -> Value {
-    json!({
-        "chat": chat(chat_id), "from": from,
-        "sticker": { "file_id": "s", "file_unique_id": "u", "type": "regular", "width": 512, "height": 512,
-                     "is_animated": false, "is_video": false },
-    })
-}
-
-/// Telegram's flood-control answer.
-pub fn too_many_requests(retry_after: u64) -> String {
-    json!({ "ok": false, "error_code": 429, "description": format!("Too Many Requests: retry after {retry_after}"),
-            "parameters": { "retry_after": retry_after } })
-    .to_string()
-}
-
-/// Telegram's answer when the user blocked the bot.
-pub fn blocked_by_user() -> String {
-    json!({ "ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user" }).to_string()
 }
