@@ -23,6 +23,20 @@
 //! document passed over could not have entered the top — the property test
 //! below compares with scoring every document, score for score.
 //!
+//! *Bounded*: a search walks at most [`WALK_BUDGET`] steps (a document
+//! scored, or a range passed over by its bound). Where the bounds cannot
+//! separate the candidates — a query whose words are common across a long
+//! history and whose documents score alike, the pathological case of
+//! dynamic pruning — an exact walk would score tens of thousands of them
+//! on every turn (30 ms at 10⁶ messages: BENCHMARKS.md, "Growth with
+//! history"). Past the budget the walk stops: the hits are then the exact
+//! top of every document newer than where it stopped, so a turn's cost no
+//! longer grows with the history, and what is given up is the choice among
+//! older documents that the newer ones already match as well as the bounds
+//! can tell. A query with a rare word never gets near the budget: MaxScore
+//! leaves the common words only adding, and the rare word's few postings
+//! are the walk.
+//!
 //! Pure CPU over [`Bm25`]; no I/O, no allocation proportional to the
 //! index (a turn's queries share one [`Scratch`]).
 
@@ -39,6 +53,11 @@ const B: f32 = 0.75;
 /// score is monotone in the count, but its float rounding need not be, by
 /// a few units in the last place (~5·10⁻⁷); this covers them.
 const SLACK: f32 = 1e-5;
+
+/// The most steps one search walks (see the module doc): a few
+/// milliseconds at most, and more than a history of 10⁴ messages needs
+/// for any query (a step per document).
+pub const WALK_BUDGET: u32 = 4096;
 
 /// Kept between a turn's searches: the top so far and the sorted skips.
 #[derive(Debug, Default)]
@@ -157,12 +176,34 @@ impl Bm25 {
     }
 
     /// [`Bm25::search`] reusing `scratch` (one per turn), leaving out the
-    /// documents `skip` names (in any order).
+    /// documents `skip` names (in any order), within [`WALK_BUDGET`].
     pub fn search_with(&self, scratch: &mut Scratch, query: &[(String, f32)], limit: usize, skip: &[u32]) -> Vec<Hit> {
+        let (hits, stopped) = self.walk(scratch, query, limit, skip, WALK_BUDGET);
+        if let Some(before) = stopped {
+            tracing::debug!(
+                docs = self.live_docs,
+                newer = self.lens.len() - before as usize - 1,
+                "recall search stopped at its budget; the hits are the best of the newer documents"
+            );
+        }
+        hits
+    }
+
+    /// The search itself, in at most `budget` steps. Beside the hits, the
+    /// document it stopped at when the budget ran out: the hits are then
+    /// exact over the documents newer than that one (`None`: over all).
+    fn walk(
+        &self,
+        scratch: &mut Scratch,
+        query: &[(String, f32)],
+        limit: usize,
+        skip: &[u32],
+        budget: u32,
+    ) -> (Vec<Hit>, Option<u32>) {
         scratch.top.clear();
         scratch.skip.clear();
         if self.live_docs == 0 || query.is_empty() || limit == 0 {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         scratch.skip.extend_from_slice(skip);
         scratch.skip.sort_unstable();
@@ -213,7 +254,14 @@ impl Bm25 {
                 .filter_map(|(c, _)| c.current())
                 .max()
         };
+        let (mut steps, mut stopped) = (0, None);
         while let Some(doc) = next(&terms, &essential) {
+            if steps == budget {
+                // Every document newer than `doc` is decided.
+                stopped = Some(doc);
+                break;
+            }
+            steps += 1;
             if let Some(floor) = floor {
                 // The block peaks at `doc` bound every document in
                 // `[from, doc]`: skip them all if even that cannot win.
@@ -284,7 +332,7 @@ impl Bm25 {
         }
         let mut hits: Vec<Hit> = scratch.top.drain().map(|w| w.0).collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
-        hits
+        (hits, stopped)
     }
 }
 
@@ -298,8 +346,21 @@ mod tests {
     /// The oracle: every live document not skipped, scored term by term in
     /// query order, best first (ties to the newer), the first `limit`.
     fn exhaustive(index: &Bm25, query: &[(String, f32)], limit: usize, skip: &[u32]) -> Vec<Hit> {
+        exhaustive_newer(index, query, limit, skip, None)
+    }
+
+    /// [`exhaustive`] over the documents newer than `than` only (all with
+    /// `None`): what a walk that stopped there must return.
+    fn exhaustive_newer(
+        index: &Bm25,
+        query: &[(String, f32)],
+        limit: usize,
+        skip: &[u32],
+        than: Option<u32>,
+    ) -> Vec<Hit> {
         let norm = Norm::of(index);
-        let mut all: Vec<Hit> = (0..index.lens.len() as u32)
+        let oldest = than.map_or(0, |t| t + 1);
+        let mut all: Vec<Hit> = (oldest..index.lens.len() as u32)
             .filter(|&id| index.lens[id as usize] != DEAD && !skip.contains(&id))
             .map(|id| {
                 let mut score = 0f32;
@@ -365,6 +426,20 @@ mod tests {
         query: &[(usize, f32)],
         limit: usize,
     ) -> Result<(), TestCaseError> {
+        same_as_exhaustive_within(docs, word, removed, skipped, query, limit, WALK_BUDGET)
+    }
+
+    /// [`same_as_exhaustive`] for a walk of at most `budget` steps: where
+    /// it stopped, the same as scoring every newer document.
+    fn same_as_exhaustive_within(
+        docs: &[Vec<usize>],
+        word: impl Fn(usize) -> String,
+        removed: &[prop::sample::Index],
+        skipped: &[prop::sample::Index],
+        query: &[(usize, f32)],
+        limit: usize,
+        budget: u32,
+    ) -> Result<(), TestCaseError> {
         let mut index = Bm25::default();
         for (k, words) in docs.iter().enumerate() {
             let text = words.iter().map(|&n| word(n)).collect::<Vec<_>>().join(" ");
@@ -379,8 +454,8 @@ mod tests {
         let mut scratch = Scratch::default();
         // Twice with one scratch: a reused scratch must start clean.
         for _ in 0..2 {
-            let fast = index.search_with(&mut scratch, &query, limit, &skip);
-            let slow = exhaustive(&index, &query, limit, &skip);
+            let (fast, stopped) = index.walk(&mut scratch, &query, limit, &skip, budget);
+            let slow = exhaustive_newer(&index, &query, limit, &skip, stopped);
             let bits = |hits: &[Hit]| hits.iter().map(|h| (h.doc, h.score.to_bits())).collect::<Vec<_>>();
             prop_assert_eq!(bits(&fast), bits(&slow));
         }
@@ -412,5 +487,43 @@ mod tests {
             // Five words, one to three a document: most scores are equal.
             same_as_exhaustive(&docs, |n| format!("w{n}"), &removed, &skipped, &query, limit)?;
         }
+
+        #[test]
+        fn a_walk_cut_short_is_exact_over_the_documents_newer_than_its_stop(
+            docs in prop::collection::vec(prop::collection::vec(0usize..40, 1..12), 1..400),
+            removed in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
+            skipped in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            query in prop::collection::vec((0usize..40, prop_oneof![Just(0.2f32), Just(1.0), 0.1f32..1.0]), 1..8),
+            limit in 1usize..30,
+            budget in 0u32..300,
+        ) {
+            same_as_exhaustive_within(&docs, |n| format!("w{}", n * n / 40), &removed, &skipped, &query, limit, budget)?;
+        }
+    }
+
+    #[test]
+    fn a_history_of_look_alikes_costs_a_search_no_more_than_its_budget() {
+        // Every document holds the query's words and scores like the
+        // others, but for a length the block bounds cannot see past (the
+        // bench's seeded history, in small): no bound separates them.
+        let mut index = Bm25::default();
+        for k in 0..20_000u64 {
+            let text = if k % 2 == 0 {
+                format!("why did the build fail on step s{}", k % 3)
+            } else {
+                format!("step s{} rebuilt", k % 3)
+            };
+            index.add(k, at(1), Source::User, text);
+        }
+        let query = q("build s1");
+        let (hits, stopped) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
+        let stopped = stopped.expect("the walk reaches its budget");
+        assert_eq!(hits, exhaustive_newer(&index, &query, 24, &[], Some(stopped)));
+        // The best are found all the same: the newest documents holding both words.
+        assert_eq!(hits.len(), 24);
+        assert!(
+            hits.iter()
+                .all(|h| index.doc(h.doc).text.contains("build") && index.doc(h.doc).text.contains("s1"))
+        );
     }
 }
