@@ -8,9 +8,9 @@
 //! - [`in_background`]: mnemo's background threads, at a lower scheduling
 //!   priority ([`BACKGROUND_NICE`] on Linux), for work no turn waits on:
 //!   compaction's log read, summary, archive and their fsyncs. When the
-//!   cores are busy with turns, a fold yields its core to a turn instead
-//!   of sharing it, so a turn that lands beside a fold is not slowed by it
-//!   (BENCHMARKS.md: the later turns' p99). When the cores are idle the
+//!   cores are busy with turns, a fold gets a small share of them (but a
+//!   turn that wakes beside a running fold may still wait out the fold's
+//!   slice: see [`BACKGROUND_NICE`]). When the cores are idle the
 //!   background runs at full speed.
 //!
 //! A panic in the work is re-raised in the caller, as if it had run inline.
@@ -36,8 +36,11 @@ pub const BACKGROUND_THREADS: usize = 4;
 
 /// The nice value of the background threads (Linux; elsewhere they run at
 /// the process's priority). At 10 a background thread gets about a tenth
-/// of a core a turn wants, and the scheduler hands the core to a waking
-/// turn at once.
+/// of a core a turn wants. It does not make a waking turn take the core
+/// at once: under EEVDF the running thread keeps its slice (up to ~0.7 ms)
+/// whatever the nice values. `SCHED_IDLE`, which would, starves the folds
+/// when the cores are busy for long (BENCHMARKS-JOURNAL.md, seventh
+/// session).
 pub const BACKGROUND_NICE: i32 = 10;
 
 /// Runs `work` on a background thread (see the module doc). The work runs
