@@ -24,18 +24,22 @@
 //! below compares with scoring every document, score for score.
 //!
 //! *Bounded*: a search walks at most [`WALK_BUDGET`] steps (a document
-//! scored, or a range passed over by its bound). Where the bounds cannot
-//! separate the candidates — a query whose words are common across a long
-//! history and whose documents score alike, the pathological case of
-//! dynamic pruning — an exact walk would score tens of thousands of them
-//! on every turn (30 ms at 10⁶ messages: BENCHMARKS.md, "Growth with
-//! history"). Past the budget the walk stops: the hits are then the exact
-//! top of every document newer than where it stopped, so a turn's cost no
-//! longer grows with the history, and what is given up is the choice among
-//! older documents that the newer ones already match as well as the bounds
-//! can tell. A query with a rare word never gets near the budget: MaxScore
-//! leaves the common words only adding, and the rare word's few postings
-//! are the walk.
+//! scored, or a range passed over by its bound) before it narrows. Where
+//! the bounds cannot separate the candidates — a query whose words are
+//! common across a long history and whose documents score alike, the
+//! pathological case of dynamic pruning — an exact walk would score tens
+//! of thousands of them on every turn (30 ms at 10⁶ messages:
+//! BENCHMARKS.md, "Growth with history"). Past the budget only the
+//! query's strongest words (highest bound first: its rarest) whose
+//! postings left fit in one budget more still name candidates; the others
+//! only add to them. So the hits are exact over every document newer than
+//! where the budget ran out and, older than that, over the documents
+//! holding one of those words: an old message found by a rare word is
+//! still found, and what is given up is the choice among older documents
+//! that hold only common words, which the newer ones match as well as the
+//! bounds can tell. A search costs at most two budgets whatever the
+//! history (the second is checked too, and stops the walk if it runs
+//! out).
 //!
 //! Pure CPU over [`Bm25`]; no I/O, no allocation proportional to the
 //! index (a turn's queries share one [`Scratch`]).
@@ -54,9 +58,10 @@ const B: f32 = 0.75;
 /// a few units in the last place (~5·10⁻⁷); this covers them.
 const SLACK: f32 = 1e-5;
 
-/// The most steps one search walks (see the module doc): 1–2 ms at the
-/// 100–500 ns a step costs at 10⁶ messages. A walk takes at most a step
-/// per document, so an owner with fewer documents is never cut short.
+/// The most steps one search walks before it narrows, and again after
+/// (see the module doc): 1–2 ms at the 100–500 ns a step costs at 10⁶
+/// messages. A walk takes at most a step per document, so an owner with
+/// fewer documents is never cut short.
 pub const WALK_BUDGET: u32 = 4096;
 
 /// Kept between a turn's searches: the top so far and the sorted skips.
@@ -129,6 +134,7 @@ impl Norm {
 
 /// One query term's walk through its postings, from the newest down.
 struct Cursor<'a> {
+    term: &'a str,
     list: &'a Postings,
     ids: &'a [u32],
     tfs: &'a [u16],
@@ -178,20 +184,21 @@ impl Bm25 {
     /// [`Bm25::search`] reusing `scratch` (one per turn), leaving out the
     /// documents `skip` names (in any order), within [`WALK_BUDGET`].
     pub fn search_with(&self, scratch: &mut Scratch, query: &[(String, f32)], limit: usize, skip: &[u32]) -> Vec<Hit> {
-        let (hits, stopped) = self.walk(scratch, query, limit, skip, WALK_BUDGET);
-        if let Some(before) = stopped {
+        let (hits, cut) = self.walk(scratch, query, limit, skip, WALK_BUDGET);
+        if let Some(cut) = cut {
             tracing::debug!(
                 docs = self.live_docs,
-                newer = self.lens.len() - before as usize - 1,
-                "recall search stopped at its budget; the hits are the best of the newer documents"
+                newer = self.lens.len() - cut.at as usize - 1,
+                through = cut.through.len(),
+                stopped = cut.stopped.is_some(),
+                "recall search reached its budget; older documents were searched through the query's rarest words only"
             );
         }
         hits
     }
 
-    /// The search itself, in at most `budget` steps. Beside the hits, the
-    /// document it stopped at when the budget ran out: the hits are then
-    /// exact over the documents newer than that one (`None`: over all).
+    /// The search itself, in at most twice `budget` steps: the hits, and
+    /// where the walk was cut short (`None`: it was exact over everything).
     fn walk(
         &self,
         scratch: &mut Scratch,
@@ -199,7 +206,7 @@ impl Bm25 {
         limit: usize,
         skip: &[u32],
         budget: u32,
-    ) -> (Vec<Hit>, Option<u32>) {
+    ) -> (Vec<Hit>, Option<Cut>) {
         scratch.top.clear();
         scratch.skip.clear();
         if self.live_docs == 0 || query.is_empty() || limit == 0 {
@@ -215,6 +222,7 @@ impl Bm25 {
                 let list = self.postings.get(term.as_str())?;
                 let weight = self.idf(term) * weight;
                 (weight > 0.0).then(|| Cursor {
+                    term: term.as_str(),
                     list,
                     ids: list.ids(),
                     tfs: list.tfs(),
@@ -254,12 +262,37 @@ impl Bm25 {
                 .filter_map(|(c, _)| c.current())
                 .max()
         };
-        let (mut steps, mut stopped) = (0, None);
+        let (mut steps, mut cut) = (0, None::<Cut>);
         while let Some(doc) = next(&terms, &essential) {
             if steps == budget {
                 // Every document newer than `doc` is decided.
-                stopped = Some(doc);
-                break;
+                if let Some(cut) = cut.as_mut() {
+                    cut.stopped = Some(doc);
+                    break;
+                }
+                // From here on only the strongest words whose postings
+                // left fit in a budget anew still name candidates (the
+                // others add to them).
+                let mut by_strength: Vec<usize> = (0..terms.len()).filter(|&t| essential[t]).collect();
+                by_strength.sort_by(|&a, &b| terms[b].bound.total_cmp(&terms[a].bound).then(a.cmp(&b)));
+                let (mut through, mut left) = (Vec::new(), 0usize);
+                for t in by_strength {
+                    let ahead = terms[t].end;
+                    if ahead > 0 && left + ahead <= budget as usize {
+                        left += ahead;
+                        through.push(t);
+                    }
+                }
+                for (t, essential) in essential.iter_mut().enumerate() {
+                    *essential &= through.contains(&t);
+                }
+                cut = Some(Cut {
+                    at: doc,
+                    through: through.iter().map(|&t| terms[t].term.to_string()).collect(),
+                    stopped: None,
+                });
+                steps = 0;
+                continue;
             }
             steps += 1;
             if let Some(floor) = floor {
@@ -332,8 +365,19 @@ impl Bm25 {
         }
         let mut hits: Vec<Hit> = scratch.top.drain().map(|w| w.0).collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
-        (hits, stopped)
+        (hits, cut)
     }
+}
+
+/// Where a walk reached its budget (see the module doc). Documents newer
+/// than `at` were all looked at; from `at` down only those holding one of
+/// the words `through` were candidates, down to `stopped` if the budget
+/// ran out again.
+#[derive(Debug, Clone, PartialEq)]
+struct Cut {
+    at: u32,
+    through: Vec<String>,
+    stopped: Option<u32>,
 }
 
 #[cfg(test)]
@@ -346,22 +390,31 @@ mod tests {
     /// The oracle: every live document not skipped, scored term by term in
     /// query order, best first (ties to the newer), the first `limit`.
     fn exhaustive(index: &Bm25, query: &[(String, f32)], limit: usize, skip: &[u32]) -> Vec<Hit> {
-        exhaustive_newer(index, query, limit, skip, None)
+        exhaustive_within(index, query, limit, skip, None)
     }
 
-    /// [`exhaustive`] over the documents newer than `than` only (all with
-    /// `None`): what a walk that stopped there must return.
-    fn exhaustive_newer(
+    /// [`exhaustive`] over the documents a walk `cut` there looked at (all
+    /// with `None`): what it must return.
+    fn exhaustive_within(
         index: &Bm25,
         query: &[(String, f32)],
         limit: usize,
         skip: &[u32],
-        than: Option<u32>,
+        cut: Option<&Cut>,
     ) -> Vec<Hit> {
         let norm = Norm::of(index);
-        let oldest = than.map_or(0, |t| t + 1);
-        let mut all: Vec<Hit> = (oldest..index.lens.len() as u32)
-            .filter(|&id| index.lens[id as usize] != DEAD && !skip.contains(&id))
+        let looked_at = |id: u32| {
+            let Some(cut) = cut else { return true };
+            let holds = |term: &String| {
+                index
+                    .postings
+                    .get(term.as_str())
+                    .is_some_and(|list| list.ids().binary_search(&id).is_ok())
+            };
+            id > cut.at || (cut.through.iter().any(holds) && cut.stopped.is_none_or(|s| id > s))
+        };
+        let mut all: Vec<Hit> = (0..index.lens.len() as u32)
+            .filter(|&id| index.lens[id as usize] != DEAD && !skip.contains(&id) && looked_at(id))
             .map(|id| {
                 let mut score = 0f32;
                 for (term, weight) in query {
@@ -454,8 +507,8 @@ mod tests {
         let mut scratch = Scratch::default();
         // Twice with one scratch: a reused scratch must start clean.
         for _ in 0..2 {
-            let (fast, stopped) = index.walk(&mut scratch, &query, limit, &skip, budget);
-            let slow = exhaustive_newer(&index, &query, limit, &skip, stopped);
+            let (fast, cut) = index.walk(&mut scratch, &query, limit, &skip, budget);
+            let slow = exhaustive_within(&index, &query, limit, &skip, cut.as_ref());
             let bits = |hits: &[Hit]| hits.iter().map(|h| (h.doc, h.score.to_bits())).collect::<Vec<_>>();
             prop_assert_eq!(bits(&fast), bits(&slow));
         }
@@ -493,13 +546,37 @@ mod tests {
     }
 
     #[test]
+    fn past_the_budget_the_rarest_word_still_finds_the_oldest_document() {
+        let mut index = Bm25::default();
+        index.add(0, at(1), Source::User, "my dentist is doctor felix".into());
+        for k in 1..40_000u64 {
+            let text = if k % 2 == 0 {
+                format!("why did the build fail on step s{}", k % 3)
+            } else {
+                format!("step s{} rebuilt", k % 3)
+            };
+            index.add(k, at(1), Source::User, text);
+        }
+        let query = q("build s1 felix");
+        let (hits, cut) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
+        let cut = cut.expect("the walk reaches its budget");
+        assert_eq!(cut.through, ["felix"]);
+        assert_eq!(cut.stopped, None, "felix's one posting is well within a second budget");
+        assert_eq!(
+            hits[0].doc, 0,
+            "the oldest document, the only one with the rarest word, ranks first"
+        );
+        assert_eq!(hits, exhaustive_within(&index, &query, 24, &[], Some(&cut)));
+    }
+
+    #[test]
     fn a_history_of_look_alikes_costs_a_search_no_more_than_its_budget() {
         // The documents holding both query words all score alike, and the
         // shorter ones holding one of them lift every block's bound past
         // that tie (the bench's seeded history, in small): no bound
         // separates the candidates.
         let mut index = Bm25::default();
-        for k in 0..20_000u64 {
+        for k in 0..40_000u64 {
             let text = if k % 2 == 0 {
                 format!("why did the build fail on step s{}", k % 3)
             } else {
@@ -508,9 +585,12 @@ mod tests {
             index.add(k, at(1), Source::User, text);
         }
         let query = q("build s1");
-        let (hits, stopped) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
-        let stopped = stopped.expect("the walk reaches its budget");
-        assert_eq!(hits, exhaustive_newer(&index, &query, 24, &[], Some(stopped)));
+        let (hits, cut) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
+        let cut = cut.expect("the walk reaches its budget");
+        // One word was naming candidates by then (`build` only adds), and
+        // its postings left do not fit another budget: the walk ends.
+        assert!(cut.through.is_empty(), "{cut:?}");
+        assert_eq!(hits, exhaustive_within(&index, &query, 24, &[], Some(&cut)));
         // The best are found all the same: the newest documents holding both words.
         assert_eq!(hits.len(), 24);
         assert!(
