@@ -545,11 +545,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn past_the_budget_the_rarest_word_still_finds_the_oldest_document() {
-        let mut index = Bm25::default();
-        index.add(0, at(1), Source::User, "my dentist is doctor felix".into());
-        for k in 1..40_000u64 {
+    /// The bench's seeded history, in small: the documents holding both
+    /// `build` and `s1` all score alike, and the shorter ones holding `s1`
+    /// alone lift every block's bound past that tie, so no bound separates
+    /// the candidates.
+    fn add_look_alikes(index: &mut Bm25, keys: std::ops::Range<u64>) {
+        for k in keys {
             let text = if k % 2 == 0 {
                 format!("why did the build fail on step s{}", k % 3)
             } else {
@@ -557,6 +558,13 @@ mod tests {
             };
             index.add(k, at(1), Source::User, text);
         }
+    }
+
+    #[test]
+    fn past_the_budget_the_rarest_word_still_finds_the_oldest_document() {
+        let mut index = Bm25::default();
+        index.add(0, at(1), Source::User, "my dentist is doctor felix".into());
+        add_look_alikes(&mut index, 1..40_000);
         let query = q("build s1 felix");
         let (hits, cut) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
         let cut = cut.expect("the walk reaches its budget");
@@ -571,19 +579,8 @@ mod tests {
 
     #[test]
     fn a_history_of_look_alikes_costs_a_search_no_more_than_its_budget() {
-        // The documents holding both query words all score alike, and the
-        // shorter ones holding one of them lift every block's bound past
-        // that tie (the bench's seeded history, in small): no bound
-        // separates the candidates.
         let mut index = Bm25::default();
-        for k in 0..40_000u64 {
-            let text = if k % 2 == 0 {
-                format!("why did the build fail on step s{}", k % 3)
-            } else {
-                format!("step s{} rebuilt", k % 3)
-            };
-            index.add(k, at(1), Source::User, text);
-        }
+        add_look_alikes(&mut index, 0..40_000);
         let query = q("build s1");
         let (hits, cut) = index.walk(&mut Scratch::default(), &query, 24, &[], WALK_BUDGET);
         let cut = cut.expect("the walk reaches its budget");
