@@ -12,8 +12,9 @@
 //! user's memory deletes their index ([`Recall::forget`]). Code map:
 //! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
 //! `postings` (one term's postings and their block bounds), `score` (the
-//! exact top-k with pruning, within a bounded walk), `store` (a user's index on disk: load, catch
-//! up, rebuild) and `line` (its line format), `sources`
+//! exact top-k with pruning, within a bounded walk), `store` (a user's
+//! index on disk: load, catch up, rebuild) and `line` (its line format),
+//! `sources`
 //! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`

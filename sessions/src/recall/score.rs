@@ -513,7 +513,7 @@ mod tests {
             query in prop::collection::vec((0usize..40, prop_oneof![Just(0.2f32), Just(1.0), 0.1f32..1.0]), 1..8),
             limit in 1usize..30,
             // Mostly more than any walk here takes; else a walk cut short,
-            // which must be exact over the documents newer than its stop.
+            // which must be exact over the documents it looked at.
             budget in prop_oneof![3 => Just(WALK_BUDGET), 1 => 0u32..300],
         ) {
             // A skewed vocabulary: low word numbers are common.
