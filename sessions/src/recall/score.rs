@@ -6,9 +6,10 @@
 //! [`super::postings`]: each term's peak over its whole list, and each
 //! block's peak over its 64 postings.
 //! - *MaxScore*: terms are ordered by their bound; once the `limit`-th best
-//!   score so far is at least what the weakest terms together could give,
-//!   those terms no longer name candidates, they only add to documents the
-//!   others found (looked up by galloping search in their postings).
+//!   score so far is at least what the weakest term and every term already
+//!   only adding could give together, it no longer names candidates either:
+//!   it only adds to documents the others found (looked up by galloping
+//!   search in their postings).
 //! - *Block-max*: before a candidate is scored, the block peaks around it
 //!   bound every document from the start of those blocks up to it; if that
 //!   bound cannot beat the `limit`-th best, the whole range is skipped.
@@ -32,7 +33,8 @@
 //! BENCHMARKS.md, "Growth with history"). Past the budget only the
 //! query's strongest words (highest bound first: its rarest) whose
 //! postings left fit in one budget more still name candidates; the others
-//! only add to them. So the hits are exact over every document newer than
+//! only add to them (and count as adding when MaxScore weighs whether one
+//! of those words may stop naming candidates too). So the hits are exact over every document newer than
 //! where the budget ran out and, older than that, over the documents
 //! holding one of those words: an old message found by a rare word is
 //! still found, and what is given up is the choice among older documents
@@ -232,25 +234,27 @@ impl Bm25 {
                 })
             })
             .collect();
-        // Weakest first; `enough[p]`: what a document holding only the
-        // first `p` of them could score at most.
+        // Weakest first: the order in which terms stop naming candidates.
         let mut weakest: Vec<usize> = (0..terms.len()).collect();
         weakest.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
-        let enough: Vec<f32> = (0..=terms.len())
-            .map(|p| {
-                let mut first = vec![false; terms.len()];
-                weakest[..p].iter().for_each(|&t| first[t] = true);
-                terms
-                    .iter()
-                    .zip(&first)
-                    .filter(|(_, f)| **f)
-                    .map(|(c, _)| c.bound)
-                    .fold(0.0, |a, b| a + b)
-            })
-            .collect();
         // Terms that may still name a candidate; the others only add.
         let mut essential = vec![true; terms.len()];
         let mut passed = 0;
+        // What a document holding none of the terms that would still name
+        // candidates were `t` to stop could score at most: the bounds of
+        // every term that only adds, and `t`'s. Every such term counts,
+        // not just the weakest: past a cut the words left out of `through`
+        // only add too, and a document holding one of them beside a
+        // `through` word is still a candidate.
+        let idle_with = |terms: &[Cursor], essential: &[bool], t: usize| {
+            terms
+                .iter()
+                .zip(essential)
+                .enumerate()
+                .filter(|&(i, (_, e))| !*e || i == t)
+                .map(|(_, (c, _))| c.bound)
+                .fold(0.0, |a, b| a + b)
+        };
         let mut floor: Option<f32> = None;
         let mut skip_end = scratch.skip.len();
         // The newest document an essential term still holds is next.
@@ -350,8 +354,11 @@ impl Bm25 {
                         && let Some(worst) = scratch.top.peek()
                     {
                         floor = Some(worst.0.score);
-                        while passed < terms.len() && enough[passed + 1] <= worst.0.score {
-                            essential[weakest[passed]] = false;
+                        while let Some(&t) = weakest.get(passed) {
+                            if essential[t] && idle_with(&terms, &essential, t) > worst.0.score {
+                                break;
+                            }
+                            essential[t] = false;
                             passed += 1;
                         }
                     }
@@ -563,6 +570,37 @@ mod tests {
             "the oldest document, the only one with the rarest word, ranks first"
         );
         assert_eq!(hits, exhaustive_within(&index, &query, 24, &[], Some(&cut)));
+    }
+
+    #[test]
+    fn past_the_budget_a_weak_word_names_candidates_while_a_left_out_word_could_lift_them() {
+        // `build` is common and bounds higher than `felix`, so `felix`
+        // alone of the two fits the second budget and names candidates past
+        // the cut. Once the newer `felix build` scores, `felix`'s bound
+        // alone cannot beat it, but with `build`'s beside it can: the
+        // shorter, older `felix build` must be found. (`felix`'s bound lies
+        // between a long `build` document's score and `build`'s bound, so
+        // neither word stops naming candidates before the cut.)
+        let mut index = Bm25::default();
+        index.add(0, at(1), Source::User, "felix build".into());
+        index.add(1, at(1), Source::User, "felix build pad pad pad".into());
+        for k in 2..1000 {
+            let text = if k % 2 == 0 {
+                "build pad pad pad pad pad pad pad pad pad"
+            } else {
+                "pad"
+            };
+            index.add(k, at(1), Source::User, text.into());
+        }
+        let query = vec![("felix".to_string(), 0.09), ("build".to_string(), 1.0)];
+        let (hits, cut) = index.walk(&mut Scratch::default(), &query, 1, &[], 2);
+        let cut = cut.expect("the walk reaches its budget");
+        assert_eq!(
+            (cut.through.as_slice(), cut.stopped),
+            (&["felix".to_string()][..], None)
+        );
+        assert_eq!(hits, exhaustive_within(&index, &query, 1, &[], Some(&cut)));
+        assert_eq!(hits[0].doc, 0, "the shorter `felix build` scores higher");
     }
 
     #[test]
