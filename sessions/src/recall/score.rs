@@ -239,22 +239,9 @@ impl Bm25 {
         weakest.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
         // Terms that may still name a candidate; the others only add.
         let mut essential = vec![true; terms.len()];
-        let mut passed = 0;
-        // What a document holding none of the terms that would still name
-        // candidates were `t` to stop could score at most: the bounds of
-        // every term that only adds, and `t`'s. Every such term counts,
-        // not just the weakest: past a cut the words left out of `through`
-        // only add too, and a document holding one of them beside a
-        // `through` word is still a candidate.
-        let idle_with = |terms: &[Cursor], essential: &[bool], t: usize| {
-            terms
-                .iter()
-                .zip(essential)
-                .enumerate()
-                .filter(|&(i, (_, e))| !*e || i == t)
-                .map(|(_, (c, _))| c.bound)
-                .fold(0.0, |a, b| a + b)
-        };
+        // `weakest[passed]` stops naming candidates once the `limit`-th
+        // best reaches `stop_at`.
+        let (mut passed, mut stop_at) = next_to_stop(&terms, &essential, &weakest, 0);
         let mut floor: Option<f32> = None;
         let mut skip_end = scratch.skip.len();
         // The newest document an essential term still holds is next.
@@ -290,6 +277,7 @@ impl Bm25 {
                 for (t, essential) in essential.iter_mut().enumerate() {
                     *essential &= through.contains(&t);
                 }
+                (passed, stop_at) = next_to_stop(&terms, &essential, &weakest, passed);
                 cut = Some(Cut {
                     at: doc,
                     through: through.iter().map(|&t| terms[t].term.to_string()).collect(),
@@ -354,12 +342,9 @@ impl Bm25 {
                         && let Some(worst) = scratch.top.peek()
                     {
                         floor = Some(worst.0.score);
-                        while let Some(&t) = weakest.get(passed) {
-                            if essential[t] && idle_with(&terms, &essential, t) > worst.0.score {
-                                break;
-                            }
-                            essential[t] = false;
-                            passed += 1;
+                        while stop_at <= worst.0.score {
+                            essential[weakest[passed]] = false;
+                            (passed, stop_at) = next_to_stop(&terms, &essential, &weakest, passed + 1);
                         }
                     }
                 }
@@ -374,6 +359,27 @@ impl Bm25 {
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
         (hits, cut)
     }
+}
+
+/// The first of `weakest[from..]` that still names candidates, and what a
+/// document holding none of the terms that would name them once it stopped
+/// could score at most: its bound and every adding term's, summed in query
+/// order as a score is. Every adding term counts, not just the weaker
+/// ones: past a cut the words left out of `through` only add too, and a
+/// document holding one of them beside a `through` word is a candidate
+/// still. `(terms.len(), ∞)` when no term is left to stop.
+fn next_to_stop(terms: &[Cursor], essential: &[bool], weakest: &[usize], from: usize) -> (usize, f32) {
+    let Some(at) = (from..weakest.len()).find(|&p| essential[weakest[p]]) else {
+        return (weakest.len(), f32::INFINITY);
+    };
+    let bound = terms
+        .iter()
+        .zip(essential)
+        .enumerate()
+        .filter(|&(t, (_, e))| !*e || t == weakest[at])
+        .map(|(_, (c, _))| c.bound)
+        .fold(0.0, |a, b| a + b);
+    (at, bound)
 }
 
 /// Where a walk reached its budget (see the module doc). Documents newer
