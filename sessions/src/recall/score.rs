@@ -34,12 +34,12 @@
 //! query's strongest words (highest bound first: its rarest) whose
 //! postings left fit in one budget more still name candidates; the others
 //! only add to them (and count as adding when MaxScore weighs whether one
-//! of those words may stop naming candidates too). So the hits are exact over every document newer than
-//! where the budget ran out and, older than that, over the documents
-//! holding one of those words: an old message found by a rare word is
-//! still found, and what is given up is the choice among older documents
-//! that hold only common words, which the newer ones match as well as the
-//! bounds can tell. A search costs at most two budgets whatever the
+//! of those words may stop naming candidates too). So the hits are exact
+//! over every document newer than where the budget ran out and, older
+//! than that, over the documents holding one of those words: an old
+//! message found by a rare word is still found, and what is given up is
+//! the choice among older documents that hold only common words, which
+//! the newer ones match as well as the bounds can tell. A search costs at most two budgets whatever the
 //! history (the second is checked too, and stops the walk if it runs
 //! out).
 //!
@@ -264,10 +264,8 @@ impl Bm25 {
                 // From here on only the strongest words whose postings
                 // left fit in a budget anew still name candidates (the
                 // others add to them).
-                let mut by_strength: Vec<usize> = (0..terms.len()).filter(|&t| essential[t]).collect();
-                by_strength.sort_by(|&a, &b| terms[b].bound.total_cmp(&terms[a].bound).then(a.cmp(&b)));
                 let (mut through, mut left) = (Vec::new(), 0usize);
-                for t in by_strength {
+                for &t in weakest.iter().rev().filter(|&&t| essential[t]) {
                     let ahead = terms[t].end;
                     if ahead > 0 && left + ahead <= budget as usize {
                         left += ahead;
