@@ -21,6 +21,7 @@ pub mod archive;
 pub mod config;
 pub mod context;
 pub mod locks;
+pub mod pending;
 pub mod session;
 pub mod stm;
 

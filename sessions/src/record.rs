@@ -42,6 +42,12 @@ pub struct Record {
     pub user_name: Option<String>,
 }
 
+impl AsRef<Record> for Record {
+    fn as_ref(&self) -> &Record {
+        self
+    }
+}
+
 /// Timestamps are written as RFC 3339 UTC with `Z` and at most millisecond
 /// precision (`2026-03-23T03:28:32Z`, `2026-03-23T03:28:32.120Z`), and read
 /// from any RFC 3339 form.

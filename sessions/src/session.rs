@@ -105,6 +105,17 @@ impl ContextView {
     }
 }
 
+/// What an append keeps and returns besides writing the record.
+#[derive(Clone, Copy, Debug)]
+enum Keep {
+    /// Nothing more.
+    Append,
+    /// Skip the record if its msg id is among the last `n` (a redelivery).
+    New(usize),
+    /// Return the view of the last `n` records after the append.
+    View(usize),
+}
+
 /// One channel's session states. Cheap to clone: clones share the states.
 #[derive(Clone)]
 pub struct Sessions {
@@ -162,7 +173,23 @@ impl Sessions {
     /// and says whether a fold is due at `now`. With `stm.fsync` on, the
     /// write and its fsync run on the blocking pool, not on an async worker.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
-        Ok(self.append_viewing(user, record, now, None).await?.0)
+        let (appended, _) = self.append_viewing(user, record, now, Keep::Append).await?;
+        Ok(appended.unwrap_or(Appended { fold_due: false }))
+    }
+
+    /// [`Sessions::append`] of a message as it arrives from a platform,
+    /// unless it is already among the user's last `keep` records: a
+    /// platform delivering again what it was never told was stored (the
+    /// process died between the store and the acknowledgement). `None`
+    /// for such a repeat, which is not written again.
+    pub async fn append_new(
+        &self,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+        keep: usize,
+    ) -> Result<Option<Appended>, SessionError> {
+        Ok(self.append_viewing(user, record, now, Keep::New(keep)).await?.0)
     }
 
     /// [`Sessions::append`], then the [`Sessions::context_view`] of the last
@@ -177,8 +204,11 @@ impl Sessions {
         now: DateTime<Utc>,
         n: usize,
     ) -> Result<(Appended, ContextView), SessionError> {
-        let (appended, view) = self.append_viewing(user, record, now, Some(n)).await?;
-        Ok((appended, view.unwrap_or_default()))
+        let (appended, view) = self.append_viewing(user, record, now, Keep::View(n)).await?;
+        Ok((
+            appended.unwrap_or(Appended { fold_due: false }),
+            view.unwrap_or_default(),
+        ))
     }
 
     async fn append_viewing(
@@ -186,8 +216,8 @@ impl Sessions {
         user: &SafeName,
         record: &Record,
         now: DateTime<Utc>,
-        view: Option<usize>,
-    ) -> Result<(Appended, Option<ContextView>), SessionError> {
+        view: Keep,
+    ) -> Result<(Option<Appended>, Option<ContextView>), SessionError> {
         let guard = self.stm().lock_log(user).await;
         if !self.stm().fsync() {
             return self.append_locked(&guard, user, record, now, view);
@@ -201,18 +231,27 @@ impl Sessions {
     }
 
     /// The append under the user's lock (blocking with `stm.fsync` on), and
-    /// the view of the last `view` records after it if asked for.
+    /// the view of the last records after it if asked for; `None` for a
+    /// repeat that `keep` said to skip.
     fn append_locked(
         &self,
         guard: &UserGuard,
         user: &SafeName,
         record: &Record,
         now: DateTime<Utc>,
-        view: Option<usize>,
-    ) -> Result<(Appended, Option<ContextView>), SessionError> {
+        keep: Keep,
+    ) -> Result<(Option<Appended>, Option<ContextView>), SessionError> {
         debug_assert!(guard.protects(self.layout().channel(), user));
-        let check = if view.is_some() { Check::Due(now) } else { Check::Log };
-        let mut state = self.checked_out(user, check, view.unwrap_or(0))?;
+        let (check, n, view) = match keep {
+            Keep::Append => (Check::Log, 0, None),
+            Keep::New(n) => (Check::Log, n, None),
+            Keep::View(n) => (Check::Due(now), n, Some(n)),
+        };
+        let mut state = self.checked_out(user, check, n)?;
+        if matches!(keep, Keep::New(_)) && state.recent.iter().any(|r| r.msg_id == record.msg_id) {
+            self.states().put(user.clone(), state);
+            return Ok((None, None));
+        }
         // On error `state` is dropped here: memory never runs ahead of disk.
         let written = state.write(self.stm(), user, record, &self.shared.budget)?;
         self.stm().sync_appended(user, &written.file, written.new_file)?;
@@ -222,7 +261,19 @@ impl Sessions {
         };
         let view = view.map(|n| view_of(&state, n));
         self.states().put(user.clone(), state);
-        Ok((appended, view))
+        Ok((Some(appended), view))
+    }
+
+    /// The view a turn reads for a message stored earlier (on intake): as
+    /// [`Sessions::append_then_view`] without the append, the summary and
+    /// profile looked at no more often than [`FILES_RECHECK`] (message
+    /// time `now`).
+    pub async fn turn_view(&self, user: &SafeName, n: usize, now: DateTime<Utc>) -> Result<ContextView, SessionError> {
+        let _guard = self.stm().lock_log(user).await;
+        let state = self.checked_out(user, Check::Due(now), n)?;
+        let view = view_of(&state, n);
+        self.states().put(user.clone(), state);
+        Ok(view)
     }
 
     /// The summary, profile and last `n` unfolded records of the user, from
