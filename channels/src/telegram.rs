@@ -5,7 +5,9 @@
 //!
 //! Layout: [`inbound`] decides what an update means, [`crate::format`]
 //! renders and splits replies as Telegram HTML, [`api`] calls the Bot API with the
-//! retry policy, [`polling`] and [`webhook`] bring updates in. The token
+//! retry policy, [`polling`] and [`webhook`] bring updates in, and each
+//! acknowledges an update to Telegram only once the broker took its
+//! message ([`unconfirmed`] keeps polling's books on that). The token
 //! never appears in a log line or an error (see [`api::redact`]); message
 //! text is never logged.
 
@@ -13,6 +15,7 @@ mod api;
 mod inbound;
 mod live;
 mod polling;
+mod unconfirmed;
 mod updates;
 mod webhook;
 
@@ -120,6 +123,9 @@ pub struct TelegramChannel {
     /// the group addressing rules need it.
     me: OnceLock<Me>,
     webhook: Option<Webhook>,
+    /// Polling mode: the updates handed to the broker and not yet taken,
+    /// which hold the `getUpdates` offset back (see [`polling`]).
+    unconfirmed: unconfirmed::Unconfirmed,
     /// Up after each answered `getMe`/`getUpdates`/webhook registration,
     /// down after a failed one: the broker's readiness reads it.
     link: Link,
@@ -163,6 +169,7 @@ impl TelegramChannel {
             poll_timeout: settings.poll_timeout,
             me: OnceLock::new(),
             webhook,
+            unconfirmed: unconfirmed::Unconfirmed::default(),
             link: Link::default(),
         })
     }
@@ -216,17 +223,6 @@ impl TelegramChannel {
         }
         tracing::info!(bot = %me.username, "telegram: connected");
         Ok(Some(me))
-    }
-
-    /// Hands one update to the broker, or answers it here (text only), or
-    /// skips it.
-    async fn deliver(&self, update: &Update, me: &Me, inbox: &mpsc::Sender<Inbound>) -> Result<(), ChannelError> {
-        let Some(message) = self.message_or_answer(update, inbound::route(update, me)) else {
-            return Ok(());
-        };
-        inbox.send(message).await.map_err(|_| ChannelError::InboxClosed {
-            channel: CHANNEL.into(),
-        })
     }
 
     /// The message `update` carries for the broker; an update without one
@@ -284,18 +280,27 @@ impl Channel for TelegramChannel {
     }
 
     /// Webhook mode: the delivery that brought `msg_id` is answered 200.
+    /// Polling: its update no longer holds the offset back.
     fn taken(&self, msg_id: &str) {
-        if let Some(webhook) = &self.webhook {
-            let _ = webhook.receipts.settle(msg_id, true);
+        match &self.webhook {
+            Some(webhook) => {
+                let _ = webhook.receipts.settle(msg_id, true);
+            }
+            None => {
+                let _ = self.unconfirmed.taken(msg_id);
+            }
         }
     }
 
     /// Webhook mode: the delivery that brought `msg_id` is answered 503,
-    /// and Telegram delivers it again.
+    /// and Telegram delivers it again. Polling: its update stays
+    /// unconfirmed and is handed over again after a pause (or, at
+    /// shutdown, by Telegram to the next process).
     fn not_taken(&self, msg_id: &str) -> bool {
-        self.webhook
-            .as_ref()
-            .is_some_and(|webhook| webhook.receipts.settle(msg_id, false))
+        match &self.webhook {
+            Some(webhook) => webhook.receipts.settle(msg_id, false),
+            None => self.unconfirmed.give_back(msg_id),
+        }
     }
 
     async fn probe(&self) -> Result<String, ChannelError> {

@@ -93,12 +93,199 @@ async fn polling_delivers_private_messages_in_order_and_confirms_them_at_shutdow
     let commands = api.wait_for_calls("setMyCommands", 1).await;
     assert_eq!(commands[0].params["commands"][0]["command"], "session");
 
+    bot.channel.taken(&one.msg_id);
+    bot.channel.taken(&two.msg_id);
     bot.stop().await.unwrap();
     assert_eq!(
         api.confirmed_offset(),
         first + 2,
         "both updates confirmed, so a restart does not repeat them"
     );
+}
+
+/// The offset of the latest `getUpdates` call: every update below it is
+/// confirmed to Telegram.
+fn latest_offset(api: &FakeBotApi) -> Option<i64> {
+    api.calls("getUpdates").last()?.params["offset"].as_i64()
+}
+
+/// Waits for `n` more `getUpdates` calls than `seen`: the latest one was
+/// asked with the books as they are now.
+async fn polls_after(api: &FakeBotApi, seen: usize, n: usize) {
+    api.wait_for_calls("getUpdates", seen + n).await;
+}
+
+fn ada_says(api: &FakeBotApi, text: &str) -> i64 {
+    api.push_message(fake_api::text_message(ADA, fake_api::user(ADA, "Ada"), text))
+}
+
+#[tokio::test]
+async fn polling_confirms_an_update_only_once_the_broker_took_it_and_never_past_one_it_has_not() {
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "one");
+    ada_says(&api, "two");
+    let mut bot = Running::start(settings(&api));
+    let one = bot.next().await;
+    let two = bot.next().await;
+
+    polls_after(&api, api.calls("getUpdates").len(), 2).await;
+    assert_eq!(latest_offset(&api), Some(first), "handed over is not yet safe");
+    assert_eq!(api.pending_updates(), 2, "a crash now loses nothing");
+
+    bot.channel.taken(&two.msg_id);
+    polls_after(&api, api.calls("getUpdates").len(), 2).await;
+    assert_eq!(
+        latest_offset(&api),
+        Some(first),
+        "the second was taken, but the first still holds the offset"
+    );
+
+    bot.channel.taken(&one.msg_id);
+    api.wait_until("both updates confirmed", || {
+        (latest_offset(&api) == Some(first + 2)).then_some(())
+    })
+    .await;
+    assert_eq!(api.pending_updates(), 0);
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_update_telegram_sends_again_while_the_broker_has_not_taken_it_is_not_handed_over_twice() {
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "one");
+    let mut bot = Running::start(settings(&api));
+    let one = bot.next().await;
+
+    let seen = api.calls("getUpdates").len();
+    polls_after(&api, seen, 3).await;
+    let again = &api.calls("getUpdates")[seen..];
+    assert!(
+        again.iter().all(|call| call.params["offset"].as_i64() == Some(first)),
+        "Telegram was asked for the untaken update again"
+    );
+    ada_says(&api, "two");
+    assert_eq!(bot.next().await.text, "two", "not `one` a second time");
+    bot.channel.taken(&one.msg_id);
+    api.wait_until("the first update confirmed", || {
+        (latest_offset(&api) > Some(first)).then_some(())
+    })
+    .await;
+    assert!(bot.inbox.try_recv().is_err(), "nothing handed over twice");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_update_the_broker_gives_back_is_handed_over_again_later_and_confirmed_only_once_taken() {
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "one");
+    let mut bot = Running::start(settings(&api));
+    let one = bot.next().await;
+
+    let given_back = std::time::Instant::now();
+    assert!(
+        bot.channel.not_taken(&one.msg_id),
+        "Telegram will deliver it again: the user need not resend it"
+    );
+    let again = bot.next().await;
+    assert_eq!(
+        (again.msg_id.as_str(), again.text.as_str()),
+        (one.msg_id.as_str(), "one")
+    );
+    assert!(
+        given_back.elapsed() >= Duration::from_secs(2),
+        "handed over again after a pause, so a failing store does not spin"
+    );
+    assert_eq!(latest_offset(&api), Some(first), "still unconfirmed");
+
+    bot.channel.taken(&again.msg_id);
+    api.wait_until("the update confirmed", || {
+        (latest_offset(&api) == Some(first + 1)).then_some(())
+    })
+    .await;
+    assert!(bot.inbox.try_recv().is_err(), "handed over once more, not twice more");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn at_shutdown_the_final_confirmation_stops_at_the_first_update_not_taken() {
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "one");
+    ada_says(&api, "two");
+    ada_says(&api, "three");
+    let mut bot = Running::start(settings(&api));
+    let (one, _two, three) = (bot.next().await, bot.next().await, bot.next().await);
+    bot.channel.taken(&one.msg_id);
+    bot.channel.taken(&three.msg_id);
+
+    bot.stop().await.unwrap();
+
+    assert_eq!(api.confirmed_offset(), first + 1, "`two` was never taken");
+    assert_eq!(
+        api.pending_updates(),
+        2,
+        "the next process gets `two` (and `three` again: a duplicate, not a loss)"
+    );
+}
+
+#[tokio::test]
+async fn at_shutdown_what_the_broker_takes_in_the_last_moment_is_still_confirmed() {
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "one");
+    let mut bot = Running::start(settings(&api));
+    let one = bot.next().await;
+    let channel = bot.channel.clone();
+
+    let stopping = tokio::spawn(bot.stop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    channel.taken(&one.msg_id);
+    stopping.await.unwrap().unwrap();
+
+    assert_eq!(api.confirmed_offset(), first + 1);
+    assert_eq!(api.pending_updates(), 0);
+}
+
+#[tokio::test]
+async fn past_a_hundred_untaken_updates_polling_waits_without_spinning_and_goes_on_as_they_are_taken() {
+    const LIMIT: usize = 100;
+    let api = FakeBotApi::start().await;
+    let first = ada_says(&api, "m0");
+    for i in 1..LIMIT + 30 {
+        ada_says(&api, &format!("m{i}"));
+    }
+    let mut bot = Running::start(settings(&api));
+    let mut handed = Vec::new();
+    for _ in 0..LIMIT {
+        handed.push(bot.next().await);
+    }
+
+    let before = api.calls("getUpdates").len();
+    let next = tokio::time::timeout(Duration::from_secs(2), bot.inbox.recv()).await;
+    assert!(
+        next.is_err(),
+        "the 101st is beyond the answer's window until one is taken"
+    );
+    let polls = api.calls("getUpdates").len() - before;
+    assert!(polls <= 5, "{polls} getUpdates calls in 2 s while waiting: a hot loop");
+
+    bot.channel.taken(&handed[0].msg_id);
+    let after_one = bot.next().await;
+    assert_eq!(after_one.text, format!("m{LIMIT}"), "one taken, one more handed over");
+    handed.push(after_one);
+    for message in &handed {
+        bot.channel.taken(&message.msg_id);
+    }
+    for i in LIMIT + 1..LIMIT + 30 {
+        let message = bot.next().await;
+        assert_eq!(message.text, format!("m{i}"));
+        bot.channel.taken(&message.msg_id);
+    }
+    let end = first + i64::try_from(LIMIT).unwrap() + 30;
+    api.wait_until("every update confirmed", || {
+        (latest_offset(&api) == Some(end)).then_some(())
+    })
+    .await;
+    assert_eq!(api.pending_updates(), 0);
+    bot.stop().await.unwrap();
 }
 
 #[tokio::test]

@@ -365,11 +365,12 @@ impl FakeBotApi {
     }
 
     /// `getUpdates`: drops what the offset confirms, then answers with what
-    /// is queued, waiting up to `timeout` seconds for something to arrive.
+    /// is queued, at most `limit` updates (1-100, default 100, as Telegram
+    /// does), waiting up to `timeout` seconds for something to arrive.
     async fn updates(&self, params: &Value) -> String {
         let offset = params["offset"].as_i64();
         let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0));
-        let limit = params["limit"].as_u64().unwrap_or(100) as usize;
+        let limit = params["limit"].as_u64().map_or(100, |limit| limit.clamp(1, 100)) as usize;
         let mut version = self.version.subscribe();
         if let Some(offset) = offset {
             let mut inner = self.inner.lock().unwrap();
