@@ -6,12 +6,19 @@
 //! through a "thinking…" placeholder that the answer replaces (and, while
 //! the model writes it, grows into: `live.rs`).
 //!
+//! A message's delivery is acknowledged to Slack (the Socket Mode ack, the
+//! Events API's 200) only once the broker has taken it ([`Channel::taken`]:
+//! stored, or refused and answered), waiting at most 2.5 s (`receipts.rs`);
+//! otherwise Slack delivers it again. Slash commands are acknowledged once
+//! in the broker's inbox (`Shared::on_command` says why).
+//!
 //! Knows nothing of memory or of what to answer. Never logs message text,
 //! tokens, the signing secret or a `response_url`: ids, counts and reasons.
 
 mod events;
 mod http;
 mod live;
+mod receipts;
 mod recent;
 pub mod signature;
 mod socket;
@@ -20,6 +27,7 @@ mod web;
 use crate::{Channel, ChannelError, Inbound, Outbound, OutboundBody, Shutdown};
 use async_trait::async_trait;
 use events::{Decision, Identity, Memory};
+use receipts::{Receipts, Redelivery, TAKE_WAIT};
 use recent::RecentMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -83,6 +91,9 @@ struct Shared {
     /// Known after `auth.test` at the start of [`Channel::receive`].
     identity: Mutex<Option<Identity>>,
     memory: Mutex<Memory>,
+    /// Deliveries waiting for the broker to take their message before they
+    /// are acknowledged, and the messages it took.
+    receipts: Receipts,
     /// The user who sent each recent message: ephemeral notes and exports
     /// go to that person, never to the whole channel.
     askers: Mutex<RecentMap<String>>,
@@ -163,6 +174,7 @@ impl SlackChannel {
                 web: Web::new(connector, &settings.bot_token),
                 identity: Mutex::new(None),
                 memory: Mutex::new(Memory::default()),
+                receipts: Receipts::new(),
                 askers: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
                 placeholders: Mutex::new(RecentMap::new(REMEMBERED_MESSAGES)),
                 listening: watch::channel(None).0,
@@ -192,39 +204,52 @@ impl Shared {
         })
     }
 
+    /// Hands an event's message to the broker. True when the delivery may
+    /// be acknowledged: nothing in it for the broker, or its message taken
+    /// (waited for at most [`TAKE_WAIT`]); false leaves it to Slack to
+    /// deliver again.
     async fn on_event(
         &self,
         cb: &slack_morphism::prelude::SlackPushEventCallback,
+        redelivery: Redelivery,
         inbox: &mpsc::Sender<Inbound>,
-    ) -> Result<(), ChannelError> {
+    ) -> bool {
         let me = self.identity();
         let decision = events::on_event(cb, &me, &mut lock(&self.memory));
-        self.hand_over(decision, inbox).await
-    }
-
-    async fn on_command(
-        &self,
-        ev: &slack_morphism::prelude::SlackCommandEvent,
-        inbox: &mpsc::Sender<Inbound>,
-    ) -> Result<(), ChannelError> {
-        let decision = events::on_command(ev, &mut lock(&self.memory));
-        self.hand_over(decision, inbox).await
-    }
-
-    async fn hand_over(&self, decision: Decision, inbox: &mpsc::Sender<Inbound>) -> Result<(), ChannelError> {
         match decision {
             Decision::Ignore(reason) => {
                 tracing::debug!(reason, "slack: event not for the broker");
-                Ok(())
+                true
             }
             Decision::Deliver(message) => {
-                lock(&self.askers).insert(&message.msg_id, message.user_id.clone());
-                tracing::debug!(msg_id = %message.msg_id, "slack: message to the broker");
-                inbox.send(*message).await.map_err(|_| ChannelError::InboxClosed {
-                    channel: "slack".into(),
-                })
+                self.remember_asker(&message);
+                self.receipts.deliver(*message, redelivery, inbox, TAKE_WAIT).await
             }
         }
+    }
+
+    /// Hands a slash command to the broker; true once it is in the inbox.
+    /// Not held until taken, as messages are: Slack wants the command's ack
+    /// within 3 s while its answer waits behind the asker's turn in
+    /// progress, and a command is not memory: one lost in a crash is typed
+    /// again.
+    async fn on_command(&self, ev: &slack_morphism::prelude::SlackCommandEvent, inbox: &mpsc::Sender<Inbound>) -> bool {
+        let decision = events::on_command(ev, &mut lock(&self.memory));
+        match decision {
+            Decision::Ignore(reason) => {
+                tracing::debug!(reason, "slack: command not for the broker");
+                true
+            }
+            Decision::Deliver(message) => {
+                self.remember_asker(&message);
+                inbox.send(*message).await.is_ok()
+            }
+        }
+    }
+
+    fn remember_asker(&self, message: &Inbound) {
+        lock(&self.askers).insert(&message.msg_id, message.user_id.clone());
+        tracing::debug!(msg_id = %message.msg_id, "slack: message to the broker");
     }
 
     /// The placeholder's ts for `reply_to`, once its post has finished.
@@ -431,5 +456,21 @@ impl Channel for SlackChannel {
 
     fn bot_name(&self) -> Option<String> {
         lock(&self.shared.identity).as_ref().and_then(|me| me.name.clone())
+    }
+
+    /// Lets the delivery waiting for `msg_id` be acknowledged; Slack's
+    /// redeliveries of it are acknowledged without a second handover.
+    fn taken(&self, msg_id: &str) {
+        self.shared.receipts.settle(msg_id, true);
+    }
+
+    /// Leaves the delivery waiting for `msg_id` unacknowledged, so Slack
+    /// delivers it again (and it is then handed over again). True unless
+    /// that delivery was Slack's last try, or none waited (a slash
+    /// command). Socket Mode does not say which try an envelope is
+    /// (slack-morphism drops `retry_attempt`), so there another try is
+    /// always assumed.
+    fn not_taken(&self, msg_id: &str) -> bool {
+        self.shared.receipts.settle(msg_id, false)
     }
 }

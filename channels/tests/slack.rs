@@ -1,5 +1,7 @@
 //! The Slack channel against a fake Slack on 127.0.0.1: Socket Mode
-//! envelopes in, Web API calls out, the Events API's signed requests.
+//! envelopes in, Web API calls out, the Events API's signed requests. A
+//! message's delivery is acknowledged only once the broker has taken it;
+//! the tests take each message as the broker does, on intake.
 #![cfg(feature = "slack")]
 
 use mnemo_testkit::slack as fake;
@@ -26,6 +28,13 @@ impl Running {
             .await
             .expect("a message reaches the inbox")
             .expect("the inbox is open")
+    }
+
+    /// The next message, taken as the broker takes it once stored.
+    async fn take(&mut self) -> Inbound {
+        let m = self.next().await;
+        self.channel.taken(&m.msg_id);
+        m
     }
 
     async fn stop(self) -> Result<(), ChannelError> {
@@ -78,7 +87,7 @@ async fn a_direct_message_over_socket_mode_reaches_the_inbox_and_is_acked() {
         "Ev1",
         dm_event("U1", "1700000000.000100", "hello there"),
     ));
-    let m = slack.next().await;
+    let m = slack.take().await;
     assert_eq!(
         (m.channel.as_str(), m.user_id.as_str(), m.chat_id.as_str()),
         ("slack", "U1", "DU1")
@@ -91,17 +100,91 @@ async fn a_direct_message_over_socket_mode_reaches_the_inbox_and_is_acked() {
     slack.stop().await.expect("stops cleanly");
 }
 
+/// Long enough for an ack that was going to be sent at once to have
+/// arrived: how long a test watches for one that must not come.
+const NO_ACK_YET: Duration = Duration::from_millis(300);
+
+/// How long the adapter waits for the broker to take a message (2.5 s)
+/// and a little more.
+const PAST_THE_WAIT: Duration = Duration::from_millis(2_800);
+
 #[tokio::test]
-async fn the_same_event_delivered_twice_reaches_the_inbox_once() {
+async fn a_socket_mode_envelope_is_acked_only_after_its_message_is_taken() {
+    let fake = FakeSlack::start().await;
+    let mut slack = socket_mode(&fake).await;
+    fake.send(events_envelope("env-1", "Ev1", dm_event("U1", "1.000001", "keep this")));
+    let m = slack.next().await;
+    tokio::time::sleep(NO_ACK_YET).await;
+    assert!(!fake.acked("env-1"), "acked while only in the broker's inbox");
+    slack.channel.taken(&m.msg_id);
+    fake.wait_until("the ack once taken", |f| f.acked("env-1")).await;
+}
+
+#[tokio::test]
+async fn an_envelope_whose_message_is_not_taken_is_not_acked_and_its_redelivery_is_handed_over_again() {
+    let fake = FakeSlack::start().await;
+    let mut slack = socket_mode(&fake).await;
+    let event = dm_event("U1", "1.000001", "the store is down");
+    fake.send_until_acked(events_envelope("env-1", "Ev1", event), Duration::from_millis(500));
+    let m = slack.next().await;
+    assert!(slack.channel.not_taken(&m.msg_id), "Slack delivers it again");
+
+    let again = slack.take().await;
+    assert_eq!(
+        (again.msg_id.as_str(), again.text.as_str()),
+        (m.msg_id.as_str(), "the store is down")
+    );
+    let retry = retry_envelope_id("env-1", 1);
+    fake.wait_until("the redelivery's ack", |f| f.acked(&retry)).await;
+    assert!(
+        !fake.acked("env-1"),
+        "the delivery whose message was not taken was acked"
+    );
+    assert!(slack.inbox.try_recv().is_err(), "handed over once per delivery");
+}
+
+#[tokio::test]
+async fn an_envelope_not_taken_in_time_is_not_acked_and_its_redelivery_waits_for_the_first_copy() {
+    let fake = FakeSlack::start().await;
+    let mut slack = socket_mode(&fake).await;
+    // Slack sends an unacked envelope again 3 s after the first.
+    let event = dm_event("U1", "1.000001", "slow broker");
+    fake.send_until_acked(events_envelope("env-1", "Ev1", event), Duration::from_secs(3));
+    let m = slack.next().await;
+    tokio::time::sleep(PAST_THE_WAIT + Duration::from_millis(500)).await;
+    let retry = retry_envelope_id("env-1", 1);
+    assert!(!fake.acked("env-1"), "acked though never taken");
+    assert!(
+        !fake.acked(&retry),
+        "the redelivery was acked before the message was taken"
+    );
+    assert!(
+        slack.inbox.try_recv().is_err(),
+        "the redelivery was handed over while its first copy was with the broker"
+    );
+
+    slack.channel.taken(&m.msg_id);
+    fake.wait_until("the redelivery's ack", |f| f.acked(&retry)).await;
+    assert!(slack.inbox.try_recv().is_err(), "handed over twice");
+    assert!(!fake.acked("env-1"));
+}
+
+#[tokio::test]
+async fn a_redelivered_envelope_of_a_taken_message_is_acked_without_a_second_handover() {
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;
     let event = dm_event("U1", "1700000000.000100", "only once please");
     fake.send(events_envelope("env-1", "Ev1", event.clone()));
+    let m = slack.next().await;
+    tokio::time::sleep(NO_ACK_YET).await;
+    assert!(!fake.acked("env-1"), "acked before the message was taken");
+    slack.channel.taken(&m.msg_id);
+    fake.wait_until("the first envelope's ack", |f| f.acked("env-1")).await;
+
+    // The ack was lost, say: Slack delivers the envelope again.
     fake.send(events_envelope("env-2", "Ev1", event));
-    slack.next().await;
-    fake.wait_until("both envelopes acked", |f| f.acked("env-1") && f.acked("env-2"))
-        .await;
-    // Acks are sent after the inbox has the message, so a second copy would be there by now.
+    fake.wait_until("the redelivery's ack", |f| f.acked("env-2")).await;
+    // Acks are sent after any handover, so a second copy would be there by now.
     assert!(slack.inbox.try_recv().is_err(), "the redelivery was handed over again");
 }
 
@@ -110,21 +193,21 @@ async fn a_dropped_socket_or_disconnect_envelope_reconnects_without_losing_or_re
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;
     fake.send(events_envelope("env-1", "Ev1", dm_event("U1", "1.000001", "first")));
-    assert_eq!(slack.next().await.text, "first");
+    assert_eq!(slack.take().await.text, "first");
 
     fake.drop_socket();
     fake.wait_until("a second connection", |f| f.connections() == 2).await;
     // Slack redelivers what it had not seen acked, and carries on.
     fake.send(events_envelope("env-2", "Ev1", dm_event("U1", "1.000001", "first")));
     fake.send(events_envelope("env-3", "Ev2", dm_event("U1", "1.000002", "second")));
-    assert_eq!(slack.next().await.text, "second");
+    assert_eq!(slack.take().await.text, "second");
     fake.wait_until("both acked", |f| f.acked("env-2") && f.acked("env-3"))
         .await;
 
     fake.send(json!({"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake"}}));
     fake.wait_until("a third connection", |f| f.connections() == 3).await;
     fake.send(events_envelope("env-4", "Ev3", dm_event("U1", "1.000003", "third")));
-    assert_eq!(slack.next().await.text, "third");
+    assert_eq!(slack.take().await.text, "third");
     fake.wait_until("every envelope acked", |f| {
         ["env-2", "env-3", "env-4"].iter().all(|e| f.acked(e))
     })
@@ -133,7 +216,7 @@ async fn a_dropped_socket_or_disconnect_envelope_reconnects_without_losing_or_re
 }
 
 #[tokio::test]
-async fn a_slash_command_is_acked_and_answered_only_to_the_asker() {
+async fn a_slash_command_is_acked_at_once_and_answered_only_to_the_asker() {
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;
     let url = fake.response_url("cmd1");
@@ -144,7 +227,10 @@ async fn a_slash_command_is_acked_and_answered_only_to_the_asker() {
     let m = slack.next().await;
     assert_eq!(m.text, "/session status");
     assert_eq!(m.interaction.as_deref(), Some(url.as_str()));
-    fake.wait_until("the command's ack", |f| f.acked("env-1")).await;
+    // Not held until taken: Slack wants it within 3 s, and the broker
+    // answers a command only after the asker's turn in progress.
+    fake.wait_until("the command's ack, before it is taken", |f| f.acked("env-1"))
+        .await;
 
     slack.channel.typing(&m).await;
     slack
@@ -167,7 +253,7 @@ async fn the_answer_replaces_the_thinking_placeholder_in_place() {
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;
     fake.send(events_envelope("env-1", "Ev1", dm_event("U1", "1.000001", "hi")));
-    let m = slack.next().await;
+    let m = slack.take().await;
     slack.channel.typing(&m).await;
     slack.channel.typing(&m).await;
     slack
@@ -192,7 +278,7 @@ async fn a_long_answer_is_split_and_the_placeholder_deleted() {
     let mention =
         json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> essay please", "ts": "5.000005"});
     fake.send(events_envelope("env-1", "Ev1", mention));
-    let m = slack.next().await;
+    let m = slack.take().await;
     assert_eq!(
         m.thread_id.as_deref(),
         Some("5.000005"),
@@ -258,7 +344,7 @@ async fn a_rate_limited_call_waits_as_retry_after_asks_then_succeeds() {
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;
     fake.send(events_envelope("env-1", "Ev1", dm_event("U1", "1.000001", "hi")));
-    let m = slack.next().await;
+    let m = slack.take().await;
     fake.rate_limit("chat.postMessage", 1);
     slack
         .channel
@@ -286,7 +372,7 @@ async fn a_slack_outage_at_start_is_waited_out() {
         "Ev1",
         dm_event("U1", "1.000001", "are you there?"),
     ));
-    assert_eq!(slack.next().await.text, "are you there?");
+    assert_eq!(slack.take().await.text, "are you there?");
 }
 
 #[tokio::test]
@@ -367,6 +453,94 @@ mod events_api {
         chrono::Utc::now().timestamp()
     }
 
+    /// POSTs a signed event in the background, as Slack does (`retry`: the
+    /// `X-Slack-Retry-Num` of a retry); resolves to the status once answered.
+    fn post_event(url: &str, body: &str, retry: Option<u32>) -> JoinHandle<u16> {
+        let (url, body) = (url.to_string(), body.to_string());
+        tokio::spawn(async move {
+            let ts = now().to_string();
+            let mut request = reqwest::Client::new()
+                .post(url)
+                .header("content-type", "application/json")
+                .header("x-slack-request-timestamp", &ts)
+                .header("x-slack-signature", signature::sign(SECRET, &ts, body.as_bytes()));
+            if let Some(n) = retry {
+                request = request
+                    .header("x-slack-retry-num", n.to_string())
+                    .header("x-slack-retry-reason", "http_error");
+            }
+            request
+                .body(body)
+                .send()
+                .await
+                .expect("the listener answers")
+                .status()
+                .as_u16()
+        })
+    }
+
+    #[tokio::test]
+    async fn an_event_is_answered_200_only_after_its_message_is_taken() {
+        let fake = FakeSlack::start().await;
+        let (mut slack, base) = events_mode(&fake).await;
+        let event = event_callback("Ev1", dm_event("U1", "1.000001", "keep this")).to_string();
+        let answer = post_event(&format!("{base}{EVENTS_PATH}"), &event, None);
+        let m = slack.next().await;
+        tokio::time::sleep(NO_ACK_YET).await;
+        assert!(!answer.is_finished(), "answered while only in the broker's inbox");
+        slack.channel.taken(&m.msg_id);
+        assert_eq!(answer.await.expect("no panic"), 200);
+    }
+
+    #[tokio::test]
+    async fn an_event_not_taken_is_answered_503_and_its_retry_handed_over_again() {
+        let fake = FakeSlack::start().await;
+        let (mut slack, base) = events_mode(&fake).await;
+        let url = format!("{base}{EVENTS_PATH}");
+        let event = event_callback("Ev1", dm_event("U1", "1.000001", "the store is down")).to_string();
+        let answer = post_event(&url, &event, None);
+        let m = slack.next().await;
+        assert!(slack.channel.not_taken(&m.msg_id), "Slack retries it");
+        assert_eq!(answer.await.expect("no panic"), 503);
+
+        let retry = post_event(&url, &event, Some(1));
+        let again = slack.take().await;
+        assert_eq!(again.msg_id, m.msg_id);
+        assert_eq!(retry.await.expect("no panic"), 200);
+
+        // A retry of the taken message: 200 without a second handover.
+        assert_eq!(post_event(&url, &event, Some(2)).await.expect("no panic"), 200);
+        assert!(slack.inbox.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn an_event_never_taken_in_time_is_answered_503() {
+        let fake = FakeSlack::start().await;
+        let (mut slack, base) = events_mode(&fake).await;
+        let event = event_callback("Ev1", dm_event("U1", "1.000001", "slow broker")).to_string();
+        let answer = post_event(&format!("{base}{EVENTS_PATH}"), &event, None);
+        slack.next().await;
+        let status = tokio::time::timeout(PAST_THE_WAIT, answer)
+            .await
+            .expect("answered within Slack's 3 s")
+            .expect("no panic");
+        assert_eq!(status, 503);
+    }
+
+    #[tokio::test]
+    async fn an_event_not_taken_on_slacks_last_retry_is_not_expected_again() {
+        let fake = FakeSlack::start().await;
+        let (mut slack, base) = events_mode(&fake).await;
+        let event = event_callback("Ev1", dm_event("U1", "1.000001", "last chance")).to_string();
+        let answer = post_event(&format!("{base}{EVENTS_PATH}"), &event, Some(3));
+        let m = slack.next().await;
+        assert!(
+            !slack.channel.not_taken(&m.msg_id),
+            "Slack retries three times: the broker must ask the user instead"
+        );
+        assert_eq!(answer.await.expect("no panic"), 503);
+    }
+
     #[tokio::test]
     async fn a_signed_event_is_delivered_and_the_url_challenge_answered() {
         let fake = FakeSlack::start().await;
@@ -378,16 +552,11 @@ mod events_api {
         assert_eq!(res.text().await.expect("body"), "abc123");
 
         let event = event_callback("Ev1", dm_event("U1", "1.000001", "over http")).to_string();
-        assert_eq!(
-            post(&url, &event, now(), SECRET, "application/json").await.status(),
-            200
-        );
-        assert_eq!(slack.next().await.text, "over http");
+        let answer = post_event(&url, &event, None);
+        assert_eq!(slack.take().await.text, "over http");
+        assert_eq!(answer.await.expect("no panic"), 200);
         // Slack retries when our 200 is late; the retry is answered but not handed over.
-        assert_eq!(
-            post(&url, &event, now(), SECRET, "application/json").await.status(),
-            200
-        );
+        assert_eq!(post_event(&url, &event, Some(1)).await.expect("no panic"), 200);
         assert!(slack.inbox.try_recv().is_err());
         slack.stop().await.expect("stops cleanly");
     }
@@ -419,11 +588,9 @@ mod events_api {
         assert_eq!(unsigned.status(), 401);
         // A genuine event afterwards is the first and only thing delivered.
         let genuine = event_callback("Ev2", dm_event("U1", "1.000002", "genuine")).to_string();
-        assert_eq!(
-            post(&url, &genuine, now(), SECRET, "application/json").await.status(),
-            200
-        );
-        assert_eq!(slack.next().await.text, "genuine");
+        let answer = post_event(&url, &genuine, None);
+        assert_eq!(slack.take().await.text, "genuine");
+        assert_eq!(answer.await.expect("no panic"), 200);
         assert!(slack.inbox.try_recv().is_err());
     }
 
@@ -434,6 +601,7 @@ mod events_api {
         let form = "team_id=T1&channel_id=DU1&user_id=U1&command=%2Fsession&text=forget+my-topic\
                     &response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2F1&trigger_id=tr9";
         let url = format!("{base}{}", mnemo_channels::slack::COMMANDS_PATH);
+        // Answered 200 once in the inbox, before the broker takes it.
         let res = post(&url, form, now(), SECRET, "application/x-www-form-urlencoded").await;
         assert_eq!(res.status(), 200);
         let m = slack.next().await;

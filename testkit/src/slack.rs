@@ -2,7 +2,8 @@
 //! calls (recorded with their bodies; `chat.update` and `chat.delete`
 //! refuse a message that does not exist with `message_not_found`, as
 //! Slack does), a Socket Mode websocket that sends
-//! envelopes and records acks, an upload URL and `response_url` endpoints.
+//! envelopes and records acks (and, on request, sends an unacked envelope
+//! again, as Slack does), an upload URL and `response_url` endpoints.
 //! Shared by the channel-level tests and the binary's end-to-end tests
 //! through the test kit.
 
@@ -172,6 +173,34 @@ impl FakeSlack {
         socket.send(Some(envelope.to_string())).expect("the socket is open");
     }
 
+    /// Sends one envelope as Slack does when it is not acked: if no ack for
+    /// it comes within `wait`, it is sent again, at most [`SLACK_RETRIES`]
+    /// times, each copy on the newest connection with `retry_attempt` one
+    /// higher, `retry_reason` `timeout` and the envelope id
+    /// [`retry_envelope_id`]. (Slack spaces its retries out over minutes;
+    /// tests pass a short `wait`.)
+    pub fn send_until_acked(&self, envelope: Value, wait: std::time::Duration) {
+        let fake = self.clone();
+        let first_id = str_of(&envelope["envelope_id"]);
+        self.send(envelope.clone());
+        tokio::spawn(async move {
+            let mut sent = vec![first_id.clone()];
+            for attempt in 1..=SLACK_RETRIES {
+                tokio::time::sleep(wait).await;
+                if sent.iter().any(|id| fake.acked(id)) {
+                    return;
+                }
+                let mut again = envelope.clone();
+                let id = retry_envelope_id(&first_id, attempt);
+                again["envelope_id"] = json!(id);
+                again["retry_attempt"] = json!(attempt);
+                again["retry_reason"] = json!("timeout");
+                fake.send(again);
+                sent.push(id);
+            }
+        });
+    }
+
     /// Drops the newest connection without a close handshake, as a network
     /// failure would.
     pub fn drop_socket(&self) {
@@ -187,6 +216,15 @@ impl FakeSlack {
     pub async fn wait_until(&self, what: &str, ready: impl Fn(&FakeSlack) -> bool) {
         crate::eventually(format_args!("fake Slack: {what}"), async || ready(self)).await
     }
+}
+
+/// How often Slack retries a delivery that was not acknowledged.
+pub const SLACK_RETRIES: u32 = 3;
+
+/// The envelope id the fake gives retry `attempt` (1 to [`SLACK_RETRIES`])
+/// of the envelope `envelope_id` in [`FakeSlack::send_until_acked`].
+pub fn retry_envelope_id(envelope_id: &str, attempt: u32) -> String {
+    format!("{envelope_id}-retry{attempt}")
 }
 
 /// An `events_api` envelope carrying one event callback.

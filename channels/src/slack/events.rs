@@ -9,16 +9,19 @@
 //! too, with `addressed: false`: whether the bot answers them is the access
 //! gate's call (`requireMention` in `access.json`), not the adapter's. It
 //! ignores bot messages, edits, deletes and other subtypes, and its own
-//! messages. Each Slack message reaches the broker once: a redelivered event
-//! (same `event_id`) and the second copy of a mention (same channel and
-//! `ts`) are dropped.
+//! messages. A redelivered event and the second copy of a mention decide
+//! into the same message (`msg_id` is channel and `ts`): handing it to the
+//! broker once is [`super::receipts`]' job, since whether a redelivery is
+//! new depends on whether the broker took the first copy. A redelivered
+//! slash command (same `trigger_id`) is dropped here: commands are
+//! acknowledged at once, so only a lost ack brings one back.
 
 use super::recent::Recent;
 use crate::{ChatKind, Inbound};
 use chrono::{DateTime, Utc};
 use slack_morphism::prelude::*;
 
-/// How many event ids / message keys / threads to remember. Slack retries
+/// How many command trigger ids / threads to remember. Slack retries
 /// within minutes, so a few thousand covers any realistic burst.
 const REMEMBERED: usize = 4_096;
 
@@ -39,7 +42,8 @@ pub enum Decision {
 
 /// What the adapter remembers between events.
 pub struct Memory {
-    seen: Recent,
+    /// Trigger ids of slash commands handed over.
+    commands: Recent,
     /// `channel:thread_ts` of channel threads the bot has been asked in.
     threads: Recent,
 }
@@ -47,7 +51,7 @@ pub struct Memory {
 impl Default for Memory {
     fn default() -> Self {
         Memory {
-            seen: Recent::new(REMEMBERED),
+            commands: Recent::new(REMEMBERED),
             threads: Recent::new(REMEMBERED),
         }
     }
@@ -67,9 +71,6 @@ struct Candidate<'a> {
 
 /// Decides on one Events API callback (Socket Mode or HTTP alike).
 pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory) -> Decision {
-    if !memory.seen.insert(&format!("event:{}", cb.event_id.0)) {
-        return Decision::Ignore("redelivery of an event already handled");
-    }
     let candidate = match &cb.event {
         SlackEventCallbackBody::Message(m) => from_message(m, me, memory),
         SlackEventCallbackBody::AppMention(m) => from_mention(m, me),
@@ -79,9 +80,6 @@ pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory)
         Ok(c) => c,
         Err(reason) => return Decision::Ignore(reason),
     };
-    if !memory.seen.insert(&format!("msg:{}:{}", c.channel, c.ts)) {
-        return Decision::Ignore("message already delivered (mention arrives as app_mention and message)");
-    }
     let text = clean_text(c.text, &me.user_id);
     if text.is_empty() {
         return Decision::Ignore("no text");
@@ -185,7 +183,7 @@ fn from_mention<'a>(m: &'a SlackAppMentionEvent, me: &Identity) -> Result<Candid
 /// `/session` with text `status`, and goes to the broker as the plain-text
 /// form with the `response_url` as the interaction to answer through.
 pub fn on_command(ev: &SlackCommandEvent, memory: &mut Memory) -> Decision {
-    if !memory.seen.insert(&format!("cmd:{}", ev.trigger_id.0)) {
+    if !memory.commands.insert(&ev.trigger_id.0) {
         return Decision::Ignore("redelivery of a command already handled");
     }
     let args = ev.text.as_deref().map(str::trim).unwrap_or("");

@@ -7,10 +7,18 @@
 //! parsed; a bad or stale signature gets 401 and nothing else happens.
 //! Bodies are capped at 1 MiB (413) and must arrive within a deadline
 //! (408), since the only client is Slack (normally behind the operator's
-//! TLS proxy). A message the broker cannot take gets 503, so Slack retries
-//! it later. Never logs bodies.
+//! TLS proxy).
+//!
+//! An event is answered 200 only once the broker has taken its message
+//! (stored it, or refused and answered it), waiting at most
+//! [`super::receipts::TAKE_WAIT`], under Slack's 3 s; otherwise 503, and
+//! Slack retries it (at once, after a minute, after five). A retry of a
+//! message not taken is handed over again; one of a taken message is
+//! answered 200 without a second handover. A slash command is answered 200
+//! once it is in the broker's inbox. Never logs bodies.
 
 use super::Shared;
+use super::receipts::Redelivery;
 use super::signature;
 use crate::{ChannelError, Inbound, Shutdown};
 use axum::Router;
@@ -32,6 +40,12 @@ pub const COMMANDS_PATH: &str = "/slack/commands";
 const MAX_BODY: usize = 1024 * 1024;
 /// Slack gives up after 3 s; a client slower than this is not Slack.
 const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// The header that numbers Slack's retries of an event (absent on the first
+/// delivery).
+const RETRY_NUM: &str = "x-slack-retry-num";
+/// Slack retries an event at most this often; after its last retry it
+/// delivers it no more.
+const SLACK_RETRIES: u32 = 3;
 
 /// What every request handler reaches.
 #[derive(Clone)]
@@ -109,16 +123,17 @@ async fn verified(intake: &Intake, path: &str, request: Request) -> Result<Bytes
 
 /// One POST to [`EVENTS_PATH`].
 async fn event(State(intake): State<Intake>, request: Request) -> Response {
+    let redelivery = redelivery(request.headers());
     let body = match verified(&intake, EVENTS_PATH, request).await {
         Ok(body) => body,
         Err(refusal) => return refusal,
     };
     let handed = match serde_json::from_slice::<SlackPushEvent>(&body) {
         Ok(SlackPushEvent::UrlVerification(v)) => return (StatusCode::OK, Body::from(v.challenge)).into_response(),
-        Ok(SlackPushEvent::EventCallback(cb)) => intake.shared.on_event(&cb, &intake.inbox).await,
+        Ok(SlackPushEvent::EventCallback(cb)) => intake.shared.on_event(&cb, redelivery, &intake.inbox).await,
         Ok(SlackPushEvent::AppRateLimited(_)) => {
             tracing::warn!("slack: Slack is dropping events for this app (app_rate_limited)");
-            Ok(())
+            true
         }
         Err(_) => {
             tracing::warn!("slack: unreadable event body");
@@ -154,10 +169,24 @@ async fn command(State(intake): State<Intake>, request: Request) -> Response {
     }
 }
 
-fn answer(handed: Result<(), ChannelError>) -> Response {
-    match handed {
-        Ok(()) => StatusCode::OK.into_response(),
-        // Not 200, so Slack retries once the broker takes messages again.
-        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+/// Whether Slack delivers this event again if it is not answered 200.
+fn redelivery(headers: &HeaderMap) -> Redelivery {
+    let retry = headers
+        .get(RETRY_NUM)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    match retry >= SLACK_RETRIES {
+        true => Redelivery::Never,
+        false => Redelivery::Follows,
+    }
+}
+
+/// 200 once the message is safe with the broker (or there was none);
+/// otherwise 503, which Slack retries (never with `X-Slack-No-Retry`).
+fn answer(kept: bool) -> Response {
+    match kept {
+        true => StatusCode::OK.into_response(),
+        false => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }

@@ -4,12 +4,22 @@
 //! reconnects on a dropped socket or a `disconnect` envelope, and acks each
 //! envelope by `envelope_id` after our callback returns.
 //!
-//! An envelope is acked only once its message is in the broker's inbox, so
-//! a socket that drops first gets it redelivered by Slack (and the event-id
-//! memory keeps the redelivery from being answered twice). Never logs
-//! envelope contents: they carry message text.
+//! An `events_api` envelope is acked only once the broker has taken its
+//! message (stored it, or refused and answered it), waiting at most
+//! [`super::receipts::TAKE_WAIT`] (Slack's deadline is 3 s); otherwise it
+//! is left unacked and Slack delivers it again, so a crash between the
+//! handover and the store loses nothing acked. The receipts keep a
+//! redelivery of a taken message from reaching the broker twice. A
+//! `slash_commands` envelope is acked once the command is in the inbox.
+//!
+//! slack-morphism reads a connection's envelopes one at a time (it awaits
+//! each callback before reading the next frame), so the wait also holds
+//! back the envelopes behind it; the broker stores on intake, so it is
+//! normally a few milliseconds. Never logs envelope contents: they carry
+//! message text.
 
 use super::Shared;
+use super::receipts::Redelivery;
 use super::web::Client;
 use crate::{ChannelError, Inbound, Shutdown};
 use slack_morphism::errors::SlackClientError;
@@ -27,11 +37,12 @@ struct Route {
     inbox: mpsc::Sender<Inbound>,
 }
 
-/// The callback failed on our side: the envelope is not acked, so Slack
+/// The broker has not taken the envelope's message (refused to keep it, not
+/// in time, or stopped): [`on_error`] has it left unacked, so Slack
 /// delivers it again.
 #[derive(Debug, thiserror::Error)]
-#[error("the broker is not taking messages")]
-struct NotHandedOver;
+#[error("the broker has not taken the message")]
+struct NotTaken;
 
 pub(super) async fn run(
     shared: Arc<Shared>,
@@ -105,40 +116,43 @@ async fn on_push(
     _: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    let route = route(&state).await.ok_or(NotHandedOver)?;
-    route
-        .shared
-        .on_event(&ev, &route.inbox)
-        .await
-        .map_err(|_| NotHandedOver)?;
-    Ok(())
+    let route = route(&state).await.ok_or(NotTaken)?;
+    // The envelope's `retry_attempt` does not reach us: another try is assumed.
+    match route.shared.on_event(&ev, Redelivery::Follows, &route.inbox).await {
+        true => Ok(()),
+        false => Err(NotTaken.into()),
+    }
 }
 
-/// The ack carries no message: the answer comes from the broker through the
-/// command's `response_url`, visible only to the person who typed it.
+/// Acked once the command is in the inbox, not once taken
+/// (`Shared::on_command` says why). The ack carries no message: the answer
+/// comes from the broker through the command's `response_url`, visible only
+/// to the person who typed it.
 async fn on_command(
     ev: SlackCommandEvent,
     _: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<SlackCommandEventResponse> {
-    let route = route(&state).await.ok_or(NotHandedOver)?;
-    route
-        .shared
-        .on_command(&ev, &route.inbox)
-        .await
-        .map_err(|_| NotHandedOver)?;
-    Ok(SlackCommandEventResponse::new(SlackMessageContent::new()))
+    let route = route(&state).await.ok_or(NotTaken)?;
+    match route.shared.on_command(&ev, &route.inbox).await {
+        true => Ok(SlackCommandEventResponse::new(SlackMessageContent::new())),
+        false => Err(NotTaken.into()),
+    }
 }
 
 /// Logs what went wrong by kind only (errors may quote envelopes), and tells
-/// the listener whether to ack: not when the broker could not take it.
+/// the listener whether to ack: not when the broker has not taken the
+/// message. slack-morphism (2.x, `clients_manager_listener.rs`) passes a
+/// callback's `Err` here and sends the envelope's ack frame only if the
+/// status returned is a success (2xx); any other status sends nothing, and
+/// Slack delivers the envelope again.
 fn on_error(
     err: Box<dyn std::error::Error + Send + Sync>,
     _: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> HttpStatusCode {
-    if err.downcast_ref::<NotHandedOver>().is_some() {
-        tracing::warn!("slack: envelope not acked: the broker is not taking messages");
+    if err.downcast_ref::<NotTaken>().is_some() {
+        tracing::info!("slack: envelope not acked (its message is not taken); Slack will deliver it again");
         return HttpStatusCode::INTERNAL_SERVER_ERROR;
     }
     match err.downcast_ref::<SlackClientError>() {
