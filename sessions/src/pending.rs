@@ -1,15 +1,15 @@
-//! Questions stored but not yet settled: the rule both stores, compaction
-//! and the broker's recovery share (issue 42: a message is stored on
-//! intake, before its user's queue, so a crash can leave questions in the
-//! log that nobody answered).
+//! Questions stored but not yet settled: the rule both stores and the
+//! broker's recovery share (issue 42: a message is stored on intake,
+//! before its user's queue, so a crash can leave questions in the log that
+//! nobody answered).
 //!
-//! A question is *settled* once a record answers it: the model's answer, or
-//! the short notice the user was shown instead (the model failed, or the
-//! question was given up as stale). That record's `msgId` is
-//! [`reply_id`] of the question's. A user's questions are settled in the
-//! order they were stored (one queue per user), so a settled question
-//! settles every question before it, and the unsettled ones are always the
-//! questions after the last settled one: [`first_pending`].
+//! A question is *settled* once a record answers it: the model's answer,
+//! or the short notice the user was shown instead (the model failed, or
+//! the question was given up as stale). That record's `msgId` is
+//! [`reply_id`] of the question's, and it is stored after the question.
+//! Each question is settled by its own record only: with several brokers a
+//! later question can be answered by one while an earlier one waits for
+//! another that died, and it must still be answered.
 //!
 //! Pure functions over records: no files, no clock.
 
@@ -26,47 +26,28 @@ pub fn answered_by(reply_msg_id: &str) -> Option<&str> {
     reply_msg_id.strip_prefix("re-")
 }
 
-/// The index in `records` (a user's log, oldest first) of the first
-/// question not settled yet, if any: the first user record after the last
-/// one that some record of `records` answers. With no settled question in
-/// `records`, every user record in it is pending.
-pub fn first_pending<R: AsRef<Record>>(records: &[R]) -> Option<usize> {
+/// The questions of `records` (a user's log from some point on, oldest
+/// first) that no record of `records` settles, oldest first.
+pub fn pending<R: AsRef<Record>>(records: &[R]) -> Vec<&Record> {
     let answered: HashSet<&str> = records
         .iter()
         .map(AsRef::as_ref)
         .filter(|r| r.role == Role::Assistant)
         .filter_map(|r| answered_by(&r.msg_id))
         .collect();
-    let after = records
+    records
         .iter()
         .map(AsRef::as_ref)
-        .rposition(|r| r.role == Role::User && answered.contains(r.msg_id.as_str()))
-        .map_or(0, |i| i + 1);
-    records[after..]
-        .iter()
-        .position(|r| r.as_ref().role == Role::User)
-        .map(|i| after + i)
+        .filter(|r| r.role == Role::User && !answered.contains(r.msg_id.as_str()))
+        .collect()
 }
 
-/// The questions of `records` not settled yet, oldest first.
-pub fn pending(records: &[Record]) -> Vec<&Record> {
-    match first_pending(records) {
-        Some(first) => records[first..].iter().filter(|r| r.role == Role::User).collect(),
-        None => Vec::new(),
-    }
-}
-
-/// Whether the question `msg_id` is settled in `records` (a user's recent
-/// log): answered itself, or stored before a question that is. False when
-/// it is not among `records` at all.
+/// Whether a record of `records` settles the question `msg_id`.
 pub fn is_settled<R: AsRef<Record>>(records: &[R], msg_id: &str) -> bool {
-    let Some(at) = records
+    let reply = reply_id(msg_id);
+    records
         .iter()
-        .position(|r| r.as_ref().role == Role::User && r.as_ref().msg_id == msg_id)
-    else {
-        return false;
-    };
-    first_pending(records).is_none_or(|first| first > at)
+        .any(|r| r.as_ref().role == Role::Assistant && r.as_ref().msg_id == reply)
 }
 
 /// The records a turn answering `msg_id` may show the model as its recent
@@ -122,31 +103,24 @@ mod tests {
     #[test]
     fn questions_queued_behind_an_answer_are_pending_in_order() {
         let records = log(&["1", "2", "3", "re-1"]);
-        assert_eq!(first_pending(&records), Some(1));
         assert_eq!(ids(pending(&records)), ["2", "3"]);
+        assert!(is_settled(&records, "1"));
+        assert!(!is_settled(&records, "2"));
     }
 
     #[test]
-    fn an_answer_settles_every_question_stored_before_it() {
-        // "1" got no record of its own (an old log), but "2" was answered after it.
+    fn a_question_is_settled_by_its_own_answer_only() {
+        // "1" waited for a broker that died while another answered "2".
         let records = log(&["1", "2", "re-2", "3"]);
-        assert_eq!(ids(pending(&records)), ["3"]);
-        assert!(is_settled(&records, "1"));
+        assert_eq!(ids(pending(&records)), ["1", "3"]);
+        assert!(!is_settled(&records, "1"));
         assert!(is_settled(&records, "2"));
-        assert!(!is_settled(&records, "3"));
     }
 
     #[test]
     fn a_log_whose_questions_are_all_answered_has_none_pending() {
         let records = log(&["1", "re-1", "2", "re-2"]);
-        assert_eq!(first_pending(&records), None);
         assert!(pending(&records).is_empty());
-    }
-
-    #[test]
-    fn with_no_answer_in_the_log_every_question_is_pending() {
-        let records = log(&["1", "2"]);
-        assert_eq!(ids(pending(&records)), ["1", "2"]);
         assert!(!is_settled(&records, "9"), "a question not in the log is not settled");
     }
 

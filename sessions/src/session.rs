@@ -81,6 +81,9 @@ pub enum SessionError {
 pub struct Appended {
     /// Compaction has work for this user (decided from counters, DESIGN §2).
     pub fold_due: bool,
+    /// The log holds more than `stm.maxMessages` unfolded records: the
+    /// hard bound asks for a fold now, whatever waits in the user's queue.
+    pub over_bound: bool,
 }
 
 /// What the context builder needs, read from memory. Shares the texts
@@ -174,7 +177,10 @@ impl Sessions {
     /// write and its fsync run on the blocking pool, not on an async worker.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
         let (appended, _) = self.append_viewing(user, record, now, Keep::Append).await?;
-        Ok(appended.unwrap_or(Appended { fold_due: false }))
+        Ok(appended.unwrap_or(Appended {
+            fold_due: false,
+            over_bound: false,
+        }))
     }
 
     /// [`Sessions::append`] of a message as it arrives from a platform,
@@ -206,7 +212,10 @@ impl Sessions {
     ) -> Result<(Appended, ContextView), SessionError> {
         let (appended, view) = self.append_viewing(user, record, now, Keep::View(n)).await?;
         Ok((
-            appended.unwrap_or(Appended { fold_due: false }),
+            appended.unwrap_or(Appended {
+                fold_due: false,
+                over_bound: false,
+            }),
             view.unwrap_or_default(),
         ))
     }
@@ -258,6 +267,7 @@ impl Sessions {
         state.appended(record);
         let appended = Appended {
             fold_due: state.fold_due(&self.shared.config, now),
+            over_bound: state.over_bound(&self.shared.config),
         };
         let view = view.map(|n| view_of(&state, n));
         self.states().put(user.clone(), state);

@@ -197,6 +197,11 @@ impl SessionState {
     pub(super) fn fold_due(&self, config: &SessionConfig, now: DateTime<Utc>) -> bool {
         plan::due(self.unfolded, self.first_unfolded_ts, self.pending_resume, config, now)
     }
+
+    /// Past `stm.maxMessages`: the hard bound (DESIGN §4) wants a fold.
+    pub(super) fn over_bound(&self, config: &SessionConfig) -> bool {
+        self.unfolded > config.stm.max_messages
+    }
 }
 
 /// The log's identity and bytes, from one open file (so they match). A
