@@ -9,13 +9,13 @@ use crate::turn::PgTurn;
 use crate::{PgError, PgStore};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use mnemo_sessions::SafeName;
 use mnemo_sessions::commands::{HELP, STORAGE_PROBLEM, SessionCommand, memory};
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::edits::EditError;
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::summarizer::Summarizer;
 use mnemo_sessions::versions::Author;
+use mnemo_sessions::{Record, SafeName};
 use std::sync::Arc;
 
 /// One channel's memory in the database. Cheap to clone.
@@ -101,6 +101,19 @@ impl PgChannel {
     /// turn of theirs, on any broker) and keeps it until the turn is dropped.
     pub async fn begin_turn(&self, user: &SafeName) -> Result<PgTurn, PgError> {
         PgTurn::begin(self, user).await
+    }
+
+    /// Stores a message as it arrives (intake), without the user's turn
+    /// lock (see [`crate::turn::append_on`]), on the intake pool's
+    /// connections. A repeat (`duplicate`) adds nothing.
+    pub async fn intake(
+        &self,
+        user: &SafeName,
+        record: &Record,
+        now: DateTime<Utc>,
+    ) -> Result<crate::turn::PgAppended, PgError> {
+        let conn = self.store().intake_conn().await?;
+        crate::turn::append_on(&conn, self, user, record, now).await
     }
 
     /// Folds `user`'s older messages if the rules say so ([`crate::fold`]).

@@ -41,6 +41,7 @@ pub mod fold;
 pub mod maintain;
 pub mod memory;
 pub mod migrate;
+pub mod pending;
 pub mod recall;
 pub mod seed;
 pub mod turn;
@@ -97,7 +98,14 @@ impl From<deadpool_postgres::PoolError> for PgError {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// A few connections of their own for intake (storing a message as it
+    /// arrives), so turns that hold every connection of `pool` through
+    /// their model calls never keep a new message from being stored.
+    intake: Pool,
 }
+
+/// Connections the intake pool opens at most (beside `store.maxConnections`).
+pub const INTAKE_CONNECTIONS: usize = 2;
 
 /// Shows the pool's size only: the URL may hold a password.
 impl std::fmt::Debug for PgStore {
@@ -121,22 +129,27 @@ impl PgStore {
             // password, so it is not repeated.
             PgError::BadUrl(e.to_string())
         })?;
-        let manager = Manager::from_config(
-            config,
-            tls(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(max_connections.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(wait))
-            .create_timeout(Some(wait))
-            .recycle_timeout(Some(wait))
-            .build()
-            .map_err(|e| PgError::Pool(e.to_string()))?;
-        Ok(PgStore { pool })
+        let pool = |size: usize| {
+            let manager = Manager::from_config(
+                config.clone(),
+                tls(),
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size.max(1))
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(wait))
+                .create_timeout(Some(wait))
+                .recycle_timeout(Some(wait))
+                .build()
+                .map_err(|e| PgError::Pool(e.to_string()))
+        };
+        Ok(PgStore {
+            pool: pool(max_connections)?,
+            intake: pool(INTAKE_CONNECTIONS)?,
+        })
     }
 
     /// One round trip: is the database there?
@@ -148,6 +161,11 @@ impl PgStore {
     /// A pooled connection.
     pub(crate) async fn conn(&self) -> Result<deadpool_postgres::Object, PgError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// A connection of the intake pool (beside the turns' pool).
+    pub(crate) async fn intake_conn(&self) -> Result<deadpool_postgres::Object, PgError> {
+        Ok(self.intake.get().await?)
     }
 
     /// Connections open now and the pool's bound, for status and tests.

@@ -12,7 +12,7 @@ use deadpool_postgres::Object;
 use mnemo_sessions::compaction::plan;
 
 use mnemo_sessions::session::ContextView;
-use mnemo_sessions::{Record, Role, SafeName};
+use mnemo_sessions::{Record, Role, SafeName, pending};
 use std::borrow::Cow;
 use std::sync::Arc;
 use tokio_postgres::types::ToSql;
@@ -22,6 +22,8 @@ use tokio_postgres::types::ToSql;
 pub struct PgAppended {
     /// Compaction has work for this user (the same rule as the files).
     pub fold_due: bool,
+    /// Past `stm.maxMessages` (the hard bound), as on the files.
+    pub over_bound: bool,
     /// The platform message id was stored before: nothing was added (a
     /// redelivery), and the turn should not be answered twice.
     pub duplicate: bool,
@@ -159,15 +161,14 @@ impl PgTurn {
     /// Stores `record` (committed when this returns: acknowledged means
     /// durable as the server's `synchronous_commit` has it).
     pub async fn append(&mut self, record: &Record, now: DateTime<Utc>) -> Result<PgAppended, PgError> {
-        let conn = self.client();
-        let (channel, user) = (self.channel.name(), self.user.as_str());
-        let (append, counters) = futures_util::try_join!(conn.prepare_cached(APPEND), conn.prepare_cached(COUNTERS))?;
-        let v = Values::of(record);
-        let (params, keys): ([&(dyn ToSql + Sync); 9], [&(dyn ToSql + Sync); 2]) =
-            (v.params(&channel, &user), [&channel, &user]);
-        let (inserted, counts) =
-            futures_util::try_join!(conn.query_opt(&append, &params), conn.query_one(&counters, &keys),)?;
-        Ok(self.appended(inserted.is_none(), &counts, now))
+        append_on(self.client(), &self.channel, &self.user, record, now).await
+    }
+
+    /// Whether the question `msg_id` is settled: a record answers it
+    /// (`mnemo_sessions::pending`). Read under the user's lock, so a
+    /// question is answered once, whichever broker asks.
+    pub async fn is_settled(&mut self, msg_id: &str) -> Result<bool, PgError> {
+        self.has_message(&pending::reply_id(msg_id)).await
     }
 
     /// The context's memory: summary, profile and the last `n` unfolded
@@ -222,13 +223,38 @@ impl PgTurn {
     }
 
     fn appended(&self, duplicate: bool, counts: &tokio_postgres::Row, now: DateTime<Utc>) -> PgAppended {
-        let (unfolded, first): (i64, Option<DateTime<Utc>>) = (counts.get(0), counts.get(1));
-        let unfolded = usize::try_from(unfolded).unwrap_or(0);
-        PgAppended {
-            fold_due: plan::due(unfolded, first, false, self.channel.config(), now),
-            duplicate,
-        }
+        appended(&self.channel, duplicate, counts, now)
     }
+}
+
+fn appended(channel: &PgChannel, duplicate: bool, counts: &tokio_postgres::Row, now: DateTime<Utc>) -> PgAppended {
+    let (unfolded, first): (i64, Option<DateTime<Utc>>) = (counts.get(0), counts.get(1));
+    let unfolded = usize::try_from(unfolded).unwrap_or(0);
+    PgAppended {
+        fold_due: plan::due(unfolded, first, false, channel.config(), now),
+        over_bound: unfolded > channel.config().stm.max_messages,
+        duplicate,
+    }
+}
+
+/// Stores `record` for `user` on `conn` (one round trip, committed when
+/// this returns) and reads the counters "is a fold due?" needs. Needs no
+/// turn lock: the append's upsert numbers messages under the user's row
+/// lock, so intake stores a message while the user's turn runs.
+pub(crate) async fn append_on(
+    conn: &Object,
+    channel: &PgChannel,
+    user: &SafeName,
+    record: &Record,
+    now: DateTime<Utc>,
+) -> Result<PgAppended, PgError> {
+    let (name, key) = (channel.name(), user.as_str());
+    let (append, counters) = futures_util::try_join!(conn.prepare_cached(APPEND), conn.prepare_cached(COUNTERS))?;
+    let v = Values::of(record);
+    let (params, keys): ([&(dyn ToSql + Sync); 9], [&(dyn ToSql + Sync); 2]) = (v.params(&name, &key), [&name, &key]);
+    let (inserted, counts) =
+        futures_util::try_join!(conn.query_opt(&append, &params), conn.query_one(&counters, &keys),)?;
+    Ok(appended(channel, inserted.is_none(), &counts, now))
 }
 
 /// The rows of [`VIEW`] as a context view (oldest first).
