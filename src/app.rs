@@ -5,6 +5,10 @@
 //! What it must not do: talk to a platform directly (channels do), or touch
 //! a memory file except through `mnemo-sessions`.
 
+mod recovery;
+
+pub use recovery::Recovered;
+
 use crate::config::LimitsConfig;
 use crate::dispatch::{Dispatcher, Refused};
 use crate::model::Model;
@@ -132,7 +136,7 @@ const QUEUE_IDLE: Duration = Duration::from_secs(120);
 #[derive(Clone)]
 pub struct App {
     pipeline: Arc<Pipeline>,
-    dispatcher: Dispatcher,
+    dispatcher: Dispatcher<Pipeline>,
     parts: Arc<AppParts>,
     memories: Arc<HashMap<String, ChannelMemory>>,
 }
@@ -196,6 +200,16 @@ impl App {
         (self.dispatcher.live_queues(), self.dispatcher.queued_messages())
     }
 
+    /// Waits up to `limit` until no turn is queued or running: a reply is
+    /// stored right after it is sent, so the last one sent may not be
+    /// stored yet (the bench waits, before it counts or deletes).
+    pub async fn wait_turns(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.dispatcher.queued_messages() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Waits up to `limit` for background compactions to finish (the bench
     /// does, before it removes its state folder).
     pub async fn wait_background(&self, limit: Duration) {
@@ -218,6 +232,15 @@ impl App {
     /// hand over are saved, not answered) within a bounded time. Returns
     /// whether everything finished in time.
     pub async fn serve(&self, channels: Vec<Arc<dyn Channel>>, shutdown: watch::Receiver<bool>) -> bool {
+        // Questions a crash left unanswered are queued before any channel
+        // hands over a message (whose repeat would find them stored).
+        self.recover().await;
+        let sweeping = self.memories.values().any(|m| m.pg.is_some());
+        let mut sweep = tokio::time::interval_at(
+            tokio::time::Instant::now() + recovery::SWEEP_EVERY,
+            recovery::SWEEP_EVERY,
+        );
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (inbox_tx, mut inbox) = mpsc::channel::<Inbound>(256);
         let mut receivers = tokio::task::JoinSet::new();
         for channel in channels {
@@ -238,6 +261,9 @@ impl App {
                     None => break false,
                 },
                 _ = crate::shutdown::fired(&mut stop) => break true,
+                _ = sweep.tick(), if sweeping => {
+                    self.sweep().await;
+                }
             }
         };
         // The channels watch the same signal and close the inbox when it

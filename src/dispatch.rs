@@ -1,7 +1,17 @@
 //! The dispatcher (DESIGN §2): one ordered queue per (channel, user), so a
 //! user's messages are answered in arrival order while different users run
-//! concurrently. Each queue is served by its own task, which ends after the
-//! queue has been idle for a while, so the map does not grow without bound.
+//! concurrently.
+//!
+//! A user's queue has two steps, each served by a task of its own: *intake*
+//! ([`TurnHandler::take`]: the access check and the durable store, quick)
+//! and the *turn* ([`TurnHandler::answer`]: the model call, slow). A message
+//! is taken as soon as it arrives, not when the turns before it are done,
+//! so the platform can be told it is safe while it waits (issue 42: what
+//! waited unstored in memory was lost by a crash). Both steps keep arrival
+//! order; a message already taken (found unanswered at start) joins the
+//! queue behind what is there ([`Dispatcher::submit_taken`]). The two tasks
+//! end after the queue has been idle for a while, so the map does not grow
+//! without bound.
 //!
 //! It knows nothing of memory or models: it hands each message to a
 //! [`TurnHandler`], and a message that finds its user's queue full to
@@ -10,32 +20,93 @@
 use async_trait::async_trait;
 use mnemo_channels::Inbound;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// What the dispatcher does with a message.
 #[async_trait]
 pub trait TurnHandler: Send + Sync + 'static {
-    /// Handles one message; called in arrival order per (channel, user).
-    async fn handle(&self, message: Inbound);
+    /// A message taken in, ready for its turn.
+    type Taken: Send + 'static;
+
+    /// The queue a message belongs to (its user, as the store names them):
+    /// messages with the same key are taken and answered in order.
+    fn queue_key(&self, message: &Inbound) -> String;
+
+    /// Takes one message in, in arrival order per queue, without waiting
+    /// for the turns before it: `None` when it needs no turn (refused, a
+    /// repeat, not kept).
+    async fn take(&self, message: Inbound) -> Option<Self::Taken>;
+
+    /// Whether the messages after `taken` wait to be taken until its turn
+    /// is done (a `/session clear` must not see, nor delete, a question
+    /// sent after it).
+    fn holds_intake(&self, _taken: &Self::Taken) -> bool {
+        false
+    }
+
+    /// The turn of a taken message, in arrival order per queue; `backlog`
+    /// says how many of the queue's messages wait behind it.
+    async fn answer(&self, taken: Self::Taken, backlog: &Backlog);
+
     /// The user's queue was full: the message is not taken (tell them).
     async fn overflow(&self, message: Inbound);
 }
 
 type QueueKey = (String, String);
 
-/// Cheap to clone; all clones feed the same queues.
-#[derive(Clone)]
-pub struct Dispatcher {
-    shared: Arc<Shared>,
+/// How many messages a queue holds, the one in its turn included.
+pub struct Backlog(Arc<AtomicUsize>);
+
+impl Backlog {
+    /// Messages waiting behind the one in its turn (taken or not).
+    pub fn behind(&self) -> usize {
+        self.0.load(Ordering::SeqCst).saturating_sub(1)
+    }
+
+    /// A backlog with nothing behind (for a turn run outside a queue).
+    pub fn none() -> Backlog {
+        Backlog(Arc::new(AtomicUsize::new(1)))
+    }
 }
 
-struct Shared {
+/// Cheap to clone; all clones feed the same queues.
+pub struct Dispatcher<H: TurnHandler> {
+    shared: Arc<Shared<H>>,
+}
+
+impl<H: TurnHandler> Clone for Dispatcher<H> {
+    fn clone(&self) -> Self {
+        Dispatcher {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// What waits in a user's queue.
+enum Item<T> {
+    /// Just arrived: to be taken, then answered (boxed: an `Inbound` is
+    /// large beside a handle).
+    New(Box<Inbound>),
+    /// Taken before (found unanswered at start): only its turn is left.
+    Taken(T),
+}
+
+/// One user's queue: where its messages go, and how many are in it.
+struct Queue<T> {
+    items: mpsc::UnboundedSender<Item<T>>,
+    /// Messages in the queue, taken or not, until their turn ends (or
+    /// intake said no turn is needed): what `limits.userQueueDepth` bounds.
+    waiting: Arc<AtomicUsize>,
+}
+
+struct Shared<H: TurnHandler> {
     /// A std mutex: it is never held across an `.await`, and holding it
     /// while a worker decides to retire makes submit-vs-retire race-free.
-    queues: Mutex<HashMap<QueueKey, mpsc::Sender<Inbound>>>,
-    handler: Arc<dyn TurnHandler>,
+    queues: Mutex<HashMap<QueueKey, Queue<H::Taken>>>,
+    handler: Arc<H>,
     depth: usize,
     idle: Duration,
     /// Every worker holds a clone; [`Dispatcher::drain`] waits for all of
@@ -53,10 +124,10 @@ pub enum Refused {
     Closed,
 }
 
-impl Dispatcher {
+impl<H: TurnHandler> Dispatcher<H> {
     /// `depth`: messages one user may have waiting; `idle`: how long a
     /// user's worker lingers with nothing to do.
-    pub fn new(handler: Arc<dyn TurnHandler>, depth: usize, idle: Duration) -> Self {
+    pub fn new(handler: Arc<H>, depth: usize, idle: Duration) -> Self {
         let (alive, all_done) = mpsc::channel(1);
         Dispatcher {
             shared: Arc::new(Shared {
@@ -70,34 +141,50 @@ impl Dispatcher {
         }
     }
 
-    /// Queues `message` behind its user's earlier ones.
+    /// Queues `message` behind its user's earlier ones; refused when the
+    /// user already has `depth` messages waiting.
     pub async fn submit(&self, message: Inbound) -> Result<(), Refused> {
-        let rejected = {
-            let mut queues = lock(&self.shared.queues);
-            let Some(alive) = lock(&self.shared.alive).clone() else {
-                return Err(Refused::Closed);
-            };
-            let key = (message.channel.clone(), message.user_id.clone());
-            let sender = queues
-                .entry(key.clone())
-                .or_insert_with(|| self.spawn_worker(key, alive));
-            match sender.try_send(message) {
-                Ok(()) => None,
-                Err(mpsc::error::TrySendError::Full(m)) => Some(m),
-                // The worker is gone only if it panicked; refuse rather than lose silently.
-                Err(mpsc::error::TrySendError::Closed(m)) => {
-                    tracing::error!(channel = %m.channel, "a user's queue worker died; message refused");
-                    return Err(Refused::Closed);
-                }
-            }
-        };
-        match rejected {
-            None => Ok(()),
-            Some(message) => {
-                self.shared.handler.overflow(message).await;
+        let key = (message.channel.clone(), self.shared.handler.queue_key(&message));
+        match self.enqueue(key, Item::New(Box::new(message)), true) {
+            Ok(()) => Ok(()),
+            Err((Item::New(message), Refused::QueueFull)) => {
+                self.shared.handler.overflow(*message).await;
                 Err(Refused::QueueFull)
             }
+            Err((_, refused)) => Err(refused),
         }
+    }
+
+    /// Queues the turn of a message taken before (found stored and
+    /// unanswered at start) behind the queue `key`'s earlier messages; never
+    /// refused for depth: it is stored already.
+    pub fn submit_taken(&self, channel: &str, key: &str, taken: H::Taken) -> Result<(), Refused> {
+        self.enqueue((channel.to_string(), key.to_string()), Item::Taken(taken), false)
+            .map_err(|(_, refused)| refused)
+    }
+
+    fn enqueue(&self, key: QueueKey, item: Item<H::Taken>, bounded: bool) -> Result<(), (Item<H::Taken>, Refused)> {
+        let mut queues = lock(&self.shared.queues);
+        let Some(alive) = lock(&self.shared.alive).clone() else {
+            return Err((item, Refused::Closed));
+        };
+        let queue = queues
+            .entry(key.clone())
+            .or_insert_with(|| self.spawn_workers(key, alive));
+        if bounded && queue.waiting.load(Ordering::SeqCst) >= self.shared.depth {
+            return Err((item, Refused::QueueFull));
+        }
+        queue.waiting.fetch_add(1, Ordering::SeqCst);
+        queue.items.send(item).map_err(|mpsc::error::SendError(item)| {
+            // The worker is gone only if it panicked; refuse rather than lose silently.
+            tracing::error!("a user's queue worker died; message refused");
+            (item, Refused::Closed)
+        })
+    }
+
+    /// Whether the queue `key` of `channel` is live (has work or just had).
+    pub fn has_queue(&self, channel: &str, key: &str) -> bool {
+        lock(&self.shared.queues).contains_key(&(channel.to_string(), key.to_string()))
     }
 
     /// Number of users with a live queue.
@@ -105,11 +192,11 @@ impl Dispatcher {
         lock(&self.shared.queues).len()
     }
 
-    /// Messages waiting in all queues (not counting the ones being handled).
+    /// Messages waiting in all queues (counting the ones being handled).
     pub fn queued_messages(&self) -> usize {
         lock(&self.shared.queues)
             .values()
-            .map(|q| q.max_capacity() - q.capacity())
+            .map(|q| q.waiting.load(Ordering::SeqCst))
             .sum()
     }
 
@@ -122,18 +209,50 @@ impl Dispatcher {
         tokio::time::timeout(grace, all_done.recv()).await.is_ok()
     }
 
-    fn spawn_worker(&self, key: QueueKey, alive: mpsc::Sender<()>) -> mpsc::Sender<Inbound> {
-        let (tx, mut rx) = mpsc::channel::<Inbound>(self.shared.depth);
+    /// The intake task of a new queue, which starts its turn task.
+    fn spawn_workers(&self, key: QueueKey, alive: mpsc::Sender<()>) -> Queue<H::Taken> {
+        let (items, mut inbox) = mpsc::unbounded_channel::<Item<H::Taken>>();
+        let (turns, mut due) = mpsc::unbounded_channel::<Turn<H::Taken>>();
+        let waiting = Arc::new(AtomicUsize::new(0));
         let shared = Arc::clone(&self.shared);
+        let (left, alive_too) = (Arc::clone(&waiting), alive.clone());
+        tokio::spawn(async move {
+            let _alive = alive_too;
+            let backlog = Backlog(Arc::clone(&left));
+            while let Some((taken, done)) = due.recv().await {
+                shared.handler.answer(taken, &backlog).await;
+                left.fetch_sub(1, Ordering::SeqCst);
+                if let Some(done) = done {
+                    let _ = done.send(());
+                }
+            }
+        });
+        let shared = Arc::clone(&self.shared);
+        let left = Arc::clone(&waiting);
         tokio::spawn(async move {
             let _alive = alive;
             loop {
-                match tokio::time::timeout(shared.idle, rx.recv()).await {
-                    Ok(Some(message)) => shared.handler.handle(message).await,
+                match tokio::time::timeout(shared.idle, inbox.recv()).await {
+                    Ok(Some(Item::New(message))) => match shared.handler.take(*message).await {
+                        Some(taken) if shared.handler.holds_intake(&taken) => {
+                            let (done, turn_done) = oneshot::channel();
+                            send_turn(&turns, (taken, Some(done)), &left);
+                            // Dropped unanswered only if the turn panicked.
+                            let _ = turn_done.await;
+                        }
+                        Some(taken) => send_turn(&turns, (taken, None), &left),
+                        None => {
+                            left.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    },
+                    Ok(Some(Item::Taken(taken))) => send_turn(&turns, (taken, None), &left),
                     Ok(None) => break,
                     Err(_idle) => {
+                        // Retire only when the turn task is idle too, so a
+                        // queue made again for this user never runs a turn
+                        // beside one of this queue's.
                         let mut queues = lock(&shared.queues);
-                        if rx.is_empty() {
+                        if inbox.is_empty() && left.load(Ordering::SeqCst) == 0 {
                             queues.remove(&key);
                             break;
                         }
@@ -141,7 +260,19 @@ impl Dispatcher {
                 }
             }
         });
-        tx
+        Queue { items, waiting }
+    }
+}
+
+/// A taken message for the turn task, and who waits for its turn to end.
+type Turn<T> = (T, Option<oneshot::Sender<()>>);
+
+/// Hands a taken message to the queue's turn task (gone only if a turn
+/// panicked: then the message is counted out and logged, not waited for).
+fn send_turn<T>(turns: &mpsc::UnboundedSender<T>, taken: T, waiting: &AtomicUsize) {
+    if turns.send(taken).is_err() {
+        waiting.fetch_sub(1, Ordering::SeqCst);
+        tracing::error!("a user's turn worker died; a taken message waits for the next start");
     }
 }
 
@@ -156,9 +287,10 @@ mod tests {
     use super::*;
     use chrono::Utc;
     use mnemo_channels::ChatKind;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Recorder {
+        /// Texts taken in, in the order intake saw them.
+        taken: Mutex<Vec<String>>,
         seen: Mutex<Vec<(String, String)>>,
         overflowed: AtomicUsize,
         gate: tokio::sync::Semaphore,
@@ -166,7 +298,15 @@ mod tests {
 
     #[async_trait]
     impl TurnHandler for Recorder {
-        async fn handle(&self, m: Inbound) {
+        type Taken = Inbound;
+        fn queue_key(&self, m: &Inbound) -> String {
+            m.user_id.clone()
+        }
+        async fn take(&self, m: Inbound) -> Option<Inbound> {
+            lock(&self.taken).push(m.text.clone());
+            Some(m)
+        }
+        async fn answer(&self, m: Inbound, _backlog: &Backlog) {
             let _permit = self.gate.acquire().await;
             tokio::task::yield_now().await;
             lock(&self.seen).push((m.user_id, m.text));
@@ -194,6 +334,7 @@ mod tests {
 
     fn recorder(permits: usize) -> Arc<Recorder> {
         Arc::new(Recorder {
+            taken: Mutex::default(),
             seen: Mutex::default(),
             overflowed: AtomicUsize::new(0),
             gate: tokio::sync::Semaphore::new(permits),
@@ -233,6 +374,48 @@ mod tests {
         assert_eq!(rec.overflowed.load(Ordering::SeqCst), refused);
         rec.gate.add_permits(100);
         assert!(d.drain(Duration::from_secs(5)).await);
+    }
+
+    #[tokio::test]
+    async fn messages_are_taken_while_their_users_turn_is_still_running() {
+        let rec = recorder(0); // every turn blocks
+        let d = Dispatcher::new(rec.clone(), 10, Duration::from_secs(5));
+        for i in 0..5 {
+            d.submit(msg("a", format!("m{i}"))).await.unwrap();
+        }
+        for _ in 0..200 {
+            if lock(&rec.taken).len() == 5 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(*lock(&rec.taken), ["m0", "m1", "m2", "m3", "m4"]);
+        assert!(lock(&rec.seen).is_empty(), "no turn ran yet");
+        assert_eq!(d.queued_messages(), 5);
+        rec.gate.add_permits(100);
+        assert!(d.drain(Duration::from_secs(5)).await);
+        assert_eq!(lock(&rec.seen).len(), 5);
+    }
+
+    #[tokio::test]
+    async fn a_message_taken_before_is_answered_in_order_with_new_ones_and_never_refused() {
+        let rec = recorder(0);
+        let d = Dispatcher::new(rec.clone(), 1, Duration::from_secs(5));
+        d.submit_taken("test", "a", msg("a", "stored0".into())).unwrap();
+        d.submit_taken("test", "a", msg("a", "stored1".into())).unwrap();
+        assert_eq!(d.submit(msg("a", "new".into())).await, Err(Refused::QueueFull));
+        rec.gate.add_permits(100);
+        for _ in 0..200 {
+            if d.queued_messages() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        d.submit(msg("a", "new".into())).await.unwrap();
+        assert!(d.drain(Duration::from_secs(5)).await);
+        let seen: Vec<_> = lock(&rec.seen).iter().map(|(_, t)| t.clone()).collect();
+        assert_eq!(seen, ["stored0", "stored1", "new"]);
+        assert_eq!(*lock(&rec.taken), ["new"], "a stored message is not taken again");
     }
 
     #[tokio::test]

@@ -18,7 +18,8 @@
 
 use crate::access::{Admission, Gate};
 use crate::app::{AppParts, ChannelMemory};
-use crate::dispatch::TurnHandler;
+use crate::config::LimitsConfig;
+use crate::dispatch::{Backlog, TurnHandler};
 use crate::memory_tools::MemoryTools;
 use crate::model::tools::{self, ToolLimits};
 use crate::model::{ModelError, ModelRequest, Usage};
@@ -26,10 +27,11 @@ use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
 use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
+use mnemo_sessions::commands::SessionCommand;
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::recall::TurnQuery;
 use mnemo_sessions::session::{ContextView, SessionError};
-use mnemo_sessions::{Record, Role, SafeName, commands, compaction};
+use mnemo_sessions::{Record, Role, SafeName, commands, compaction, pending};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,13 +53,9 @@ pub struct Pipeline {
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
-    "I'm restarting right now; your message is saved and I'll have it in mind next time.";
+    "I'm restarting right now; your message is saved and I'll answer it as soon as I'm back.";
 pub const NOT_UPLOADED: &str =
     "I packed your data into an archive, but could not upload it here. The operator can hand it to you";
-/// The stored id of the answer to the message `msg_id`.
-fn reply_id(msg_id: &str) -> String {
-    format!("re-{msg_id}")
-}
 
 pub const QUEUE_FULL: &str =
     "You're sending messages faster than I can answer. Please wait for my reply, then try again.";
@@ -174,114 +172,57 @@ impl Pipeline {
         }
     }
 
+    /// One taken message's turn: a `/session` command answered from
+    /// memory, stale questions given up, or a stored question answered by
+    /// the model (once: a question already settled is skipped).
     async fn turn(
         &self,
         memory: &ChannelMemory,
-        message: Inbound,
+        taken: Taken,
+        backlog: &Backlog,
         trace: &mut TurnTrace,
     ) -> Result<Outcome, TurnError> {
-        let user = SafeName::of(&message.user_id);
-        // Access check and abuse limits first (DESIGN §2): a refused message
-        // is not stored, not sent to the model, and not logged with its text.
-        match self.access.admit(&message, Utc::now()).await {
-            Admission::Refused { reply } => {
-                if let Some(text) = reply {
-                    self.reply(&message, &text).await;
-                }
-                return Ok(Outcome::Refused);
-            }
-            Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
-            Admission::Proceed { greeting: None } => {}
-            // Nothing stored and nothing said; not taken, so a platform
-            // that redelivers brings it back once the database answers.
-            Admission::Unavailable => return Err(TurnError::RulesUnread),
-        }
+        let Taken { message, user, work } = taken;
+        // No fold while the user's next questions wait, stored, behind this
+        // one: it would summarize (and archive) questions not answered yet,
+        // out of a restart's sight; the last turn of the queue folds, or
+        // the hard bound (`stm.maxMessages`) does.
+        let fold_due = |due: Due| due.fold && (due.over_bound || backlog.behind() == 0);
         // On Postgres the user's turn lock is held from here to the end of
         // the turn, so another broker never interleaves this user's turns.
         let mut pg = match &memory.pg {
             Some(channel) => Some(channel.begin_turn(&user).await.map_err(TurnError::Database)?),
             None => None,
         };
-
-        if let Some(command) = commands::parse(
-            &message.text,
-            self.channels
-                .get(&message.channel)
-                .and_then(|c| c.bot_name())
-                .as_deref(),
-        ) {
-            let caller = commands::Caller {
-                user: &user,
-                display_name: message.user_name.as_deref(),
-                max_profile_chars: memory.config.ltm.max_profile_chars,
-            };
-            let reply = match pg.as_mut() {
-                Some(turn) => crate::pg_session::answer(memory, turn, &command, Utc::now()).await,
-                None => {
-                    let reply = commands::execute(&memory.stm, caller, &command, Utc::now()).await;
-                    // A command may have changed the files (clear, forget, …).
-                    memory.sessions.forget(&user).await;
-                    reply
-                }
-            };
-            let out = match reply.export {
-                Some(path) => Outbound::file(&message, path, reply.text),
-                None => Outbound::reply(&message, reply.text),
-            };
-            // DESIGN §5: memory asked for in a group reaches only the asker.
-            let out = if command.reveals_memory() {
-                out.privately(&message)
-            } else {
-                out
-            };
-            self.send(out).await;
-            return Ok(Outcome::Command);
+        match work {
+            Work::Command(command) => return self.command(memory, pg.as_mut(), &user, &message, &command).await,
+            Work::GiveUp { earlier } => {
+                return self
+                    .give_up(memory, pg.as_mut(), &user, &message, &earlier, backlog)
+                    .await;
+            }
+            Work::Question | Work::Recovered => {}
         }
-
-        let record = Record {
-            ts: message.ts,
-            role: Role::User,
-            text: message.text.clone(),
-            msg_id: message.msg_id.clone(),
-            channel: message.channel.clone(),
-            thread_id: message.thread_id.clone(),
-            chat_id: Some(message.chat_id.clone()),
-            user_name: message.user_name.clone(),
-        };
-        // One extra message because the one being answered is in the log too.
-        let window = memory.config.stm.context_window + 1;
-        let (mut fold_due, view) = match pg.as_mut() {
+        let keep = recent_keep(memory, &self.parts.limits);
+        let view = match pg.as_mut() {
             Some(turn) => {
-                let (appended, view) = turn
-                    .append_then_view(&record, Utc::now(), window)
-                    .await
-                    .map_err(TurnError::Database)?;
-                // A platform's redelivery: stored once, answered once. A
-                // question stored by a broker that died before its answer
-                // (the platform delivers it again because it was never
-                // acknowledged as answered) is answered now.
-                if appended.duplicate
-                    && turn
-                        .has_message(&reply_id(&message.msg_id))
-                        .await
-                        .map_err(TurnError::Database)?
-                {
+                // Answered by another broker (or an earlier run) already.
+                if turn.is_settled(&message.msg_id).await.map_err(TurnError::Database)? {
                     return Ok(Outcome::Duplicate);
                 }
-                (appended.fold_due, view)
+                turn.view(keep).await.map_err(TurnError::Database)?
             }
-            None => {
-                let (appended, view) = memory
-                    .sessions
-                    .append_then_view(&user, &record, Utc::now(), window)
-                    .await
-                    .map_err(TurnError::Store)?;
-                memory.index(&user, &record).await;
-                (appended.fold_due, view)
-            }
+            None => memory
+                .sessions
+                .turn_view(&user, keep, Utc::now())
+                .await
+                .map_err(TurnError::Store)?,
         };
-        // Stored: the platform may stop delivering it (the answer follows).
-        self.settle(&message.channel, &message.msg_id, true);
+        if memory.pg.is_none() && pending::is_settled(&view.recent, &message.msg_id) {
+            return Ok(Outcome::Duplicate);
+        }
+        // One extra message because the one being answered is in the log too.
+        let view = answering(view, &message.msg_id, memory.config.stm.context_window + 1);
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
@@ -300,58 +241,165 @@ impl Pipeline {
             pg = Some(turn);
         }
         trace.lap(Phase::Model);
-        let outcome = match answer {
-            Ok(answer) => {
-                trace.tokens(answer.usage);
-                let reply = Record {
-                    ts: Utc::now(),
-                    role: Role::Assistant,
-                    text: answer.text,
-                    msg_id: reply_id(&message.msg_id),
-                    channel: message.channel.clone(),
-                    thread_id: message.thread_id.clone(),
-                    chat_id: Some(message.chat_id.clone()),
-                    user_name: None,
-                };
-                fold_due = match pg.as_mut() {
-                    Some(turn) => {
-                        turn.append(&reply, Utc::now())
-                            .await
-                            .map_err(TurnError::Database)?
-                            .fold_due
-                    }
-                    None => {
-                        let appended = memory
-                            .sessions
-                            .append(&user, &reply, Utc::now())
-                            .await
-                            .map_err(TurnError::Store)?;
-                        memory.index(&user, &reply).await;
-                        appended.fold_due
-                    }
-                };
-                trace.lap(Phase::Memory);
-                self.fold_if_due(memory, &user, fold_due).await;
-                self.embed_later(memory, &user).await;
-                self.show(&message, live, &reply.text).await;
-                match answer.broken {
-                    Some(e) => {
-                        tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
-                        self.reply(&message, e.user_message()).await;
-                        Outcome::ModelFailed
-                    }
-                    None => Outcome::Answered,
-                }
-            }
+        // What settles the question: the answer, or the failure notice the
+        // user is shown instead (so a restart does not ask again).
+        let (text, usage, broken, failed) = match answer {
+            Ok(answer) => (answer.text, answer.usage, answer.broken, None),
+            Err(e) => (e.user_message().to_string(), None, None, Some(e)),
+        };
+        trace.tokens(usage);
+        let reply = reply_record(&message, text);
+        // Shown first, stored second: a crash between the two (the store's
+        // own instant) answers the question again at the next start; the
+        // other order lost answers stored but never shown (a streamed
+        // answer's last edit waits up to a second for the platform's pace).
+        self.show(&message, live, &reply.text).await;
+        trace.lap(Phase::Send);
+        let due = match self.store_reply(memory, pg.as_mut(), &user, &reply).await {
+            Ok(due) => due,
             Err(e) => {
-                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
-                self.fold_if_due(memory, &user, fold_due).await;
-                self.show(&message, live, e.user_message()).await;
-                Outcome::ModelFailed
+                tracing::error!(channel = %message.channel, user = %user, msg_id = %message.msg_id, error = %e, "the answer was shown but could not be stored; the next start answers the question again");
+                return Ok(Outcome::Failed);
             }
         };
-        trace.lap(Phase::Send);
+        trace.lap(Phase::Memory);
+        self.fold_if_due(memory, &user, fold_due(due)).await;
+        if failed.is_none() {
+            self.embed_later(memory, &user).await;
+        }
+        let outcome = match (failed, broken) {
+            (Some(e), _) => {
+                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
+                Outcome::ModelFailed
+            }
+            (None, Some(e)) => {
+                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
+                self.reply(&message, e.user_message()).await;
+                Outcome::ModelFailed
+            }
+            (None, None) => Outcome::Answered,
+        };
         Ok(outcome)
+    }
+
+    /// Stores the record that settles a question (its answer or a notice)
+    /// and indexes it; whether a fold is due after.
+    async fn store_reply(
+        &self,
+        memory: &ChannelMemory,
+        pg: Option<&mut mnemo_pg::PgTurn>,
+        user: &SafeName,
+        reply: &Record,
+    ) -> Result<Due, TurnError> {
+        Ok(match pg {
+            Some(turn) => {
+                let appended = turn.append(reply, Utc::now()).await.map_err(TurnError::Database)?;
+                Due {
+                    fold: appended.fold_due,
+                    over_bound: appended.over_bound,
+                }
+            }
+            None => {
+                let appended = memory
+                    .sessions
+                    .append(user, reply, Utc::now())
+                    .await
+                    .map_err(TurnError::Store)?;
+                memory.index(user, reply).await;
+                Due {
+                    fold: appended.fold_due,
+                    over_bound: appended.over_bound,
+                }
+            }
+        })
+    }
+
+    /// A `/session` command, answered from memory in its turn (after the
+    /// user's earlier questions), never stored.
+    async fn command(
+        &self,
+        memory: &ChannelMemory,
+        pg: Option<&mut mnemo_pg::PgTurn>,
+        user: &SafeName,
+        message: &Inbound,
+        command: &SessionCommand,
+    ) -> Result<Outcome, TurnError> {
+        let caller = commands::Caller {
+            user,
+            display_name: message.user_name.as_deref(),
+            max_profile_chars: memory.config.ltm.max_profile_chars,
+        };
+        let reply = match pg {
+            Some(turn) => crate::pg_session::answer(memory, turn, command, Utc::now()).await,
+            None => {
+                let reply = commands::execute(&memory.stm, caller, command, Utc::now()).await;
+                // A command may have changed the files (clear, forget, …).
+                memory.sessions.forget(user).await;
+                reply
+            }
+        };
+        let out = match reply.export {
+            Some(path) => Outbound::file(message, path, reply.text),
+            None => Outbound::reply(message, reply.text),
+        };
+        // DESIGN §5: memory asked for in a group reaches only the asker.
+        let out = if command.reveals_memory() {
+            out.privately(message)
+        } else {
+            out
+        };
+        self.send(out).await;
+        Ok(Outcome::Command)
+    }
+
+    /// Questions found unanswered and too old to answer now: `message`
+    /// the last of them, `earlier` the ids of the others. The user is told
+    /// once, in one message, and that notice is stored as the answer of
+    /// each (the ones nothing settled meanwhile), before it is sent: a
+    /// crash in between costs the notice, never sends it twice.
+    async fn give_up(
+        &self,
+        memory: &ChannelMemory,
+        mut pg: Option<&mut mnemo_pg::PgTurn>,
+        user: &SafeName,
+        message: &Inbound,
+        earlier: &[String],
+        backlog: &Backlog,
+    ) -> Result<Outcome, TurnError> {
+        let mut open = Vec::new();
+        for msg_id in earlier.iter().chain(std::iter::once(&message.msg_id)) {
+            let settled = match pg.as_deref_mut() {
+                Some(turn) => turn.is_settled(msg_id).await.map_err(TurnError::Database)?,
+                None => false,
+            };
+            if !settled {
+                open.push(msg_id.clone());
+            }
+        }
+        if open.is_empty() {
+            return Ok(Outcome::Duplicate);
+        }
+        let text = stale_notice(open.len(), message.ts);
+        let mut due = Due::default();
+        for msg_id in &open {
+            let question = Inbound {
+                msg_id: msg_id.clone(),
+                ..message.clone()
+            };
+            let stored = self
+                .store_reply(memory, pg.as_deref_mut(), user, &reply_record(&question, text.clone()))
+                .await?;
+            due = Due {
+                fold: due.fold || stored.fold,
+                over_bound: due.over_bound || stored.over_bound,
+            };
+            tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
+        }
+        crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
+        self.fold_if_due(memory, user, due.fold && (due.over_bound || backlog.behind() == 0))
+            .await;
+        self.reply(message, &text).await;
+        Ok(Outcome::GaveUp)
     }
 
     /// The model's answer to `request`, with the memory tools. On a
@@ -570,6 +618,13 @@ fn compaction_label(
     })
 }
 
+/// Whether a fold is due after an append, and whether the hard bound asks.
+#[derive(Clone, Copy, Default)]
+struct Due {
+    fold: bool,
+    over_bound: bool,
+}
+
 /// A model answer, ready to store and show.
 struct Answer {
     /// Cut to `limits.maxReplyChars`; marked as cut if the stream broke.
@@ -596,44 +651,266 @@ enum TurnError {
     Database(mnemo_pg::PgError),
     #[error("the broker is shutting down")]
     Closed,
-    /// The access rules could not be read (the database did not answer):
-    /// the sender may be a stranger, so nothing is said.
-    #[error("the access rules could not be read")]
-    RulesUnread,
 }
 
-#[async_trait]
-impl TurnHandler for Pipeline {
-    async fn handle(&self, message: Inbound) {
+/// A message taken in and waiting for its turn in its user's queue.
+pub struct Taken {
+    message: Inbound,
+    /// Whose memory it is: the name the store keys the user by.
+    user: SafeName,
+    work: Work,
+}
+
+/// What a taken message's turn does.
+enum Work {
+    /// A question stored on intake: the model answers it.
+    Question,
+    /// A `/session` command: answered in its turn, after the user's
+    /// earlier questions; never stored, and its platform told it was
+    /// taken only once it is answered.
+    Command(SessionCommand),
+    /// A question found stored and unanswered at start (or left by a dead
+    /// broker): answered like a question, unless something settled it.
+    Recovered,
+    /// The last of the questions found unanswered and older than
+    /// `limits.answerStaleAfterMinutes` (`earlier`: the others' ids): its
+    /// user is told once.
+    GiveUp { earlier: Vec<String> },
+}
+
+impl Taken {
+    /// The turn of a question found stored without its answer.
+    pub(crate) fn recovered(message: Inbound, user: SafeName) -> Taken {
+        Taken {
+            message,
+            user,
+            work: Work::Recovered,
+        }
+    }
+
+    /// The notice for stale questions: `last` the newest of them,
+    /// `earlier` the others' ids.
+    pub(crate) fn give_up(last: Inbound, user: SafeName, earlier: Vec<String>) -> Taken {
+        Taken {
+            message: last,
+            user,
+            work: Work::GiveUp { earlier },
+        }
+    }
+}
+
+/// How many of a user's newest records a turn reads, and the intake looks
+/// through for a repeat: the context window, the message being answered,
+/// and the questions that may wait behind it in the user's queue (stored
+/// after it, left out of its context by [`answering`]).
+fn recent_keep(memory: &ChannelMemory, limits: &LimitsConfig) -> usize {
+    memory.config.stm.context_window + 1 + limits.user_queue_depth
+}
+
+/// `view` as the turn answering `msg_id` shows it to the model: without
+/// the questions stored after it (not asked yet), the last `n` records.
+fn answering(mut view: ContextView, msg_id: &str, n: usize) -> ContextView {
+    let mut recent: Vec<_> = pending::before_answering(&view.recent, msg_id)
+        .into_iter()
+        .cloned()
+        .collect();
+    recent.drain(..recent.len().saturating_sub(n));
+    view.recent = recent;
+    view
+}
+
+/// The record that settles the question `to`: its answer or a notice.
+fn reply_record(to: &Inbound, text: String) -> Record {
+    Record {
+        ts: Utc::now(),
+        role: Role::Assistant,
+        text,
+        msg_id: pending::reply_id(&to.msg_id),
+        channel: to.channel.clone(),
+        thread_id: to.thread_id.clone(),
+        chat_id: Some(to.chat_id.clone()),
+        user_name: None,
+    }
+}
+
+/// What a user is told of questions given up as stale (once).
+fn stale_notice(count: usize, last: chrono::DateTime<Utc>) -> String {
+    let when = last.format("%Y-%m-%d %H:%M UTC");
+    if count == 1 {
+        format!(
+            "I was offline and did not answer your message of {when}. If you still need an answer, please ask again."
+        )
+    } else {
+        format!(
+            "I was offline and did not answer {count} of your messages (the last of {when}). If you still need answers, please ask again."
+        )
+    }
+}
+
+impl Pipeline {
+    /// The whole path of one message at once: intake, then its turn (what
+    /// the dispatcher does in two steps). For tests that drive the
+    /// pipeline without a dispatcher.
+    pub async fn handle(&self, message: Inbound) {
+        if let Some(taken) = self.intake(message).await {
+            TurnHandler::answer(self, taken, &Backlog::none()).await;
+        }
+    }
+
+    /// Intake: the access check and abuse limits (DESIGN §2: a refused
+    /// message is not stored, not sent to the model, and not logged with
+    /// its text), then the message stored (durable) and indexed before it
+    /// waits for its turn, and its platform told it is safe. A `/session`
+    /// command waits unstored.
+    async fn intake(&self, message: Inbound) -> Option<Taken> {
         let Some(memory) = self.memories.get(&message.channel) else {
             tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
             let _ = self.settle(&message.channel, &message.msg_id, false);
-            return;
+            return None;
         };
-        let (channel, msg_id) = (message.channel.clone(), message.msg_id.clone());
-        let echo = message.clone();
-        let mut trace = TurnTrace::start(&echo);
-        let outcome = self.turn(memory, message, &mut trace).await;
-        trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
-        // Refused, a command, a duplicate: done with it. Not stored: let the
-        // platform deliver it again. (After a stored message, a no-op.)
-        let again = self.settle(&channel, &msg_id, outcome.is_ok());
-        if let Err(e) = outcome {
-            tracing::error!(%channel, %msg_id, error = %e, "turn failed");
-            if again {
+        let user = SafeName::of(&message.user_id);
+        let trace = TurnTrace::start(&message);
+        match self.access.admit(&message, Utc::now()).await {
+            Admission::Refused { reply } => {
+                if let Some(text) = reply {
+                    self.reply(&message, &text).await;
+                }
+                trace.finish(Outcome::Refused);
+                // Refused on purpose and answered: not to be delivered again.
+                self.settle(&message.channel, &message.msg_id, true);
+                return None;
+            }
+            Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
+            Admission::Proceed { greeting: None } => {}
+            // Nothing stored and nothing said (the sender may be a
+            // stranger); not taken, so a platform that redelivers brings it
+            // back once the database answers.
+            Admission::Unavailable => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
+                trace.finish(Outcome::Failed);
+                let _ = self.settle(&message.channel, &message.msg_id, false);
+                return None;
+            }
+        }
+        let bot_name = self.channels.get(&message.channel).and_then(|c| c.bot_name());
+        if let Some(command) = commands::parse(&message.text, bot_name.as_deref()) {
+            return Some(Taken {
+                message,
+                user,
+                work: Work::Command(command),
+            });
+        }
+        let record = Record {
+            ts: message.ts,
+            role: Role::User,
+            text: message.text.clone(),
+            msg_id: message.msg_id.clone(),
+            channel: message.channel.clone(),
+            thread_id: message.thread_id.clone(),
+            chat_id: Some(message.chat_id.clone()),
+            user_name: message.user_name.clone(),
+        };
+        let stored = match &memory.pg {
+            // A repeat on Postgres may be a question a dead broker stored
+            // and never answered: it is queued all the same, and its turn,
+            // under the user's lock, skips it if it is settled.
+            Some(channel) => channel
+                .intake(&user, &record, Utc::now())
+                .await
+                .map(|_| true)
+                .map_err(TurnError::Database),
+            None => {
+                let keep = recent_keep(memory, &self.parts.limits);
+                match memory.sessions.append_new(&user, &record, Utc::now(), keep).await {
+                    Ok(Some(_)) => {
+                        memory.index(&user, &record).await;
+                        Ok(true)
+                    }
+                    // A repeat: answered already, queued, or found at start.
+                    Ok(None) => Ok(false),
+                    Err(e) => Err(TurnError::Store(e)),
+                }
+            }
+        };
+        match stored {
+            Ok(new) => {
+                // Stored: the platform may stop delivering it.
+                self.settle(&message.channel, &message.msg_id, true);
+                if !new {
+                    tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
+                    trace.finish(Outcome::Duplicate);
+                    return None;
+                }
+                Some(Taken {
+                    message,
+                    user,
+                    work: Work::Question,
+                })
+            }
+            Err(e) => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "message could not be stored");
+                trace.finish(Outcome::Failed);
                 // The platform brings it back: asking the user to send it
                 // again would only double it (and repeat at every retry).
-                return;
-            }
-            let text = match e {
-                TurnError::RulesUnread => return,
-                TurnError::Store(_) | TurnError::Database(_) => {
-                    "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment."
+                if !self.settle(&message.channel, &message.msg_id, false) {
+                    self.reply(&message, NOT_STORED).await;
                 }
-                TurnError::Closed => SAVED_WHILE_STOPPING,
-            };
-            self.reply(&echo, text).await;
+                None
+            }
         }
+    }
+}
+
+pub const NOT_STORED: &str =
+    "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment.";
+pub const NOT_ANSWERED: &str = "Sorry — I couldn't answer your message just now. Please try again in a moment.";
+
+#[async_trait]
+impl TurnHandler for Pipeline {
+    type Taken = Taken;
+
+    /// The user as the store names them: the same queue for a message
+    /// that arrives and one found stored at start.
+    fn queue_key(&self, message: &Inbound) -> String {
+        SafeName::of(&message.user_id).as_str().to_string()
+    }
+
+    async fn take(&self, message: Inbound) -> Option<Taken> {
+        self.intake(message).await
+    }
+
+    /// A command runs on the memory as the user's earlier messages left
+    /// it, and before any later one is stored.
+    fn holds_intake(&self, taken: &Taken) -> bool {
+        matches!(taken.work, Work::Command(_))
+    }
+
+    async fn answer(&self, taken: Taken, backlog: &Backlog) {
+        let Some(memory) = self.memories.get(&taken.message.channel) else {
+            tracing::error!(channel = %taken.message.channel, "message from a channel with no memory; dropped");
+            return;
+        };
+        let echo = taken.message.clone();
+        let command = matches!(taken.work, Work::Command(_));
+        let mut trace = TurnTrace::start(&echo);
+        let outcome = self.turn(memory, taken, backlog, &mut trace).await;
+        trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
+        // A command is done with once answered; one that failed is left for
+        // the platform to deliver again. (A question was settled on intake.)
+        let again = command && self.settle(&echo.channel, &echo.msg_id, outcome.is_ok());
+        let Err(e) = outcome else { return };
+        tracing::error!(channel = %echo.channel, msg_id = %echo.msg_id, error = %e, "turn failed");
+        if again {
+            return;
+        }
+        let text = match e {
+            TurnError::Closed => SAVED_WHILE_STOPPING,
+            // A stored question stays unanswered in the log: the next start
+            // (or, on Postgres, another broker) answers it.
+            TurnError::Store(_) | TurnError::Database(_) if !command => NOT_ANSWERED,
+            TurnError::Store(_) | TurnError::Database(_) => NOT_STORED,
+        };
+        self.reply(&echo, text).await;
     }
 
     async fn overflow(&self, message: Inbound) {

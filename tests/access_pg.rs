@@ -13,7 +13,6 @@ use mnemo::access::gate::PAIRED;
 use mnemo::access::store::RECHECK;
 use mnemo::app::{AppParts, ChannelMemory};
 use mnemo::config::LimitsConfig;
-use mnemo::dispatch::TurnHandler;
 use mnemo::pipeline::Pipeline;
 use mnemo_channels::{Channel, Inbound, OutboundBody};
 use mnemo_pg::PgStore;

@@ -94,10 +94,14 @@ fn replies_to(channel: &FakeChannel, user: &str) -> Vec<String> {
 async fn say(app: &App, channel: &FakeChannel, message: Inbound, n: usize) -> String {
     let user = message.user_id.clone();
     app.submit(message).await;
-    eventually(format!("reply {n} to {user}"), async || {
+    let reply = eventually(format!("reply {n} to {user}"), async || {
         replies_to(channel, &user).get(n - 1).cloned()
     })
-    .await
+    .await;
+    // An answer is stored right after it is sent: what a test reads next
+    // is there.
+    app.wait_turns(Duration::from_secs(10)).await;
+    reply
 }
 
 /// Submits `message`, waits for its reply; the context the model got.
@@ -377,6 +381,9 @@ async fn two_brokers_share_users_without_loss_duplicates_or_reordering() {
         .await;
     };
     futures_util::future::join_all(users.iter().map(|u| conversation(u))).await;
+    // An answer is stored right after it is shown.
+    a.0.wait_turns(Duration::from_secs(30)).await;
+    b.0.wait_turns(Duration::from_secs(30)).await;
     a.0.wait_background(Duration::from_secs(30)).await;
     b.0.wait_background(Duration::from_secs(30)).await;
 
@@ -391,16 +398,20 @@ async fn two_brokers_share_users_without_loss_duplicates_or_reordering() {
             .await
             .unwrap();
         let said: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        let expected: Vec<(String, String)> = (0..9)
-            .flat_map(|i| {
-                let text = format!("canary-{user}-end says {i}");
-                [
-                    ("user".to_string(), text.clone()),
-                    ("assistant".to_string(), format!("echo: {text}")),
-                ]
-            })
-            .collect();
-        assert_eq!(said, expected, "{user}'s memory, in order, each message once");
+        // Questions are stored as they arrive, answers after their turn: a
+        // question sent while the one before is answered stands before
+        // that answer. Each kind in order, each message once, every answer
+        // after its question.
+        let of =
+            |role: &str| -> Vec<String> { said.iter().filter(|(r, _)| r == role).map(|(_, t)| t.clone()).collect() };
+        let questions: Vec<String> = (0..9).map(|i| format!("canary-{user}-end says {i}")).collect();
+        let answers: Vec<String> = questions.iter().map(|q| format!("echo: {q}")).collect();
+        assert_eq!(of("user"), questions, "{user}'s questions, in order, each once");
+        assert_eq!(of("assistant"), answers, "{user}'s answers, in order, each once");
+        for (q, a) in questions.iter().zip(&answers) {
+            let at = |text: &String| said.iter().position(|(_, t)| t == text).unwrap();
+            assert!(at(q) < at(a), "{user}: an answer before its question: {said:?}");
+        }
     }
     // The redelivered message was not answered a second time.
     for user in &users {
@@ -818,10 +829,12 @@ async fn export_on_postgres_bundles_the_users_memory_from_the_database() {
 }
 
 /// More turns in flight than connections: a turn that cannot get one
-/// within `store.poolWaitSecs` is refused with the usual apology and
-/// nothing stored; once connections free up, turns go through again.
+/// within `store.poolWaitSecs` fails with an apology; its question was
+/// stored on intake (which has connections of its own, so a message is
+/// kept even while turns hold every turn connection) and is settled by the
+/// user's next answer; once connections free up, turns go through again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
+async fn an_exhausted_pool_fails_a_turn_but_still_stores_its_question_then_recovers() {
     let (fake, url) = FakeModel::start().await;
     fake.set_delay(Duration::from_millis(1500));
     let db = pg::database();
@@ -829,11 +842,11 @@ async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
     mnemo_pg::migrate::migrate(&one).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (app, channel) = broker(dir.path(), &url, Some(one)).await;
-    // ada's turn holds the only connection while the model thinks.
+    // ada's turn holds the only turn connection while the model thinks.
     app.submit(dm("fake", "ada", "a1", "a slow question")).await;
     eventually("ada's turn with the model", async || !fake.chat_requests().is_empty()).await;
-    let refused = say(&app, &channel, dm("fake", "bob", "b1", "anyone there?"), 1).await;
-    assert!(refused.contains("couldn't save your message"), "{refused}");
+    let failed = say(&app, &channel, dm("fake", "bob", "b1", "anyone there?"), 1).await;
+    assert!(failed.contains("couldn't answer your message"), "{failed}");
     let answered = say(&app, &channel, dm("fake", "ada", "a1-next", "thanks"), 2).await;
     assert_eq!(replies_to(&channel, "ada")[0], "echo: a slow question");
     assert_eq!(answered, "echo: thanks");
@@ -851,7 +864,11 @@ async fn an_exhausted_pool_refuses_a_turn_without_storing_it_then_recovers() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(bob, ["now?", "echo: now?"], "the refused message was not stored");
+    assert_eq!(
+        bob,
+        ["anyone there?", "now?", "echo: now?"],
+        "the question was kept; the next answer settles it"
+    );
 }
 
 /// A question stored by a broker that died before answering it comes back

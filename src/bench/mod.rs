@@ -182,6 +182,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         latencies.add_user(done.context("a bench user task panicked")??);
     }
     let elapsed = started.elapsed();
+    app.wait_turns(Duration::from_secs(30)).await;
     // The folds the turns made due run in the background, at a lower
     // priority: their CPU is the turns' too, so it is counted once they
     // are done.

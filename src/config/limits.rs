@@ -24,6 +24,10 @@ pub struct LimitsConfig {
     /// Messages one user may have waiting while an earlier one is answered;
     /// beyond it they get a "slow down" reply and the message is not taken.
     pub user_queue_depth: usize,
+    /// A question found stored but unanswered after a restart (or left by
+    /// a dead broker) is answered if it is younger than this; an older one
+    /// is given up and its user told once that it was not answered.
+    pub answer_stale_after_minutes: u64,
 }
 
 impl Default for LimitsConfig {
@@ -35,6 +39,7 @@ impl Default for LimitsConfig {
             user_messages_per_minute: 10,
             user_burst: None,
             user_queue_depth: 20,
+            answer_stale_after_minutes: 30,
         }
     }
 }
@@ -64,6 +69,12 @@ impl LimitsConfig {
             return Err(FieldError::new("userQueueDepth", "must be at least 1".into()));
         }
         Ok(())
+    }
+
+    /// How old a recovered question may be and still be answered.
+    pub fn answer_stale_after(&self) -> chrono::TimeDelta {
+        let minutes = i64::try_from(self.answer_stale_after_minutes).unwrap_or(i64::MAX / 60_000);
+        chrono::TimeDelta::try_minutes(minutes).unwrap_or(chrono::TimeDelta::MAX)
     }
 
     /// The per-user bucket size in effect.

@@ -69,6 +69,10 @@ pub struct Metrics {
     tokens_out: Family<TokenLabels, Counter>,
     refused: Family<ChannelReason, Counter>,
     compactions: Family<ChannelOutcome, Counter>,
+    /// Questions found stored and unanswered at start (or left by a dead
+    /// broker), by what became of them: `answered` (queued for an answer)
+    /// or `stale` (given up, the user told once).
+    recovered: Family<ChannelOutcome, Counter>,
     tool_calls: Family<ToolLabels, Counter>,
     recall_embeddings: Family<OutcomeLabel, Counter>,
     summarizer_failures: Counter,
@@ -102,6 +106,7 @@ impl Metrics {
             tokens_out: Family::default(),
             refused: Family::default(),
             compactions: Family::default(),
+            recovered: Family::default(),
             tool_calls: Family::default(),
             recall_embeddings: Family::default(),
             summarizer_failures: Counter::default(),
@@ -147,6 +152,11 @@ impl Metrics {
             "model_output_tokens",
             "Completion tokens the model reported",
             m.tokens_out.clone(),
+        );
+        registry.register(
+            "recovered_questions",
+            "Questions found stored but unanswered after a restart (or a dead broker), by channel and outcome: answered or stale (given up, the user told)",
+            m.recovered.clone(),
         );
         registry.register(
             "refused_messages",
@@ -255,6 +265,13 @@ impl Metrics {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// `outcome`: `answered` (queued for its answer) or `stale`.
+    pub fn recovered(&self, channel: &str, outcome: &'static str, n: usize) {
+        self.recovered
+            .get_or_create(&channel_outcome(channel, outcome))
+            .inc_by(n as u64);
     }
 
     pub fn compaction(&self, channel: &str, outcome: &'static str) {

@@ -30,6 +30,9 @@ pub enum Outcome {
     Failed,
     /// A platform redelivered a message already stored: not answered again.
     Duplicate,
+    /// Questions found unanswered after a restart were too old to answer:
+    /// the user was told once.
+    GaveUp,
 }
 
 impl Outcome {
@@ -42,6 +45,7 @@ impl Outcome {
             Outcome::Saved => "saved",
             Outcome::Failed => "failed",
             Outcome::Duplicate => "duplicate",
+            Outcome::GaveUp => "gave_up",
         }
     }
 }

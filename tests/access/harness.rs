@@ -6,7 +6,6 @@
 use crate::support::{FakeChannel, FakeModel, app_parts};
 use mnemo::app::ChannelMemory;
 use mnemo::config::LimitsConfig;
-use mnemo::dispatch::TurnHandler;
 use mnemo::pipeline::Pipeline;
 use mnemo_channels::{Channel, ChatKind, Inbound, Outbound, OutboundBody};
 use mnemo_sessions::locks::LockRegistry;

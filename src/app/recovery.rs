@@ -1,0 +1,169 @@
+//! Recovery (issue 42): questions stored on intake that no answer settles
+//! (`mnemo_sessions::pending`), because the process died between storing
+//! and answering them, or (on Postgres) the broker that stored them did.
+//! Each one is queued for its answer in its user's queue, in order; those
+//! older than `limits.answerStaleAfterMinutes` are given up instead, their
+//! user told once (one message, stored as the answer of each). Every turn checks again that its question is still
+//! unsettled, so a question found twice is still answered once.
+//!
+//! When: at start, before any channel takes a message (a platform's
+//! repeat of a stored message then finds it stored and is not queued
+//! twice); on Postgres also every [`SWEEP_EVERY`], for questions another
+//! broker stored and left (its turn lock died with it).
+
+use super::App;
+use crate::pipeline::Taken;
+use chrono::{DateTime, TimeDelta, Utc};
+use mnemo_channels::{ChatKind, Inbound};
+use mnemo_sessions::compaction::unfolded_recent;
+use mnemo_sessions::stm::Stm;
+use mnemo_sessions::{Record, SafeName, pending};
+use std::time::Duration;
+
+/// How often a broker on Postgres looks for questions other brokers left.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// How long a question waits on Postgres before the sweep takes it as
+/// left by a dead broker (a live one answers its queue well within this;
+/// if not, the turn's check under the user's lock still answers it once).
+const LEFT_AFTER: TimeDelta = TimeDelta::seconds(120);
+
+/// How far back recovery looks: a question older than this is neither
+/// answered nor given up (a message a version before this one saved
+/// unanswered, say, or one an operator restored from a backup).
+const HORIZON: TimeDelta = TimeDelta::hours(24);
+
+/// What one recovery pass queued.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Questions queued for their answer.
+    pub answered: usize,
+    /// Questions given up as stale (their users told once).
+    pub stale: usize,
+}
+
+impl App {
+    /// Queues every question stored and left unanswered, on every channel
+    /// (at start: nothing of this process is in flight yet).
+    pub async fn recover(&self) -> Recovered {
+        self.recover_stored_before(Utc::now(), false).await
+    }
+
+    /// On Postgres: queues the questions other brokers stored and left.
+    pub(super) async fn sweep(&self) -> Recovered {
+        self.recover_stored_before(Utc::now() - LEFT_AFTER, true).await
+    }
+
+    async fn recover_stored_before(&self, before: DateTime<Utc>, postgres_only: bool) -> Recovered {
+        let mut total = Recovered::default();
+        for (channel, memory) in self.memories.iter() {
+            let since = Utc::now() - HORIZON;
+            let found = match &memory.pg {
+                Some(pg) => pg.pending(before, since).await.map_err(|e| e.to_string()),
+                None if postgres_only => continue,
+                None => scan_files(memory.stm.clone(), since).await,
+            };
+            let found = match found {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::error!(%channel, error = %e, "recovery: could not look for unanswered questions; the next start looks again");
+                    continue;
+                }
+            };
+            for (user, questions) in found {
+                // This broker is at work on the user: its turns settle them.
+                if postgres_only && self.dispatcher.has_queue(channel, user.as_str()) {
+                    continue;
+                }
+                let queued = self.queue_recovered(channel, &user, &questions);
+                total.answered += queued.answered;
+                total.stale += queued.stale;
+            }
+        }
+        if total != Recovered::default() {
+            tracing::info!(
+                answered = total.answered,
+                stale = total.stale,
+                "recovery: questions stored but not answered were found"
+            );
+        }
+        total
+    }
+
+    /// Queues one user's unsettled questions (oldest first): the stale ones
+    /// as one notice, the others each for its answer.
+    fn queue_recovered(&self, channel: &str, user: &SafeName, questions: &[Record]) -> Recovered {
+        let oldest_kept = Utc::now() - self.parts.limits.answer_stale_after();
+        let (stale, fresh): (Vec<&Record>, Vec<&Record>) = questions.iter().partition(|q| q.ts < oldest_kept);
+        let mut queued = Recovered::default();
+        if let Some((last, earlier)) = stale.split_last() {
+            let earlier = earlier.iter().map(|q| q.msg_id.clone()).collect();
+            let taken = Taken::give_up(inbound_of(channel, user, last), user.clone(), earlier);
+            if self.dispatcher.submit_taken(channel, user.as_str(), taken).is_ok() {
+                queued.stale = stale.len();
+            }
+        }
+        for question in fresh {
+            tracing::info!(%channel, user = %user, msg_id = %question.msg_id, age_secs = (Utc::now() - question.ts).num_seconds(), "recovery: a stored question was not answered; queued for its answer");
+            let taken = Taken::recovered(inbound_of(channel, user, question), user.clone());
+            if self.dispatcher.submit_taken(channel, user.as_str(), taken).is_ok() {
+                queued.answered += 1;
+            }
+        }
+        crate::ops::metrics::metrics().recovered(channel, "answered", queued.answered);
+        queued
+    }
+}
+
+/// Every user's unsettled questions in the channel's files, read on the
+/// blocking threads (a read of each user's short-term log, at start only).
+async fn scan_files(stm: Stm, since: DateTime<Utc>) -> Result<Vec<(SafeName, Vec<Record>)>, String> {
+    tokio::task::spawn_blocking(move || {
+        let mut found = Vec::new();
+        for user in stm.users().map_err(|e| e.to_string())? {
+            let records = match unfolded_recent(&stm, &user, usize::MAX) {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::error!(user = %user, error = %e, "recovery: a short-term log could not be read; skipped");
+                    continue;
+                }
+            };
+            let waiting: Vec<Record> = pending::pending(&records)
+                .into_iter()
+                .filter(|q| q.ts > since)
+                .cloned()
+                .collect();
+            if !waiting.is_empty() {
+                found.push((user, waiting));
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// The message a stored question came as, for its turn and its reply (to
+/// the chat and thread it was asked in). A recovered question is never a
+/// command, so the chat's kind only says whether it was a private chat.
+fn inbound_of(channel: &str, user: &SafeName, question: &Record) -> Inbound {
+    let user_id = user.decode().unwrap_or_else(|| user.as_str().to_string());
+    let chat_id = question.chat_id.clone().unwrap_or_else(|| user_id.clone());
+    Inbound {
+        channel: channel.to_string(),
+        chat_kind: if chat_id == user_id {
+            ChatKind::Direct
+        } else {
+            ChatKind::Group
+        },
+        user_id,
+        user_name: question.user_name.clone(),
+        chat_id,
+        thread_id: question.thread_id.clone(),
+        msg_id: question.msg_id.clone(),
+        text: question.text.clone(),
+        ts: question.ts,
+        addressed: true,
+        interaction: None,
+    }
+}
