@@ -1,0 +1,281 @@
+//! Intake, the first step of a user's queue (`crate::dispatch`): the
+//! access check and abuse limits, then the message stored (durable) and
+//! indexed, and its platform told it is safe (`Channel::taken`), at once,
+//! before it waits for the turns of the user's earlier messages (issue
+//! 42: what waited unstored was lost by a crash). A `/session` command is
+//! not stored: it waits its turn, and its platform is told once it is
+//! answered. Also: what a taken message's turn is to do ([`Taken`]), and
+//! the dispatcher's [`TurnHandler`] over the whole pipeline.
+//!
+//! What it must not do: call the model, or store a message the access
+//! check refused.
+
+use super::{Pipeline, QUEUE_FULL, SAVED_WHILE_STOPPING, TurnError};
+use crate::access::Admission;
+use crate::app::ChannelMemory;
+use crate::config::LimitsConfig;
+use crate::dispatch::{Backlog, TurnHandler};
+use crate::ops::turn_log::{Outcome, TurnTrace};
+use async_trait::async_trait;
+use chrono::Utc;
+use mnemo_channels::Inbound;
+use mnemo_sessions::commands::{self, SessionCommand};
+use mnemo_sessions::session::ContextView;
+use mnemo_sessions::{Record, Role, SafeName, pending};
+
+/// A message taken in and waiting for its turn in its user's queue.
+pub struct Taken {
+    pub(super) message: Inbound,
+    /// Whose memory it is: the name the store keys the user by.
+    pub(super) user: SafeName,
+    pub(super) work: Work,
+}
+
+/// What a taken message's turn does.
+pub(super) enum Work {
+    /// A question stored on intake: the model answers it.
+    Question,
+    /// A `/session` command: answered in its turn, after the user's
+    /// earlier questions; never stored, and its platform told it was
+    /// taken only once it is answered.
+    Command(SessionCommand),
+    /// A question found stored and unanswered at start (or left by a dead
+    /// broker): answered like a question, unless something settled it.
+    Recovered,
+    /// The last of the questions found unanswered and older than
+    /// `limits.answerStaleAfterMinutes` (`earlier`: the others' ids): its
+    /// user is told once.
+    GiveUp { earlier: Vec<String> },
+}
+
+impl Taken {
+    /// The turn of a question found stored without its answer.
+    pub(crate) fn recovered(message: Inbound, user: SafeName) -> Taken {
+        Taken {
+            message,
+            user,
+            work: Work::Recovered,
+        }
+    }
+
+    /// The notice for stale questions: `last` the newest of them,
+    /// `earlier` the others' ids.
+    pub(crate) fn give_up(last: Inbound, user: SafeName, earlier: Vec<String>) -> Taken {
+        Taken {
+            message: last,
+            user,
+            work: Work::GiveUp { earlier },
+        }
+    }
+}
+
+/// How many of a user's newest records a turn reads, and the intake looks
+/// through for a repeat: the context window, the message being answered,
+/// and the questions that may wait behind it in the user's queue (stored
+/// after it, left out of its context by [`answering`]).
+pub(super) fn recent_keep(memory: &ChannelMemory, limits: &LimitsConfig) -> usize {
+    memory.config.stm.context_window + 1 + limits.user_queue_depth
+}
+
+/// `view` as the turn answering `msg_id` shows it to the model: without
+/// the questions stored after it (not asked yet), the last `n` records.
+pub(super) fn answering(mut view: ContextView, msg_id: &str, n: usize) -> ContextView {
+    let mut recent: Vec<_> = pending::before_answering(&view.recent, msg_id)
+        .into_iter()
+        .cloned()
+        .collect();
+    recent.drain(..recent.len().saturating_sub(n));
+    view.recent = recent;
+    view
+}
+
+/// The record that settles the question `to`: its answer or a notice.
+pub(super) fn reply_record(to: &Inbound, text: String) -> Record {
+    Record {
+        ts: Utc::now(),
+        role: Role::Assistant,
+        text,
+        msg_id: pending::reply_id(&to.msg_id),
+        channel: to.channel.clone(),
+        thread_id: to.thread_id.clone(),
+        chat_id: Some(to.chat_id.clone()),
+        user_name: None,
+    }
+}
+
+impl Pipeline {
+    /// The whole path of one message at once: intake, then its turn (what
+    /// the dispatcher does in two steps). For tests that drive the
+    /// pipeline without a dispatcher.
+    pub async fn handle(&self, message: Inbound) {
+        if let Some(taken) = self.intake(message).await {
+            TurnHandler::answer(self, taken, &Backlog::none()).await;
+        }
+    }
+
+    /// Intake: the access check and abuse limits (DESIGN §2: a refused
+    /// message is not stored, not sent to the model, and not logged with
+    /// its text), then the message stored (durable) and indexed before it
+    /// waits for its turn, and its platform told it is safe. A `/session`
+    /// command waits unstored.
+    async fn intake(&self, message: Inbound) -> Option<Taken> {
+        let Some(memory) = self.memories.get(&message.channel) else {
+            tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
+            let _ = self.settle(&message.channel, &message.msg_id, false);
+            return None;
+        };
+        let user = SafeName::of(&message.user_id);
+        let trace = TurnTrace::start(&message);
+        match self.access.admit(&message, Utc::now()).await {
+            Admission::Refused { reply } => {
+                if let Some(text) = reply {
+                    self.reply(&message, &text).await;
+                }
+                trace.finish(Outcome::Refused);
+                // Refused on purpose and answered: not to be delivered again.
+                self.settle(&message.channel, &message.msg_id, true);
+                return None;
+            }
+            Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
+            Admission::Proceed { greeting: None } => {}
+            // Nothing stored and nothing said (the sender may be a
+            // stranger); not taken, so a platform that redelivers brings it
+            // back once the database answers.
+            Admission::Unavailable => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
+                trace.finish(Outcome::Failed);
+                let _ = self.settle(&message.channel, &message.msg_id, false);
+                return None;
+            }
+        }
+        let bot_name = self.channels.get(&message.channel).and_then(|c| c.bot_name());
+        if let Some(command) = commands::parse(&message.text, bot_name.as_deref()) {
+            return Some(Taken {
+                message,
+                user,
+                work: Work::Command(command),
+            });
+        }
+        let record = Record {
+            ts: message.ts,
+            role: Role::User,
+            text: message.text.clone(),
+            msg_id: message.msg_id.clone(),
+            channel: message.channel.clone(),
+            thread_id: message.thread_id.clone(),
+            chat_id: Some(message.chat_id.clone()),
+            user_name: message.user_name.clone(),
+        };
+        let stored = match &memory.pg {
+            // A repeat on Postgres may be a question a dead broker stored
+            // and never answered: it is queued all the same, and its turn,
+            // under the user's lock, skips it if it is settled.
+            Some(channel) => channel
+                .intake(&user, &record, Utc::now())
+                .await
+                .map(|_| true)
+                .map_err(TurnError::Database),
+            None => {
+                let keep = recent_keep(memory, &self.parts.limits);
+                match memory.sessions.append_new(&user, &record, Utc::now(), keep).await {
+                    Ok(Some(_)) => {
+                        memory.index(&user, &record).await;
+                        Ok(true)
+                    }
+                    // A repeat: answered already, queued, or found at start.
+                    Ok(None) => Ok(false),
+                    Err(e) => Err(TurnError::Store(e)),
+                }
+            }
+        };
+        match stored {
+            Ok(new) => {
+                // Stored: the platform may stop delivering it.
+                self.settle(&message.channel, &message.msg_id, true);
+                if !new {
+                    tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
+                    trace.finish(Outcome::Duplicate);
+                    return None;
+                }
+                Some(Taken {
+                    message,
+                    user,
+                    work: Work::Question,
+                })
+            }
+            Err(e) => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "message could not be stored");
+                trace.finish(Outcome::Failed);
+                // The platform brings it back: asking the user to send it
+                // again would only double it (and repeat at every retry).
+                if !self.settle(&message.channel, &message.msg_id, false) {
+                    self.reply(&message, NOT_STORED).await;
+                }
+                None
+            }
+        }
+    }
+}
+
+pub const NOT_STORED: &str =
+    "Sorry — I couldn't save your message, so I didn't answer it. Please try again in a moment.";
+pub const NOT_ANSWERED: &str = "Sorry — I couldn't answer your message just now. Please try again in a moment.";
+
+#[async_trait]
+impl TurnHandler for Pipeline {
+    type Taken = Taken;
+
+    /// The user as the store names them: the same queue for a message
+    /// that arrives and one found stored at start.
+    fn queue_key(&self, message: &Inbound) -> String {
+        SafeName::of(&message.user_id).as_str().to_string()
+    }
+
+    async fn take(&self, message: Inbound) -> Option<Taken> {
+        self.intake(message).await
+    }
+
+    /// A command runs on the memory as the user's earlier messages left
+    /// it, and before any later one is stored.
+    fn holds_intake(&self, taken: &Taken) -> bool {
+        matches!(taken.work, Work::Command(_))
+    }
+
+    async fn answer(&self, taken: Taken, backlog: &Backlog) {
+        let Some(memory) = self.memories.get(&taken.message.channel) else {
+            tracing::error!(channel = %taken.message.channel, "message from a channel with no memory; dropped");
+            return;
+        };
+        let echo = taken.message.clone();
+        let command = matches!(taken.work, Work::Command(_));
+        let mut trace = TurnTrace::start(&echo);
+        let outcome = self.turn(memory, taken, backlog, &mut trace).await;
+        trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
+        // A command is done with once answered; one that failed is left for
+        // the platform to deliver again. (A question was settled on intake.)
+        let again = command && self.settle(&echo.channel, &echo.msg_id, outcome.is_ok());
+        let Err(e) = outcome else { return };
+        tracing::error!(channel = %echo.channel, msg_id = %echo.msg_id, error = %e, "turn failed");
+        if again {
+            return;
+        }
+        let text = match e {
+            TurnError::Closed => SAVED_WHILE_STOPPING,
+            // A stored question stays unanswered in the log: the next start
+            // (or, on Postgres, another broker) answers it.
+            TurnError::Store(_) | TurnError::Database(_) if !command => NOT_ANSWERED,
+            TurnError::Store(_) | TurnError::Database(_) => NOT_STORED,
+        };
+        self.reply(&echo, text).await;
+    }
+
+    async fn overflow(&self, message: Inbound) {
+        tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "user queue full; message refused");
+        crate::ops::metrics::metrics().refused(&message.channel, "queue_full");
+        if self.access.tell_queue_full(&message).await {
+            self.reply(&message, QUEUE_FULL).await;
+        }
+        // Refused on purpose, and the user was told: not to be delivered again.
+        self.settle(&message.channel, &message.msg_id, true);
+    }
+}

@@ -1,0 +1,120 @@
+//! The turns answered without the model: a `/session` command, answered
+//! from memory in its turn (after the user's earlier questions), and the
+//! one notice for questions a crash left too long unanswered.
+//!
+//! What it must not do: reveal memory in a group (a memory-revealing
+//! command's answer goes privately), or send a notice twice.
+
+use super::intake::reply_record;
+use super::{Due, Pipeline, TurnError};
+use crate::app::ChannelMemory;
+use crate::dispatch::Backlog;
+use crate::ops::turn_log::Outcome;
+use chrono::Utc;
+use mnemo_channels::{Inbound, Outbound};
+use mnemo_sessions::SafeName;
+use mnemo_sessions::commands::{self, SessionCommand};
+
+impl Pipeline {
+    /// A `/session` command, answered from memory in its turn (after the
+    /// user's earlier questions), never stored.
+    pub(super) async fn command(
+        &self,
+        memory: &ChannelMemory,
+        pg: Option<&mut mnemo_pg::PgTurn>,
+        user: &SafeName,
+        message: &Inbound,
+        command: &SessionCommand,
+    ) -> Result<Outcome, TurnError> {
+        let caller = commands::Caller {
+            user,
+            display_name: message.user_name.as_deref(),
+            max_profile_chars: memory.config.ltm.max_profile_chars,
+        };
+        let reply = match pg {
+            Some(turn) => crate::pg_session::answer(memory, turn, command, Utc::now()).await,
+            None => {
+                let reply = commands::execute(&memory.stm, caller, command, Utc::now()).await;
+                // A command may have changed the files (clear, forget, …).
+                memory.sessions.forget(user).await;
+                reply
+            }
+        };
+        let out = match reply.export {
+            Some(path) => Outbound::file(message, path, reply.text),
+            None => Outbound::reply(message, reply.text),
+        };
+        // DESIGN §5: memory asked for in a group reaches only the asker.
+        let out = if command.reveals_memory() {
+            out.privately(message)
+        } else {
+            out
+        };
+        self.send(out).await;
+        Ok(Outcome::Command)
+    }
+
+    /// Questions found unanswered and too old to answer now: `message`
+    /// the last of them, `earlier` the ids of the others. The user is told
+    /// once, in one message, and that notice is stored as the answer of
+    /// each (the ones nothing settled meanwhile), before it is sent: a
+    /// crash in between costs the notice, never sends it twice.
+    pub(super) async fn give_up(
+        &self,
+        memory: &ChannelMemory,
+        mut pg: Option<&mut mnemo_pg::PgTurn>,
+        user: &SafeName,
+        message: &Inbound,
+        earlier: &[String],
+        backlog: &Backlog,
+    ) -> Result<Outcome, TurnError> {
+        let mut open = Vec::new();
+        for msg_id in earlier.iter().chain(std::iter::once(&message.msg_id)) {
+            let settled = match pg.as_deref_mut() {
+                Some(turn) => turn.is_settled(msg_id).await.map_err(TurnError::Database)?,
+                None => false,
+            };
+            if !settled {
+                open.push(msg_id.clone());
+            }
+        }
+        if open.is_empty() {
+            return Ok(Outcome::Duplicate);
+        }
+        let text = stale_notice(open.len(), message.ts);
+        let mut due = Due::default();
+        for msg_id in &open {
+            let question = Inbound {
+                msg_id: msg_id.clone(),
+                ..message.clone()
+            };
+            let stored = self
+                .store_reply(memory, pg.as_deref_mut(), user, &reply_record(&question, text.clone()))
+                .await?;
+            due = Due {
+                fold: due.fold || stored.fold,
+                over_bound: due.over_bound || stored.over_bound,
+            };
+            tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
+        }
+        crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
+        self.fold_if_due(memory, user, due.fold && (due.over_bound || backlog.behind() == 0))
+            .await;
+        self.reply(message, &text).await;
+        Ok(Outcome::GaveUp)
+    }
+}
+
+/// What a user is told of questions given up as stale (once).
+fn stale_notice(count: usize, last: chrono::DateTime<Utc>) -> String {
+    let when = last.format("%Y-%m-%d %H:%M UTC");
+    if count == 1 {
+        format!(
+            "I was offline and did not answer your message of {when}. If you still need an answer, please ask again."
+        )
+    } else {
+        format!(
+            "I was offline and did not answer {count} of your messages (the last of {when}). If you still need answers, please ask again."
+        )
+    }
+}
