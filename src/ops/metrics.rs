@@ -352,7 +352,14 @@ mod tests {
         m.link("discord", true, 3);
         m.link("discord", true, 3);
         m.recall_embeddings("timeout");
+        m.recovered("telegram", "answered", 3);
+        m.recovered("telegram", "stale", 2);
         let text = m.encode();
+        assert!(
+            text.contains(r#"mnemo_recovered_questions_total{channel="telegram",outcome="answered"} 3"#)
+                && text.contains(r#"mnemo_recovered_questions_total{channel="telegram",outcome="stale"} 2"#),
+            "{text}"
+        );
         assert!(
             text.contains(r#"mnemo_recall_embeddings_total{outcome="timeout"} 1"#),
             "{text}"
