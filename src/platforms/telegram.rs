@@ -152,8 +152,10 @@ mod adapter {
 
     /// How long a POST waits for the broker to take its message before it
     /// is answered 503 (Telegram then delivers it again; a copy that was
-    /// stored meanwhile is not stored twice). A user's message waits behind
-    /// that user's turn in progress, so this outlasts a typical model call.
+    /// stored meanwhile is not stored twice). A message is stored as it
+    /// arrives, in milliseconds; a `/session` command is taken once it is
+    /// answered, after the user's earlier questions, so this outlasts a
+    /// typical model call.
     const TAKE_WAIT: Duration = Duration::from_secs(30);
 
     /// One webhook POST: 200 once the update's message was taken, 503 when
