@@ -125,13 +125,15 @@ impl Pipeline {
             return None;
         };
         let user = SafeName::of(&message.user_id);
-        let trace = TurnTrace::start(&message);
+        // A message that ends here (refused, a repeat, not stored) is logged
+        // and counted as a turn; one that goes on is, by its turn.
+        let ended = |outcome| TurnTrace::start(&message).finish(outcome);
         match self.access.admit(&message, Utc::now()).await {
             Admission::Refused { reply } => {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
                 }
-                trace.finish(Outcome::Refused);
+                ended(Outcome::Refused);
                 // Refused on purpose and answered: not to be delivered again.
                 self.settle(&message.channel, &message.msg_id, true);
                 return None;
@@ -143,7 +145,7 @@ impl Pipeline {
             // back once the database answers.
             Admission::Unavailable => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
-                trace.finish(Outcome::Failed);
+                ended(Outcome::Failed);
                 let _ = self.settle(&message.channel, &message.msg_id, false);
                 return None;
             }
@@ -194,7 +196,7 @@ impl Pipeline {
                 self.settle(&message.channel, &message.msg_id, true);
                 if !new {
                     tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
-                    trace.finish(Outcome::Duplicate);
+                    ended(Outcome::Duplicate);
                     return None;
                 }
                 Some(Taken {
@@ -205,7 +207,7 @@ impl Pipeline {
             }
             Err(e) => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "message could not be stored");
-                trace.finish(Outcome::Failed);
+                ended(Outcome::Failed);
                 // The platform brings it back: asking the user to send it
                 // again would only double it (and repeat at every retry).
                 if !self.settle(&message.channel, &message.msg_id, false) {
