@@ -201,6 +201,55 @@ impl FakeSlack {
         });
     }
 
+    /// Sends one envelope as Slack does to a bot that may die and come back:
+    /// the copies and their ids are [`FakeSlack::send_until_acked`]'s, but
+    /// each goes to the newest connection still open, and a copy due while
+    /// none is (the bot killed, not yet reconnected) waits for the next one,
+    /// at most [`crate::PATIENCE`]. Slack retries an unacknowledged event at
+    /// once, after a minute and after five: a bot back within those minutes
+    /// gets it on its new connection. A copy written to a connection the bot
+    /// has just lost is lost with it, and the next retry covers it.
+    pub fn send_until_acked_across_restarts(&self, envelope: Value, wait: std::time::Duration) {
+        let fake = self.clone();
+        let first_id = str_of(&envelope["envelope_id"]);
+        tokio::spawn(async move {
+            let mut sent: Vec<String> = Vec::new();
+            for attempt in 0..=SLACK_RETRIES {
+                if attempt > 0 {
+                    tokio::time::sleep(wait).await;
+                    if sent.iter().any(|id| fake.acked(id)) {
+                        return;
+                    }
+                }
+                let mut copy = envelope.clone();
+                if attempt > 0 {
+                    copy["envelope_id"] = json!(retry_envelope_id(&first_id, attempt));
+                    copy["retry_attempt"] = json!(attempt);
+                    copy["retry_reason"] = json!("timeout");
+                }
+                let (text, give_up) = (copy.to_string(), tokio::time::Instant::now() + crate::PATIENCE);
+                while !fake.send_on_open_connection(&text) {
+                    if tokio::time::Instant::now() >= give_up {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                sent.push(str_of(&copy["envelope_id"]));
+            }
+        });
+    }
+
+    /// Sends `text` on the newest connection whose bot end is still there;
+    /// false when there is none.
+    fn send_on_open_connection(&self, text: &str) -> bool {
+        let sockets = self.inner.sockets.lock().unwrap();
+        sockets
+            .iter()
+            .rev()
+            .find(|socket| !socket.is_closed())
+            .is_some_and(|socket| socket.send(Some(text.to_string())).is_ok())
+    }
+
     /// Drops the newest connection without a close handshake, as a network
     /// failure would.
     pub fn drop_socket(&self) {
