@@ -23,13 +23,12 @@
 //! - lost: a question whose update was acknowledged but that is not stored;
 //! - duplicated: a question (or an answer) stored more than once;
 //! - reordered: a question stored before one the user sent earlier;
-//! - unanswered: a stored question not directly followed by its answer.
-//!   Allowed only for turns in flight at the kill: the update was posted
-//!   to broker 0 before it was killed (it may have died between
-//!   acknowledging the stored question and storing the answer; a question
-//!   the platform delivers again because its POST failed is answered by
-//!   the other broker if no answer was stored); those are counted as
-//!   `in_flight_at_kill`, any other is a failure;
+//! - unanswered: a stored question with no answer (`re-<its msg id>`) after
+//!   it (answers may follow several questions: each is stored as it comes).
+//!   None is allowed (issue 42): a question broker 0 stored and did not
+//!   answer before it was killed is answered when it starts again (or by
+//!   broker 1's sweep); `in_flight_at_kill` says how many of the
+//!   unanswered were posted to broker 0 before the kill;
 //! - leaks: a model request, or a message the bot sent, that carries the
 //!   canary of more than one user.
 //!
@@ -522,16 +521,22 @@ fn judge(
         let rows = stored.get(&(FIRST_USER + n as i64)).unwrap_or(&empty);
         let mut count = vec![0usize; size.turns];
         let mut highest: Option<usize> = None;
+        // Questions are stored as they arrive and answers after their
+        // turn, so a user's questions may stand before their answers
+        // (`q1 q2 a1 a2`); an answer names its question (`re-<msg id>`).
+        let mut asked = std::collections::HashSet::new();
+        let mut answered_ids = std::collections::HashSet::new();
         for (i, row) in rows.iter().enumerate() {
             if row.role == "assistant" {
                 verdict.stored_answers += 1;
-                let answers_previous = i > 0 && row.msg_id == format!("re-{}", rows[i - 1].msg_id);
-                if !answers_previous {
-                    // An answer twice, or one far from its question.
+                let question = row.msg_id.strip_prefix("re-").unwrap_or_default();
+                if !asked.contains(question) || !answered_ids.insert(question.to_string()) {
+                    // An answer twice, or one with no question before it.
                     verdict.duplicated += 1;
                 }
                 continue;
             }
+            asked.insert(row.msg_id.clone());
             verdict.stored_questions += 1;
             let Some((turn, _)) = parse_question(&row.text).filter(|(t, o)| *o == n && *t < size.turns) else {
                 verdict.misfiled += 1;
@@ -542,14 +547,14 @@ fn judge(
                 verdict.reordered += 1;
             }
             highest = highest.max(Some(turn));
-            let answered = rows
-                .get(i + 1)
-                .is_some_and(|next| next.role == "assistant" && next.msg_id == format!("re-{}", row.msg_id));
+            let reply = format!("re-{}", row.msg_id);
+            let answered = rows[i + 1..]
+                .iter()
+                .any(|next| next.role == "assistant" && next.msg_id == reply);
             if !answered {
+                verdict.unanswered += 1;
                 if with_killed(acks.get(&ids[turn]), kill) {
                     verdict.in_flight_at_kill += 1;
-                } else {
-                    verdict.unanswered += 1;
                 }
             }
         }
@@ -650,7 +655,7 @@ fn report(size: &Size, verdict: &Verdict, leaks: usize, kill: &Kill, answered: u
     );
     println!(
         "brokers_kill: lost {}, duplicated {}, reordered {}, misfiled {}, leaks {leaks}, \
-         unanswered {} (+ {} in flight at the kill, allowed)",
+         unanswered {} (of them {} in flight at the kill)",
         verdict.lost,
         verdict.duplicated,
         verdict.reordered,
