@@ -91,7 +91,7 @@ enum Item<T> {
     /// large beside a handle).
     New(Box<Inbound>),
     /// Taken before (found unanswered at start): only its turn is left.
-    Taken(T),
+    Taken(Box<T>),
 }
 
 /// One user's queue: where its messages go, and how many are in it.
@@ -159,7 +159,7 @@ impl<H: TurnHandler> Dispatcher<H> {
     /// unanswered at start) behind the queue `key`'s earlier messages; never
     /// refused for depth: it is stored already.
     pub fn submit_taken(&self, channel: &str, key: &str, taken: H::Taken) -> Result<(), Refused> {
-        self.enqueue((channel.to_string(), key.to_string()), Item::Taken(taken), false)
+        self.enqueue((channel.to_string(), key.to_string()), Item::Taken(Box::new(taken)), false)
             .map_err(|(_, refused)| refused)
     }
 
@@ -220,7 +220,7 @@ impl<H: TurnHandler> Dispatcher<H> {
             let _alive = alive_too;
             let backlog = Backlog(Arc::clone(&left));
             while let Some((taken, done)) = due.recv().await {
-                shared.handler.answer(taken, &backlog).await;
+                shared.handler.answer(*taken, &backlog).await;
                 left.fetch_sub(1, Ordering::SeqCst);
                 if let Some(done) = done {
                     let _ = done.send(());
@@ -236,11 +236,11 @@ impl<H: TurnHandler> Dispatcher<H> {
                     Ok(Some(Item::New(message))) => match shared.handler.take(*message).await {
                         Some(taken) if shared.handler.holds_intake(&taken) => {
                             let (done, turn_done) = oneshot::channel();
-                            send_turn(&turns, (taken, Some(done)), &left);
+                            send_turn(&turns, (Box::new(taken), Some(done)), &left);
                             // Dropped unanswered only if the turn panicked.
                             let _ = turn_done.await;
                         }
-                        Some(taken) => send_turn(&turns, (taken, None), &left),
+                        Some(taken) => send_turn(&turns, (Box::new(taken), None), &left),
                         None => {
                             left.fetch_sub(1, Ordering::SeqCst);
                         }
@@ -265,7 +265,11 @@ impl<H: TurnHandler> Dispatcher<H> {
 }
 
 /// A taken message for the turn task, and who waits for its turn to end.
-type Turn<T> = (T, Option<oneshot::Sender<()>>);
+/// Boxed, like [`Item`]'s messages: a queue's channels allocate their
+/// slots in blocks of 32, and every user with a live queue keeps a block
+/// of each (`mnemo bench --no-recall`, 100 users: peak RSS 21.8–22.9 MB
+/// unboxed, 19.6–21.5 MB boxed).
+type Turn<T> = (Box<T>, Option<oneshot::Sender<()>>);
 
 /// Hands a taken message to the queue's turn task (gone only if a turn
 /// panicked: then the message is counted out and logged, not waited for).
