@@ -931,6 +931,80 @@ async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
     );
 }
 
+/// Questions a broker stored and died before answering (its turn lock
+/// went with its connection): another broker's sweep answers the fresh
+/// one, gives the stale one up with one notice, leaves alone what is not
+/// old enough to be left, and never answers one twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_answers_the_questions_a_dead_broker_left_once() {
+    let (fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (app, channel) = broker(dir.path(), &url, Some(store.clone())).await;
+    let dead = mnemo_pg::PgChannel::new(
+        store,
+        "fake",
+        mnemo_sessions::config::SessionConfig::default(),
+        Arc::new(mnemo::model::ModelSummarizer::new(Arc::new(
+            mnemo::bench::instant::InstantModel,
+        ))),
+    );
+    let left = |user: &str, id: &str, text: &str, minutes_ago: i64| {
+        let mut question = dm("fake", user, id, text);
+        question.ts = chrono::Utc::now() - chrono::TimeDelta::minutes(minutes_ago);
+        question
+    };
+    let questions = [
+        left("ada", "a1", "did the ferry leave on time?", 5),
+        left("bob", "b1", "what was the tide table?", 45),
+        left("cy", "c1", "is the pier open?", 0),
+    ];
+    for question in &questions {
+        let record = mnemo_sessions::Record {
+            ts: question.ts,
+            role: mnemo_sessions::Role::User,
+            text: question.text.clone(),
+            msg_id: question.msg_id.clone(),
+            channel: "fake".into(),
+            thread_id: None,
+            chat_id: Some(question.chat_id.clone()),
+            user_name: None,
+        };
+        let user = mnemo_sessions::SafeName::of(&question.user_id);
+        dead.intake(&user, &record, chrono::Utc::now()).await.unwrap();
+    }
+
+    let swept = app.sweep().await;
+    assert_eq!(
+        (swept.answered, swept.stale),
+        (1, 1),
+        "cy's question is not old enough to be left"
+    );
+    let answer = eventually("ada's answer", async || replies_to(&channel, "ada").first().cloned()).await;
+    assert_eq!(answer, "echo: did the ferry leave on time?");
+    let notice = eventually("bob's notice", async || replies_to(&channel, "bob").first().cloned()).await;
+    assert!(notice.contains("did not answer your message"), "{notice}");
+    app.wait_turns(Duration::from_secs(10)).await;
+
+    let again = app.sweep().await;
+    assert_eq!((again.answered, again.stale), (0, 0), "settled: nothing queued again");
+    assert_eq!(fake.chat_requests().len(), 1, "only ada's question reached the model");
+    assert!(replies_to(&channel, "cy").is_empty());
+    let client = pg_client(&db.url()).await;
+    let settled: Vec<String> = client
+        .query(
+            "SELECT msg_id FROM mnemo_messages WHERE role = 'assistant' ORDER BY msg_id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(settled, ["re-a1", "re-b1"]);
+}
+
 /// A migrated store and whether pgvector is in use there; it must be when
 /// the run asks for it (`MNEMO_TEST_REQUIRE_PGVECTOR`).
 async fn migrated_store_with_vectors(url: &str) -> (PgStore, bool) {

@@ -15,6 +15,7 @@ use super::App;
 use crate::pipeline::Taken;
 use chrono::{DateTime, TimeDelta, Utc};
 use mnemo_channels::{ChatKind, Inbound};
+use mnemo_pg::pending::Look;
 use mnemo_sessions::compaction::unfolded_recent;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::{Record, SafeName, pending};
@@ -49,8 +50,11 @@ impl App {
         self.recover_stored_before(Utc::now(), false).await
     }
 
-    /// On Postgres: queues the questions other brokers stored and left.
-    pub(super) async fn sweep(&self) -> Recovered {
+    /// On Postgres: queues the questions other brokers stored and left
+    /// (stored over two minutes ago, of users this broker has no queue
+    /// for), in short-term memory. [`App::serve`] runs it every
+    /// [`SWEEP_EVERY`].
+    pub async fn sweep(&self) -> Recovered {
         self.recover_stored_before(Utc::now() - LEFT_AFTER, true).await
     }
 
@@ -59,7 +63,14 @@ impl App {
         for (channel, memory) in self.memories.iter() {
             let since = Utc::now() - HORIZON;
             let found = match &memory.pg {
-                Some(pg) => pg.pending(before, since).await.map_err(|e| e.to_string()),
+                Some(pg) => {
+                    let look = if postgres_only {
+                        Look::Unfolded
+                    } else {
+                        Look::Everywhere
+                    };
+                    pg.pending(before, since, look).await.map_err(|e| e.to_string())
+                }
                 None if postgres_only => continue,
                 None => scan_files(memory.stm.clone(), since).await,
             };
