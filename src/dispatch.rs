@@ -159,8 +159,12 @@ impl<H: TurnHandler> Dispatcher<H> {
     /// unanswered at start) behind the queue `key`'s earlier messages; never
     /// refused for depth: it is stored already.
     pub fn submit_taken(&self, channel: &str, key: &str, taken: H::Taken) -> Result<(), Refused> {
-        self.enqueue((channel.to_string(), key.to_string()), Item::Taken(Box::new(taken)), false)
-            .map_err(|(_, refused)| refused)
+        self.enqueue(
+            (channel.to_string(), key.to_string()),
+            Item::Taken(Box::new(taken)),
+            false,
+        )
+        .map_err(|(_, refused)| refused)
     }
 
     fn enqueue(&self, key: QueueKey, item: Item<H::Taken>, bounded: bool) -> Result<(), (Item<H::Taken>, Refused)> {
