@@ -27,7 +27,11 @@ const QUESTION: &str = "What was my passport number again?";
 const CANARY: &str = "canary-P-4411";
 
 /// One run of a fresh `App` (a restart each time) over channels `fake`
-/// and `other`, answering `messages` in order; returns what it sent.
+/// and `other`, answering `messages` in order, each sent once the one
+/// before is answered and its turn done (a conversation: folds come
+/// between turns, as the messages' dates have them; sent all at once,
+/// every message would be stored before the first fold); returns what it
+/// sent.
 async fn run(state: &Path, url: &str, messages: Vec<Inbound>) -> Vec<String> {
     let limits = LimitsConfig {
         user_queue_depth: 200,
@@ -43,9 +47,13 @@ async fn run(state: &Path, url: &str, messages: Vec<Inbound>) -> Vec<String> {
         let app = app.clone();
         async move { app.serve(channels, stop).await }
     });
+    let replies = || fake.sent().len() + other.sent().len();
     for m in messages {
         let inbox = if m.channel == "fake" { &fake_in } else { &other_in };
+        let before = replies();
         inbox.send(m).await.unwrap();
+        support::eventually("the reply", async || (replies() > before).then_some(())).await;
+        app.wait_turns(std::time::Duration::from_secs(10)).await;
     }
     drop((fake_in, other_in));
     assert!(serving.await.unwrap(), "every turn finished");
