@@ -391,7 +391,7 @@ mod tests {
         for i in 0..5 {
             d.submit(msg("a", format!("m{i}"))).await.unwrap();
         }
-        for _ in 0..200 {
+        for _ in 0..2000 {
             if lock(&rec.taken).len() == 5 {
                 break;
             }
@@ -413,7 +413,7 @@ mod tests {
         d.submit_taken("test", "a", msg("a", "stored1".into())).unwrap();
         assert_eq!(d.submit(msg("a", "new".into())).await, Err(Refused::QueueFull));
         rec.gate.add_permits(100);
-        for _ in 0..200 {
+        for _ in 0..2000 {
             if d.queued_messages() == 0 {
                 break;
             }
