@@ -871,6 +871,33 @@ async fn an_exhausted_pool_fails_a_turn_but_still_stores_its_question_then_recov
     );
 }
 
+/// The memory of a broker that stores questions and dies before it
+/// answers them (its turn lock goes with its connection).
+fn dead_broker(store: PgStore) -> mnemo_pg::PgChannel {
+    mnemo_pg::PgChannel::new(
+        store,
+        "fake",
+        mnemo_sessions::config::SessionConfig::default(),
+        Arc::new(mnemo::model::ModelSummarizer::new(Arc::new(
+            mnemo::bench::instant::InstantModel,
+        ))),
+    )
+}
+
+/// `question` as its user's record.
+fn stored_as(question: &Inbound) -> mnemo_sessions::Record {
+    mnemo_sessions::Record {
+        ts: question.ts,
+        role: mnemo_sessions::Role::User,
+        text: question.text.clone(),
+        msg_id: question.msg_id.clone(),
+        channel: question.channel.clone(),
+        thread_id: None,
+        chat_id: Some(question.chat_id.clone()),
+        user_name: question.user_name.clone(),
+    }
+}
+
 /// A question stored by a broker that died before answering it comes back
 /// (the platform delivers it again): it is answered now, once, and not
 /// stored twice; a redelivery of an answered question stays unanswered.
@@ -882,26 +909,10 @@ async fn a_stored_question_without_an_answer_is_answered_when_it_comes_again() {
     let dir = tempfile::tempdir().unwrap();
     let (app, channel) = broker(dir.path(), &url, Some(store.clone())).await;
     // What the dead broker left: the question committed, no answer.
-    let dead = mnemo_pg::PgChannel::new(
-        store,
-        "fake",
-        mnemo_sessions::config::SessionConfig::default(),
-        Arc::new(mnemo::model::ModelSummarizer::new(Arc::new(
-            mnemo::bench::instant::InstantModel,
-        ))),
-    );
+    let dead = dead_broker(store);
     let question = dm("fake", "ada", "q1", "is the ferry running today?");
     let mut turn = dead.begin_turn(&mnemo_sessions::SafeName::of("ada")).await.unwrap();
-    let record = mnemo_sessions::Record {
-        ts: question.ts,
-        role: mnemo_sessions::Role::User,
-        text: question.text.clone(),
-        msg_id: question.msg_id.clone(),
-        channel: "fake".into(),
-        thread_id: None,
-        chat_id: Some(question.chat_id.clone()),
-        user_name: question.user_name.clone(),
-    };
+    let record = stored_as(&question);
     turn.append(&record, question.ts).await.unwrap();
     drop(turn);
 
@@ -942,14 +953,7 @@ async fn a_sweep_answers_the_questions_a_dead_broker_left_once() {
     let store = migrated_store(&db.url()).await;
     let dir = tempfile::tempdir().unwrap();
     let (app, channel) = broker(dir.path(), &url, Some(store.clone())).await;
-    let dead = mnemo_pg::PgChannel::new(
-        store,
-        "fake",
-        mnemo_sessions::config::SessionConfig::default(),
-        Arc::new(mnemo::model::ModelSummarizer::new(Arc::new(
-            mnemo::bench::instant::InstantModel,
-        ))),
-    );
+    let dead = dead_broker(store);
     let left = |user: &str, id: &str, text: &str, minutes_ago: i64| {
         let mut question = dm("fake", user, id, text);
         question.ts = chrono::Utc::now() - chrono::TimeDelta::minutes(minutes_ago);
@@ -961,18 +965,10 @@ async fn a_sweep_answers_the_questions_a_dead_broker_left_once() {
         left("cy", "c1", "is the pier open?", 0),
     ];
     for question in &questions {
-        let record = mnemo_sessions::Record {
-            ts: question.ts,
-            role: mnemo_sessions::Role::User,
-            text: question.text.clone(),
-            msg_id: question.msg_id.clone(),
-            channel: "fake".into(),
-            thread_id: None,
-            chat_id: Some(question.chat_id.clone()),
-            user_name: None,
-        };
         let user = mnemo_sessions::SafeName::of(&question.user_id);
-        dead.intake(&user, &record, chrono::Utc::now()).await.unwrap();
+        dead.intake(&user, &stored_as(question), chrono::Utc::now())
+            .await
+            .unwrap();
     }
 
     let swept = app.sweep().await;
