@@ -18,7 +18,7 @@
 //! The log is checked before every use: appends go to it, and a log
 //! replaced or removed must never receive one. The summary and profile are
 //! only ever read from memory (nothing here writes them), so a turn's view
-//! ([`Sessions::append_then_view`]) looks at them at most once per
+//! ([`Sessions::turn_view`]) looks at them at most once per
 //! [`FILES_RECHECK`] of message time — and at once after any in-process
 //! rewriter of a user's files ([`Stm::lock`]: clear, expiry, maintenance,
 //! a memory tool's edit) ran. An edit from another process (an operator,
@@ -77,7 +77,7 @@ pub enum SessionError {
 }
 
 /// What [`Sessions::append`] tells the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Appended {
     /// Compaction has work for this user (decided from counters, DESIGN §2).
     pub fold_due: bool,
@@ -106,17 +106,6 @@ impl ContextView {
     pub fn recent_records(&self) -> Vec<Record> {
         self.recent.iter().map(|r| Record::clone(r)).collect()
     }
-}
-
-/// What an append keeps and returns besides writing the record.
-#[derive(Clone, Copy, Debug)]
-enum Keep {
-    /// Nothing more.
-    Append,
-    /// Skip the record if its msg id is among the last `n` (a redelivery).
-    New(usize),
-    /// Return the view of the last `n` records after the append.
-    View(usize),
 }
 
 /// One channel's session states. Cheap to clone: clones share the states.
@@ -176,11 +165,7 @@ impl Sessions {
     /// and says whether a fold is due at `now`. With `stm.fsync` on, the
     /// write and its fsync run on the blocking pool, not on an async worker.
     pub async fn append(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<Appended, SessionError> {
-        let (appended, _) = self.append_viewing(user, record, now, Keep::Append).await?;
-        Ok(appended.unwrap_or(Appended {
-            fold_due: false,
-            over_bound: false,
-        }))
+        Ok(self.append_checked(user, record, now, None).await?.unwrap_or_default())
     }
 
     /// [`Sessions::append`] of a message as it arrives from a platform,
@@ -195,71 +180,45 @@ impl Sessions {
         now: DateTime<Utc>,
         keep: usize,
     ) -> Result<Option<Appended>, SessionError> {
-        Ok(self.append_viewing(user, record, now, Keep::New(keep)).await?.0)
+        self.append_checked(user, record, now, Some(keep)).await
     }
 
-    /// [`Sessions::append`], then the [`Sessions::context_view`] of the last
-    /// `n` records, under one hold of the user's lock: what a turn does with
-    /// the user's message before asking the model, with the files checked
-    /// once instead of twice and (with `stm.fsync` on) one trip to the
-    /// blocking pool. The view includes `record`.
-    pub async fn append_then_view(
+    /// The append, unless `skip_repeat_in` says to look for the record's
+    /// msg id among the user's last records first and finds it (`None`).
+    async fn append_checked(
         &self,
         user: &SafeName,
         record: &Record,
         now: DateTime<Utc>,
-        n: usize,
-    ) -> Result<(Appended, ContextView), SessionError> {
-        let (appended, view) = self.append_viewing(user, record, now, Keep::View(n)).await?;
-        Ok((
-            appended.unwrap_or(Appended {
-                fold_due: false,
-                over_bound: false,
-            }),
-            view.unwrap_or_default(),
-        ))
-    }
-
-    async fn append_viewing(
-        &self,
-        user: &SafeName,
-        record: &Record,
-        now: DateTime<Utc>,
-        view: Keep,
-    ) -> Result<(Option<Appended>, Option<ContextView>), SessionError> {
+        skip_repeat_in: Option<usize>,
+    ) -> Result<Option<Appended>, SessionError> {
         let guard = self.stm().lock_log(user).await;
         if !self.stm().fsync() {
-            return self.append_locked(&guard, user, record, now, view);
+            return self.append_locked(&guard, user, record, now, skip_repeat_in);
         }
         let (this, user, record) = (self.clone(), user.clone(), record.clone());
         // The guard moves along: the lock is held until the write is done,
         // even if this future is dropped meanwhile.
-        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now, view))
+        crate::blocking::off_workers(move || this.append_locked(&guard, &user, &record, now, skip_repeat_in))
             .await
             .unwrap_or(Err(SessionError::Interrupted))
     }
 
-    /// The append under the user's lock (blocking with `stm.fsync` on), and
-    /// the view of the last records after it if asked for; `None` for a
-    /// repeat that `keep` said to skip.
+    /// The append under the user's lock (blocking with `stm.fsync` on);
+    /// `None` for a repeat found among the last `skip_repeat_in` records.
     fn append_locked(
         &self,
         guard: &UserGuard,
         user: &SafeName,
         record: &Record,
         now: DateTime<Utc>,
-        keep: Keep,
-    ) -> Result<(Option<Appended>, Option<ContextView>), SessionError> {
+        skip_repeat_in: Option<usize>,
+    ) -> Result<Option<Appended>, SessionError> {
         debug_assert!(guard.protects(self.layout().channel(), user));
-        let (check, n, view) = match keep {
-            Keep::Append => (Check::Log, 0, None),
-            Keep::New(n) => (Check::Log, n, None),
-            Keep::View(n) => (Check::Due(now), n, Some(n)),
-        };
-        let mut state = self.checked_out(user, check, n)?;
-        if matches!(keep, Keep::New(_)) && state.recent.iter().any(|r| r.msg_id == record.msg_id) {
+        let mut state = self.checked_out(user, Check::Log, skip_repeat_in.unwrap_or(0))?;
+        if skip_repeat_in.is_some() && state.recent.iter().any(|r| r.msg_id == record.msg_id) {
             self.states().put(user.clone(), state);
-            return Ok((None, None));
+            return Ok(None);
         }
         // On error `state` is dropped here: memory never runs ahead of disk.
         let written = state.write(self.stm(), user, record, &self.shared.budget)?;
@@ -269,15 +228,13 @@ impl Sessions {
             fold_due: state.fold_due(&self.shared.config, now),
             over_bound: state.over_bound(&self.shared.config),
         };
-        let view = view.map(|n| view_of(&state, n));
         self.states().put(user.clone(), state);
-        Ok((Some(appended), view))
+        Ok(Some(appended))
     }
 
-    /// The view a turn reads for a message stored earlier (on intake): as
-    /// [`Sessions::append_then_view`] without the append, the summary and
-    /// profile looked at no more often than [`FILES_RECHECK`] (message
-    /// time `now`).
+    /// The view a turn reads for its message, stored earlier (on intake):
+    /// the summary and profile looked at no more often than
+    /// [`FILES_RECHECK`] (message time `now`), the log at every use.
     pub async fn turn_view(&self, user: &SafeName, n: usize, now: DateTime<Utc>) -> Result<ContextView, SessionError> {
         let _guard = self.stm().lock_log(user).await;
         let state = self.checked_out(user, Check::Due(now), n)?;

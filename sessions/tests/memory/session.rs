@@ -6,11 +6,13 @@
 use super::fake::FakeSummarizer;
 use super::fixture::{Memory, config, memory, now, rec, recs};
 use super::support::write;
+use chrono::{DateTime, Utc};
+use mnemo_sessions::Record;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::compaction::{self, CompactionOutcome, Compactor, FailPoint};
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::profile;
-use mnemo_sessions::session::{ContextView, FILES_RECHECK, Sessions};
+use mnemo_sessions::session::{Appended, ContextView, FILES_RECHECK, Sessions};
 use mnemo_sessions::stm::Stm;
 use std::sync::Arc;
 
@@ -19,6 +21,23 @@ fn sessions(m: &Memory, fake: &Arc<FakeSummarizer>) -> Sessions {
 }
 
 /// The view a turn would get by reading every file, as before the seam.
+/// What a turn does with its message: stored as it arrives (intake), then
+/// the turn's view of the last `n` records.
+async fn store_then_view(
+    s: &Sessions,
+    user: &SafeName,
+    record: &Record,
+    at: DateTime<Utc>,
+    n: usize,
+) -> (Appended, ContextView) {
+    let appended = s
+        .append_new(user, record, at, n)
+        .await
+        .unwrap()
+        .expect("a new message is stored");
+    (appended, s.turn_view(user, n, at).await.unwrap())
+}
+
 fn from_disk(m: &Memory, user: &SafeName, n: usize) -> ContextView {
     let recent = compaction::read_for_context(&m.stm, user, n).unwrap();
     ContextView {
@@ -96,7 +115,7 @@ async fn after_a_compaction_an_active_user_stays_in_memory_with_what_the_files_s
         1,
         "reloaded after the fold, not dropped for the next turn to reload"
     );
-    let (_, view) = s.append_then_view(&m.user, &rec(7), now(), 4).await.unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(7), now(), 4).await;
     assert_eq!(view, from_disk(&m, &m.user, 4));
     assert!(view.summary.is_some(), "the fold's summary is in the view");
 
@@ -120,7 +139,7 @@ async fn turns_racing_their_own_compactions_always_see_their_latest_messages_onc
     let s = sessions(&m, &fake);
     let mut folds = tokio::task::JoinSet::new();
     for i in 0..150 {
-        let (appended, view) = s.append_then_view(&m.user, &rec(i), now(), 4).await.unwrap();
+        let (appended, view) = store_then_view(&s, &m.user, &rec(i), now(), 4).await;
         let ids: Vec<String> = view.recent.iter().map(|r| r.msg_id.clone()).collect();
         let first = i + 1 - ids.len();
         assert!(ids.len() >= 3.min(i + 1), "m{i}: {ids:?}");
@@ -360,13 +379,13 @@ async fn an_append_dropped_while_it_syncs_is_on_disk_once_and_in_the_view_once()
     assert_eq!(s.context_view(&m.user, 4).await.unwrap(), from_disk(&m, &m.user, 4));
 }
 
-/// What a turn does with the user's message: append, then view, under one
-/// hold of the lock — the view is the files' view with the message in it,
+/// What a turn does with the user's message: stored on intake, then its
+/// view — the view is the files' view with the message in it,
 /// through folds, a reload after a change behind our back, and fsync.
 /// (Turns a second apart: a turn looks at the profile at most once per
 /// `FILES_RECHECK`, see the next spec.)
 #[tokio::test]
-async fn append_then_view_shows_what_the_files_show_including_the_new_message() {
+async fn a_turns_view_after_its_store_shows_what_the_files_show_including_the_new_message() {
     for fsync in [false, true] {
         let mut m = memory(config(8, 3, 12));
         m.stm = Stm::new(m.sb.layout.clone(), LockRegistry::new(), fsync);
@@ -381,7 +400,7 @@ async fn append_then_view_shows_what_the_files_show_including_the_new_message() 
                 );
             }
             let at = now() + FILES_RECHECK * i as i32;
-            let (appended, view) = s.append_then_view(&m.user, &rec(i), at, 4).await.unwrap();
+            let (appended, view) = store_then_view(&s, &m.user, &rec(i), at, 4).await;
             assert_eq!(view, from_disk(&m, &m.user, 4), "fsync {fsync}, m{i}");
             assert_eq!(view.recent.last().map(|r| &**r), Some(&rec(i)), "fsync {fsync}, m{i}");
             assert_eq!(appended.fold_due, s.fold_due(&m.user, at), "fsync {fsync}, m{i}");
@@ -447,30 +466,27 @@ async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_in
         )
     };
     let t0 = now();
-    s.append_then_view(&m.user, &rec(0), t0, 4).await.unwrap();
+    store_then_view(&s, &m.user, &rec(0), t0, 4).await;
 
     // An operator's edit and another writer's append, within the second.
     profile("tea");
     write(&m.sb.layout.summary_path(&m.user), "---\nuserId: U1\n---\nAbout tea.\n");
     m.stm.append(&m.user, &rec(1)).await.unwrap();
     let half = t0 + FILES_RECHECK / 2;
-    let (_, view) = s.append_then_view(&m.user, &rec(2), half, 4).await.unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(2), half, 4).await;
     assert_eq!(view.recent_records(), recs(0..3), "the log is looked at every time");
     // (The other writer's append changed the log, so this turn reloaded
     // everything; the next edit is one the log does not give away.)
     assert_eq!(view, from_disk(&m, &m.user, 4));
     profile("coffee");
-    let (_, view) = s.append_then_view(&m.user, &rec(3), half, 4).await.unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(3), half, 4).await;
     assert_eq!(
         view.profile.as_deref(),
         Some("## Preferences\n- tea"),
         "not looked at again within the second"
     );
     assert_eq!(view.recent_records(), recs(0..4));
-    let (_, view) = s
-        .append_then_view(&m.user, &rec(4), half + FILES_RECHECK, 4)
-        .await
-        .unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(4), half + FILES_RECHECK, 4).await;
     assert_eq!(
         view.profile.as_deref(),
         Some("## Preferences\n- coffee"),
@@ -489,12 +505,12 @@ async fn an_edit_behind_the_bots_back_reaches_a_turns_view_within_the_recheck_in
         profile("oolong");
     }
     let t = half + FILES_RECHECK;
-    let (_, view) = s.append_then_view(&m.user, &rec(5), t, 4).await.unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(5), t, 4).await;
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- oolong"));
 
     // A clock that went back looks too.
     profile("water");
-    let (_, view) = s.append_then_view(&m.user, &rec(6), t0, 4).await.unwrap();
+    let (_, view) = store_then_view(&s, &m.user, &rec(6), t0, 4).await;
     assert_eq!(view.profile.as_deref(), Some("## Preferences\n- water"));
 
     // Outside a turn, always.
