@@ -115,8 +115,8 @@ impl<'a> Values<'a> {
 /// Statements are prepared once per connection (deadpool's statement
 /// cache), and the statements of one step are issued together:
 /// tokio-postgres pipelines queries issued at once on one connection and
-/// the server runs them in order, so an append is one round trip and an
-/// append with its view is one too.
+/// the server runs them in order, so an append with its counters is one
+/// round trip.
 impl PgTurn {
     pub(crate) async fn begin(channel: &PgChannel, user: &SafeName) -> Result<PgTurn, PgError> {
         let conn = channel.store().conn().await?;
@@ -183,35 +183,6 @@ impl PgTurn {
         Ok(view_of(&rows, channel))
     }
 
-    /// [`PgTurn::append`], then [`PgTurn::view`] with the record in it, in
-    /// one round trip.
-    pub async fn append_then_view(
-        &mut self,
-        record: &Record,
-        now: DateTime<Utc>,
-        n: usize,
-    ) -> Result<(PgAppended, ContextView), PgError> {
-        let conn = self.client();
-        let (channel, user) = (self.channel.name(), self.user.as_str());
-        let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        let (append, counters, view) = futures_util::try_join!(
-            conn.prepare_cached(APPEND),
-            conn.prepare_cached(COUNTERS),
-            conn.prepare_cached(VIEW)
-        )?;
-        let v = Values::of(record);
-        let params = v.params(&channel, &user);
-        let keys: [&(dyn ToSql + Sync); 2] = [&channel, &user];
-        let window: [&(dyn ToSql + Sync); 3] = [&channel, &user, &limit];
-        let (inserted, counts, rows) = futures_util::try_join!(
-            conn.query_opt(&append, &params),
-            conn.query_one(&counters, &keys),
-            conn.query(&view, &window),
-        )?;
-        let appended = self.appended(inserted.is_none(), &counts, now);
-        Ok((appended, view_of(&rows, channel)))
-    }
-
     /// Whether the user has a stored message with this id (the answer to
     /// a redelivered question, say).
     pub async fn has_message(&mut self, msg_id: &str) -> Result<bool, PgError> {
@@ -220,10 +191,6 @@ impl PgTurn {
         let exists = conn.prepare_cached(HAS_MESSAGE).await?;
         let row = conn.query_one(&exists, &[&channel, &user, &&*pg_text(msg_id)]).await?;
         Ok(row.get(0))
-    }
-
-    fn appended(&self, duplicate: bool, counts: &tokio_postgres::Row, now: DateTime<Utc>) -> PgAppended {
-        appended(&self.channel, duplicate, counts, now)
     }
 }
 

@@ -70,10 +70,9 @@ async fn a_turn_appends_views_and_ignores_a_redelivery() {
     let ch = channel(&store, counting());
     let user = SafeName::of("4242");
     let mut turn = ch.begin_turn(&user).await.unwrap();
-    let (first, view) = turn
-        .append_then_view(&record(0, "hello\0there"), at(0), 11)
-        .await
-        .unwrap();
+    // As a message arrives (intake, no turn lock), then the turn's view.
+    let first = ch.intake(&user, &record(0, "hello\0there"), at(0)).await.unwrap();
+    let view = turn.view(11).await.unwrap();
     assert!(!first.duplicate && !first.fold_due);
     assert_eq!(view.recent.len(), 1);
     assert_eq!(
