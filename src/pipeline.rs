@@ -193,11 +193,6 @@ impl Pipeline {
         trace: &mut TurnTrace,
     ) -> Result<Outcome, TurnError> {
         let Taken { message, user, work } = taken;
-        // No fold while the user's next questions wait, stored, behind this
-        // one: it would summarize (and archive) questions not answered yet,
-        // out of a restart's sight; the last turn of the queue folds, or
-        // the hard bound (`stm.maxMessages`) does.
-        let fold_due = |due: Due| due.fold && (due.over_bound || backlog.behind() == 0);
         // On Postgres the user's turn lock is held from here to the end of
         // the turn, so another broker never interleaves this user's turns.
         let mut pg = match &memory.pg {
@@ -273,7 +268,7 @@ impl Pipeline {
             }
         };
         trace.lap(Phase::Memory);
-        self.fold_if_due(memory, &user, fold_due(due)).await;
+        self.fold_if_due(memory, &user, due.now(backlog)).await;
         if failed.is_none() {
             self.embed_later(memory, &user).await;
         }
@@ -301,13 +296,10 @@ impl Pipeline {
         user: &SafeName,
         reply: &Record,
     ) -> Result<Due, TurnError> {
-        Ok(match pg {
+        let (fold, over_bound) = match pg {
             Some(turn) => {
                 let appended = turn.append(reply, Utc::now()).await.map_err(TurnError::Database)?;
-                Due {
-                    fold: appended.fold_due,
-                    over_bound: appended.over_bound,
-                }
+                (appended.fold_due, appended.over_bound)
             }
             None => {
                 let appended = memory
@@ -316,12 +308,10 @@ impl Pipeline {
                     .await
                     .map_err(TurnError::Store)?;
                 memory.index(user, reply).await;
-                Due {
-                    fold: appended.fold_due,
-                    over_bound: appended.over_bound,
-                }
+                (appended.fold_due, appended.over_bound)
             }
-        })
+        };
+        Ok(Due { fold, over_bound })
     }
 
     /// The model's answer to `request`, with the memory tools. On a
@@ -545,6 +535,24 @@ fn compaction_label(
 struct Due {
     fold: bool,
     over_bound: bool,
+}
+
+impl Due {
+    /// Whether to fold now: not while the user's next questions wait,
+    /// stored, behind this turn (the fold would summarize and archive
+    /// questions not answered yet, out of a restart's sight), unless the
+    /// hard bound (`stm.maxMessages`) asks; the queue's last turn folds.
+    fn now(self, backlog: &Backlog) -> bool {
+        self.fold && (self.over_bound || backlog.behind() == 0)
+    }
+
+    /// Due after either of two appends.
+    fn or(self, other: Due) -> Due {
+        Due {
+            fold: self.fold || other.fold,
+            over_bound: self.over_bound || other.over_bound,
+        }
+    }
 }
 
 /// A model answer, ready to store and show.

@@ -91,15 +91,11 @@ impl Pipeline {
             let stored = self
                 .store_reply(memory, pg.as_deref_mut(), user, &reply_record(&question, text.clone()))
                 .await?;
-            due = Due {
-                fold: due.fold || stored.fold,
-                over_bound: due.over_bound || stored.over_bound,
-            };
+            due = due.or(stored);
             tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
         }
         crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
-        self.fold_if_due(memory, user, due.fold && (due.over_bound || backlog.behind() == 0))
-            .await;
+        self.fold_if_due(memory, user, due.now(backlog)).await;
         self.reply(message, &text).await;
         Ok(Outcome::GaveUp)
     }
