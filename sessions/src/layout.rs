@@ -22,6 +22,10 @@ use std::path::{Path, PathBuf};
 /// user literally called `_shared` is refused topic writes by [`Layout::user_topics_dir`].
 pub const SHARED_TOPICS: &str = "_shared";
 
+/// Where malformed lines dropped from the front of the log are kept, inside
+/// the user's STM folder, so an operator can still recover them.
+pub const MALFORMED_FILE: &str = "malformed.jsonl";
+
 /// Paths of one channel's sessions folder: `<state>/channels/<channel>/sessions/`.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -219,7 +223,7 @@ impl Layout {
     /// `stm/<user>/malformed.jsonl`: lines a rewrite of the log could not
     /// parse, kept rather than lost.
     pub fn malformed_path(&self, user: &SafeName) -> PathBuf {
-        self.stm_dir(user).join(crate::stm::MALFORMED_FILE)
+        self.stm_dir(user).join(MALFORMED_FILE)
     }
 
     /// `stm/<user>/copy-incomplete`: present while `mnemo store copy` is

@@ -28,12 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::layout::MALFORMED_FILE;
 pub use read::LogSnapshot;
 pub use swap::{FolderSync, LogRead, StagedDrop};
-
-/// Where malformed lines dropped from the front of the log are kept, inside
-/// the user's STM folder, so an operator can still recover them.
-pub const MALFORMED_FILE: &str = "malformed.jsonl";
 
 /// Why a log operation failed. Reading never fails on bad content (only on
 /// I/O); writing fails only on I/O, a wrong guard or a stale snapshot.
