@@ -4,10 +4,12 @@
 //! what each file is.
 //!
 //! It reads only the caller's own files (the roots from
-//! [`crate::report::user_roots`]) and writes only the one bundle. It takes no
+//! [`crate::report::user_roots`]) and writes only the one bundle, named as
+//! [`crate::bundles`] says. It takes no
 //! lock itself: the command layer holds the user's lock while exporting so
 //! the bundle is one consistent snapshot.
 
+use crate::bundles;
 use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
@@ -17,11 +19,6 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// The bundle's suffix. A [`SafeName`] never contains `.`, so the owner of a
-/// bundle is everything before the first `.` — unambiguous even for users
-/// whose names share a prefix.
-const SUFFIX: &str = ".tar.gz";
 
 /// The README's name inside the bundle.
 pub const README: &str = "README.txt";
@@ -44,38 +41,6 @@ pub struct Export {
     pub files: Vec<PathBuf>,
     /// Size of the bundle.
     pub bytes: u64,
-}
-
-/// The bundle's file name for `user` at `now`.
-pub fn file_name(user: &SafeName, now: DateTime<Utc>) -> String {
-    format!("{user}.{}{SUFFIX}", now.format("%Y%m%dT%H%M%SZ"))
-}
-
-/// The user a bundle file name belongs to, if it is one.
-pub fn owner_of(file_name: &str) -> Option<SafeName> {
-    let (owner, rest) = file_name.split_once('.')?;
-    if !rest.ends_with(SUFFIX.trim_start_matches('.')) || file_name.starts_with(fsutil::TEMP_PREFIX) {
-        return None;
-    }
-    SafeName::from_encoded(owner)
-}
-
-/// The user's existing bundles, sorted.
-pub fn user_exports(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, FileError> {
-    let dir = layout.exports_dir();
-    let mut out = Vec::new();
-    for entry in fsutil::list_dir(&dir, &dir)? {
-        let ours = entry
-            .file_name()
-            .to_str()
-            .and_then(owner_of)
-            .is_some_and(|o| &o == user);
-        if ours && entry.file_type().map_err(FileError::with("list", &dir))?.is_file() {
-            out.push(entry.path());
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Writes the bundle of everything stored about `user` (earlier bundles
@@ -113,7 +78,7 @@ pub fn export_user(
             .map(|(_, r)| r.as_path())
             .chain(extra.iter().map(|(p, _)| p.as_path())),
     );
-    let target = layout.export_path(&file_name(user, now));
+    let target = layout.export_path(&bundles::file_name(user, now));
     let write_err = |source| FileError::new("write", &target, source);
     append(&mut tar, Path::new(README), readme.as_bytes(), mtime).map_err(write_err)?;
     for (path, relative) in &files {
@@ -193,20 +158,6 @@ fn readme<'a>(user: &SafeName, now: DateTime<Utc>, files: impl Iterator<Item = &
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bundle_names_identify_their_owner_even_with_shared_prefixes() {
-        let now = DateTime::parse_from_rfc3339("2026-03-01T10:20:30Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        let a = SafeName::of("a");
-        let ab = SafeName::of("a-b");
-        assert_eq!(file_name(&ab, now), "a-b.20260301T102030Z.tar.gz");
-        assert_eq!(owner_of(&file_name(&a, now)), Some(a));
-        assert_eq!(owner_of(&file_name(&ab, now)), Some(ab));
-        assert_eq!(owner_of("a.txt"), None);
-        assert_eq!(owner_of(".tmp-a.2026.tar.gz"), None);
-    }
 
     #[test]
     fn readme_describes_every_file() {

@@ -38,6 +38,7 @@ pub mod topics;
 pub mod versions;
 
 // Maintenance and the user-facing `/session` commands.
+pub mod bundles;
 pub mod commands;
 pub mod export;
 pub mod maintenance;

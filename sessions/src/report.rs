@@ -8,7 +8,7 @@
 //! a symbolic link out of the sessions folder.
 
 use crate::archive;
-use crate::export;
+use crate::bundles;
 use crate::fsutil::{self, FileError};
 use crate::layout::{Layout, SHARED_TOPICS};
 use crate::names::SafeName;
@@ -113,7 +113,7 @@ pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, Repo
     roots.push(layout.versions_dir(user));
     roots.push(layout.summaries_dir(user));
     roots.push(layout.archive_dir(user));
-    roots.extend(export::user_exports(layout, user)?);
+    roots.extend(bundles::user_exports(layout, user)?);
     Ok(roots)
 }
 
@@ -237,7 +237,7 @@ pub fn known_users(layout: &Layout) -> Result<BTreeSet<SafeName>, ReportError> {
         users.extend(name.strip_suffix(".jsonl").and_then(SafeName::from_encoded));
     }
     for name in dir_names(&layout.exports_dir(), false)? {
-        users.extend(export::owner_of(&name));
+        users.extend(bundles::owner_of(&name));
     }
     Ok(users)
 }
