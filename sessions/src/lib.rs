@@ -15,6 +15,7 @@ pub mod fsutil;
 pub mod layout;
 pub mod names;
 pub mod record;
+mod stable_key;
 
 // Short-term memory and the operator config that bounds it.
 pub mod archive;

@@ -260,7 +260,7 @@ fn record_names(root: &Path, dir: &Path) -> Result<Vec<(u64, String, PathBuf)>, 
 
 /// A short stable tag of a file's path, so pruning needs no record reads.
 fn file_tag(file: &str) -> String {
-    format!("{:016x}", crate::recall::key_of(&[file.as_bytes()]))
+    format!("{:016x}", crate::stable_key::key_of(&[file.as_bytes()]))
 }
 
 #[cfg(test)]

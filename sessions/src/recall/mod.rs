@@ -67,20 +67,6 @@ use vectors::Vectors;
 /// an [`Embedder`] does not hold the budget it was given.
 const BUDGET_MARGIN: Duration = Duration::from_millis(50);
 
-/// FNV-1a over `parts` (with a separator): stable across builds and
-/// platforms, unlike `std`'s hasher, since keys are compared with what an
-/// earlier run stored.
-pub(crate) fn key_of(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in part.iter().chain(std::iter::once(&0xff)) {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    hash
-}
-
 /// What a turn asks of recall.
 #[derive(Clone, Copy, Debug)]
 pub struct TurnQuery<'a> {

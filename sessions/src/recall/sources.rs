@@ -17,13 +17,13 @@
 //! version of the file), never indexed half-read. Reads only; never writes a file.
 
 use super::bm25::{Bm25, Source};
-use super::key_of;
 use crate::facts::{FactEntry, FactOp};
 use crate::frontmatter;
 use crate::layout::Layout;
 use crate::maintenance::digests::Period;
 use crate::names::SafeName;
 use crate::profile::normalized;
+use crate::stable_key::key_of;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -19,7 +19,6 @@
 //! alone: its keys are the same).
 
 use super::bm25::{Bm25, Source};
-use super::key_of;
 use super::line;
 use super::sources::{FileSet, Spec, user_specs};
 use super::tokenize::{self, QueryTermsCache};
@@ -31,6 +30,7 @@ use crate::fsutil::{
 };
 use crate::names::SafeName;
 use crate::record::{Record, Role};
+use crate::stable_key::key_of;
 use crate::stm::Stm;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

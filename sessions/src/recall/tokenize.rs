@@ -108,7 +108,7 @@ impl QueryTermsCache {
     /// Shared with the cache, not copied: a turn asks for the same few
     /// texts' terms several times.
     pub fn terms(&mut self, text: &str) -> Arc<[String]> {
-        let key = (super::key_of(&[text.as_bytes()]), text.len());
+        let key = (crate::stable_key::key_of(&[text.as_bytes()]), text.len());
         if let Some(terms) = self.terms.get(&key) {
             return terms.clone();
         }
