@@ -22,17 +22,27 @@
 //! line is skipped with a warning naming file and line (never its text),
 //! and an append after a torn line starts on a new line. Files only, through
 //! [`crate::fsutil`]; the caller holds the user's lock; `now` is a parameter.
+//!
+//! What a change does to the log is decided as data in [`changes`] (the
+//! Postgres store applies the same [`LogChanges`] to its rows); the log
+//! file's bytes are written in [`file`].
+
+mod changes;
+mod file;
+
+pub use crate::profile::LiveFact;
+pub use changes::{FactEdit, LogChanges, changes_for, sync_changes};
+pub use file::put_all;
 
 use crate::fsutil::{self, FileError};
 use crate::layout::Layout;
 use crate::names::SafeName;
 use crate::profile::{Body, normalized};
-use crate::record::{Record, Role};
 use crate::summarizer::FactSection;
 use crate::versions::Author;
+use changes::{bullets, diff, sync_plan};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// What an entry does to its fact.
@@ -111,14 +121,6 @@ pub struct FactLog {
     pub skipped_lines: usize,
 }
 
-/// One live fact: what the profile shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LiveFact {
-    pub section: FactSection,
-    pub key: String,
-    pub value: String,
-}
-
 /// Reads the user's log; a missing file is an empty log.
 pub fn read(layout: &Layout, user: &SafeName) -> Result<FactLog, FactError> {
     let path = layout.facts_path(user);
@@ -166,98 +168,6 @@ pub fn live(entries: &[FactEntry]) -> Vec<LiveFact> {
     out
 }
 
-/// Replaces the user's log with `entries` in one atomic write (as another
-/// store holds them: `mnemo store copy`); no entries, no file.
-pub fn put_all(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
-    let path = layout.facts_path(user);
-    if entries.is_empty() {
-        fsutil::remove_if_exists(layout.state_root(), &path)?;
-        return Ok(());
-    }
-    let mut bytes = Vec::new();
-    for entry in entries {
-        serde_json::to_writer(&mut bytes, entry).map_err(|e| FileError::new("write", &path, io::Error::other(e)))?;
-        bytes.push(b'\n');
-    }
-    fsutil::replace(layout.state_root(), &path, &bytes)?;
-    Ok(())
-}
-
-/// Appends `entries` in one write (after a `\n` if a crash tore the last
-/// line), then syncs the data.
-fn append(layout: &Layout, user: &SafeName, entries: &[FactEntry]) -> Result<(), FactError> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let path = layout.facts_path(user);
-    let write_err = FileError::with("append to", &path);
-    let mut bytes = Vec::new();
-    for entry in entries {
-        serde_json::to_writer(&mut bytes, entry)
-            .map_err(|e| FileError::new("append to", &path, io::Error::other(e)))?;
-        bytes.push(b'\n');
-    }
-    let mut file = fsutil::open_append_nofollow(layout.state_root(), &path).map_err(write_err)?;
-    let write_err = |e| FileError::new("append to", &path, e);
-    if ends_torn(&mut file).map_err(write_err)? {
-        bytes.insert(0, b'\n');
-    }
-    file.write_all(&bytes).map_err(write_err)?;
-    file.sync_data().map_err(write_err)?;
-    Ok(())
-}
-
-/// Applies `changes`: an append, or — when a fact is forgotten — one atomic
-/// rewrite without any entry of it (lines that do not parse are kept as
-/// they are), the new entries at the end.
-fn apply(layout: &Layout, user: &SafeName, changes: &Changes) -> Result<usize, FactError> {
-    if changes.forget.is_empty() {
-        append(layout, user, &changes.append)?;
-        return Ok(changes.append.len());
-    }
-    let path = layout.facts_path(user);
-    let root = layout.state_root();
-    let bytes = fsutil::read_if_exists(root, &path)?.unwrap_or_default();
-    let forgotten = |line: &[u8]| {
-        serde_json::from_slice::<FactEntry>(line)
-            .is_ok_and(|e| changes.forget.iter().any(|f| same_key(f, &LiveFact::of(&e))))
-    };
-    let mut out = Vec::with_capacity(bytes.len());
-    for line in bytes.split(|&b| b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) || forgotten(line) {
-            continue;
-        }
-        out.extend_from_slice(line);
-        out.push(b'\n');
-    }
-    for entry in &changes.append {
-        serde_json::to_writer(&mut out, entry).map_err(|e| FileError::new("write", &path, io::Error::other(e)))?;
-        out.push(b'\n');
-    }
-    fsutil::replace(root, &path, &out)?;
-    Ok(changes.append.len() + changes.forget.len())
-}
-
-fn ends_torn(file: &mut std::fs::File) -> io::Result<bool> {
-    if file.metadata()?.len() == 0 {
-        return Ok(false);
-    }
-    file.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8; 1];
-    file.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
-}
-
-/// Who makes a change, when, and the messages it came from. A `set`
-/// learned from messages is dated at the newest of the user's among them.
-#[derive(Clone, Copy, Debug)]
-pub struct FactEdit<'a> {
-    pub by: FactBy,
-    /// The folded messages (compaction), to name a fact's sources.
-    pub batch: &'a [Record],
-    pub now: DateTime<Utc>,
-}
-
 /// Records what changed between the log's live facts and `after` (the
 /// profile's body as just written): a `set` for each new or changed bullet,
 /// a `drop` for each in `dropped` (cut by the size cap); any other fact
@@ -271,7 +181,7 @@ pub(crate) fn commit(
     edit: FactEdit<'_>,
 ) -> Result<usize, FactError> {
     let log = read(layout, user)?;
-    apply(layout, user, &diff(&live(&log.entries), &bullets(after), dropped, edit))
+    file::apply(layout, user, &diff(&live(&log.entries), &bullets(after), dropped, edit))
 }
 
 /// Brings the log in line with the profile as it is on disk before an
@@ -297,181 +207,18 @@ pub(crate) fn sync(
         .map(DateTime::<Utc>::from)
         .unwrap_or(now);
     let (by, changes) = sync_plan(&log.entries, log.exists, &on_disk, by, at);
-    let changed = apply(layout, user, &changes)?;
+    let changed = file::apply(layout, user, &changes)?;
     if changed > 0 {
         tracing::info!(user = %user, changed, by = ?by, "profile and fact log differed; the profile's facts recorded");
     }
     Ok(changed)
 }
 
-/// What [`sync`] records: the label (`import` when there is no log yet)
-/// and the changes that bring `entries` in line with the bullets `on_disk`.
-fn sync_plan(
-    entries: &[FactEntry],
-    exists: bool,
-    on_disk: &[LiveFact],
-    by: FactBy,
-    at: DateTime<Utc>,
-) -> (FactBy, Changes) {
-    let by = if exists { by } else { FactBy::Import };
-    let edit = FactEdit {
-        by,
-        batch: &[],
-        now: at,
-    };
-    (by, diff(&live(entries), on_disk, &[], edit))
-}
-
-/// What a store that keeps the log outside the files (the Postgres store's
-/// rows) does to its log: append these entries, and remove every entry of
-/// which [`LogChanges::removes`] says so (a forgotten fact). The same rules
-/// as the file's [`commit`] and [`sync`], without files.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LogChanges {
-    pub append: Vec<FactEntry>,
-    forget: Vec<LiveFact>,
-}
-
-impl LogChanges {
-    /// Whether `entry` leaves the log (its fact was forgotten).
-    pub fn removes(&self, entry: &FactEntry) -> bool {
-        self.forget.iter().any(|f| same_key(f, &LiveFact::of(entry)))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.append.is_empty() && self.forget.is_empty()
-    }
-
-    /// How many facts this changes (for logs).
-    pub fn len(&self) -> usize {
-        self.append.len() + self.forget.len()
-    }
-
-    fn of(changes: Changes) -> LogChanges {
-        LogChanges {
-            append: changes.append,
-            forget: changes.forget,
-        }
-    }
-}
-
-/// [`commit`] for a log held as `entries`: what records the change from the
-/// log's live facts to the profile body `after` (as just written), with the
-/// bullets the size cap `dropped`.
-pub fn changes_for(entries: &[FactEntry], after: &str, dropped: &[LiveFact], edit: FactEdit<'_>) -> LogChanges {
-    LogChanges::of(diff(&live(entries), &bullets(&Body::parse(after)), dropped, edit))
-}
-
-/// [`sync`] for a log held as `entries`: what records the profile body
-/// `body` as found (its bullets the log does not know, by `by` dated `at`;
-/// by `import` when the log was never `started`), before an edit.
-pub fn sync_changes(entries: &[FactEntry], started: bool, body: &str, by: FactBy, at: DateTime<Utc>) -> LogChanges {
-    let on_disk = bullets(&Body::parse(body));
-    LogChanges::of(sync_plan(entries, started, &on_disk, by, at).1)
-}
-
-fn bullets(body: &Body) -> Vec<LiveFact> {
-    body.all_bullets()
-        .into_iter()
-        .map(|(section, key, value)| LiveFact {
-            section,
-            key: key.to_string(),
-            value: value.to_string(),
-        })
-        .collect()
-}
-
-fn same_key(a: &LiveFact, b: &LiveFact) -> bool {
-    a.section == b.section && normalized(&a.key) == normalized(&b.key)
-}
-
-/// What turns the log's `before` into `after`.
-#[derive(Debug, Default)]
-struct Changes {
-    append: Vec<FactEntry>,
-    /// Facts whose every entry leaves the log.
-    forget: Vec<LiveFact>,
-}
-
-impl LiveFact {
-    fn of(entry: &FactEntry) -> LiveFact {
-        LiveFact {
-            section: entry.section,
-            key: entry.key.clone(),
-            value: entry.value.clone(),
-        }
-    }
-}
-
-fn diff(before: &[LiveFact], after: &[LiveFact], dropped: &[LiveFact], edit: FactEdit<'_>) -> Changes {
-    let entry = |op, fact: &LiveFact| FactEntry {
-        ts: edit.now,
-        op,
-        section: fact.section,
-        key: fact.key.clone(),
-        value: fact.value.clone(),
-        sources: Vec::new(),
-        supersedes: None,
-        by: edit.by,
-    };
-    let mut out = Changes::default();
-    // What the cap dropped was learned all the same (maybe in this very edit).
-    for new in after.iter().chain(dropped) {
-        let old = before.iter().find(|old| same_key(old, new));
-        if old.is_some_and(|old| normalized(&old.value) == normalized(&new.value)) {
-            continue;
-        }
-        let mut set = entry(FactOp::Set, new);
-        set.supersedes = old.map(|old| old.value.clone());
-        let sources = sources_of(&new.value, edit.batch);
-        // Dated when the user said it (a reply is stamped when it was
-        // sent), not when it was folded.
-        let said = sources.iter().filter(|r| r.role == Role::User).map(|r| r.ts).max();
-        set.ts = said.or_else(|| sources.iter().map(|r| r.ts).max()).unwrap_or(edit.now);
-        set.sources = sources.into_iter().map(|r| r.msg_id.clone()).collect();
-        out.append.push(set);
-    }
-    let shown = |fact: &LiveFact| after.iter().any(|new| same_key(fact, new));
-    for old in before
-        .iter()
-        .filter(|old| !shown(old) && !dropped.iter().any(|d| same_key(old, d)))
-    {
-        out.forget.push(old.clone());
-    }
-    for cut in dropped.iter().filter(|d| !shown(d)) {
-        out.append.push(entry(FactOp::Drop, cut));
-    }
-    out
-}
-
-/// Shortest word that ties a fact to a message.
-const SOURCE_WORD_CHARS: usize = 4;
-
-/// The batch's messages that share a word (of at least
-/// [`SOURCE_WORD_CHARS`] letters) with `value`; every user message of the
-/// batch when none does (the summarizer may have paraphrased).
-fn sources_of<'b>(value: &str, batch: &'b [Record]) -> Vec<&'b Record> {
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| w.chars().count() >= SOURCE_WORD_CHARS)
-            .map(str::to_lowercase)
-            .collect()
-    };
-    let wanted = words(value);
-    let matching: Vec<&Record> = batch
-        .iter()
-        .filter(|r| words(&r.text).iter().any(|w| wanted.contains(w)))
-        .collect();
-    if !matching.is_empty() {
-        return matching;
-    }
-    batch.iter().filter(|r| r.role == Role::User).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::io::Write;
 
     fn at(day: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap()
@@ -594,26 +341,5 @@ mod tests {
         let log = read(&layout, &user).unwrap();
         assert!(log.entries.iter().all(|e| e.by == FactBy::Import && e.ts == at(5)));
         assert_eq!(sync(&layout, &user, &profile, FactBy::Operator, at(6)).unwrap(), 0);
-    }
-
-    #[test]
-    fn sources_are_the_messages_that_mention_the_fact() {
-        let rec = |id: &str, text: &str| Record {
-            ts: at(1),
-            role: Role::User,
-            text: text.into(),
-            msg_id: id.into(),
-            channel: "slack".into(),
-            thread_id: None,
-            chat_id: None,
-            user_name: None,
-        };
-        let batch = [
-            rec("1", "hello"),
-            rec("2", "I moved to Berlin last week"),
-            rec("3", "ok"),
-        ];
-        assert_eq!(sources_of("lives in Berlin", &batch), vec![&batch[1]]);
-        assert_eq!(sources_of("xyz", &batch).len(), 3);
     }
 }

@@ -13,8 +13,8 @@
 
 mod body;
 
-pub use body::clipped_line;
 pub(crate) use body::{Body, Merged, cap_bullet_lines, normalized, one_line};
+pub use body::{LiveFact, clipped_line};
 
 use crate::facts::{self, FactBy, FactEdit, FactError};
 use crate::frontmatter::{self, Document, FrontmatterError};
@@ -104,7 +104,7 @@ pub fn merge_into_body(
     body: Option<&str>,
     facts: &[Fact],
     max_chars: usize,
-) -> (Option<String>, MergeReport, Vec<facts::LiveFact>) {
+) -> (Option<String>, MergeReport, Vec<LiveFact>) {
     let mut parsed = Body::parse(body.unwrap_or(""));
     let mut report = merge_all(&mut parsed, facts);
     let dropped = parsed.cap(max_chars);
@@ -207,13 +207,7 @@ pub fn merge_facts(
 /// Appends what the profile now says to the fact log. A failure is logged,
 /// not returned: the profile is written, and the next edit's
 /// [`facts::sync`] records what the log missed.
-pub(crate) fn record_in_log(
-    layout: &Layout,
-    user: &SafeName,
-    body: &Body,
-    dropped: &[facts::LiveFact],
-    edit: FactEdit<'_>,
-) {
+pub(crate) fn record_in_log(layout: &Layout, user: &SafeName, body: &Body, dropped: &[LiveFact], edit: FactEdit<'_>) {
     if let Err(e) = facts::commit(layout, user, body, dropped, edit) {
         tracing::warn!(user = %user, error = %e, "fact log not updated; the next edit of the profile records it");
     }

@@ -7,8 +7,16 @@
 //! Pure text: no file access. The visible cut marker and the one-line
 //! cleaning of model output live here too, because topic notes use them.
 
-use crate::facts::LiveFact;
 use crate::summarizer::FactSection;
+
+/// One live fact: what the profile shows, a bullet of a known section.
+/// The fact log ([`crate::facts`]) records how each came and went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveFact {
+    pub section: FactSection,
+    pub key: String,
+    pub value: String,
+}
 
 /// Sections in the order a new profile lists them.
 const ORDER: [FactSection; 4] = [
