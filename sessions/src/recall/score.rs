@@ -218,12 +218,86 @@ impl Bm25 {
         scratch.skip.extend_from_slice(skip);
         scratch.skip.sort_unstable();
         let norm = Norm::of(self);
-        // In query order: every score and bound is summed in this order.
-        let mut terms: Vec<Cursor> = query
+        let mut terms = Terms::new(self, query, norm);
+        let mut floor: Option<f32> = None;
+        let mut skip_end = scratch.skip.len();
+        let (mut steps, mut cut) = (0, None::<Cut>);
+        while let Some(doc) = terms.next_doc() {
+            if steps == budget {
+                // Every document newer than `doc` is decided.
+                if let Some(cut) = cut.as_mut() {
+                    cut.stopped = Some(doc);
+                    break;
+                }
+                cut = Some(terms.narrow(doc, budget));
+                steps = 0;
+                continue;
+            }
+            steps += 1;
+            if let Some(floor) = floor {
+                // The block peaks at `doc` bound every document in
+                // `[from, doc]`: skip them all if even that cannot win.
+                let (bound, from) = terms.block_bound(doc, norm);
+                if bound <= floor {
+                    let Some(below) = from.checked_sub(1) else { break };
+                    terms.seek_essential(below);
+                    continue;
+                }
+            }
+            while skip_end > 0 && scratch.skip[skip_end - 1] > doc {
+                skip_end -= 1;
+            }
+            let skipped = skip_end > 0 && scratch.skip[skip_end - 1] == doc;
+            let len = self.lens[doc as usize];
+            if !skipped && len != DEAD {
+                let score = terms.score(doc, len, norm);
+                // Older than everything kept: it must beat the worst, not tie.
+                if score > 0.0 && floor.is_none_or(|f| score > f) {
+                    scratch.top.push(Worst(Hit { doc, score }));
+                    if scratch.top.len() > limit {
+                        scratch.top.pop();
+                    }
+                    if scratch.top.len() == limit
+                        && let Some(worst) = scratch.top.peek()
+                    {
+                        floor = Some(worst.0.score);
+                        terms.stop_naming_under(worst.0.score);
+                    }
+                }
+            }
+            terms.pass(doc);
+        }
+        let mut hits: Vec<Hit> = scratch.top.drain().map(|w| w.0).collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
+        (hits, cut)
+    }
+}
+
+/// The query's terms as one walk sees them (MaxScore's state): a cursor
+/// per term, the order in which they stop naming candidates, and which
+/// still do.
+struct Terms<'a> {
+    /// In query order: every score and bound is summed in this order.
+    cursors: Vec<Cursor<'a>>,
+    /// Weakest first: the order in which terms stop naming candidates.
+    weakest: Vec<usize>,
+    /// Terms that may still name a candidate; the others only add.
+    essential: Vec<bool>,
+    /// `weakest[passed]` stops naming candidates once the `limit`-th
+    /// best reaches `stop_at`.
+    passed: usize,
+    stop_at: f32,
+}
+
+impl<'a> Terms<'a> {
+    /// The cursors of the query's terms that `index` holds with a weight
+    /// above 0, each at its newest posting; every term names candidates.
+    fn new(index: &'a Bm25, query: &'a [(String, f32)], norm: Norm) -> Terms<'a> {
+        let cursors: Vec<Cursor> = query
             .iter()
             .filter_map(|(term, weight)| {
-                let list = self.postings.get(term.as_str())?;
-                let weight = self.idf(term) * weight;
+                let list = index.postings.get(term.as_str())?;
+                let weight = index.idf(term) * weight;
                 (weight > 0.0).then(|| Cursor {
                     term: term.as_str(),
                     list,
@@ -235,128 +309,116 @@ impl Bm25 {
                 })
             })
             .collect();
-        // Weakest first: the order in which terms stop naming candidates.
-        let mut weakest: Vec<usize> = (0..terms.len()).collect();
-        weakest.sort_by(|&a, &b| terms[a].bound.total_cmp(&terms[b].bound).then(a.cmp(&b)));
-        // Terms that may still name a candidate; the others only add.
-        let mut essential = vec![true; terms.len()];
-        // `weakest[passed]` stops naming candidates once the `limit`-th
-        // best reaches `stop_at`.
-        let (mut passed, mut stop_at) = next_to_stop(&terms, &essential, &weakest, 0);
-        let mut floor: Option<f32> = None;
-        let mut skip_end = scratch.skip.len();
-        // The newest document an essential term still holds is next.
-        let next = |terms: &[Cursor], essential: &[bool]| {
-            terms
-                .iter()
-                .zip(essential)
-                .filter(|(_, e)| **e)
-                .filter_map(|(c, _)| c.current())
-                .max()
-        };
-        let (mut steps, mut cut) = (0, None::<Cut>);
-        while let Some(doc) = next(&terms, &essential) {
-            if steps == budget {
-                // Every document newer than `doc` is decided.
-                if let Some(cut) = cut.as_mut() {
-                    cut.stopped = Some(doc);
-                    break;
-                }
-                // From here on only the strongest words whose postings
-                // left fit in a budget anew still name candidates (the
-                // others add to them).
-                let (mut through, mut left) = (Vec::new(), 0usize);
-                for &t in weakest.iter().rev().filter(|&&t| essential[t]) {
-                    let ahead = terms[t].end;
-                    if ahead > 0 && left + ahead <= budget as usize {
-                        left += ahead;
-                        through.push(t);
-                    }
-                }
-                for (t, essential) in essential.iter_mut().enumerate() {
-                    *essential &= through.contains(&t);
-                }
-                (passed, stop_at) = next_to_stop(&terms, &essential, &weakest, passed);
-                cut = Some(Cut {
-                    at: doc,
-                    through: through.iter().map(|&t| terms[t].term.to_string()).collect(),
-                    stopped: None,
-                });
-                steps = 0;
-                continue;
-            }
-            steps += 1;
-            if let Some(floor) = floor {
-                // The block peaks at `doc` bound every document in
-                // `[from, doc]`: skip them all if even that cannot win.
-                let (mut bound, mut from) = (0f32, 0u32);
-                for (cursor, essential) in terms.iter().zip(&essential) {
-                    bound += if !essential {
-                        cursor.bound
-                    } else {
-                        match cursor.current() {
-                            Some(at) if at == doc => {
-                                let pos = cursor.end - 1;
-                                from = from.max(cursor.ids[pos / BLOCK * BLOCK]);
-                                norm.bound(cursor.weight, cursor.list.block_peak(pos))
-                            }
-                            Some(at) => {
-                                from = from.max(at + 1);
-                                0.0
-                            }
-                            None => 0.0,
-                        }
-                    };
-                }
-                if bound <= floor {
-                    let Some(below) = from.checked_sub(1) else { break };
-                    for (cursor, _) in terms.iter_mut().zip(&essential).filter(|(_, e)| **e) {
-                        cursor.seek(below);
-                    }
-                    continue;
-                }
-            }
-            while skip_end > 0 && scratch.skip[skip_end - 1] > doc {
-                skip_end -= 1;
-            }
-            let skipped = skip_end > 0 && scratch.skip[skip_end - 1] == doc;
-            let len = self.lens[doc as usize];
-            if !skipped && len != DEAD {
-                let mut score = 0f32;
-                for (cursor, essential) in terms.iter_mut().zip(&essential) {
-                    if !essential {
-                        cursor.seek(doc);
-                    }
-                    if cursor.current() == Some(doc) {
-                        score += norm.score(cursor.weight, cursor.tfs[cursor.end - 1], len);
-                    }
-                }
-                // Older than everything kept: it must beat the worst, not tie.
-                if score > 0.0 && floor.is_none_or(|f| score > f) {
-                    scratch.top.push(Worst(Hit { doc, score }));
-                    if scratch.top.len() > limit {
-                        scratch.top.pop();
-                    }
-                    if scratch.top.len() == limit
-                        && let Some(worst) = scratch.top.peek()
-                    {
-                        floor = Some(worst.0.score);
-                        while stop_at <= worst.0.score {
-                            essential[weakest[passed]] = false;
-                            (passed, stop_at) = next_to_stop(&terms, &essential, &weakest, passed + 1);
-                        }
-                    }
-                }
-            }
-            for (cursor, _) in terms.iter_mut().zip(&essential).filter(|(_, e)| **e) {
-                if cursor.current() == Some(doc) {
-                    cursor.end -= 1;
-                }
+        let mut weakest: Vec<usize> = (0..cursors.len()).collect();
+        weakest.sort_by(|&a, &b| cursors[a].bound.total_cmp(&cursors[b].bound).then(a.cmp(&b)));
+        let essential = vec![true; cursors.len()];
+        let (passed, stop_at) = next_to_stop(&cursors, &essential, &weakest, 0);
+        Terms {
+            cursors,
+            weakest,
+            essential,
+            passed,
+            stop_at,
+        }
+    }
+
+    /// The newest document an essential term still holds: the next one.
+    fn next_doc(&self) -> Option<u32> {
+        self.cursors
+            .iter()
+            .zip(&self.essential)
+            .filter(|(_, e)| **e)
+            .filter_map(|(c, _)| c.current())
+            .max()
+    }
+
+    /// The budget ran out at `doc`: from here on only the strongest words
+    /// whose postings left fit in a budget anew still name candidates (the
+    /// others add to them).
+    fn narrow(&mut self, doc: u32, budget: u32) -> Cut {
+        let (mut through, mut left) = (Vec::new(), 0usize);
+        for &t in self.weakest.iter().rev().filter(|&&t| self.essential[t]) {
+            let ahead = self.cursors[t].end;
+            if ahead > 0 && left + ahead <= budget as usize {
+                left += ahead;
+                through.push(t);
             }
         }
-        let mut hits: Vec<Hit> = scratch.top.drain().map(|w| w.0).collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.doc.cmp(&a.doc)));
-        (hits, cut)
+        for (t, essential) in self.essential.iter_mut().enumerate() {
+            *essential &= through.contains(&t);
+        }
+        (self.passed, self.stop_at) = next_to_stop(&self.cursors, &self.essential, &self.weakest, self.passed);
+        Cut {
+            at: doc,
+            through: through.iter().map(|&t| self.cursors[t].term.to_string()).collect(),
+            stopped: None,
+        }
+    }
+
+    /// At least the score of every document in `[from, doc]`, from the
+    /// block peaks of the essential terms at `doc` and the whole-list bound
+    /// of the adding ones; and `from`.
+    fn block_bound(&self, doc: u32, norm: Norm) -> (f32, u32) {
+        let (mut bound, mut from) = (0f32, 0u32);
+        for (cursor, essential) in self.cursors.iter().zip(&self.essential) {
+            bound += if !essential {
+                cursor.bound
+            } else {
+                match cursor.current() {
+                    Some(at) if at == doc => {
+                        let pos = cursor.end - 1;
+                        from = from.max(cursor.ids[pos / BLOCK * BLOCK]);
+                        norm.bound(cursor.weight, cursor.list.block_peak(pos))
+                    }
+                    Some(at) => {
+                        from = from.max(at + 1);
+                        0.0
+                    }
+                    None => 0.0,
+                }
+            };
+        }
+        (bound, from)
+    }
+
+    /// Moves every essential term down to `below` or older.
+    fn seek_essential(&mut self, below: u32) {
+        for (cursor, _) in self.cursors.iter_mut().zip(&self.essential).filter(|(_, e)| **e) {
+            cursor.seek(below);
+        }
+    }
+
+    /// `doc`'s score, summed in query order (the adding terms are moved to
+    /// it first).
+    fn score(&mut self, doc: u32, len: u32, norm: Norm) -> f32 {
+        let mut score = 0f32;
+        for (cursor, essential) in self.cursors.iter_mut().zip(&self.essential) {
+            if !essential {
+                cursor.seek(doc);
+            }
+            if cursor.current() == Some(doc) {
+                score += norm.score(cursor.weight, cursor.tfs[cursor.end - 1], len);
+            }
+        }
+        score
+    }
+
+    /// The `limit`-th best is now `worst`: the terms that could not lift a
+    /// document past it on their own stop naming candidates.
+    fn stop_naming_under(&mut self, worst: f32) {
+        while self.stop_at <= worst {
+            self.essential[self.weakest[self.passed]] = false;
+            (self.passed, self.stop_at) = next_to_stop(&self.cursors, &self.essential, &self.weakest, self.passed + 1);
+        }
+    }
+
+    /// `doc` is decided: the essential terms move past it.
+    fn pass(&mut self, doc: u32) {
+        for (cursor, _) in self.cursors.iter_mut().zip(&self.essential).filter(|(_, e)| **e) {
+            if cursor.current() == Some(doc) {
+                cursor.end -= 1;
+            }
+        }
     }
 }
 
