@@ -175,61 +175,42 @@ pub fn build_with_report<R: Borrow<Record>>(input: &ContextInput<'_, R>) -> (Con
 
     // 2. Clip the recalled items, then 3. the summary, then 4. the profile.
     let others = fixed(&profile, &summary, &None, report.omitted_messages) + kept_chars;
-    if let Some(text) = recalled.as_mut()
-        && others + section_chars(RECALL_HEADER, Some(text)) > budget
-    {
-        let room = budget.saturating_sub(others + section_chars(RECALL_HEADER, Some("")));
-        report.recalled_chars_cut = clip(text, room);
+    if let Some((cut, room)) = clip_section(recalled.as_mut(), RECALL_HEADER, others, budget) {
+        report.recalled_chars_cut = cut;
         tracing::info!(
-            cut_chars = report.recalled_chars_cut,
+            cut_chars = cut,
             kept_chars = room,
             max_tokens = input.max_tokens,
             "context over budget: recalled items clipped"
         );
     }
     let others = fixed(&profile, &None, &recalled, report.omitted_messages) + kept_chars;
-    if let Some(text) = summary.as_mut()
-        && others + section_chars(SUMMARY_HEADER, Some(text)) > budget
-    {
-        let room = budget.saturating_sub(others + section_chars(SUMMARY_HEADER, Some("")));
-        report.summary_chars_cut = clip(text, room);
+    if let Some((cut, room)) = clip_section(summary.as_mut(), SUMMARY_HEADER, others, budget) {
+        report.summary_chars_cut = cut;
         tracing::info!(
-            cut_chars = report.summary_chars_cut,
+            cut_chars = cut,
             kept_chars = room,
             max_tokens = input.max_tokens,
             "context over budget: rolling summary clipped"
         );
     }
     let others = fixed(&None, &summary, &recalled, report.omitted_messages) + kept_chars;
-    if let Some(text) = profile.as_mut()
-        && others + section_chars(PROFILE_HEADER, Some(text)) > budget
-    {
-        let room = budget.saturating_sub(others + section_chars(PROFILE_HEADER, Some("")));
-        report.profile_chars_cut = clip(text, room);
+    if let Some((cut, room)) = clip_section(profile.as_mut(), PROFILE_HEADER, others, budget) {
+        report.profile_chars_cut = cut;
         tracing::info!(
-            cut_chars = report.profile_chars_cut,
+            cut_chars = cut,
             kept_chars = room,
             max_tokens = input.max_tokens,
             "context over budget: profile clipped"
         );
     }
 
-    let sections = [&profile, &summary, &recalled];
-    let mut system = String::with_capacity(
-        input.system_prompt.len()
-            + sections
-                .iter()
-                .map(|s| s.as_ref().map_or(0, |s| s.len() + 64))
-                .sum::<usize>()
-            + 40,
-    );
-    system.push_str(input.system_prompt);
-    push_section(&mut system, PROFILE_HEADER, profile.as_deref());
-    push_section(&mut system, SUMMARY_HEADER, summary.as_deref());
-    push_section(&mut system, RECALL_HEADER, recalled.as_deref());
-    if let Some(marker) = omitted_marker(report.omitted_messages) {
-        system.push_str(&marker);
-    }
+    let sections = [
+        (PROFILE_HEADER, &profile),
+        (SUMMARY_HEADER, &summary),
+        (RECALL_HEADER, &recalled),
+    ];
+    let system = system_text(input.system_prompt, sections, report.omitted_messages);
     let turns = recent[report.omitted_messages..]
         .iter()
         .map(|r| Turn {
@@ -249,6 +230,38 @@ pub fn build_with_report<R: Borrow<Record>>(input: &ContextInput<'_, R>) -> (Con
         );
     }
     (context, report)
+}
+
+/// Clips `text`, the body of the section under `header`, to the room the
+/// budget leaves beside `others` characters; `(cut, room)` when it had to.
+fn clip_section(text: Option<&mut Cow<'_, str>>, header: &str, others: usize, budget: usize) -> Option<(usize, usize)> {
+    let text = text?;
+    if others + section_chars(header, Some(text)) <= budget {
+        return None;
+    }
+    let room = budget.saturating_sub(others + section_chars(header, Some("")));
+    Some((clip(text, room), room))
+}
+
+/// The base system prompt, then each section that has a body, then the
+/// marker for the `omitted` oldest messages.
+fn system_text(system_prompt: &str, sections: [(&str, &Option<Cow<'_, str>>); 3], omitted: usize) -> String {
+    let mut system = String::with_capacity(
+        system_prompt.len()
+            + sections
+                .iter()
+                .map(|(_, s)| s.as_ref().map_or(0, |s| s.len() + 64))
+                .sum::<usize>()
+            + 40,
+    );
+    system.push_str(system_prompt);
+    for (header, body) in sections {
+        push_section(&mut system, header, body.as_deref());
+    }
+    if let Some(marker) = omitted_marker(omitted) {
+        system.push_str(&marker);
+    }
+    system
 }
 
 fn chars(text: &str) -> usize {

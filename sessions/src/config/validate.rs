@@ -1,7 +1,7 @@
 //! The rules a parsed config must keep (DESIGN §4). Each failure names the
 //! field in the file's own camelCase path and says what is allowed.
 
-use super::{ConfigError, ConfigFile, FieldError, SessionConfig};
+use super::{CompactingConfig, ConfigError, ConfigFile, FieldError, SchedulerConfig, SessionConfig, StmConfig};
 use std::path::Path;
 
 /// Smallest and largest `context.maxTokens`: below the floor even a short
@@ -45,29 +45,47 @@ fn kind(value: &serde_json::Value) -> &'static str {
     }
 }
 
+/// Builds the error for a field: its camelCase path and what is allowed.
+type Invalid<'a> = &'a dyn Fn(&str, String) -> ConfigError;
+
 /// The first rule `config` breaks, as an error naming `path` and the field.
+/// Sections are checked in the file's order.
 pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
     let invalid =
         |field: &str, reason: String| ConfigError::invalid(ConfigFile::Sessions, path, FieldError::new(field, reason));
-    let at_least_one = |field: &str, value: u64, why: &str| {
-        if value == 0 {
-            Err(invalid(field, format!("it is 0, but must be at least 1: {why}")))
-        } else {
-            Ok(())
-        }
-    };
-    let (stm, compacting, scheduler) = (&config.stm, &config.compacting, &config.scheduler);
+    check_stm(&config.stm, &invalid)?;
+    check_compacting(&config.compacting, &config.stm, &invalid)?;
+    check_scheduler(&config.scheduler, &invalid)?;
+    check_budgets(config, &invalid)
+}
 
+/// `field` is at least 1, or an error saying `why` it must be.
+fn at_least_one(invalid: Invalid<'_>, field: &str, value: u64, why: &str) -> Result<(), ConfigError> {
+    if value == 0 {
+        Err(invalid(field, format!("it is 0, but must be at least 1: {why}")))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_stm(stm: &StmConfig, invalid: Invalid<'_>) -> Result<(), ConfigError> {
     at_least_one(
+        invalid,
         "stm.maxMessages",
         stm.max_messages as u64,
         "it bounds how many messages the log keeps",
     )?;
     at_least_one(
+        invalid,
         "stm.maxAgeMinutes",
         stm.max_age_minutes,
         "0 would fold every message into the summary before the model sees it",
     )?;
+    Ok(())
+}
+
+/// Compaction's rules, some of them against the STM bounds it works in.
+fn check_compacting(compacting: &CompactingConfig, stm: &StmConfig, invalid: Invalid<'_>) -> Result<(), ConfigError> {
     if compacting.threshold <= stm.context_window {
         return Err(invalid(
             "compacting.threshold",
@@ -105,41 +123,53 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         ));
     }
     at_least_one(
+        invalid,
         "compacting.maxFailures",
         u64::from(compacting.max_failures),
         "it is how many failed summaries are tolerated before the sliding window takes over",
     )?;
     at_least_one(
+        invalid,
         "compacting.summarizerTimeoutSecs",
         compacting.summarizer_timeout_secs,
         "a summarizer call needs some time to answer",
     )?;
+    Ok(())
+}
+
+fn check_scheduler(scheduler: &SchedulerConfig, invalid: Invalid<'_>) -> Result<(), ConfigError> {
     at_least_one(
+        invalid,
         "scheduler.logRotateDays",
         u64::from(scheduler.log_rotate_days),
         "0 would delete today's log while it is written",
     )?;
     at_least_one(
+        invalid,
         "scheduler.stmExpireDays",
         u64::from(scheduler.stm_expire_days),
         "0 would expire a conversation while it is going on",
     )?;
     at_least_one(
+        invalid,
         "scheduler.cleanupIntervalMinutes",
         scheduler.cleanup_interval_minutes,
         "0 would run maintenance in a busy loop",
     )?;
     at_least_one(
+        invalid,
         "scheduler.maxSummariesPerRun",
         scheduler.max_summaries_per_run as u64,
         "0 would never write a daily or weekly summary",
     )?;
     at_least_one(
+        invalid,
         "scheduler.summaryConcurrency",
         scheduler.summary_concurrency as u64,
         "0 would never run a summary",
     )?;
     at_least_one(
+        invalid,
         "scheduler.exportKeepDays",
         u64::from(scheduler.export_keep_days),
         "0 could delete an export before its owner fetched it",
@@ -160,6 +190,12 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The token budgets (the context, and recall's part of it) and the
+/// profile's size.
+fn check_budgets(config: &SessionConfig, invalid: Invalid<'_>) -> Result<(), ConfigError> {
     let tokens = config.context.max_tokens;
     if !(MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&tokens) {
         return Err(invalid(
@@ -170,6 +206,7 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
         ));
     }
     at_least_one(
+        invalid,
         "ltm.maxProfileChars",
         config.ltm.max_profile_chars as u64,
         "0 would leave no room for a profile",
@@ -190,7 +227,7 @@ pub fn check(config: &SessionConfig, path: &Path) -> Result<(), ConfigError> {
                 "it is set, but recall.enabled is false, so nothing would use it: remove it, or turn recall on".into(),
             ));
         }
-        check_embeddings(embeddings, &invalid)?;
+        check_embeddings(embeddings, invalid)?;
     }
     Ok(())
 }
@@ -203,10 +240,7 @@ pub const MAX_QUERY_TIMEOUT_MS: u64 = 10_000;
 /// `baseUrl` and `apiKeyEnv` are checked by the broker when it builds the
 /// client, with the very checks of the `summarizer` section (a start with a
 /// bad one fails naming this file and the field).
-fn check_embeddings(
-    embeddings: &super::EmbeddingsConfig,
-    invalid: &dyn Fn(&str, String) -> ConfigError,
-) -> Result<(), ConfigError> {
+fn check_embeddings(embeddings: &super::EmbeddingsConfig, invalid: Invalid<'_>) -> Result<(), ConfigError> {
     if embeddings.model.trim().is_empty() {
         return Err(invalid(
             "recall.embeddings.model",
