@@ -12,7 +12,7 @@
 //! journald and docker logs stay plain.
 
 use crate::access::secrets::{Scrubbed, Scrubber};
-use crate::config::{LogFormat, LoggingConfig};
+use crate::config::{LogFormat, LoggingConfig, parse_filter};
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use tracing_appender::non_blocking::WorkerGuard;
@@ -94,18 +94,6 @@ fn capped(filter: Targets) -> Targets {
     LIBRARY_CAPS
         .iter()
         .fold(filter, |filter, (target, level)| filter.with_target(*target, *level))
-}
-
-/// Parses a log filter: comma-separated `target=level` directives and a
-/// bare `level` for everything else (`info`, `mnemo=debug,warn`). The
-/// reason, when it does not parse, names the filter's syntax. (Span and
-/// field filters, `[span{field=value}]`, are not supported: the filter is
-/// tracing-subscriber's `Targets`, which needs no regular-expression
-/// engine in the binary.)
-pub fn parse_filter(filter: &str) -> Result<Targets, String> {
-    filter.parse::<Targets>().map_err(|e| {
-        format!("`{filter}` is not a log filter ({e}); write comma-separated `target=level` directives or a level, e.g. `info` or `mnemo=debug,warn`")
-    })
 }
 
 /// The stderr filter: `RUST_LOG` when set and valid, else `level` (the

@@ -9,11 +9,13 @@
 
 mod channels;
 mod limits;
+mod logging;
 mod ops;
 mod store;
 
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
 pub use limits::LimitsConfig;
+pub use logging::{LogFormat, LoggingConfig, parse_filter};
 pub use ops::OpsConfig;
 pub use store::{StoreConfig, StoreKind};
 
@@ -26,34 +28,6 @@ use std::path::{Path, PathBuf};
 pub use mnemo_sessions::config::ConfigError;
 use mnemo_sessions::config::{ConfigFile, FieldError};
 use mnemo_sessions::fsutil::FileError;
-
-/// How log lines on stderr look.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    #[default]
-    Human,
-    Json,
-}
-
-/// Logging settings (additions to DESIGN §8).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct LoggingConfig {
-    /// `human` or `json` on stderr; files under `<state>/logs/` are always JSON.
-    pub format: LogFormat,
-    /// A tracing filter (`info`, `mnemo=debug,warn`); `RUST_LOG` overrides it.
-    pub level: String,
-}
-
-impl Default for LoggingConfig {
-    fn default() -> Self {
-        LoggingConfig {
-            format: LogFormat::Human,
-            level: "info".to_string(),
-        }
-    }
-}
 
 /// The whole app config as written in `config.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -173,7 +147,7 @@ impl AppConfig {
                 ),
             ));
         }
-        crate::logging::parse_filter(&self.logging.level).map_err(|reason| field("logging.level", reason))?;
+        parse_filter(&self.logging.level).map_err(|reason| field("logging.level", reason))?;
         if self.state_dir.trim().is_empty() {
             return Err(field("stateDir", "must not be empty".into()));
         }
