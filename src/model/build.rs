@@ -8,35 +8,14 @@
 
 use super::Model;
 use super::anthropic::AnthropicBackend;
+use super::build_error::BuildError;
 use super::command::CommandBackend;
-use super::config::{FieldError, ModelConfig, Provider};
+use super::config::{ModelConfig, Provider};
 use super::openai::OpenAiBackend;
 use super::redact::Secret;
 use super::retry::{Retrying, WithFallback, policy_for};
 use mnemo_channels::Shutdown;
 use std::sync::Arc;
-
-/// Why no model could be built. Messages name the config section and what
-/// to do; none contains a key.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error(transparent)]
-    Config(#[from] FieldError),
-    #[error(
-        "{section}: the environment variable {var} is not set; export it with your {provider} API key, or set {section}.apiKeyEnv to the variable that holds it"
-    )]
-    MissingApiKey {
-        section: String,
-        var: String,
-        provider: Provider,
-    },
-    #[error(
-        "{section}: the value of {var} cannot be sent in an HTTP header (it has a line break or another control character); check the variable"
-    )]
-    BadApiKey { section: String, var: String },
-    #[error("{section}: could not set up the HTTP client: {detail}")]
-    Http { section: String, detail: String },
-}
 
 /// The `model` section's model. See [`build_section`].
 pub fn build(cfg: &ModelConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<Arc<dyn Model>, BuildError> {

@@ -16,7 +16,8 @@
 //! the reply body ever reach a log line or an error: recall falls back to
 //! BM25 on any error, and the operator sees the kind and the HTTP status.
 
-use super::build::{BuildError, api_key};
+use super::build::api_key;
+use super::build_error::BuildError;
 use super::config::{ModelConfig, Provider};
 use super::http::{HttpEndpoint, endpoint_url, secret_header};
 use super::retry::{RetryPolicy, policy_for};

@@ -7,7 +7,7 @@
 //! let the key out: headers holding it are marked sensitive, error details
 //! are redacted with it, and URLs are shown only redacted.
 
-use super::build::BuildError;
+use super::build_error::BuildError;
 use super::redact::Secret;
 use super::{ModelError, redact};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};

@@ -12,6 +12,7 @@
 
 mod anthropic;
 mod build;
+mod build_error;
 mod command;
 pub mod config;
 pub mod embeddings;
@@ -28,7 +29,8 @@ use futures_util::stream::BoxStream;
 use mnemo_sessions::context::Context;
 use std::time::Duration;
 
-pub use build::{BuildError, build, build_section, build_serving};
+pub use build::{build, build_section, build_serving};
+pub use build_error::BuildError;
 pub use config::{FieldError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};

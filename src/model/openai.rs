@@ -13,7 +13,7 @@
 
 mod request;
 
-use super::build::BuildError;
+use super::build_error::BuildError;
 use super::config::ModelConfig;
 use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
 use super::redact::Secret;
