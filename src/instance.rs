@@ -4,10 +4,21 @@
 //! runs) could interleave with the first. Every verb that writes memory
 //! first takes an exclusive advisory lock on `<state>/mnemo.lock`; the OS
 //! releases it when the process ends, however it ends.
+//!
+//! It also names the files a running process keeps at the top of the
+//! state folder — the lock and the control socket — so what must never be
+//! backed up is said in one place below both `ops::control` and `ops::keep`.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+/// The lock's file, at the top of the state folder.
+pub const LOCK_FILE: &str = "mnemo.lock";
+
+/// The control socket's file beside it (served by [`crate::ops::control`]):
+/// like the lock, it belongs to the running process, never to a backup.
+pub const SOCKET_FILE: &str = "mnemo.sock";
 
 /// Holds the lock for as long as it lives.
 #[derive(Debug)]
@@ -31,7 +42,7 @@ impl InstanceLock {
     /// Takes the lock for `state_root`, creating the folder if needed, or
     /// says who holds it.
     pub fn acquire(state_root: &Path) -> Result<InstanceLock, InstanceError> {
-        let path = state_root.join("mnemo.lock");
+        let path = state_root.join(LOCK_FILE);
         let io = |source| mnemo_sessions::fsutil::FileError::new("lock", &path, source);
         mnemo_sessions::fsutil::create_private_dir_all(state_root, state_root).map_err(io)?;
         let mut file = OpenOptions::new()

@@ -10,14 +10,12 @@
 
 use super::keep;
 use crate::app::App;
+use crate::instance::{LOCK_FILE, SOCKET_FILE};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
-
-/// The socket's file name inside the state folder.
-pub const SOCKET: &str = "mnemo.sock";
 
 /// What an operator verb asks the running bot to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +36,7 @@ pub struct Response {
 }
 
 pub fn socket_path(state_root: &Path) -> PathBuf {
-    state_root.join(SOCKET)
+    state_root.join(SOCKET_FILE)
 }
 
 /// Serves the socket until `stop` fires. The caller holds the instance
@@ -119,7 +117,7 @@ pub async fn send(state_root: &Path, request: &Request) -> anyhow::Result<Respon
         anyhow::anyhow!(
             "another mnemo process holds {} but does not answer on {} ({e}); if it is `mnemo sessions maintain`, \
              try again when it has finished",
-            state_root.join("mnemo.lock").display(),
+            state_root.join(LOCK_FILE).display(),
             path.display()
         )
     })?;

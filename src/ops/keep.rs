@@ -11,6 +11,7 @@
 //! cut after its last newline, so it never holds a torn line.
 
 use crate::app::ChannelMemory;
+use crate::instance::{LOCK_FILE, SOCKET_FILE};
 use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use flate2::Compression;
@@ -207,7 +208,7 @@ impl Writer {
             || name.starts_with(TEMP_PREFIX)
             || name.starts_with(".readyz-")
             || (top && name.starts_with(HANDOVER_PREFIX))
-            || (top && (name == "mnemo.lock" || name == super::control::SOCKET))
+            || (top && (name == LOCK_FILE || name == SOCKET_FILE))
     }
 
     fn finish(mut self, partial: &Path, out: &Path) -> Result<(usize, u64)> {
@@ -284,7 +285,7 @@ pub fn restore(state_root: &Path, file: &Path, force: bool) -> Result<String> {
     let present: Vec<PathBuf> = mnemo_sessions::fsutil::list_dir(state_root, state_root)?
         .into_iter()
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n != "mnemo.lock"))
+        .filter(|p| p.file_name().is_some_and(|n| n != LOCK_FILE))
         .collect();
     if !present.is_empty() {
         if !force {
