@@ -105,7 +105,7 @@ fn offline(setup: &Setup, problems: &mut Vec<String>) -> Built {
             }
         }
     }
-    for (name, channel) in crate::platforms::each_enabled(setup, &env) {
+    for (name, channel) in crate::platforms::each_enabled(&setup.config.channels, &env) {
         match channel {
             Ok(channel) => built.platforms.push(channel),
             Err(e) => problems.push(format!("channel {name}: {e:#}")),

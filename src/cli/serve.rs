@@ -3,6 +3,7 @@
 
 use super::{GlobalArgs, Setup};
 use crate::app::App;
+use crate::config::ChannelsConfig;
 use crate::scheduler::Scheduler;
 use crate::{logging, shutdown};
 use anyhow::{Context as _, Result, bail};
@@ -59,7 +60,7 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
         secrets(&setup),
         super::setup::env("RUST_LOG"),
     );
-    let mut channels = crate::platforms::enabled(&setup, &super::setup::env)?;
+    let mut channels = platform_channels(&setup.config.channels, &super::setup::env)?;
     if setup.config.channels.console.enabled {
         if std::io::stdin().is_terminal() {
             channels.push(Arc::new(
@@ -73,6 +74,26 @@ pub async fn run(global: &GlobalArgs) -> Result<ExitCode> {
         bail!("no channel to serve: enable one under `channels` in the config, or use `mnemo chat` for the console");
     }
     serve(setup, channels).await
+}
+
+/// Every enabled platform channel; when some cannot start (a missing token,
+/// a bad setting), every one of their problems at once, so a first run is
+/// fixed in one go rather than one variable per attempt.
+fn platform_channels(channels: &ChannelsConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Arc<dyn Channel>>> {
+    let (channels, problems): (Vec<_>, Vec<_>) = crate::platforms::each_enabled(channels, env)
+        .into_iter()
+        .map(|(_, built)| built)
+        .partition(Result::is_ok);
+    let problems: Vec<String> = problems
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| super::error_text(&e))
+        .collect();
+    match problems.as_slice() {
+        [] => Ok(channels.into_iter().filter_map(Result::ok).collect()),
+        [one] => anyhow::bail!("{one}"),
+        many => anyhow::bail!("{} channels cannot start:\n  - {}", many.len(), many.join("\n  - ")),
+    }
 }
 
 /// The secret values the config names, so every log line can be scrubbed.
