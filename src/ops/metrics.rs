@@ -95,7 +95,6 @@ fn seconds_buckets() -> Histogram {
 
 impl Metrics {
     fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("mnemo");
         let m = Metrics {
             turns: Family::default(),
             turn_seconds: Family::new_with_constructor(seconds_buckets),
@@ -117,89 +116,101 @@ impl Metrics {
             queued_messages: Gauge::default(),
             registry: Registry::default(),
         };
-        registry.register("turns", "Turns finished, by channel and outcome", m.turns.clone());
+        let registry = m.register();
+        Metrics { registry, ..m }
+    }
+
+    /// The registry that exposes every family under its name and help
+    /// text, in the order `/metrics` lists them.
+    fn register(&self) -> Registry {
+        let mut registry = Registry::with_prefix("mnemo");
+        registry.register("turns", "Turns finished, by channel and outcome", self.turns.clone());
         registry.register(
             "recall_embeddings",
             "Embedding requests of recall (questions and indexing), by outcome",
-            m.recall_embeddings.clone(),
+            self.recall_embeddings.clone(),
         );
         registry.register(
             "turn_seconds",
             "Whole-turn latency from intake to reply sent",
-            m.turn_seconds.clone(),
+            self.turn_seconds.clone(),
         );
         registry.register(
             "first_text_seconds",
             "Streamed answers: from the model's first text to the platform call showing it",
-            m.first_text_seconds.clone(),
+            self.first_text_seconds.clone(),
         );
         registry.register(
             "model_seconds",
             "Model call latency, by purpose (answer, summary)",
-            m.model_seconds.clone(),
+            self.model_seconds.clone(),
         );
         registry.register(
             "model_failures",
             "Model calls that failed, by purpose",
-            m.model_failures.clone(),
+            self.model_failures.clone(),
         );
         registry.register(
             "model_input_tokens",
             "Prompt tokens the model reported",
-            m.tokens_in.clone(),
+            self.tokens_in.clone(),
         );
         registry.register(
             "model_output_tokens",
             "Completion tokens the model reported",
-            m.tokens_out.clone(),
+            self.tokens_out.clone(),
         );
         registry.register(
             "recovered_questions",
             "Questions found stored but unanswered after a restart (or a dead broker), by channel and outcome: answered or stale (given up, the user told)",
-            m.recovered.clone(),
+            self.recovered.clone(),
         );
         registry.register(
             "refused_messages",
             "Messages refused before storage, by channel and reason",
-            m.refused.clone(),
+            self.refused.clone(),
         );
         registry.register(
             "compactions",
             "Compaction runs, by channel and outcome",
-            m.compactions.clone(),
+            self.compactions.clone(),
         );
         registry.register(
             "memory_tool_calls",
             "Memory tool calls the model made, by channel, tool and outcome",
-            m.tool_calls.clone(),
+            self.tool_calls.clone(),
         );
         registry.register(
             "summarizer_failures",
             "Summarizer model calls that failed",
-            m.summarizer_failures.clone(),
+            self.summarizer_failures.clone(),
         );
         registry.register(
             "maintenance_runs",
             "Maintenance runs, by channel and outcome",
-            m.maintenance_runs.clone(),
+            self.maintenance_runs.clone(),
         );
         registry.register(
             "platform_reconnects",
             "Times a platform connection came back after the first",
-            m.reconnects.clone(),
+            self.reconnects.clone(),
         );
         registry.register(
             "platform_connected",
             "1 while the platform connection is up",
-            m.connected.clone(),
+            self.connected.clone(),
         );
-        registry.register("queue_users", "Users with a live message queue", m.queue_users.clone());
+        registry.register(
+            "queue_users",
+            "Users with a live message queue",
+            self.queue_users.clone(),
+        );
         registry.register(
             "queued_messages",
             "Messages waiting in user queues",
-            m.queued_messages.clone(),
+            self.queued_messages.clone(),
         );
-        Metrics { registry, ..m }
+        registry
     }
 
     /// The text exposition (OpenMetrics, which Prometheus scrapes).
