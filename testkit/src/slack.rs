@@ -332,6 +332,8 @@ fn slack_error(code: &str) -> Response {
     axum::Json(json!({"ok": false, "error": code})).into_response()
 }
 
+/// One Web API call: a failure the test scripted, a wrong token, or the
+/// method's answer (the call recorded first).
 async fn api(
     State(fake): State<Arc<Inner>>,
     Path(method): Path<String>,
@@ -340,36 +342,10 @@ async fn api(
     body: Bytes,
 ) -> Response {
     let now = Instant::now();
-    {
-        let mut limited = fake.limited.lock().unwrap();
-        if let Some(left) = limited.get_mut(&method).filter(|n| **n > 0) {
-            *left -= 1;
-            fake.limited_at.lock().unwrap().push((method.clone(), now));
-            return (
-                StatusCode::TOO_MANY_REQUESTS,
-                [("retry-after", "1")],
-                axum::Json(json!({"ok": false, "error": "ratelimited"})),
-            )
-                .into_response();
-        }
+    if let Some(failure) = scripted_failure(&fake, &method, now) {
+        return failure;
     }
-    {
-        let mut failing = fake.failing.lock().unwrap();
-        if let Some(left) = failing.get_mut(&method).filter(|n| **n > 0) {
-            *left -= 1;
-            return StatusCode::SERVICE_UNAVAILABLE.into_response();
-        }
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
-        let pairs = query.unwrap_or_default();
-        Value::Object(
-            pairs
-                .split('&')
-                .filter_map(|p| p.split_once('='))
-                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-                .collect(),
-        )
-    });
+    let body = request_body(&body, query);
     let token = bearer(&headers).to_string();
     let wanted = if method == "apps.connections.open" {
         APP_TOKEN
@@ -384,8 +360,52 @@ async fn api(
         body: body.clone(),
         at: now,
     });
+    answer(&fake, &method, &body)
+}
+
+/// A 429 or a 503 the test asked for, counted down per method.
+fn scripted_failure(fake: &Inner, method: &str, now: Instant) -> Option<Response> {
+    {
+        let mut limited = fake.limited.lock().unwrap();
+        if let Some(left) = limited.get_mut(method).filter(|n| **n > 0) {
+            *left -= 1;
+            fake.limited_at.lock().unwrap().push((method.to_string(), now));
+            return Some(
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [("retry-after", "1")],
+                    axum::Json(json!({"ok": false, "error": "ratelimited"})),
+                )
+                    .into_response(),
+            );
+        }
+    }
+    let mut failing = fake.failing.lock().unwrap();
+    if let Some(left) = failing.get_mut(method).filter(|n| **n > 0) {
+        *left -= 1;
+        return Some(StatusCode::SERVICE_UNAVAILABLE.into_response());
+    }
+    None
+}
+
+/// The call's arguments: a JSON body, or else the form-encoded query.
+fn request_body(body: &[u8], query: Option<String>) -> Value {
+    serde_json::from_slice(body).unwrap_or_else(|_| {
+        let pairs = query.unwrap_or_default();
+        Value::Object(
+            pairs
+                .split('&')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect(),
+        )
+    })
+}
+
+/// What Slack answers `method` with `body`, as the fake keeps its state.
+fn answer(fake: &Inner, method: &str, body: &Value) -> Response {
     let next_ts = || format!("1800000000.{:06}", fake.ts.fetch_add(1, Ordering::SeqCst) + 1);
-    match method.as_str() {
+    match method {
         "auth.test" => ok(
             json!({"user_id": BOT_USER, "team_id": "T1", "user": "mnemo", "team": "Team",
                                  "bot_id": "B1", "url": "https://team.slack.com/"}),
