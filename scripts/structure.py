@@ -97,13 +97,11 @@ class Tok:
 @dataclass
 class Lexed:
     toks: list[Tok]
-    comments: dict[int, list[str]]  # line -> comment texts starting there
     nlines: int
 
 
 def lex(src: str) -> Lexed:
     toks: list[Tok] = []
-    comments: dict[int, list[str]] = {}
     i, n, line = 0, len(src), 1
 
     def newlines(a: int, b: int) -> int:
@@ -121,7 +119,6 @@ def lex(src: str) -> Lexed:
         if src.startswith("//", i):
             j = src.find("\n", i)
             j = n if j < 0 else j
-            comments.setdefault(line, []).append(src[i:j])
             i = j
             continue
         if src.startswith("/*", i):
@@ -133,7 +130,6 @@ def lex(src: str) -> Lexed:
                     depth, j = depth - 1, j + 2
                 else:
                     j += 1
-            comments.setdefault(line, []).append(src[i:j])
             line += newlines(i, j)
             i = j
             continue
@@ -216,7 +212,7 @@ def lex(src: str) -> Lexed:
         toks.append(Tok("punct", c, line))
         i += 1
     nlines = src.count("\n") + (0 if src.endswith("\n") or not src else 1)
-    return Lexed(toks, comments, nlines)
+    return Lexed(toks, nlines)
 
 
 def match_close(toks: list[Tok], i: int) -> int:
@@ -489,37 +485,12 @@ def scan_module_items(info: FileInfo, root_mod: Module, resolve_child) -> None:
             i += 3
             continue
         if t.text in ("impl", "trait") and item_start(toks, i):
-            # Name functions inside by their type: find the block and the
-            # type it is for (after `for`, else the first name).
-            j = i + 1
-            angle = 0
-            name = None
-            after_for = None
-            while j < len(toks) and not (toks[j].text == "{" and angle == 0) and toks[j].text != ";":
-                tt = toks[j]
-                if tt.text == "<":
-                    angle += 1
-                elif tt.text == ">":
-                    angle -= 1
-                elif tt.text == "where" and angle == 0:
-                    # skip to the block
-                    while j < len(toks) and toks[j].text != "{":
-                        j += 1
-                    break
-                elif tt.kind == "ident" and angle == 0:
-                    if tt.text == "for":
-                        after_for = ""
-                    elif after_for == "":
-                        after_for = tt.text
-                    elif name is None and tt.text not in ("dyn", "unsafe", "mut"):
-                        name = tt.text
-                    elif after_for is None and tt.text not in ("dyn",):
-                        name = tt.text if toks[j - 1].text == "::" else name
-                j += 1
+            # Functions inside are named by the block's type.
             if t.text == "trait" and at_mod_level and nxt and nxt.kind == "ident":
                 mod.items[nxt.text] = "trait"
-            if j < len(toks) and toks[j].text == "{":
-                owners.append((after_for or name or "?", depth + 1))
+            name, block = block_owner(toks, i)
+            if block is not None:
+                owners.append((name, depth + 1))
             i += 1
             continue
         if t.text in ITEM_KEYWORDS and nxt and nxt.kind == "ident" and item_start(toks, i):
@@ -539,6 +510,36 @@ def scan_module_items(info: FileInfo, root_mod: Module, resolve_child) -> None:
             i += 2
             continue
         i += 1
+
+
+def block_owner(toks: list[Tok], i: int) -> tuple[str, int | None]:
+    """The type an `impl` or `trait` block at toks[i] is about (`impl A for
+    B`: B; `impl a::B<T>`: B; `trait T: U`: T), and the index of its `{`
+    (None for a declaration without a block)."""
+    names: list[str] = []
+    angle = 0
+    j = i + 1
+    while j < len(toks):
+        t = toks[j]
+        if t.text == "<":
+            angle += 1
+        elif t.text == ">":
+            angle -= 1
+        elif angle == 0 and t.text in ("{", ";", "where"):
+            break
+        elif angle == 0 and t.kind == "ident" and t.text not in ("dyn", "unsafe", "const"):
+            names.append(t.text)
+        j += 1
+    while j < len(toks) and toks[j].text not in ("{", ";"):
+        j += 1  # past a `where` clause
+    block = j if j < len(toks) and toks[j].text == "{" else None
+    if toks[i].text == "trait":
+        name = names[0] if names else "?"
+    elif "for" in names and names.index("for") + 1 < len(names):
+        name = names[names.index("for") + 1]
+    else:
+        name = names[-1] if names else "?"
+    return name, block
 
 
 def excused_above(info: FileInfo, line: int) -> bool:
@@ -932,6 +933,13 @@ pub fn f() { crate::a::a(&B); }
 """,
     "src/c.rs": """pub struct C;
 pub fn f() {}
+/// A table, on purpose.
+// size: one arm per code, in the order of the spec
+#[allow(dead_code)]
+fn table() {
+""" + "    let _ = 0;\n" * 100 + """}
+fn long() {
+""" + "    let _ = 0;\n" * 100 + """}
 """,
 }
 
@@ -954,6 +962,8 @@ def self_test() -> None:
         a = crate.files["src/a.rs"]
         assert a.prod_lines == 6, a.prod_lines
         assert [(f.name, f.lines) for f in a.fns] == [("a::a", 1)], a.fns
+        c = {f.name: (f.lines, f.excused) for f in crate.files["src/c.rs"].fns}
+        assert c == {"c::f": (1, False), "c::table": (102, True), "c::long": (102, False)}, c
     print("structure: self-test passed")
 
 
