@@ -236,7 +236,14 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
                 display_name: None,
                 max_profile_chars: 4000,
             };
-            commands::try_execute(&stm, caller, &command, day(21, 9)).await.unwrap()
+            commands::try_execute(
+                crate::files_user(&stm, caller.user).await.as_mut(),
+                caller,
+                &command,
+                day(21, 9),
+            )
+            .await
+            .unwrap()
         }
     };
     run(SessionCommand::Forget { topic: "boat".into() }).await;
@@ -457,9 +464,14 @@ async fn a_vector_fill_racing_clear_all_stores_nothing_of_what_was_deleted() {
         display_name: None,
         max_profile_chars: 4000,
     };
-    commands::try_execute(&stm, caller, &SessionCommand::ClearAllConfirmed, day(21, 9))
-        .await
-        .unwrap();
+    commands::try_execute(
+        crate::files_user(&stm, &ada).await.as_mut(),
+        caller,
+        &SessionCommand::ClearAllConfirmed,
+        day(21, 9),
+    )
+    .await
+    .unwrap();
     embedder.gate.add_permits(1000);
     filling.await.unwrap().unwrap();
 
