@@ -37,6 +37,7 @@ pub mod access;
 pub mod channel;
 pub mod copy;
 pub mod digests;
+pub mod export;
 pub mod fold;
 pub mod maintain;
 pub mod memory;
@@ -44,10 +45,13 @@ pub mod migrate;
 pub mod pending;
 pub mod recall;
 pub mod seed;
+mod session;
+pub mod store;
 pub mod turn;
 pub mod vectors;
 
 pub use channel::PgChannel;
+pub use store::{PgMemory, PgUser};
 pub use turn::PgTurn;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};

@@ -30,6 +30,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_postgres::Transaction;
 
+pub use mnemo_sessions::store::EditBy;
+
 /// Why an edit did not happen: refused for its argument (the user's to
 /// fix) or the database failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,15 +46,6 @@ impl From<tokio_postgres::Error> for MemoryError {
     fn from(e: tokio_postgres::Error) -> MemoryError {
         MemoryError::Db(e.into())
     }
-}
-
-/// Who edits, the profile's size cap, and when.
-#[derive(Clone, Copy, Debug)]
-pub struct EditBy {
-    pub by: Author,
-    /// `ltm.maxProfileChars`.
-    pub max_chars: usize,
-    pub now: DateTime<Utc>,
 }
 
 /// A serde enum's name (`set`, `tool`, `notes`, …) as stored.
