@@ -20,7 +20,6 @@ pub mod logging;
 pub mod memory_tools;
 pub mod model;
 pub mod ops;
-pub mod pg_session;
 pub mod pipeline;
 pub mod platforms;
 pub mod reply_limit;

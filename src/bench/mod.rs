@@ -30,6 +30,7 @@ use mnemo_channels::{Channel, ChatKind, Inbound};
 use mnemo_sessions::Layout;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
+use mnemo_sessions::store::files::FileStore;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,13 +154,23 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
 
     let seeding = Instant::now();
     if options.history > 0 {
-        match &memory.pg {
-            Some(pg) => {
-                seed_all_pg(pg, options, progress).await?;
+        // Seeded below the seam, in bulk, as each store loads fastest.
+        match &options.store {
+            Some(store) => {
+                let pg = mnemo_pg::PgChannel::new(
+                    store.clone(),
+                    CHANNEL,
+                    memory.config.clone(),
+                    app.parts().summarizer.clone(),
+                );
+                seed_all_pg(&pg, options, progress).await?;
                 // As after any bulk load: the planner's statistics first.
-                pg.store().analyze().await?;
+                store.analyze().await?;
             }
-            None => seed_all(&memory.sessions, &memory.recall, options, progress).await?,
+            None => {
+                let files = FileStore::without_model(memory.stm.clone(), memory.config.clone());
+                seed_all(files.sessions(), &memory.recall, options, progress).await?;
+            }
         }
     }
     let seed_s = seeding.elapsed().as_secs_f64();

@@ -19,6 +19,8 @@ use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::fsutil::TEMP_PREFIX;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::stm::Stm;
+use mnemo_sessions::store::MemoryStore;
+use mnemo_sessions::store::files::FileStore;
 use mnemo_sessions::{Layout, SafeName, commands, report};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -65,7 +67,10 @@ pub async fn as_user(
         // Only clear-all runs this way; it adds nothing to a profile.
         max_profile_chars: mnemo_sessions::config::SessionConfig::default().ltm.max_profile_chars,
     };
-    commands::try_execute(stm, caller, command, Utc::now())
+    let config = SessionConfig::load(&stm.layout().config_path())?;
+    let store = FileStore::without_model(stm.clone(), config);
+    let mut memory = store.user(&name).await?;
+    commands::try_execute(memory.as_mut(), caller, command, Utc::now())
         .await
         .with_context(|| format!("{doing} user `{user}` of channel `{channel}`"))
 }
