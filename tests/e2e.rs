@@ -11,6 +11,7 @@ mod bench;
 mod broker;
 mod cli_output;
 mod config_check;
+mod conformance;
 mod crash;
 mod deploy;
 mod discord;
