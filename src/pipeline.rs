@@ -31,12 +31,13 @@ pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
 
 use crate::access::Gate;
-use crate::app::{AppParts, ChannelMemory};
+use crate::channel_memory::ChannelMemory;
 use crate::dispatch::Backlog;
 use crate::memory_tools::MemoryTools;
 use crate::model::tools::{self, ToolLimits};
 use crate::model::{ModelError, ModelRequest, Usage};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
+use crate::parts::AppParts;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};

@@ -1,14 +1,14 @@
-//! One channel's users on the Postgres store: intake, turns and folds.
-//! What the broker sees of it is [`crate::store::PgMemory`], behind the
-//! memory seam.
+//! One channel's memory in the database: the pool, the channel's name
+//! and config, its summarizer and time zone. Its users' turns and intake
+//! are in [`crate::turn`], folds in [`crate::fold`]; what the broker sees
+//! of it is [`crate::store::PgMemory`], behind the memory seam. Depends on
+//! no other module of the crate but its root (the floor the others stand
+//! on).
 
-use crate::turn::PgTurn;
-use crate::{PgError, PgStore};
-use chrono::{DateTime, Utc};
+use crate::PgStore;
 use chrono_tz::Tz;
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::summarizer::Summarizer;
-use mnemo_sessions::{Record, SafeName};
 use std::sync::Arc;
 
 /// One channel's memory in the database. Cheap to clone.
@@ -82,29 +82,5 @@ impl PgChannel {
 
     pub(crate) fn summarizer(&self) -> &Arc<dyn Summarizer> {
         &self.inner.summarizer
-    }
-
-    /// Starts `user`'s turn: waits for the user's lock (held by another
-    /// turn of theirs, on any broker) and keeps it until the turn is dropped.
-    pub async fn begin_turn(&self, user: &SafeName) -> Result<PgTurn, PgError> {
-        PgTurn::begin(self, user).await
-    }
-
-    /// Stores a message as it arrives (intake), without the user's turn
-    /// lock (see [`crate::turn::append_on`]), on the intake pool's
-    /// connections. A repeat (`duplicate`) adds nothing.
-    pub async fn intake(
-        &self,
-        user: &SafeName,
-        record: &Record,
-        now: DateTime<Utc>,
-    ) -> Result<crate::turn::PgAppended, PgError> {
-        let conn = self.store().intake_conn().await?;
-        crate::turn::append_on(&conn, self, user, record, now).await
-    }
-
-    /// Folds `user`'s older messages if the rules say so ([`crate::fold`]).
-    pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<crate::fold::PgFold, PgError> {
-        crate::fold::compact(self, user, now).await
     }
 }

@@ -10,7 +10,7 @@
 //! a file that is only ever appended to (`*.jsonl`, the broker's log) is
 //! cut after its last newline, so it never holds a torn line.
 
-use crate::app::ChannelMemory;
+use crate::channel_memory::ChannelMemory;
 use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use flate2::Compression;

@@ -7,7 +7,7 @@
 
 use super::intake::reply_record;
 use super::{Due, Pipeline, TurnError, store_reply};
-use crate::app::ChannelMemory;
+use crate::channel_memory::ChannelMemory;
 use crate::dispatch::Backlog;
 use crate::ops::turn_log::Outcome;
 use chrono::Utc;
