@@ -49,6 +49,7 @@ mod session;
 pub mod store;
 pub mod turn;
 pub mod vectors;
+mod words;
 
 pub use channel::PgChannel;
 pub use store::{PgMemory, PgUser};

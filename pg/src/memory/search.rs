@@ -13,7 +13,7 @@ use mnemo_sessions::recall::{Item, fact_items};
 use mnemo_sessions::{frontmatter, topics};
 
 /// The ids of the user's fact-log entries whose key or value holds any
-/// word of the query `$3` (a [`crate::recall::tsquery`]).
+/// word of the query `$3` (a [`crate::words::tsquery`]).
 pub(crate) const FACTS_MATCHING: &str = "SELECT id FROM mnemo_facts, to_tsquery('english', $3) AS q
  WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', key || ' ' || value) @@ q";
 
@@ -73,7 +73,7 @@ impl PgTurn {
     /// words, best first, at most `limit`; `None` when `words` has no word
     /// to look for.
     pub async fn search_messages(&mut self, words: &str, limit: i64) -> Result<Option<Vec<Item>>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
+        let Some(query) = crate::words::tsquery(words) else {
             return Ok(None);
         };
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
@@ -126,7 +126,7 @@ impl PgTurn {
     /// the file store's labels (`recall::fact_items`) — for entries holding
     /// any of the words, newest first, at most `limit`.
     pub async fn search_facts(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
+        let Some(query) = crate::words::tsquery(words) else {
             return Ok(Vec::new());
         };
         if limit == 0 {
@@ -148,7 +148,7 @@ impl PgTurn {
     /// the words, best first, at most `limit` (`[note: slug] body`,
     /// `[shared note: slug] body`).
     pub async fn search_notes(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
+        let Some(query) = crate::words::tsquery(words) else {
             return Ok(Vec::new());
         };
         if limit == 0 {
