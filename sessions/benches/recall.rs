@@ -9,6 +9,11 @@
 //! (criterion reports medians and intervals only), also with dense vectors
 //! (384 dimensions, from an in-process stand-in embedder) for every
 //! document of that user.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
