@@ -3,6 +3,11 @@
 //! schedule (written once, never of cleared messages, found by recall),
 //! retention, and recall's second round and vectors (pgvector when the
 //! server has it, full text alone when not).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 mod support;
 use support::*;

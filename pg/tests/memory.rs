@@ -3,6 +3,11 @@
 //! log kept equal to the profile's bullets (after edits, folds and undo),
 //! versions, a profile from before the log imported, hostile arguments
 //! refused with nothing written, and `clear all` removing it all.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};

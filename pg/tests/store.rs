@@ -4,6 +4,11 @@
 //! user (after a turn in progress, read back the same, never merged), and
 //! the bad days (the database going away mid-turn, a pool exhausted, a
 //! clear during a fold).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 use mnemo_pg::fold::PgFold;
 use mnemo_pg::migrate::{self, latest};

@@ -3,6 +3,11 @@
 //! profile, facts, topics, session state, recall) and `upkeep` (commands,
 //! expiry, digests). Run one area with `cargo test -p mnemo-sessions --test
 //! suite <module>::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 mod foundation;
 mod memory;
