@@ -162,12 +162,20 @@ impl PgTurn {
         self.channel.name()
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "`conn` is Some from `begin` until `drop` takes it, and no method runs after drop"
+    )]
     pub(crate) fn conn(&mut self) -> &mut Object {
         self.conn
             .as_mut()
             .expect("the connection stays until the turn is dropped")
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "`conn` is Some from `begin` until `drop` takes it, and no method runs after drop"
+    )]
     pub(crate) fn client(&self) -> &Object {
         self.conn
             .as_ref()
