@@ -1,9 +1,10 @@
 //! Where every file of a channel's memory lives (DESIGN §3). The one place
 //! that joins paths under a channel's sessions folder; every other module
-//! asks it. `sessions/clippy.toml` holds this: `Path::join` and
-//! `PathBuf::push` are disallowed in the crate but here, in `fsutil` (which
-//! walks the paths it is given), in the log rotation (`<state>/logs`, not a
-//! channel's) and for the two file names inside a recall folder.
+//! asks it, but for `fsutil` (which walks the paths it is given), the log
+//! rotation (`<state>/logs`, not a channel's) and the recall store's names
+//! for the files of its own folder. Review and the tests hold this: no
+//! lint does yet (`sessions/clippy.toml` does not disallow `Path::join`;
+//! the `disallowed_methods` allows in those modules anticipate one).
 //!
 //! Raw ids never reach a path: callers hand in [`SafeName`]s. This module
 //! computes paths only; it never reads or writes.
