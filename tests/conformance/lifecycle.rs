@@ -12,6 +12,7 @@ specs![
     clear_all_leaves_nothing_for_recall_or_search,
     export_bundles_the_users_memory_and_no_one_elses,
     idle_short_term_memory_expires_into_the_archive_at_maintenance,
+    archived_messages_past_their_keep_time_are_deleted_at_maintenance,
 ];
 
 async fn clear_all_leaves_nothing_for_recall_or_search(s: Subject) {
@@ -110,4 +111,26 @@ async fn idle_short_term_memory_expires_into_the_archive_at_maintenance(s: Subje
     assert!(view.recent.is_empty(), "expired out of short-term memory: {view:?}");
     let status = ada.status().await.unwrap();
     assert_eq!((status.stm_messages, status.archived_messages), (0, 6), "{status:?}");
+}
+
+async fn archived_messages_past_their_keep_time_are_deleted_at_maintenance(s: Subject) {
+    // Folded now (the archive's age counts from when it was archived).
+    let now = chrono::Utc::now();
+    s.chat("ada", 0, 25, "old words").await;
+    assert_eq!(
+        s.store.fold(&SafeName::of("ada"), now).await.unwrap(),
+        Some("compacted")
+    );
+    let folded = s.user("ada").await.status().await.unwrap().archived_messages;
+    assert!(folded > 0);
+    // `scheduler.archiveKeepDays` is 14: 13 days on, the fold's archive is
+    // kept (and the idle rest of short-term memory expires into it) ...
+    s.store.maintain(now + chrono::TimeDelta::days(13)).await;
+    let status = s.user("ada").await.status().await.unwrap();
+    assert_eq!((status.stm_messages, status.archived_messages), (0, 25), "{status:?}");
+    // ... 15 days on, the fold's archive is deleted, the expiry's kept.
+    let runs = s.store.maintain(now + chrono::TimeDelta::days(15)).await;
+    assert!(runs.iter().all(|r| r.outcome != Some("failed")), "{runs:?}");
+    let status = s.user("ada").await.status().await.unwrap();
+    assert_eq!(status.archived_messages, 25 - folded, "{status:?}");
 }

@@ -18,17 +18,26 @@ use std::time::Duration;
 pub struct Subject {
     pub store: Arc<dyn MemoryStore>,
     pub memory: ChannelMemory,
+    /// The store's summarizer.
+    pub summarizer: Arc<Dentist>,
     /// The state folder (the file store's memory; exports on Postgres).
     _state: tempfile::TempDir,
 }
 
 /// Learns that the user's dentist is Dr. Okafor and that they plan a boat
-/// trip (an ongoing topic), from whatever it folds.
-struct Dentist;
+/// trip (an ongoing topic), from whatever it folds; or, while `down`,
+/// fails as a model that is down.
+#[derive(Default)]
+pub struct Dentist {
+    pub down: std::sync::atomic::AtomicBool,
+}
 
 #[async_trait]
 impl Summarizer for Dentist {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(SummarizeError::Failed("the model is down".into()));
+        }
         Ok(SummaryOutput {
             summary: format!("{} messages folded", request.messages.len()),
             facts: vec![
@@ -47,11 +56,13 @@ impl Summarizer for Dentist {
     }
 }
 
-/// The operator config every spec runs with: folds after 20 messages,
-/// keeps 5 in the context, at most 30 unfolded, idle after an hour.
+/// The operator config every spec runs with: folds after 20 messages
+/// (given up after 2 failures), keeps 5 in the context, at most 30
+/// unfolded, idle after an hour, archived messages kept 14 days.
 const CONFIG: &str = r#"{
-  "compacting": { "threshold": 20 },
-  "stm": { "contextWindow": 5, "maxMessages": 30, "maxAgeMinutes": 60 }
+  "compacting": { "threshold": 20, "maxFailures": 2 },
+  "stm": { "contextWindow": 5, "maxMessages": 30, "maxAgeMinutes": 60 },
+  "scheduler": { "archiveKeepDays": 14 }
 }"#;
 
 /// Each spec gets a channel of its own: on Postgres the specs of a run
@@ -59,29 +70,25 @@ const CONFIG: &str = r#"{
 static CHANNELS: AtomicUsize = AtomicUsize::new(0);
 
 impl Subject {
-    fn open() -> (tempfile::TempDir, ChannelMemory) {
+    fn open(summarizer: Arc<Dentist>) -> (tempfile::TempDir, ChannelMemory) {
         let state = tempfile::tempdir().unwrap();
         let name = format!("spec{}", CHANNELS.fetch_add(1, Ordering::SeqCst));
         let layout = mnemo_sessions::Layout::new(state.path(), &name);
         mnemo_sessions::fsutil::create_private_dir_all(state.path(), layout.root()).unwrap();
         std::fs::write(layout.config_path(), CONFIG).unwrap();
-        let memory = ChannelMemory::open(
-            state.path(),
-            &name,
-            &LockRegistry::new(),
-            chrono_tz::UTC,
-            Arc::new(Dentist),
-        )
-        .unwrap();
+        let memory =
+            ChannelMemory::open(state.path(), &name, &LockRegistry::new(), chrono_tz::UTC, summarizer).unwrap();
         (state, memory)
     }
 
     /// The file store.
     pub async fn files() -> Subject {
-        let (state, memory) = Subject::open();
+        let summarizer = Arc::new(Dentist::default());
+        let (state, memory) = Subject::open(summarizer.clone());
         Subject {
             store: memory.store.clone(),
             memory,
+            summarizer,
             _state: state,
         }
     }
@@ -94,11 +101,13 @@ impl Subject {
         let database = mnemo_pg::PgStore::connect(&url, 8, Duration::from_secs(10)).unwrap();
         mnemo_pg::migrate::migrate(&database).await.unwrap();
         let database = &database;
-        let (state, memory) = Subject::open();
-        let memory = memory.on_postgres(database, chrono_tz::UTC, Arc::new(Dentist), true, "spec-broker");
+        let summarizer = Arc::new(Dentist::default());
+        let (state, memory) = Subject::open(summarizer.clone());
+        let memory = memory.on_postgres(database, chrono_tz::UTC, summarizer.clone(), true, "spec-broker");
         Subject {
             store: memory.store.clone(),
             memory,
+            summarizer,
             _state: state,
         }
     }
