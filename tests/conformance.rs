@@ -10,8 +10,11 @@
 //! `/session` command's reply), `edits` (long-term memory: remember,
 //! update, forget, versions and undo, hostile arguments), `scope` (one
 //! user never reaches another's memory: recall, search, commands, tools),
-//! `lifecycle` (clear, clear all, export, expiry at maintenance).
+//! `lifecycle` (clear, clear all, export, expiry and retention at
+//! maintenance), `access` (who may talk: the rules in `access.json` or in
+//! the database).
 
+mod access;
 mod commands;
 mod edits;
 mod folds;

@@ -17,6 +17,8 @@ use std::time::Duration;
 /// A channel's memory on one store, for one spec.
 pub struct Subject {
     pub store: Arc<dyn MemoryStore>,
+    /// The database, on Postgres (its access rules live there too).
+    pub database: Option<mnemo_pg::PgStore>,
     pub memory: ChannelMemory,
     /// The store's summarizer.
     pub summarizer: Arc<Dentist>,
@@ -87,6 +89,7 @@ impl Subject {
         let (state, memory) = Subject::open(summarizer.clone());
         Subject {
             store: memory.store.clone(),
+            database: None,
             memory,
             summarizer,
             _state: state,
@@ -106,10 +109,16 @@ impl Subject {
         let memory = memory.on_postgres(database, chrono_tz::UTC, summarizer.clone(), true, "spec-broker");
         Subject {
             store: memory.store.clone(),
+            database: Some(database.clone()),
             memory,
             summarizer,
             _state: state,
         }
+    }
+
+    /// The state folder.
+    pub fn state(&self) -> &std::path::Path {
+        self._state.path()
     }
 
     /// `user`'s memory for one turn (dropped before the next one starts:
