@@ -43,6 +43,11 @@
 //! `MNEMO_KILL_USERS`, `MNEMO_KILL_TURNS`, `MNEMO_KILL_MODEL_DELAY_MS`
 //! (default 20), `MNEMO_KILL_DOWN_SECS` (default 2),
 //! `MNEMO_KILL_ANSWER_WAIT_SECS` (default 10).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use mnemo_testkit::model::{FakeModel, request_text};
 use mnemo_testkit::pg;

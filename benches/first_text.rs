@@ -20,6 +20,11 @@
 //! `cargo bench --bench first_text` measures 200 turns per channel (after
 //! 10 warm-up turns); without `--bench` (CI's `cargo test --benches`) 3
 //! turns each, so the benchmark cannot rot or hang (every wait is bounded).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use mnemo_testkit::discord::FakeDiscord;
 use mnemo_testkit::model::FakeModel;

@@ -11,6 +11,11 @@
 //! (`cargo test --benches`, CI) a small size, which also checks that recall
 //! beats the window, reaches its target, and never leaks another user's
 //! facts — so the benchmark cannot silently rot.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 #[path = "recall/conversation.rs"]
 mod conversation;

@@ -31,6 +31,11 @@
 //! `MNEMO_LOAD_STREAMING=false` turns streaming edits off; `MNEMO_LOAD_BIN` runs another
 //! `mnemo` binary than the one cargo built (to compare two builds, e.g. two
 //! release profiles, in one interleaved series).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use mnemo::bench::procfs::{self, CpuTimes};
 use mnemo_testkit::model::FakeModel;

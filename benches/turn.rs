@@ -5,6 +5,11 @@
 //! measures our side; the network fakes belong to the tests). Open access
 //! and no rate limit, as `mnemo bench` sets them; compaction runs with the
 //! default config, so its amortised cost is in the numbers.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mnemo::app::App;

@@ -7,124 +7,20 @@
 
 mod recovery;
 
+pub use crate::channel_memory::ChannelMemory;
+pub use crate::parts::AppParts;
+
 pub use recovery::Recovered;
 
-use crate::config::LimitsConfig;
 use crate::dispatch::{Dispatcher, Refused};
-use crate::model::Model;
 use crate::pipeline::Pipeline;
 use anyhow::{Context as _, Result};
 use mnemo_channels::{Channel, Inbound};
-use mnemo_sessions::compaction::Compactor;
-use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::locks::LockRegistry;
-use mnemo_sessions::maintenance::Maintenance;
-use mnemo_sessions::recall::Recall;
-use mnemo_sessions::session::Sessions;
-use mnemo_sessions::stm::Stm;
-use mnemo_sessions::summarizer::Summarizer;
-use mnemo_sessions::{Layout, Record, SafeName};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// One channel's memory: where it lives, its operator config, its logs,
-/// and the in-memory session state the turn path reads and writes through.
-#[derive(Clone)]
-pub struct ChannelMemory {
-    pub layout: Layout,
-    pub config: SessionConfig,
-    pub stm: Stm,
-    pub sessions: Sessions,
-    /// The channel's recall index: fed on every append and searched every
-    /// turn (with recall off, fed only once something searched it: see
-    /// [`ChannelMemory::index`]).
-    pub recall: Recall,
-    pub maintenance: Maintenance,
-    /// With `store.kind: postgres`: the channel's memory in the database.
-    /// The turn path then reads and writes there (not `sessions`/`recall`),
-    /// and the file-based maintenance does not run for it.
-    pub pg: Option<mnemo_pg::PgChannel>,
-}
-
-impl ChannelMemory {
-    /// Opens (and validates) the memory of `channel` under `state_root`. A
-    /// bad `sessions/config.json` is an error here, at start, naming the file
-    /// — never a silent fallback to defaults.
-    pub fn open(
-        state_root: &std::path::Path,
-        channel: &str,
-        locks: &LockRegistry,
-        tz: chrono_tz::Tz,
-        summarizer: Arc<dyn Summarizer>,
-    ) -> Result<Self> {
-        let layout = Layout::new(state_root, channel);
-        // A served channel has its folder from the start (private), so
-        // `mnemo access` knows it even before anything is stored.
-        mnemo_sessions::fsutil::create_private_dir_all(state_root, layout.root())
-            .with_context(|| format!("cannot create {}", layout.root().display()))?;
-        let config = SessionConfig::load(&layout.config_path())?;
-        let stm = Stm::new(layout.clone(), locks.clone(), config.stm.fsync);
-        let recall = Recall::of(&stm);
-        let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
-        let sessions = Sessions::new(stm.clone(), config.clone(), compactor);
-        let maintenance = Maintenance::new(stm.clone(), config.clone(), tz, summarizer);
-        Ok(ChannelMemory {
-            layout,
-            config,
-            stm,
-            sessions,
-            recall,
-            maintenance,
-            pg: None,
-        })
-    }
-
-    /// Turns recall's dense embeddings on for this channel when its
-    /// `sessions/config.json` has `recall.embeddings` (off otherwise): the
-    /// endpoint is checked like the `summarizer` section and its key read
-    /// through `env`; a bad one fails here, at start, naming the file.
-    pub fn use_embeddings(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
-        let embedder = crate::model::embeddings::recall_embedder(self.config.recall.embeddings.as_ref(), env)
-            .with_context(|| format!("the session config {} is refused", self.layout.config_path().display()))?;
-        self.recall.use_embedder(embedder);
-        Ok(())
-    }
-
-    /// Indexes a message just stored for recall. With recall off on the
-    /// channel only an index already in use is kept current: no turn pays
-    /// for one it does not search, and the next load catches up on the files.
-    pub async fn index(&self, user: &SafeName, record: &Record) {
-        if self.config.recall.enabled {
-            self.recall.index_async(user, record).await;
-        } else {
-            self.recall.index_if_in_use(user, record).await;
-        }
-    }
-}
-
-/// Everything the app needs, resolved from config and environment.
-pub struct AppParts {
-    pub state_root: PathBuf,
-    pub system_prompt: String,
-    pub tz: chrono_tz::Tz,
-    pub limits: LimitsConfig,
-    /// The chat model's per-call timeout, for shutdown budgets.
-    pub model_timeout: Duration,
-    pub model: Arc<dyn Model>,
-    /// `model.maxToolRounds` in effect (0 for a backend without tool
-    /// calling): rounds of memory tool calls before the answer.
-    pub max_tool_rounds: usize,
-    pub summarizer: Arc<dyn Summarizer>,
-    /// The channels whose answers are shown while the model writes them
-    /// (`channels.<name>.streaming`); the others get each answer whole.
-    pub streaming: std::collections::BTreeSet<String>,
-    /// `store.kind: postgres`: the database pool (checked at start by
-    /// `serve`); `None` keeps memory in the files.
-    pub store: Option<mnemo_pg::PgStore>,
-}
 
 /// How long in-flight turns may take to finish after a shutdown signal.
 /// Their user messages are already in STM, so this only decides whether the
@@ -157,21 +53,29 @@ impl App {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self> {
         let locks = LockRegistry::new();
+        // Names this broker in the database's maintenance leases.
+        let holder = broker_id();
         let mut memories = HashMap::new();
         let mut senders = HashMap::new();
         for channel in channels {
             let name = channel.name().to_string();
-            let mut memory = ChannelMemory::open(&parts.state_root, &name, &locks, parts.tz, parts.summarizer.clone())
-                .with_context(|| format!("opening the memory of channel `{name}`"))?;
+            // `<state>/logs` is shared: the first channel's maintenance rotates it.
+            let first = memories.is_empty();
+            let opened = ChannelMemory::open_rotating(
+                &parts.state_root,
+                &name,
+                &locks,
+                parts.tz,
+                parts.summarizer.clone(),
+                first,
+            );
+            let mut memory = opened.with_context(|| format!("opening the memory of channel `{name}`"))?;
             memory
                 .use_embeddings(env)
                 .with_context(|| format!("opening the memory of channel `{name}`"))?;
-            memory.pg = parts.store.as_ref().map(|store| {
-                mnemo_pg::PgChannel::new(store.clone(), &name, memory.config.clone(), parts.summarizer.clone())
-                    .with_tz(parts.tz)
-            });
-            // `<state>/logs` is shared: the first channel's maintenance rotates it.
-            memory.maintenance = memory.maintenance.rotating_logs(memories.is_empty());
+            if let Some(store) = &parts.store {
+                memory = memory.on_postgres(store, parts.tz, parts.summarizer.clone(), first, &holder);
+            }
             memories.insert(name.clone(), memory);
             senders.insert(name, channel);
         }
@@ -235,7 +139,7 @@ impl App {
         // Questions a crash left unanswered are queued before any channel
         // hands over a message (whose repeat would find them stored).
         self.recover().await;
-        let sweeping = self.memories.values().any(|m| m.pg.is_some());
+        let sweeping = self.memories.values().any(|m| m.store.shared());
         let mut sweep = tokio::time::interval_at(
             tokio::time::Instant::now() + recovery::SWEEP_EVERY,
             recovery::SWEEP_EVERY,
@@ -305,4 +209,11 @@ impl App {
         }
         finished
     }
+}
+
+/// This broker's name among several: host, process id and a random part
+/// (a restarted process on the same host is another holder).
+fn broker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}/{}/{:08x}", host.trim(), std::process::id(), rand::random::<u32>())
 }

@@ -12,6 +12,7 @@
 pub mod access;
 pub mod app;
 pub mod bench;
+pub mod channel_memory;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
@@ -20,7 +21,7 @@ pub mod logging;
 pub mod memory_tools;
 pub mod model;
 pub mod ops;
-pub mod pg_session;
+pub mod parts;
 pub mod pipeline;
 pub mod platforms;
 pub mod reply_limit;

@@ -10,9 +10,10 @@
 //! settled the question already, recall the user's older history → build
 //! context → model, with the caller's memory tools (`model::tools::answer`,
 //! bounded by `model.maxToolRounds`) → send (split for the platform) →
-//! append reply (and index it) → compaction in the background. With
-//! `store.kind: postgres` the same steps run on the database (`mnemo_pg`),
-//! the turn under the user's turn lock. On a channel set to stream (and a
+//! append reply (and index it) → compaction in the background. Every
+//! step reaches memory through the memory seam (`MemoryStore`, the
+//! user's `UserMemory` for the turn), the same on the files and on
+//! Postgres, where the user's turn lock is held for the turn. On a channel set to stream (and a
 //! model that streams) the answer is shown while the model writes it
 //! (`crate::streaming`).
 //!
@@ -30,18 +31,19 @@ pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
 
 use crate::access::Gate;
-use crate::app::{AppParts, ChannelMemory};
+use crate::channel_memory::ChannelMemory;
 use crate::dispatch::Backlog;
 use crate::memory_tools::MemoryTools;
 use crate::model::tools::{self, ToolLimits};
 use crate::model::{ModelError, ModelRequest, Usage};
 use crate::ops::turn_log::{Outcome, Phase, TurnTrace};
+use crate::parts::AppParts;
 use chrono::Utc;
 use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
-use mnemo_sessions::recall::TurnQuery;
-use mnemo_sessions::session::{ContextView, SessionError};
-use mnemo_sessions::{Record, SafeName, compaction, pending};
+use mnemo_sessions::session::ContextView;
+use mnemo_sessions::store::{StoreError, UserMemory};
+use mnemo_sessions::{Record, SafeName};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -193,58 +195,38 @@ impl Pipeline {
         trace: &mut TurnTrace,
     ) -> Result<Outcome, TurnError> {
         let Taken { message, user, work } = taken;
-        // On Postgres the user's turn lock is held from here to the end of
-        // the turn, so another broker never interleaves this user's turns.
-        let mut pg = match &memory.pg {
-            Some(channel) => Some(channel.begin_turn(&user).await.map_err(TurnError::Database)?),
-            None => None,
-        };
+        // The user's memory for this turn; on a store several brokers
+        // share, the user's turn lock is held from here to its end, so
+        // another broker never interleaves this user's turns.
+        let mut mine = memory.store.user(&user).await?;
         match work {
-            Work::Command(command) => return self.command(memory, pg.as_mut(), &user, &message, &command).await,
-            Work::GiveUp { earlier } => {
-                return self
-                    .give_up(memory, pg.as_mut(), &user, &message, &earlier, backlog)
-                    .await;
-            }
+            Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
+            Work::GiveUp { earlier } => return self.give_up(memory, mine.as_mut(), &message, &earlier, backlog).await,
             Work::Question | Work::Recovered => {}
         }
-        let keep = recent_keep(memory, &self.parts.limits);
-        let view = match pg.as_mut() {
-            Some(turn) => {
-                // Answered by another broker (or an earlier run) already.
-                if turn.is_settled(&message.msg_id).await.map_err(TurnError::Database)? {
-                    return Ok(Outcome::Duplicate);
-                }
-                turn.view(keep).await.map_err(TurnError::Database)?
-            }
-            None => memory
-                .sessions
-                .turn_view(&user, keep, Utc::now())
-                .await
-                .map_err(TurnError::Store)?,
-        };
-        if memory.pg.is_none() && pending::is_settled(&view.recent, &message.msg_id) {
+        let config = memory.store.config();
+        let keep = recent_keep(config, &self.parts.limits);
+        // Answered by another broker (or an earlier run) already.
+        let Some(view) = mine.question_view(&message.msg_id, keep, Utc::now()).await? else {
             return Ok(Outcome::Duplicate);
-        }
+        };
         // One extra message because the one being answered is in the log too.
-        let view = answering(view, &message.msg_id, memory.config.stm.context_window + 1);
+        let view = answering(view, &message.msg_id, config.stm.context_window + 1);
 
         if self.draining.load(Ordering::SeqCst) {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
             return Ok(Outcome::Saved);
         }
 
-        let request = self.request_for(memory, pg.as_mut(), &user, &message, view).await;
+        let request = self.request_for(memory, mine.as_mut(), &message, view).await;
         trace.lap(Phase::Memory);
-        let (tools, limits) = self.memory_tools(memory, &user, &request, &mut pg);
+        let (tools, limits) = self.memory_tools(memory, mine, &request);
         let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
-            self.answer(&message, request, tools.as_ref(), limits).await
+            self.answer(&message, request, Some(&tools), limits).await
         };
-        // The database turn the tools borrowed (its lock held throughout).
-        if let Some(turn) = tools.and_then(MemoryTools::into_turn) {
-            pg = Some(turn);
-        }
+        // The turn's memory the tools borrowed (a lock held throughout).
+        let mut mine = tools.into_memory();
         trace.lap(Phase::Model);
         // What settles the question: the answer, or the failure notice the
         // user is shown instead (so a restart does not ask again).
@@ -260,17 +242,19 @@ impl Pipeline {
         // answer's last edit waits up to a second for the platform's pace).
         self.show(&message, live, &reply.text).await;
         trace.lap(Phase::Send);
-        let due = match self.store_reply(memory, pg.as_mut(), &user, &reply).await {
+        let due = match store_reply(mine.as_mut(), &reply).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::error!(channel = %message.channel, user = %user, msg_id = %message.msg_id, error = %e, "the answer was shown but could not be stored; the next start answers the question again");
                 return Ok(Outcome::Failed);
             }
         };
+        // The user's lock (on Postgres) is not held through the background work.
+        drop(mine);
         trace.lap(Phase::Memory);
         self.fold_if_due(memory, &user, due.now(backlog)).await;
         if failed.is_none() {
-            self.embed_later(memory, &user).await;
+            self.after_answer(memory, &user).await;
         }
         let outcome = match (failed, broken) {
             (Some(e), _) => {
@@ -285,33 +269,6 @@ impl Pipeline {
             (None, None) => Outcome::Answered,
         };
         Ok(outcome)
-    }
-
-    /// Stores the record that settles a question (its answer or a notice)
-    /// and indexes it; whether a fold is due after.
-    async fn store_reply(
-        &self,
-        memory: &ChannelMemory,
-        pg: Option<&mut mnemo_pg::PgTurn>,
-        user: &SafeName,
-        reply: &Record,
-    ) -> Result<Due, TurnError> {
-        let (fold, over_bound) = match pg {
-            Some(turn) => {
-                let appended = turn.append(reply, Utc::now()).await.map_err(TurnError::Database)?;
-                (appended.fold_due, appended.over_bound)
-            }
-            None => {
-                let appended = memory
-                    .sessions
-                    .append(user, reply, Utc::now())
-                    .await
-                    .map_err(TurnError::Store)?;
-                memory.index(user, reply).await;
-                (appended.fold_due, appended.over_bound)
-            }
-        };
-        Ok(Due { fold, over_bound })
     }
 
     /// The model's answer to `request`, with the memory tools. On a
@@ -370,46 +327,27 @@ impl Pipeline {
     /// The context for this user only: profile, rolling summary, what recall
     /// found in their older history (and `_shared` notes) and the recent
     /// messages not yet folded, without the message being answered, from
-    /// the session state in memory (`view`, read with the append: no
-    /// whole-file read).
+    /// the turn's `view`.
     async fn request_for(
         &self,
         memory: &ChannelMemory,
-        pg: Option<&mut mnemo_pg::PgTurn>,
-        user: &SafeName,
+        mine: &mut dyn UserMemory,
         message: &Inbound,
         view: ContextView,
     ) -> ModelRequest {
-        let recall = &memory.config.recall;
-        let recalled = match (recall.enabled, pg) {
-            (false, _) => None,
-            (true, Some(turn)) => {
-                // The question's vector from the channel's embedder (the
-                // same `recall.embeddings` as on the files), when set.
-                let vector = memory.recall.query_vector(&message.text).await;
-                let model = memory.recall.embedder().map(|(e, _)| e.model().to_string());
-                let asked = match (&model, &vector) {
-                    (Some(model), Some(vector)) => Some((model.as_str(), vector.as_slice())),
-                    _ => None,
-                };
-                match turn.recall(&message.text, &view.recent, recall.max_tokens, asked).await {
-                    Ok(found) => found.render(),
-                    Err(e) => {
-                        // The turn goes on without recall; the append after
-                        // the answer tells whether the database is gone.
-                        tracing::warn!(user = %user, error = %e, "recall failed; answering without it");
-                        None
-                    }
+        let config = memory.store.config();
+        let recalled = if config.recall.enabled {
+            match mine.recall(&message.text, &view.recent, config.recall.max_tokens).await {
+                Ok(found) => found.render(),
+                Err(e) => {
+                    // The turn goes on without recall; the append after
+                    // the answer tells whether the store is gone.
+                    tracing::warn!(user = %mine.user(), error = %e, "recall failed; answering without it");
+                    None
                 }
             }
-            (true, None) => {
-                let query = TurnQuery {
-                    message: &message.text,
-                    recent: &view.recent,
-                    max_tokens: recall.max_tokens,
-                };
-                memory.recall.for_turn_async(user, &query).await.render()
-            }
+        } else {
+            None
         };
         let context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
@@ -418,7 +356,7 @@ impl Pipeline {
             recalled: recalled.as_deref(),
             recent: &view.recent,
             answering: Some(&message.msg_id),
-            max_tokens: memory.config.context.max_tokens,
+            max_tokens: config.context.max_tokens,
         });
         ModelRequest::new(context, message.text.clone())
     }
@@ -426,26 +364,22 @@ impl Pipeline {
     /// The memory tools of this turn, built for this caller only (the
     /// scope is never a tool argument), and what the tool loop may spend:
     /// `model.maxToolRounds`, and tool results within what the context
-    /// left of `context.maxTokens` (chars/4). On Postgres the tools act
-    /// through the turn's connection: `pg` is lent to them (taken here,
-    /// given back by [`MemoryTools::into_turn`]).
+    /// left of `context.maxTokens` (chars/4). The turn's memory is lent
+    /// to them (given back by [`MemoryTools::into_memory`]).
     fn memory_tools(
         &self,
         memory: &ChannelMemory,
-        user: &SafeName,
+        mine: Box<dyn UserMemory>,
         request: &ModelRequest,
-        pg: &mut Option<mnemo_pg::PgTurn>,
-    ) -> (Option<MemoryTools>, ToolLimits) {
+    ) -> (MemoryTools, ToolLimits) {
+        let config = memory.store.config();
         let used = request.context.estimated_tokens() + request.message.len().div_ceil(4);
         let limits = ToolLimits {
             max_rounds: self.parts.max_tool_rounds,
-            budget_chars: memory.config.context.max_tokens.saturating_sub(used) * 4,
+            budget_chars: config.context.max_tokens.saturating_sub(used) * 4,
         };
-        let tools = match pg.take() {
-            Some(turn) => MemoryTools::on_database(memory, turn, Utc::now()),
-            None => MemoryTools::for_caller(memory, user, Utc::now()),
-        };
-        (Some(tools), limits)
+        let tools = MemoryTools::for_caller(mine, memory.store.channel(), config.ltm.max_profile_chars, Utc::now());
+        (tools, limits)
     }
 
     /// Starts the fold the counters say is due, before the reply goes out:
@@ -457,76 +391,45 @@ impl Pipeline {
         }
     }
 
-    /// On Postgres with `recall.embeddings` and pgvector: the vectors of
-    /// the user's new messages, computed and stored in the background
-    /// (`mnemo_pg::vectors::fill`: one fill per user at a time, picking up
-    /// whatever has none yet). On the files, indexing does it.
-    async fn embed_later(&self, memory: &ChannelMemory, user: &SafeName) {
-        let (Some(pg), Some((embedder, _))) = (memory.pg.clone(), memory.recall.embedder()) else {
+    /// What the store derives from the user's new messages in the
+    /// background (`MemoryStore::after_answer`), among the background work.
+    async fn after_answer(&self, memory: &ChannelMemory, user: &SafeName) {
+        let Some(work) = memory.store.after_answer(user) else {
             return;
         };
-        let user = user.clone();
         let mut set = self.background.lock().await;
         while set.try_join_next().is_some() {}
-        set.spawn(async move {
-            if let Err(e) = mnemo_pg::vectors::fill(&pg, &user, embedder.as_ref()).await {
-                tracing::warn!(user = %user, error = %e, "storing message vectors failed; filled at a later turn");
-            }
-        });
+        set.spawn(work);
     }
 
     /// Folds the user's older messages in the background: the counters said
-    /// a fold is due, and its file work runs on the blocking pool.
+    /// a fold is due.
     async fn compact_later(&self, memory: &ChannelMemory, user: SafeName) {
-        let sessions = memory.sessions.clone();
-        let channel = memory.layout.channel().to_string();
+        let store = memory.store.clone();
         let mut set = self.background.lock().await;
         // Reap finished ones so the set stays small on a long-running bot.
         while set.try_join_next().is_some() {}
-        if let Some(pg) = memory.pg.clone() {
-            set.spawn(async move {
-                let result = pg.compact(&user, Utc::now()).await;
-                match &result {
-                    Ok(outcome) => {
-                        if let Some(label) = outcome.label() {
-                            crate::ops::metrics::metrics().compaction(&channel, label);
-                        }
-                    }
-                    Err(e) => {
-                        crate::ops::metrics::metrics().compaction(&channel, "failed");
-                        tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
-                    }
-                }
-            });
-            return;
-        }
         set.spawn(async move {
-            let result = sessions.compact(&user, Utc::now()).await;
-            if let Some(outcome) = compaction_label(&result) {
-                crate::ops::metrics::metrics().compaction(&channel, outcome);
-            }
-            if let Err(e) = result {
-                tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
+            let channel = store.channel();
+            match store.fold(&user, Utc::now()).await {
+                Ok(Some(label)) => crate::ops::metrics::metrics().compaction(channel, label),
+                Ok(None) => {}
+                Err(e) => {
+                    crate::ops::metrics::metrics().compaction(channel, "failed");
+                    tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
+                }
             }
         });
     }
 }
 
-/// The `outcome` label of a compaction run; `None` when there was nothing
-/// to do (not counted).
-fn compaction_label(
-    result: &Result<compaction::CompactionOutcome, compaction::CompactionError>,
-) -> Option<&'static str> {
-    use compaction::CompactionOutcome as C;
-    Some(match result {
-        Ok(C::NotNeeded | C::AlreadyRunning) => return None,
-        Ok(C::Resumed { .. }) => "resumed",
-        Ok(C::Compacted { .. }) => "compacted",
-        Ok(C::Fallback { .. }) => "fallback",
-        Ok(C::SlidingWindow { .. }) => "sliding_window",
-        Ok(C::SummarizerFailed { .. }) => "summarizer_failed",
-        Ok(C::Superseded) => "superseded",
-        Err(_) => "failed",
+/// Stores the record that settles a question (its answer or a notice);
+/// whether a fold is due after.
+async fn store_reply(mine: &mut dyn UserMemory, reply: &Record) -> Result<Due, TurnError> {
+    let appended = mine.append(reply, Utc::now()).await?;
+    Ok(Due {
+        fold: appended.fold_due,
+        over_bound: appended.over_bound,
     })
 }
 
@@ -575,10 +478,8 @@ impl Drop for AbortOnDrop {
 
 #[derive(Debug, thiserror::Error)]
 enum TurnError {
-    #[error("could not save to short-term memory: {0}")]
-    Store(SessionError),
-    #[error("the database store failed: {0}")]
-    Database(mnemo_pg::PgError),
+    #[error("the memory store failed: {0}")]
+    Store(#[from] StoreError),
     #[error("the broker is shutting down")]
     Closed,
 }

@@ -10,17 +10,19 @@
 //! next due instant", and the exact, tested time rules (DST, ISO weeks)
 //! already live in `mnemo_sessions::maintenance::schedule`.
 //!
-//! A channel kept in Postgres also runs the database's maintenance
-//! (`mnemo_pg::maintain`: daily and weekly summaries, the fold sweep,
-//! expiry, retention), on the same schedule, on whichever broker holds the
-//! channel's lease; the state folder's run then only rotates the broker's
-//! logs and prunes its export bundles and temp files.
+//! Each channel's store runs its own maintenance behind the memory seam
+//! (`MemoryStore::maintain`): on the files, the steps of
+//! `mnemo_sessions::maintenance`; on Postgres, the database's (daily and
+//! weekly summaries, the fold sweep, expiry, retention) on whichever
+//! broker holds the channel's lease, then the state folder's logs and
+//! export bundles. This loop logs and counts what each part reports.
 //!
 //! The loop reads the time only through its [`Clock`] (the wall clock in
 //! the product), so a test drives it with tokio's paused clock.
 
 use crate::app::App;
 use chrono::{DateTime, Utc};
+use mnemo_sessions::store::Maintained;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -43,34 +45,16 @@ impl Scheduler {
 
     /// Starts the loop reading the time from `clock`.
     pub fn start_with_clock(app: App, mut stop: watch::Receiver<bool>, clock: Clock) -> Scheduler {
-        // Names this broker in the database's maintenance leases.
-        let holder = broker_id();
         let task = tokio::spawn(async move {
             loop {
                 let now = clock();
                 for (name, memory) in app.memories() {
-                    if let Some(pg) = &memory.pg {
-                        pg_maintenance(name, pg, &holder, now).await;
+                    for run in memory.store.maintain(now).await {
+                        report(name, &run);
                     }
-                    // On Postgres too: the state folder still holds the
-                    // broker's logs and the export bundles, which this run
-                    // rotates and prunes (it finds no user memory there).
-                    let report = memory.maintenance.run(now, &mut |_| {}).await;
-                    let outcome = if report.failures.is_empty() { "ok" } else { "partial" };
-                    crate::ops::metrics::metrics().maintenance_run(name, outcome);
-                    for failure in &report.failures {
-                        tracing::warn!(channel = %name, task = %failure.task, reason = %failure.reason, "maintenance step failed; retried next run");
-                    }
-                    tracing::info!(channel = %name, %report, "maintenance run");
                 }
                 let now = clock();
-                let next = app
-                    .memories()
-                    .values()
-                    // The database's maintenance keeps the files' schedule:
-                    // the daily summary hour or cleanupIntervalMinutes.
-                    .map(|m| m.maintenance.next_due(now))
-                    .min();
+                let next = app.memories().values().map(|m| m.store.next_due(now)).min();
                 let wait = next
                     .and_then(|at| (at - now).to_std().ok())
                     .unwrap_or(Duration::from_secs(3600))
@@ -96,36 +80,16 @@ impl Scheduler {
     }
 }
 
-/// One maintenance run of a channel kept in Postgres, if this broker gets
-/// the channel's lease (else another broker is doing it).
-async fn pg_maintenance(name: &str, pg: &mnemo_pg::PgChannel, holder: &str, now: DateTime<Utc>) {
-    match mnemo_pg::maintain::run(pg, holder, now).await {
-        Ok(report) => {
-            let outcome = if report.failed == 0 && report.digest_failures.is_empty() {
-                "ok"
-            } else {
-                "partial"
-            };
-            if report.held_by.is_none() {
-                crate::ops::metrics::metrics().maintenance_run(name, outcome);
-            }
-            for failure in &report.digest_failures {
-                tracing::warn!(channel = %name, task = %failure.task, reason = %failure.reason, "maintenance step failed; retried next run");
-            }
-            tracing::info!(channel = %name, %report, "maintenance run (postgres)");
-        }
-        Err(e) => {
-            crate::ops::metrics::metrics().maintenance_run(name, "failed");
-            tracing::warn!(channel = %name, error = %e, "maintenance run failed; retried next run");
-        }
+/// Logs and counts one part's maintenance run (a run another broker did
+/// is only logged).
+fn report(channel: &str, run: &Maintained) {
+    if let Some(outcome) = run.outcome {
+        crate::ops::metrics::metrics().maintenance_run(channel, outcome);
     }
-}
-
-/// This broker's name among several: host, process id and a random part
-/// (a restarted process on the same host is another holder).
-fn broker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{}/{}/{:08x}", host.trim(), std::process::id(), rand::random::<u32>())
+    for (task, reason) in &run.failures {
+        tracing::warn!(%channel, %task, %reason, "maintenance step failed; retried next run");
+    }
+    tracing::info!(%channel, part = run.part, report = %run.report, "maintenance run");
 }
 
 #[cfg(test)]

@@ -3,6 +3,11 @@
 //! real `mnemo access` binary. Each submodule specifies one concern. (The
 //! `#[path]`s are needed because a test crate's root resolves modules next
 //! to itself, not in `tests/access/`.)
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 mod support;
 

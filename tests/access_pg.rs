@@ -40,20 +40,15 @@ fn broker(store: &PgStore, url: &str, recheck: Option<Duration>) -> Broker {
         store: Some(store.clone()),
         ..app_parts(state.path(), url, LimitsConfig::default())
     });
-    let mut memory = ChannelMemory::open(
+    let memory = ChannelMemory::open(
         state.path(),
         CH,
         &LockRegistry::new(),
         chrono_tz::UTC,
         parts.summarizer.clone(),
     )
-    .unwrap();
-    memory.pg = Some(mnemo_pg::PgChannel::new(
-        store.clone(),
-        CH,
-        memory.config.clone(),
-        parts.summarizer.clone(),
-    ));
+    .unwrap()
+    .on_postgres(store, chrono_tz::UTC, parts.summarizer.clone(), false, "test-broker");
     let (channel, _inbox) = FakeChannel::new(CH);
     let memories = Arc::new(HashMap::from([(CH.to_string(), memory)]));
     let senders = HashMap::from([(CH.to_string(), channel.clone() as Arc<dyn Channel>)]);

@@ -1,6 +1,7 @@
 //! The command line's machine-readable side on the real binary: `--json`
 //! on `sessions report`, `sessions maintain` and `access list`, shell
-//! completions, and `--version` naming the git revision.
+//! completions, the man pages (`mnemo man`), and `--version` naming the
+//! git revision.
 
 use crate::support;
 
@@ -71,6 +72,123 @@ fn completions_are_printed_for_bash_zsh_and_fish_and_name_every_verb() {
         for verb in ["run", "chat", "backup", "restore", "forget", "maintain"] {
             assert!(script.contains(verb), "{shell} completion lacks {verb}");
         }
+    }
+}
+
+fn mnemo_bin(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo")).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "mnemo {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The long flags `--help` lists for a verb, as the man page writes them
+/// (roff escapes every `-`).
+fn help_flags(verb: &[&str]) -> Vec<String> {
+    let help = String::from_utf8(mnemo_bin(&[verb, &["--help"]].concat()).stdout).unwrap();
+    let flags: Vec<String> = help
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("--"))
+        .map(|f| f.trim_end_matches([',', '.', ')']).to_string())
+        .filter(|f| !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .map(|f| format!("\\-\\-{}", f.replace('-', "\\-")))
+        .collect();
+    assert!(!flags.is_empty(), "{verb:?} --help lists no flag: {help}");
+    flags
+}
+
+#[test]
+fn man_prints_every_verb_with_the_flags_its_help_lists() {
+    let out = mnemo_bin(&["man"]);
+    let man = String::from_utf8(out.stdout).unwrap();
+    for page in [
+        "mnemo",
+        "mnemo-run",
+        "mnemo-chat",
+        "mnemo-sessions-report",
+        "mnemo-store-copy",
+        "mnemo-man",
+    ] {
+        assert!(man.contains(&format!(".TH {page} 1 ")), "no page for {page}");
+    }
+    assert!(
+        man.contains("mnemo sessions report"),
+        "the synopsis names the whole verb"
+    );
+    for verb in [
+        &["sessions", "report"][..],
+        &["store", "copy"],
+        &["bench"],
+        &["access", "groups", "add"],
+        &["man"],
+    ] {
+        for flag in help_flags(verb) {
+            assert!(
+                man.contains(&flag),
+                "mnemo {verb:?}: {flag} is in --help but not in the man page"
+            );
+        }
+    }
+}
+
+#[test]
+fn man_out_writes_mnemo_1_and_one_page_per_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("man/man1");
+    let out = mnemo_bin(&["man", "--out", pages.to_str().unwrap()]);
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(&pages)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        listed.lines().count(),
+        files.len(),
+        "each file written is named: {listed}"
+    );
+    for file in [
+        "mnemo.1",
+        "mnemo-run.1",
+        "mnemo-backup.1",
+        "mnemo-sessions-report.1",
+        "mnemo-access-groups-add.1",
+    ] {
+        assert!(files.iter().any(|f| f == file), "{file} missing from {files:?}");
+    }
+    let printed = String::from_utf8(mnemo_bin(&["man"]).stdout).unwrap();
+    assert_eq!(
+        printed.matches(".TH ").count(),
+        files.len(),
+        "the files are the pages `mnemo man` prints"
+    );
+    let backup = std::fs::read_to_string(pages.join("mnemo-backup.1")).unwrap();
+    assert!(
+        backup.contains(".TH mnemo-backup 1 ") && backup.contains("\\-\\-out"),
+        "{backup}"
+    );
+}
+
+#[test]
+fn man_and_completions_end_cleanly_when_the_reader_has_gone() {
+    for args in [&["man"][..], &["completions", "bash"]] {
+        // A pipe whose reader is closed before mnemo writes a byte, as
+        // `mnemo man | head -1` leaves it once `head` is done.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("panicked"),
+            "mnemo {args:?}: {stderr}"
+        );
     }
 }
 

@@ -7,7 +7,7 @@
 //! config names), and the several-brokers variants on Postgres (compose:
 //! migration first, one state volume per broker, a webhook load balancer;
 //! Kubernetes: a migration Job, a Deployment of two, the webhook port). What is not checked: that the image builds and runs, and
-//! that a cluster accepts the manifests — see README "Deploying".
+//! that a cluster accepts the manifests — see docs/operations.md, "Deploying".
 
 use mnemo::config::AppConfig;
 use serde::Deserialize;

@@ -3,6 +3,11 @@
 //! `App` with fakes only at the network edge (`support`). `tests/access.rs`
 //! stays a binary of its own because it installs a process-wide log capture.
 //! Run one area with `cargo test --test e2e <module>::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 mod support;
 
@@ -11,6 +16,7 @@ mod bench;
 mod broker;
 mod cli_output;
 mod config_check;
+mod conformance;
 mod crash;
 mod deploy;
 mod discord;

@@ -1,6 +1,6 @@
 //! End to end, the real `mnemo` binary against the fake model server: what
 //! hostile input and bad luck must not break (issue 15). Each test is one
-//! rule of README's "Hardening" section: links inside the state folder are
+//! rule of the "Hardening" section of docs/operations.md: links inside the state folder are
 //! refused, never followed; everything mnemo creates is private to its user.
 
 use crate::support;

@@ -235,7 +235,7 @@ async fn reindex_rebuilds_every_users_recall_index_with_progress() {
     // A damaged index (a crash mid-append) is replaced, not trusted.
     let ada_index = state.join("channels/console/sessions/recall/ada");
     std::fs::create_dir_all(&ada_index).unwrap();
-    std::fs::write(ada_index.join("messages.jsonl"), "{\"half").unwrap();
+    std::fs::write(ada_index.join("messages.tsv"), "{\"half").unwrap();
 
     let mut cmd = mnemo(&config, dir.path());
     cmd.args(["sessions", "reindex", "--channel", "console"]);
@@ -245,10 +245,10 @@ async fn reindex_rebuilds_every_users_recall_index_with_progress() {
     assert!(stdout.contains("reindexed 10 messages of 2 user(s)"), "{stdout}");
     assert!(stderr.contains("console: user 1/2 done: 6 messages"), "{stderr}");
     assert!(stderr.contains("console: user 2/2 done: 4 messages"), "{stderr}");
-    let ada = std::fs::read_to_string(ada_index.join("messages.jsonl")).unwrap();
+    let ada = std::fs::read_to_string(ada_index.join("messages.tsv")).unwrap();
     assert_eq!(ada.lines().count(), 6);
     assert!(ada.contains("planted answer 2") && !ada.contains("half"));
-    let bob = std::fs::read_to_string(state.join("channels/console/sessions/recall/bob/messages.jsonl")).unwrap();
+    let bob = std::fs::read_to_string(state.join("channels/console/sessions/recall/bob/messages.tsv")).unwrap();
     assert!(
         !bob.contains("planted question 2"),
         "bob's index holds only bob's messages"

@@ -74,6 +74,13 @@ impl PgFold {
     }
 }
 
+impl PgChannel {
+    /// Folds `user`'s older messages if the rules say so ([`crate::fold`]).
+    pub async fn compact(&self, user: &SafeName, now: DateTime<Utc>) -> Result<PgFold, PgError> {
+        compact(self, user, now).await
+    }
+}
+
 /// Folds `user`'s older messages if the rules say so.
 pub async fn compact(channel: &PgChannel, user: &SafeName, now: DateTime<Utc>) -> Result<PgFold, PgError> {
     let mut conn = channel.store().conn().await?;

@@ -37,6 +37,7 @@ pub mod access;
 pub mod channel;
 pub mod copy;
 pub mod digests;
+pub mod export;
 pub mod fold;
 pub mod maintain;
 pub mod memory;
@@ -44,10 +45,14 @@ pub mod migrate;
 pub mod pending;
 pub mod recall;
 pub mod seed;
+mod session;
+pub mod store;
 pub mod turn;
 pub mod vectors;
+mod words;
 
 pub use channel::PgChannel;
+pub use store::{PgMemory, PgUser};
 pub use turn::PgTurn;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -132,7 +137,7 @@ impl PgStore {
         let pool = |size: usize| {
             let manager = Manager::from_config(
                 config.clone(),
-                tls(),
+                tls()?,
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
                 },
@@ -312,17 +317,17 @@ impl std::fmt::Display for Vectors {
 /// TLS by rustls with the web's root certificates; the URL's `sslmode`
 /// decides whether it is used (`prefer`, the default, falls back to plain
 /// on a server without TLS; `require` does not).
-fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, PgError> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots().to_vec(),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
+        .map_err(|e| PgError::Pool(format!("TLS could not be set up: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
 fn webpki_roots() -> &'static [rustls::pki_types::TrustAnchor<'static>] {
@@ -363,5 +368,5 @@ pub(crate) fn lock_key(purpose: &str, channel: &str, user: &str) -> i64 {
         h.update([0]);
     }
     let digest = h.finalize();
-    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+    i64::from_be_bytes(std::array::from_fn(|i| digest[i]))
 }

@@ -20,15 +20,20 @@ use crate::turn::PgTurn;
 use crate::{PgError, pg_text};
 use chrono::{DateTime, Utc};
 use mnemo_sessions::edits::{EditError, FactLine, Forgotten, Saved, TextEditor, check_key};
-use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry, LogChanges};
-use mnemo_sessions::recall::{Item, fact_items};
+use mnemo_sessions::facts::{self, FactBy, FactEdit, FactEntry};
 use mnemo_sessions::summarizer::FactSection;
-use mnemo_sessions::versions::{Author, KEEP_PER_FILE, Version};
+use mnemo_sessions::topics;
+use mnemo_sessions::versions::{Author, Version};
 use mnemo_sessions::{Layout, SafeName};
-use mnemo_sessions::{frontmatter, topics};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio_postgres::Transaction;
+
+pub use mnemo_sessions::store::EditBy;
+
+mod log;
+mod search;
+
+pub(crate) use log::{Log, keep_version, name_of, parse_name};
+pub(crate) use search::{FACTS_MATCHING, NOTES_MATCHING, fact_hits, note_items};
 
 /// Why an edit did not happen: refused for its argument (the user's to
 /// fix) or the database failed.
@@ -44,238 +49,6 @@ impl From<tokio_postgres::Error> for MemoryError {
     fn from(e: tokio_postgres::Error) -> MemoryError {
         MemoryError::Db(e.into())
     }
-}
-
-/// Who edits, the profile's size cap, and when.
-#[derive(Clone, Copy, Debug)]
-pub struct EditBy {
-    pub by: Author,
-    /// `ltm.maxProfileChars`.
-    pub max_chars: usize,
-    pub now: DateTime<Utc>,
-}
-
-/// A serde enum's name (`set`, `tool`, `notes`, …) as stored.
-pub(crate) fn name_of<T: Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(name)) => name,
-        _ => String::new(),
-    }
-}
-
-/// A stored name back to its serde enum; `None` for a name this build
-/// does not know.
-pub(crate) fn parse_name<T: DeserializeOwned>(name: &str) -> Option<T> {
-    serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
-}
-
-/// The ids of the user's fact-log entries whose key or value holds any
-/// word of the query `$3` (a [`crate::recall::tsquery`]).
-pub(crate) const FACTS_MATCHING: &str = "SELECT id FROM mnemo_facts, to_tsquery('english', $3) AS q
- WHERE channel = $1 AND user_key = $2 AND to_tsvector('english', key || ' ' || value) @@ q";
-
-/// The user's topic notes, then the operator's shared ones, holding any
-/// word of the query `$3`, ranked together, at most `$4`.
-pub(crate) const NOTES_MATCHING: &str = "SELECT slug, document, updated_at, shared FROM (
-     SELECT slug, document, updated_at, false AS shared FROM mnemo_topics
-     WHERE channel = $1 AND user_key = $2
-     UNION ALL
-     SELECT slug, document, updated_at, true FROM mnemo_shared_topics WHERE channel = $1
- ) AS notes, to_tsquery('english', $3) AS q
- WHERE to_tsvector('english', document) @@ q
- ORDER BY ts_rank(to_tsvector('english', document), q) DESC, shared, slug LIMIT $4";
-
-/// The rows of [`NOTES_MATCHING`] as recall items.
-pub(crate) fn note_items(rows: &[tokio_postgres::Row]) -> Vec<Item> {
-    rows.iter()
-        .map(|row| {
-            let (slug, document, shared): (String, String, bool) = (row.get(0), row.get(1), row.get(3));
-            let body = note_body(&document);
-            if shared {
-                Item::shared_note(row.get(2), &slug, &body)
-            } else {
-                Item::note(row.get(2), &slug, &body)
-            }
-        })
-        .collect()
-}
-
-/// What the fact log adds about the `matched` entries (ids from
-/// [`FACTS_MATCHING`]), newest first, at most `limit`: read only when
-/// something matched, which is rare, so the common turn pays one pipelined
-/// statement. The turn's lock keeps the user's edits out meanwhile.
-pub(crate) async fn fact_hits(
-    client: &impl tokio_postgres::GenericClient,
-    channel: &str,
-    user: &str,
-    matched: &[i64],
-    limit: usize,
-) -> Result<Vec<Item>, PgError> {
-    if matched.is_empty() || limit == 0 {
-        return Ok(Vec::new());
-    }
-    let log = Log::read(client, channel, user).await?;
-    let mut items: Vec<Item> = fact_items(&log.entries())
-        .into_iter()
-        .filter(|(i, _)| log.rows.get(*i).is_some_and(|(id, _)| matched.contains(id)))
-        .map(|(_, item)| item)
-        .collect();
-    items.reverse();
-    items.truncate(limit);
-    Ok(items)
-}
-
-/// The user's fact log as read inside a transaction: `(id, entry)` in
-/// order. Rows whose names this build does not know are skipped, warned.
-pub(crate) struct Log {
-    rows: Vec<(i64, FactEntry)>,
-}
-
-impl Log {
-    pub(crate) async fn read(
-        tx: &impl tokio_postgres::GenericClient,
-        channel: &str,
-        user: &str,
-    ) -> Result<Log, PgError> {
-        let rows = tx
-            .query(
-                "SELECT id, ts, op, section, key, value, sources, supersedes, by FROM mnemo_facts
-                 WHERE channel = $1 AND user_key = $2 ORDER BY id",
-                &[&channel, &user],
-            )
-            .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id: i64 = row.get(0);
-            let (op, section, by): (String, String, String) = (row.get(2), row.get(3), row.get(8));
-            let (Some(op), Some(section), Some(by)) = (parse_name(&op), parse_name(&section), parse_name(&by)) else {
-                tracing::warn!(user, id, "fact log row with an unknown op, section or author; skipped");
-                continue;
-            };
-            out.push((
-                id,
-                FactEntry {
-                    ts: row.get(1),
-                    op,
-                    section,
-                    key: row.get(4),
-                    value: row.get(5),
-                    sources: row.get(6),
-                    supersedes: row.get(7),
-                    by,
-                },
-            ));
-        }
-        Ok(Log { rows: out })
-    }
-
-    /// Whether mnemo has kept this user's log: it has entries, or mnemo
-    /// changed the profile since the log existed (a version row). A
-    /// profile with neither is from before the log (or copied in): its
-    /// facts are recorded as `import`.
-    pub(crate) async fn started(&self, tx: &Transaction<'_>, channel: &str, user: &str) -> Result<bool, PgError> {
-        if !self.rows.is_empty() {
-            return Ok(true);
-        }
-        let row = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM mnemo_versions WHERE channel = $1 AND user_key = $2)",
-                &[&channel, &user],
-            )
-            .await?;
-        Ok(row.get(0))
-    }
-
-    pub(crate) fn entries(&self) -> Vec<FactEntry> {
-        self.rows.iter().map(|(_, e)| e.clone()).collect()
-    }
-
-    /// Writes `changes`: deletes the forgotten facts' rows, appends the new
-    /// entries; this view follows.
-    pub(crate) async fn apply(
-        &mut self,
-        tx: &Transaction<'_>,
-        channel: &str,
-        user: &str,
-        changes: &LogChanges,
-    ) -> Result<(), PgError> {
-        let gone: Vec<i64> = self
-            .rows
-            .iter()
-            .filter(|(_, e)| changes.removes(e))
-            .map(|(id, _)| *id)
-            .collect();
-        if !gone.is_empty() {
-            tx.execute(
-                "DELETE FROM mnemo_facts WHERE channel = $1 AND user_key = $2 AND id = ANY($3)",
-                &[&channel, &user, &gone],
-            )
-            .await?;
-            self.rows.retain(|(id, _)| !gone.contains(id));
-        }
-        for entry in &changes.append {
-            let sources: Vec<String> = entry.sources.iter().map(|s| pg_text(s).into_owned()).collect();
-            let id: i64 = tx
-                .query_one(
-                    "INSERT INTO mnemo_facts (channel, user_key, ts, op, section, key, value, sources, supersedes, by)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
-                    &[
-                        &channel,
-                        &user,
-                        &entry.ts,
-                        &name_of(&entry.op),
-                        &name_of(&entry.section),
-                        &&*pg_text(&entry.key),
-                        &&*pg_text(&entry.value),
-                        &sources,
-                        &entry.supersedes.as_deref().map(pg_text).as_deref(),
-                        &name_of(&entry.by),
-                    ],
-                )
-                .await?
-                .get(0);
-            self.rows.push((id, entry.clone()));
-        }
-        Ok(())
-    }
-}
-
-/// Keeps `before` (the document's text, `None`: it did not exist) as the
-/// user's next version of `file`, and prunes that file's versions past
-/// [`KEEP_PER_FILE`]. The caller holds the user's row lock.
-pub(crate) async fn keep_version(
-    tx: &Transaction<'_>,
-    channel: &str,
-    user: &str,
-    file: &str,
-    before: Option<&str>,
-    change: (Author, &str),
-    now: DateTime<Utc>,
-) -> Result<(), PgError> {
-    tx.execute(
-        "INSERT INTO mnemo_versions (channel, user_key, seq, ts, by, what, file, before)
-         SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7
-         FROM mnemo_versions WHERE channel = $1 AND user_key = $2",
-        &[
-            &channel,
-            &user,
-            &now,
-            &name_of(&change.0),
-            &&*pg_text(change.1),
-            &file,
-            &before,
-        ],
-    )
-    .await?;
-    let keep = i64::try_from(KEEP_PER_FILE).unwrap_or(i64::MAX);
-    tx.execute(
-        "DELETE FROM mnemo_versions WHERE channel = $1 AND user_key = $2 AND file = $3 AND seq NOT IN
-             (SELECT seq FROM mnemo_versions WHERE channel = $1 AND user_key = $2 AND file = $3
-              ORDER BY seq DESC LIMIT $4)",
-        &[&channel, &user, &file, &keep],
-    )
-    .await?;
-    Ok(())
 }
 
 /// The profile as the fact log is about to be changed: its body and the
@@ -625,99 +398,6 @@ impl PgTurn {
         Ok(Some(version))
     }
 
-    /// The user's messages (short-term and archived) holding any of the
-    /// words, best first, at most `limit`; `None` when `words` has no word
-    /// to look for.
-    pub async fn search_messages(&mut self, words: &str, limit: i64) -> Result<Option<Vec<Item>>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
-            return Ok(None);
-        };
-        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let rows = self
-            .conn()
-            .query(
-                "SELECT ts, role, text FROM mnemo_messages, to_tsquery('english', $3) AS q
-                 WHERE channel = $1 AND user_key = $2 AND tsv @@ q
-                 ORDER BY ts_rank(tsv, q) DESC, seq DESC LIMIT $4",
-                &[&channel, &user, &query, &limit],
-            )
-            .await?;
-        Ok(Some(
-            rows.iter()
-                .map(|row| Item::message(row.get(0), crate::turn::role_of(row.get(1)), row.get(2)))
-                .collect(),
-        ))
-    }
-
-    /// `memory_search` on the database: the profile's facts holding every
-    /// word (`[profile] key: value`, so the model has the key to update or
-    /// forget), then the topic notes, the fact log's earlier values and the
-    /// messages holding any, at most `limit` in all.
-    pub async fn search(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let mut found: Vec<Item> = self
-            .matching(words)
-            .await?
-            .into_iter()
-            .map(|f| Item {
-                at: DateTime::<Utc>::UNIX_EPOCH,
-                label: "[profile]".to_string(),
-                text: format!("{}: {}", f.key, f.value),
-            })
-            .take(limit)
-            .collect();
-        let rest = limit.saturating_sub(found.len());
-        found.extend(self.search_notes(words, rest).await?);
-        let rest = limit.saturating_sub(found.len());
-        found.extend(self.search_facts(words, rest).await?);
-        let rest = i64::try_from(limit.saturating_sub(found.len())).unwrap_or(0);
-        if rest > 0 {
-            found.extend(self.search_messages(words, rest).await?.unwrap_or_default());
-        }
-        Ok(found)
-    }
-
-    /// What the fact log adds to the profile for the words: earlier values
-    /// of facts (`[day, fact; until …]`), values a change replaced
-    /// (`[day, fact; was: …]`) and facts the cap dropped from the profile —
-    /// the file store's labels (`recall::fact_items`) — for entries holding
-    /// any of the words, newest first, at most `limit`.
-    pub async fn search_facts(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
-            return Ok(Vec::new());
-        };
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let conn = self.conn();
-        let statement = conn.prepare_cached(FACTS_MATCHING).await?;
-        let matched: Vec<i64> = conn
-            .query(&statement, &[&channel, &user, &query])
-            .await?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        fact_hits(&***conn, &channel, &user, &matched, limit).await
-    }
-
-    /// The user's topic notes and the channel's shared notes holding any of
-    /// the words, best first, at most `limit` (`[note: slug] body`,
-    /// `[shared note: slug] body`).
-    pub async fn search_notes(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let Some(query) = crate::recall::tsquery(words) else {
-            return Ok(Vec::new());
-        };
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let conn = self.conn();
-        let statement = conn.prepare_cached(NOTES_MATCHING).await?;
-        let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
-        Ok(note_items(&rows))
-    }
-
     /// The user's fact log, in order (for export and tests).
     pub async fn fact_log(&mut self) -> Result<Vec<FactEntry>, PgError> {
         let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
@@ -780,15 +460,6 @@ pub(crate) async fn merge_topic(
 /// A topic note's path under `ltm/`, as the files name it.
 fn topic_file(user: &SafeName, slug: &str) -> String {
     format!("topics/{user}/{slug}.md")
-}
-
-/// A note's body: the document after its frontmatter (the whole text if
-/// that does not parse).
-fn note_body(document: &str) -> String {
-    match frontmatter::parse::<topics::TopicMeta>(std::path::Path::new("topic note"), document) {
-        Ok(note) => note.body.trim().to_string(),
-        Err(_) => document.trim().to_string(),
-    }
 }
 
 /// The slug of `file` if it is one of `user`'s topic notes.

@@ -8,6 +8,7 @@ use crate::PgError;
 use crate::channel::PgChannel;
 use crate::turn::record_at;
 use chrono::{DateTime, Utc};
+use mnemo_sessions::store::Look;
 use mnemo_sessions::{Record, SafeName};
 
 /// The questions stored between `$3` and `$2` (message time) that no
@@ -31,15 +32,6 @@ WHERE q.channel = $1 AND q.fold IS NULL AND q.role = 'user' AND q.ts < $2 AND q.
   AND NOT EXISTS (SELECT 1 FROM mnemo_messages r
                   WHERE r.channel = q.channel AND r.user_key = q.user_key AND r.msg_id = 're-' || q.msg_id)
 ORDER BY q.user_key, q.seq";
-
-/// Where [`PgChannel::pending`] looks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Look {
-    /// Every message in the window, archived or not (at a start).
-    Everywhere,
-    /// Short-term memory only (the sweep, every minute).
-    Unfolded,
-}
 
 impl PgChannel {
     /// Every user of the channel with questions not settled, and those

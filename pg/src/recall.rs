@@ -22,6 +22,7 @@
 //! start.
 
 use crate::turn::{PgTurn, role_of};
+pub use crate::words::{tsquery, words};
 use crate::{PgError, pg_text};
 use mnemo_sessions::Record;
 use mnemo_sessions::maintenance::digests::Period;
@@ -281,11 +282,6 @@ impl PgTurn {
     }
 }
 
-/// Distinct words a query keeps (the first ones), as the file store.
-const MAX_TERMS: usize = 64;
-/// Longer runs of letters are cut, as the file store's tokenizer does.
-const MAX_TERM_CHARS: usize = 32;
-
 /// A query term narrows the search only if it matches fewer of the user's
 /// messages than this (counted up to it): the database's stand-in for
 /// BM25's inverse document frequency, so "build" in half of a long history
@@ -295,34 +291,6 @@ pub const RARE: i64 = 500;
 /// At most this many matches are ranked, the newest first, when every
 /// term of the question is common.
 pub const RANKED: i64 = 2_000;
-
-/// The distinct words of `message`: letters and digits only, lowercased,
-/// cut at 32 characters, at most 64, in order.
-pub fn words(message: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    for word in message.split(|c: char| !c.is_alphanumeric()) {
-        if word.is_empty() {
-            continue;
-        }
-        let word: String = word.chars().take(MAX_TERM_CHARS).flat_map(char::to_lowercase).collect();
-        if !words.contains(&word) {
-            words.push(word);
-            if words.len() == MAX_TERMS {
-                break;
-            }
-        }
-    }
-    words
-}
-
-/// `message` as a `to_tsquery` text: its [`words`] joined with `|`, so any
-/// of them matches and the rank orders. Nothing but letters, digits and `|`
-/// reaches the query parser, so no input can change the query's shape.
-/// `None` when the message has no word.
-pub fn tsquery(message: &str) -> Option<String> {
-    let words = words(message);
-    (!words.is_empty()).then(|| words.join(" | "))
-}
 
 /// The terms to search and to rank by, from each stemmed term of the
 /// question and how many of the user's messages it matches (up to
@@ -345,6 +313,8 @@ pub fn plan(counts: &[(String, i64)]) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::words::{MAX_TERM_CHARS, MAX_TERMS};
 
     #[test]
     fn rare_terms_narrow_the_search_and_all_matching_terms_rank() {

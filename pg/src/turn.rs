@@ -112,6 +112,22 @@ impl<'a> Values<'a> {
     }
 }
 
+impl PgChannel {
+    /// Starts `user`'s turn: waits for the user's lock (held by another
+    /// turn of theirs, on any broker) and keeps it until the turn is dropped.
+    pub async fn begin_turn(&self, user: &SafeName) -> Result<PgTurn, PgError> {
+        PgTurn::begin(self, user).await
+    }
+
+    /// Stores a message as it arrives (intake), without the user's turn
+    /// lock (see [`append_on`]), on the intake pool's
+    /// connections. A repeat (`duplicate`) adds nothing.
+    pub async fn intake(&self, user: &SafeName, record: &Record, now: DateTime<Utc>) -> Result<PgAppended, PgError> {
+        let conn = self.store().intake_conn().await?;
+        append_on(&conn, self, user, record, now).await
+    }
+}
+
 /// Statements are prepared once per connection (deadpool's statement
 /// cache), and the statements of one step are issued together:
 /// tokio-postgres pipelines queries issued at once on one connection and
@@ -146,12 +162,20 @@ impl PgTurn {
         self.channel.name()
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "`conn` is Some from `begin` until `drop` takes it, and no method runs after drop"
+    )]
     pub(crate) fn conn(&mut self) -> &mut Object {
         self.conn
             .as_mut()
             .expect("the connection stays until the turn is dropped")
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "`conn` is Some from `begin` until `drop` takes it, and no method runs after drop"
+    )]
     pub(crate) fn client(&self) -> &Object {
         self.conn
             .as_ref()

@@ -2,6 +2,11 @@
 //! a revision per write (also a write by hand), the poll that sends the
 //! document only when it changed, and the read-modify-write that loses no
 //! writer's change when several race — also on a channel with no row yet.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 use mnemo_pg::access::{self, AccessRow, Edit, Poll};
 use mnemo_pg::migrate;

@@ -3,6 +3,11 @@
 //! schedule (written once, never of cleared messages, found by recall),
 //! retention, and recall's second round and vectors (pgvector when the
 //! server has it, full text alone when not).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 mod support;
 use support::*;
@@ -190,13 +195,7 @@ async fn dailies_then_the_weekly_are_written_once_each_on_the_databases_schedule
 
     // `clear all` takes the user's digests along.
     let mut turn = ch.begin_turn(&bob).await.unwrap();
-    ch.command(
-        &mut turn,
-        &mnemo_sessions::commands::SessionCommand::ClearAllConfirmed,
-        december(14),
-    )
-    .await
-    .unwrap();
+    turn.clear_all().await.unwrap();
     drop(turn);
     assert!(digests_of(&url).await.iter().all(|(u, ..)| u == "ada"));
 }
@@ -217,9 +216,7 @@ async fn a_daily_of_messages_cleared_while_it_was_summarized_is_not_written() {
     });
     gated.started.notified().await;
     let mut turn = ch.begin_turn(&ada).await.unwrap();
-    ch.command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, december(3))
-        .await
-        .unwrap();
+    turn.clear().await.unwrap();
     drop(turn);
     gated.go.notify_one();
     let report = run.await.unwrap().unwrap();
@@ -498,9 +495,7 @@ async fn with_pgvector_a_paraphrase_is_recalled_by_its_vector_and_only_the_users
         assert_eq!(stored, 3);
         // `clear` takes the vectors of the cleared messages along.
         let mut turn = ch.begin_turn(&ada).await.unwrap();
-        ch.command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, at(10))
-            .await
-            .unwrap();
+        turn.clear().await.unwrap();
         let after = turn
             .recall(question, &[], 500, Some(("concepts-2", &asked)))
             .await

@@ -3,13 +3,17 @@
 //! log kept equal to the profile's bullets (after edits, folds and undo),
 //! versions, a profile from before the log imported, hostile arguments
 //! refused with nothing written, and `clear all` removing it all.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use mnemo_pg::fold::PgFold;
 use mnemo_pg::memory::{EditBy, MemoryError};
 use mnemo_pg::{PgChannel, PgStore, PgTurn, migrate};
-use mnemo_sessions::commands::{SessionCommand, memory as replies};
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::edits::{EditError, Forgotten};
 use mnemo_sessions::facts::{self, FactBy, FactOp};
@@ -210,8 +214,7 @@ async fn hostile_arguments_are_refused_and_write_nothing() {
         .unwrap_err();
     assert!(matches!(err, MemoryError::Edit(EditError::Invalid(_))), "{err}");
     assert!(turn.history().await.unwrap().is_empty());
-    let status = ch.command(&mut turn, &SessionCommand::Status, at(2)).await.unwrap();
-    assert_eq!(status, "Your memory here: nothing stored yet.", "no user row was made");
+    assert_eq!(turn.held().await.unwrap().count, 0, "no user row was made");
 
     // A NUL in a fact's text does not reach the database (which cannot
     // hold it), and the log says what the profile says.
@@ -280,53 +283,6 @@ async fn a_profile_from_before_the_log_is_imported_by_the_first_edit() {
 }
 
 #[tokio::test]
-async fn commands_answer_as_on_the_files_and_clear_all_removes_everything() {
-    let ch = channel().await;
-    let user = SafeName::of("u1");
-    let other = SafeName::of("u2");
-    let mut turn = ch.begin_turn(&user).await.unwrap();
-    let say = |text: &str| SessionCommand::Remember { text: text.into() };
-    let reply = ch.command(&mut turn, &say("my bike is blue"), at(1)).await.unwrap();
-    assert_eq!(reply, replies::remembered("my-bike-is-blue"));
-    ch.command(&mut turn, &say("my car is blue"), at(2)).await.unwrap();
-    let forget = SessionCommand::Forget { topic: "blue".into() };
-    let preview = ch.command(&mut turn, &forget, at(3)).await.unwrap();
-    assert!(preview.starts_with("This would forget 2 facts:"), "{preview}");
-    assert_eq!(turn.facts().await.unwrap().len(), 2, "a preview deletes nothing");
-    let confirmed = SessionCommand::ForgetConfirmed { words: "blue".into() };
-    let reply = ch.command(&mut turn, &confirmed, at(4)).await.unwrap();
-    assert_eq!(reply, replies::forgot_confirmed(2));
-    let history = ch
-        .command(&mut turn, &SessionCommand::History { topic: None }, at(5))
-        .await
-        .unwrap();
-    assert!(history.contains("forgot 2 facts by your command"), "{history}");
-    let undo = ch.command(&mut turn, &SessionCommand::Undo, at(6)).await.unwrap();
-    assert!(undo.starts_with("Undid the last change to your profile"), "{undo}");
-    assert_eq!(turn.facts().await.unwrap().len(), 2);
-    let hostile = SessionCommand::Remember { text: "x".repeat(400) };
-    let reply = ch.command(&mut turn, &hostile, at(7)).await.unwrap();
-    assert_eq!(reply, replies::invalid("the text is longer than 300 characters"));
-    drop(turn);
-
-    // Another user sees none of it and cannot undo it.
-    let mut theirs = ch.begin_turn(&other).await.unwrap();
-    assert!(theirs.facts().await.unwrap().is_empty());
-    assert!(theirs.history().await.unwrap().is_empty());
-    let reply = ch.command(&mut theirs, &SessionCommand::Undo, at(8)).await.unwrap();
-    assert_eq!(reply, replies::undone(None));
-    drop(theirs);
-
-    let mut turn = ch.begin_turn(&user).await.unwrap();
-    ch.command(&mut turn, &SessionCommand::ClearAllConfirmed, at(9))
-        .await
-        .unwrap();
-    assert!(turn.facts().await.unwrap().is_empty());
-    assert!(turn.fact_log().await.unwrap().is_empty());
-    assert!(turn.history().await.unwrap().is_empty());
-}
-
-#[tokio::test]
 async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_removes() {
     let ch = channel_with(&pg::database().url(), Arc::new(Trip)).await;
     let user = SafeName::of("u1");
@@ -339,21 +295,12 @@ async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_remov
     ));
     let mut turn = ch.begin_turn(&user).await.unwrap();
     assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
-    let profile = ch.command(&mut turn, &SessionCommand::Profile, at(31)).await.unwrap();
-    assert!(profile.ends_with("Your topic notes: boat-trip"), "{profile}");
-    let history = ch
-        .command(
-            &mut turn,
-            &SessionCommand::History {
-                topic: Some("boat-trip".into()),
-            },
-            at(31),
-        )
-        .await
-        .unwrap();
+    let history = turn.history().await.unwrap();
     assert!(
-        history.contains("topic boat-trip — ongoing topic from older messages"),
-        "{history}"
+        history
+            .iter()
+            .any(|v| v.file_label() == "topic boat-trip" && v.what == "ongoing topic from older messages"),
+        "{history:?}"
     );
     let recalled = turn.recall("when do we go to Ischia?", &[], 500, None).await.unwrap();
     let lines: Vec<String> = recalled.items.iter().map(|i| i.line()).collect();
@@ -366,32 +313,18 @@ async fn a_fold_keeps_ongoing_topics_in_notes_that_recall_finds_and_forget_remov
     let found = turn.search("Ischia", 8).await.unwrap();
     assert!(found.iter().any(|i| i.label == "[note: boat-trip]"), "{found:?}");
 
-    let reply = ch
-        .command(
-            &mut turn,
-            &SessionCommand::Forget {
-                topic: "Boat-Trip".into(),
-            },
-            at(32),
-        )
-        .await
-        .unwrap();
+    let forgotten = turn.forget(by(Author::Command, 32), "Boat-Trip").await.unwrap();
     assert_eq!(
-        reply,
-        replies::forgot(&Forgotten::Topic {
+        forgotten,
+        Forgotten::Topic {
             slug: "boat-trip".into()
-        })
+        }
     );
     assert!(turn.topic_slugs().await.unwrap().is_empty());
-    let undo = ch.command(&mut turn, &SessionCommand::Undo, at(33)).await.unwrap();
-    assert!(
-        undo.starts_with("Undid the last change to your topic boat-trip"),
-        "{undo}"
-    );
+    let undone = turn.undo(Author::Command, at(33)).await.unwrap().unwrap();
+    assert_eq!(undone.file_label(), "topic boat-trip");
     assert_eq!(turn.topic_slugs().await.unwrap(), ["boat-trip"]);
-    ch.command(&mut turn, &SessionCommand::ClearAllConfirmed, at(34))
-        .await
-        .unwrap();
+    turn.clear_all().await.unwrap();
     assert!(turn.topic_slugs().await.unwrap().is_empty());
 }
 

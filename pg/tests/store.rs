@@ -4,6 +4,11 @@
 //! user (after a turn in progress, read back the same, never merged), and
 //! the bad days (the database going away mid-turn, a pool exhausted, a
 //! clear during a fold).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test crate: an unwrap that fails is a failed test"
+)]
 
 use mnemo_pg::fold::PgFold;
 use mnemo_pg::migrate::{self, latest};
@@ -202,15 +207,9 @@ async fn a_clear_during_a_fold_supersedes_it_and_nothing_is_written() {
     gated.started.notified().await;
     assert_eq!(ch.compact(&user, at(30)).await.unwrap(), PgFold::AlreadyRunning);
     let mut turn = ch.begin_turn(&user).await.unwrap();
-    let reply = ch
-        .command(&mut turn, &mnemo_sessions::commands::SessionCommand::Clear, at(30))
-        .await
-        .unwrap();
+    let cleared = turn.clear().await.unwrap();
     drop(turn);
-    assert!(
-        reply.starts_with("Cleared our recent conversation (21 messages)"),
-        "{reply}"
-    );
+    assert_eq!(cleared.messages, 21);
     gated.go.notify_one();
     assert_eq!(fold.await.unwrap().unwrap(), PgFold::Superseded);
     let mut turn = ch.begin_turn(&user).await.unwrap();
@@ -247,14 +246,8 @@ async fn a_failing_summarizer_keeps_short_term_memory_bounded() {
         }
     );
     let mut turn = ch.begin_turn(&user).await.unwrap();
-    let reply = ch
-        .command(&mut turn, &mnemo_sessions::commands::SessionCommand::Status, at(40))
-        .await
-        .unwrap();
-    assert!(
-        reply.contains("30 messages in short-term memory, 3 archived"),
-        "{reply}"
-    );
+    let status = turn.status().await.unwrap();
+    assert_eq!((status.stm_messages, status.archived_messages), (30, 3));
 }
 
 #[tokio::test]
@@ -272,16 +265,9 @@ async fn clear_all_deletes_everything_of_the_user_only() {
     }
     ch.compact(&u1, at(30)).await.unwrap();
     let mut turn = ch.begin_turn(&u1).await.unwrap();
-    let reply = ch
-        .command(
-            &mut turn,
-            &mnemo_sessions::commands::SessionCommand::ClearAllConfirmed,
-            at(30),
-        )
-        .await
-        .unwrap();
+    let held = turn.clear_all().await.unwrap();
     drop(turn);
-    assert!(reply.starts_with("Deleted everything"), "{reply}");
+    assert!(held.count > 21, "{held:?}");
     let mut turn = ch.begin_turn(&u1).await.unwrap();
     let view = turn.view(50).await.unwrap();
     assert!(view.recent.is_empty() && view.summary.is_none() && view.profile.is_none());

@@ -8,6 +8,11 @@
 //!
 //! History files are generated once, outside the timed loops, by writing
 //! lines directly.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a bench: a setup that fails should stop the run loudly"
+)]
 
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};

@@ -1,14 +1,14 @@
 //! The `/session` commands (DESIGN §5), answered without a model call:
 //! [`parse`] turns chat text into a [`SessionCommand`]; [`execute`] carries
-//! it out for one caller in one channel and returns the reply (and, for
-//! `export`, the bundle's path).
+//! it out for one caller on the memory seam ([`UserMemory`], whatever
+//! store is below it) and returns the reply (and, for `export`, the
+//! bundle's path). Parsing and every reply are written here once.
 //!
-//! Every action reaches only the caller's own data: paths come from
-//! [`crate::layout::Layout`] for the caller's [`SafeName`] and from
-//! [`crate::report::user_roots`], never from the command text; a topic name
-//! passes [`crate::topics::parse_slug`] before any file is touched. Writes
-//! happen under the caller's lock. Replies are short and never name a file
-//! path or another user; the details of a failure go to the log.
+//! Every action reaches only the caller's own data: the [`UserMemory`] is
+//! the caller's, and nothing in the command text names a user, a channel
+//! or a path; a topic name passes [`crate::topics::parse_slug`] before any
+//! file is touched. Replies are short and never name a file path or
+//! another user; the details of a failure go to the log.
 
 mod clear;
 pub mod memory;
@@ -19,11 +19,10 @@ pub use status::ago;
 
 pub use parse::{SessionCommand, parse};
 
-use crate::export::{self, ExportError};
+use crate::export;
 use crate::names::SafeName;
-use crate::report::{self, ReportError};
-use crate::stm::{Stm, StmError};
-use crate::topics::TopicError;
+use crate::report;
+use crate::store::{StoreError, UserMemory};
 use chrono::{DateTime, Utc};
 use std::path::PathBuf;
 
@@ -56,39 +55,10 @@ impl Reply {
     }
 }
 
-/// Why a command could not be carried out. Shown to the operator (log),
-/// not to the user: see [`CommandError::user_message`].
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error(transparent)]
-    Stm(#[from] StmError),
-    #[error(transparent)]
-    Report(#[from] ReportError),
-    #[error(transparent)]
-    Export(#[from] ExportError),
-    #[error(transparent)]
-    Topic(#[from] TopicError),
-    #[error(transparent)]
-    Recall(#[from] crate::recall::RecallError),
-    #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
-    #[error(transparent)]
-    Version(#[from] crate::versions::VersionError),
-    #[error(transparent)]
-    File(#[from] crate::fsutil::FileError),
-}
-
 /// What a user is told when a command failed on the storage side (the
 /// details go to the log only).
 pub const STORAGE_PROBLEM: &str =
     "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
-
-impl CommandError {
-    /// A short reply for the user: what failed, without paths or internals.
-    pub fn user_message(&self) -> String {
-        STORAGE_PROBLEM.to_string()
-    }
-}
 
 /// The help text (also the reply to an unknown action).
 pub const HELP: &str = "Memory commands — they only ever touch your own data:\n\
@@ -104,57 +74,56 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session search <words> — find what you told me before, with its date\n\
 /session help — this list";
 
-/// Carries out `command` for `caller` in the channel of `stm` at `now`.
+/// Carries out `command` for `caller` on `memory` (the caller's) at `now`.
 /// Failures become a short apology (and a warning in the log with the
 /// details); use [`try_execute`] to get the error instead.
-pub async fn execute(stm: &Stm, caller: Caller<'_>, command: &SessionCommand, now: DateTime<Utc>) -> Reply {
-    match try_execute(stm, caller, command, now).await {
+pub async fn execute(
+    memory: &mut dyn UserMemory,
+    caller: Caller<'_>,
+    command: &SessionCommand,
+    now: DateTime<Utc>,
+) -> Reply {
+    match try_execute(memory, caller, command, now).await {
         Ok(reply) => reply,
         Err(e) => {
-            tracing::warn!(channel = %stm.layout().channel(), user = %caller.user, command = ?command, error = %e, "session command failed");
-            Reply::text(e.user_message())
+            tracing::warn!(user = %caller.user, command = ?command, error = %e, "session command failed");
+            Reply::text(STORAGE_PROBLEM)
         }
     }
 }
 
-/// [`execute`], returning the error instead of an apology.
+/// [`execute`], returning a storage failure instead of an apology (an
+/// argument refused is answered, not an error).
 pub async fn try_execute(
-    stm: &Stm,
+    memory: &mut dyn UserMemory,
     caller: Caller<'_>,
     command: &SessionCommand,
     now: DateTime<Utc>,
-) -> Result<Reply, CommandError> {
-    let user = caller.user;
+) -> Result<Reply, StoreError> {
     Ok(match command {
-        SessionCommand::Status => Reply::text(status::status(stm, caller, now)?),
-        SessionCommand::Profile => Reply::text(status::profile(stm.layout(), user)?),
-        SessionCommand::Clear => Reply::text(clear::clear(stm, user).await?),
-        SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(stm, user)?),
-        SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(stm, user).await?),
-        SessionCommand::Forget { topic } => Reply::text(memory::forget(stm, caller, topic, now).await?),
+        SessionCommand::Status => Reply::text(status::status(memory, caller, now).await?),
+        SessionCommand::Profile => Reply::text(status::profile(memory).await?),
+        SessionCommand::Clear => Reply::text(clear::clear(memory).await?),
+        SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(memory).await?),
+        SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(memory).await?),
+        SessionCommand::Forget { topic } => Reply::text(memory::forget(memory, caller, topic, now).await?),
         SessionCommand::ForgetConfirmed { words } => {
-            Reply::text(memory::forget_confirmed(stm, caller, words, now).await?)
+            Reply::text(memory::forget_confirmed(memory, caller, words, now).await?)
         }
-        SessionCommand::Remember { text } => Reply::text(memory::remember(stm, caller, text, now).await?),
-        SessionCommand::History { topic } => Reply::text(memory::history(stm, caller, topic.as_deref()).await?),
-        SessionCommand::Undo => Reply::text(memory::undo(stm, caller, now).await?),
-        SessionCommand::Export => export_reply(stm, user, now).await?,
-        SessionCommand::Search { words } => Reply::text(search::search(stm, user, words).await),
+        SessionCommand::Remember { text } => Reply::text(memory::remember(memory, caller, text, now).await?),
+        SessionCommand::History { topic } => {
+            Reply::text(memory::history_text(memory.history().await?, topic.as_deref()))
+        }
+        SessionCommand::Undo => Reply::text(memory::undone(
+            memory.undo(crate::versions::Author::Command, now).await?.as_ref(),
+        )),
+        SessionCommand::Export => exported(memory.export(now).await?),
+        SessionCommand::Search { words } => Reply::text(search::search(memory, words).await?),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.
         SessionCommand::Unknown { .. } => Reply::text(format!("I don't know that /session command.\n\n{HELP}")),
     })
-}
-
-/// Bundles the caller's files under their lock, so the bundle is one
-/// consistent snapshot. The recall index is derived from these files and
-/// not bundled.
-async fn export_reply(stm: &Stm, user: &SafeName, now: DateTime<Utc>) -> Result<Reply, CommandError> {
-    let layout = stm.layout();
-    let _guard = stm.lock(user).await;
-    let bundle = export::export_user(layout, user, now, &[])?;
-    Ok(exported(bundle))
 }
 
 /// The reply to `/session export` once `bundle` is written: what it holds,

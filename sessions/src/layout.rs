@@ -1,9 +1,9 @@
 //! Where every file of a channel's memory lives (DESIGN §3). The one place
 //! that joins paths under a channel's sessions folder; every other module
-//! asks it. `sessions/clippy.toml` holds this: `Path::join` and
-//! `PathBuf::push` are disallowed in the crate but here, in `fsutil` (which
-//! walks the paths it is given), in the log rotation (`<state>/logs`, not a
-//! channel's) and for the two file names inside a recall folder.
+//! asks it, but for `fsutil` (which walks the paths it is given), the log
+//! rotation (`<state>/logs`, not a channel's) and the recall store's names
+//! for the files of its own folder. `sessions/clippy.toml` holds this:
+//! `Path::join` and `PathBuf::push` are disallowed elsewhere in the crate.
 //!
 //! Raw ids never reach a path: callers hand in [`SafeName`]s. This module
 //! computes paths only; it never reads or writes.

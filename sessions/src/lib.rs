@@ -25,6 +25,7 @@ pub mod locks;
 pub mod pending;
 pub mod session;
 pub mod stm;
+pub mod store;
 
 // Summaries and long-term memory.
 pub mod compaction;

@@ -43,10 +43,10 @@ pub fn pending<R: AsRef<Record>>(records: &[R]) -> Vec<&Record> {
 }
 
 /// Whether a record of `records` settles the question `msg_id`.
-pub fn is_settled<R: AsRef<Record>>(records: &[R], msg_id: &str) -> bool {
+pub fn is_settled<R: AsRef<Record>>(records: impl IntoIterator<Item = R>, msg_id: &str) -> bool {
     let reply = reply_id(msg_id);
     records
-        .iter()
+        .into_iter()
         .any(|r| r.as_ref().role == Role::Assistant && r.as_ref().msg_id == reply)
 }
 

@@ -277,6 +277,21 @@ pub fn new_profile(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Prof
     }
 }
 
+/// How many facts a profile body holds (its bullets in every section), as
+/// `/session status` counts them on any store.
+pub fn entries_of_body(body: &str) -> usize {
+    let parsed = Body::parse(body);
+    [
+        FactSection::Preferences,
+        FactSection::Facts,
+        FactSection::Topics,
+        FactSection::Notes,
+    ]
+    .into_iter()
+    .map(|section| parsed.bullets(section).len())
+    .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

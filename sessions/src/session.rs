@@ -243,6 +243,18 @@ impl Sessions {
         Ok(view)
     }
 
+    /// Whether the question `msg_id` is settled among the user's records in
+    /// memory (the last `context_window + 1` at least, and what intake
+    /// kept: a settled question further back is no longer answered by a
+    /// turn that waited that long).
+    pub async fn is_settled(&self, user: &SafeName, msg_id: &str, now: DateTime<Utc>) -> Result<bool, SessionError> {
+        let _guard = self.stm().lock_log(user).await;
+        let state = self.checked_out(user, Check::Due(now), 0)?;
+        let settled = crate::pending::is_settled(&state.recent, msg_id);
+        self.states().put(user.clone(), state);
+        Ok(settled)
+    }
+
     /// The summary, profile and last `n` unfolded records of the user, from
     /// memory once loaded; a file changed since is re-read first.
     pub async fn context_view(&self, user: &SafeName, n: usize) -> Result<ContextView, SessionError> {

@@ -15,10 +15,8 @@ use super::App;
 use crate::pipeline::Taken;
 use chrono::{DateTime, TimeDelta, Utc};
 use mnemo_channels::{ChatKind, Inbound};
-use mnemo_pg::pending::Look;
-use mnemo_sessions::compaction::unfolded_recent;
-use mnemo_sessions::stm::Stm;
-use mnemo_sessions::{Record, SafeName, pending};
+use mnemo_sessions::store::Look;
+use mnemo_sessions::{Record, SafeName};
 use std::time::Duration;
 
 /// How often a broker on Postgres looks for questions other brokers left.
@@ -66,18 +64,15 @@ impl App {
         let mut total = Recovered::default();
         for (channel, memory) in self.memories.iter() {
             let since = Utc::now() - HORIZON;
-            let found = match &memory.pg {
-                Some(pg) => {
-                    let look = if postgres_only {
-                        Look::Unfolded
-                    } else {
-                        Look::Everywhere
-                    };
-                    pg.pending(before, since, look).await.map_err(|e| e.to_string())
-                }
-                None if postgres_only => continue,
-                None => scan_files(memory.stm.clone(), since).await,
+            if postgres_only && !memory.store.shared() {
+                continue;
+            }
+            let look = if postgres_only {
+                Look::Unfolded
+            } else {
+                Look::Everywhere
             };
+            let found = memory.store.pending(before, since, look).await;
             let found = match found {
                 Ok(found) => found,
                 Err(e) => {
@@ -128,34 +123,6 @@ impl App {
         crate::ops::metrics::metrics().recovered(channel, "answered", queued.answered);
         queued
     }
-}
-
-/// Every user's unsettled questions in the channel's files, read on the
-/// blocking threads (a read of each user's short-term log, at start only).
-async fn scan_files(stm: Stm, since: DateTime<Utc>) -> Result<Vec<(SafeName, Vec<Record>)>, String> {
-    tokio::task::spawn_blocking(move || {
-        let mut found = Vec::new();
-        for user in stm.users().map_err(|e| e.to_string())? {
-            let records = match unfolded_recent(&stm, &user, usize::MAX) {
-                Ok(records) => records,
-                Err(e) => {
-                    tracing::error!(user = %user, error = %e, "recovery: a short-term log could not be read; skipped");
-                    continue;
-                }
-            };
-            let waiting: Vec<Record> = pending::pending(&records)
-                .into_iter()
-                .filter(|q| q.ts > since)
-                .cloned()
-                .collect();
-            if !waiting.is_empty() {
-                found.push((user, waiting));
-            }
-        }
-        Ok(found)
-    })
-    .await
-    .map_err(|e| e.to_string())?
 }
 
 /// The message a stored question came as, for its turn and its reply (to

@@ -20,6 +20,7 @@ pub mod seed;
 
 use crate::access::{AccessFile, DmPolicy};
 use crate::app::{App, AppParts};
+use crate::channel_memory::ChannelMemory;
 use crate::config::LimitsConfig;
 use crate::instance::InstanceLock;
 use crate::model::{Model, ModelSummarizer};
@@ -30,6 +31,7 @@ use mnemo_channels::{Channel, ChatKind, Inbound};
 use mnemo_sessions::Layout;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
+use mnemo_sessions::store::files::FileStore;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,14 +155,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
 
     let seeding = Instant::now();
     if options.history > 0 {
-        match &memory.pg {
-            Some(pg) => {
-                seed_all_pg(pg, options, progress).await?;
-                // As after any bulk load: the planner's statistics first.
-                pg.store().analyze().await?;
-            }
-            None => seed_all(&memory.sessions, &memory.recall, options, progress).await?,
-        }
+        seed(&app, memory, options, progress).await?;
     }
     let seed_s = seeding.elapsed().as_secs_f64();
 
@@ -200,6 +195,29 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
     report.max_in_flight = flight.max();
     Ok(report)
+}
+
+/// Every user's history, seeded below the memory seam, in bulk, as each
+/// store loads fastest.
+async fn seed(app: &App, memory: &ChannelMemory, options: &Options, progress: &mut dyn FnMut(String)) -> Result<()> {
+    match &options.store {
+        Some(store) => {
+            let pg = mnemo_pg::PgChannel::new(
+                store.clone(),
+                CHANNEL,
+                memory.config.clone(),
+                app.parts().summarizer.clone(),
+            );
+            seed_all_pg(&pg, options, progress).await?;
+            // As after any bulk load: the planner's statistics first.
+            store.analyze().await?;
+        }
+        None => {
+            let files = FileStore::without_model(memory.stm.clone(), memory.config.clone());
+            seed_all(files.sessions(), &memory.recall, options, progress).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Seeds every user's history in the database, four users at a time

@@ -1,7 +1,7 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
 //! `access pair|allow|revoke|list|policy|groups`,
 //! `sessions report|export|maintain|forget|reindex`, `backup`, `restore`,
-//! `completions`, `bench`, `store migrate|status|copy`. Argument parsing only; each verb's work lives in
+//! `completions`, `man`, `bench`, `store migrate|status|copy`. Argument parsing only; each verb's work lives in
 //! a submodule here. Besides `setup.rs`, clap reads two variables here
 //! (`MNEMO_CONFIG`, `MNEMO_STATE_DIR`, the `env` of `--config` and
 //! `--state-dir`).
@@ -58,6 +58,14 @@ pub enum Command {
     },
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions { shell: clap_complete::Shell },
+    /// Print the man pages (roff) of mnemo and every subcommand to stdout,
+    /// generated from the same definitions as --help; or write them as files.
+    Man {
+        /// Write `mnemo.1` and one `mnemo-<verb>.1` per subcommand into this
+        /// folder (created if missing) instead of printing them.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Unpack a backup into the state folder (empty, unless --force).
     Restore {
         /// A file written by `mnemo backup`.
@@ -160,6 +168,7 @@ mod copy;
 mod database;
 mod ids;
 mod keep;
+mod man;
 mod serve;
 mod setup;
 mod store;
@@ -198,14 +207,19 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Backup { out } => keep::backup(&cli.global, &out).await,
         Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
         Command::Completions { shell } => {
+            // Rendered first, then written: `clap_complete` panics on a
+            // write error, and `mnemo completions bash | head` closes the pipe.
+            let mut script = Vec::new();
             clap_complete::generate(
                 shell,
                 &mut <Cli as clap::CommandFactory>::command(),
                 "mnemo",
-                &mut std::io::stdout(),
+                &mut script,
             );
-            Ok(std::process::ExitCode::SUCCESS)
+            man::write_stdout(&script)
         }
+        Command::Man { out: None } => man::print(),
+        Command::Man { out: Some(dir) } => man::write_to(&dir),
         Command::Access(cmd) => access::run(&cli.global, cmd).await,
         Command::Bench(args) => bench::run(&cli.global, &args).await,
     }

@@ -157,7 +157,7 @@ async fn warn_unread_access_file(setup: &Setup, store: &mnemo_pg::PgStore, chann
     if row.is_none() {
         tracing::warn!(
             channel = %channel, file = %path.display(),
-            "this access.json is not read on the Postgres store, and the database holds no access rules for the channel (the defaults apply: pairing): copy the file's rules with `mnemo store copy --from files --to postgres` (README: Running several brokers)"
+            "this access.json is not read on the Postgres store, and the database holds no access rules for the channel (the defaults apply: pairing): copy the file's rules with `mnemo store copy --from files --to postgres` (docs/several-brokers.md)"
         );
     } else {
         tracing::warn!(
@@ -179,7 +179,7 @@ async fn check_store(setup: &Setup, app: &App, store: &mnemo_pg::PgStore) -> Res
     let (_, max) = store.pool_status();
     tracing::info!(max_connections = max, "memory is kept in Postgres");
     tracing::warn!(
-        "on the Postgres store the operator's _shared notes come only from `mnemo store copy` (README: Running several brokers)"
+        "on the Postgres store the operator's _shared notes come only from `mnemo store copy` (docs/several-brokers.md)"
     );
     if app.memories().values().any(|m| m.config.recall.embeddings.is_some()) {
         match store.vectors().await? {

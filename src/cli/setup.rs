@@ -4,10 +4,10 @@
 //! aside); everything below takes them as parameters.
 
 use super::GlobalArgs;
-use crate::app::AppParts;
 use crate::config::{AppConfig, ConfigSource};
 use crate::model::{self, ModelSummarizer, config::ModelConfig};
 use crate::ops::metered::{Purpose, metered};
+use crate::parts::AppParts;
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -168,7 +168,7 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
 /// broker is filling right then is left to it).
 async fn reindex_database(
     setup: &Setup,
-    parts: &crate::app::AppParts,
+    parts: &crate::parts::AppParts,
     store: &mnemo_pg::PgStore,
     only: Option<&str>,
 ) -> Result<ExitCode> {
@@ -227,7 +227,7 @@ async fn reindex_database(
 /// instance lock: the database is shared by design.
 async fn maintain_database(
     setup: &Setup,
-    parts: &crate::app::AppParts,
+    parts: &crate::parts::AppParts,
     store: &mnemo_pg::PgStore,
     only: Option<&str>,
     json: bool,

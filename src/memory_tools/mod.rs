@@ -6,28 +6,25 @@
 //! note — can reach another user's memory.
 //!
 //! Arguments are checked strictly (an object with exactly the documented
-//! fields, sizes and key shape from `mnemo_sessions::edits`); writes run
-//! under the caller's lock and keep versions (undoable) — on the files
-//! through `edits::Editor`, on Postgres through the turn's own connection
-//! (`mnemo_pg::memory`, the same rules, one transaction per write); at most
-//! [`MAX_DELETIONS_PER_TURN`] deletions per turn. Each call is logged with
-//! tool, sizes and outcome — never the text — and counted in metrics.
+//! fields, sizes and key shape from `mnemo_sessions::edits`), here, once,
+//! whatever the store; the caller's memory is the turn's own
+//! [`UserMemory`] (lent to the tools while the model answers), whose
+//! writes keep versions (undoable); at most [`MAX_DELETIONS_PER_TURN`]
+//! deletions per turn. Each call is logged with tool, sizes and outcome —
+//! never the text — and counted in metrics.
 
 mod specs;
 
 pub use specs::MAX_QUERY_CHARS;
 
-use crate::app::ChannelMemory;
 use crate::model::{ToolCall, ToolExecutor, ToolResult, ToolSpec};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use mnemo_pg::PgTurn;
-use mnemo_pg::memory::{EditBy, MemoryError};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::edits::{EditError, Editor, Forgotten};
+use mnemo_sessions::edits::Forgotten;
 use mnemo_sessions::profile::clipped_line;
-use mnemo_sessions::recall::{Item, Recall};
-use mnemo_sessions::stm::Stm;
+use mnemo_sessions::recall::Item;
+use mnemo_sessions::store::{EditBy, StoreError, UserMemory};
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::versions::Author;
 use serde_json::Value;
@@ -43,21 +40,15 @@ const HIT_CHARS: usize = 300;
 
 /// The tools of one turn of one caller.
 pub struct MemoryTools {
-    store: Store,
+    /// The caller's memory, lent by the turn (given back by
+    /// [`MemoryTools::into_memory`]); on Postgres it holds the user's lock
+    /// throughout.
+    memory: Mutex<Box<dyn UserMemory>>,
     channel: String,
     user: SafeName,
     max_profile_chars: usize,
     now: DateTime<Utc>,
     deletions: AtomicUsize,
-}
-
-/// Where the caller's memory is: the files (the user's lock taken for
-/// each write) or the database, through the turn's own connection, which
-/// holds the user's lock for the whole turn (lent to the tools while the
-/// model answers, given back by [`MemoryTools::into_turn`]).
-enum Store {
-    Files { stm: Stm, recall: Recall },
-    Database(Box<Mutex<PgTurn>>),
 }
 
 /// Why a call did not do what it asked: a fixed code for logs and metrics,
@@ -76,31 +67,16 @@ impl Refusal {
     }
 }
 
-impl From<MemoryError> for Refusal {
-    fn from(e: MemoryError) -> Refusal {
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Refusal {
         match e {
-            MemoryError::Edit(e) => e.into(),
-            MemoryError::Db(e) => {
-                tracing::warn!(error = %e, "memory tool could not reach the database");
-                Refusal {
-                    code: "failed",
-                    message: "the memory could not be changed (a storage problem)".into(),
-                }
-            }
-        }
-    }
-}
-
-impl From<EditError> for Refusal {
-    fn from(e: EditError) -> Refusal {
-        match e {
-            EditError::Invalid(reason) => Refusal::invalid(reason),
-            EditError::NotFound => Refusal {
+            StoreError::Invalid(reason) => Refusal::invalid(reason),
+            StoreError::NotFound => Refusal {
                 code: "not_found",
                 message: "no fact or topic note with that key; use memory_search to find keys".into(),
             },
-            other => {
-                tracing::warn!(error = %other, "memory tool could not write");
+            StoreError::Storage(e) => {
+                tracing::warn!(error = %e, "memory tool could not change the memory");
                 Refusal {
                     code: "failed",
                     message: "the memory could not be changed (a storage problem)".into(),
@@ -111,50 +87,27 @@ impl From<EditError> for Refusal {
 }
 
 impl MemoryTools {
-    /// The tools for `user` in `memory`'s channel (on the files), for one
-    /// turn at `now`.
-    pub fn for_caller(memory: &ChannelMemory, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
-        let store = Store::Files {
-            stm: memory.stm.clone(),
-            recall: memory.recall.clone(),
-        };
-        MemoryTools::new(memory, store, user, now)
-    }
-
-    /// The tools for the user of `turn` on the database: they act through
-    /// the turn's connection (the user's lock is held throughout).
-    pub fn on_database(memory: &ChannelMemory, turn: PgTurn, now: DateTime<Utc>) -> MemoryTools {
-        let user = turn.user().clone();
-        MemoryTools::new(memory, Store::Database(Box::new(Mutex::new(turn))), &user, now)
-    }
-
-    fn new(memory: &ChannelMemory, store: Store, user: &SafeName, now: DateTime<Utc>) -> MemoryTools {
+    /// The tools for the owner of `memory` (the turn's), in `channel`, for
+    /// one turn at `now`; facts are kept under `max_profile_chars`.
+    pub fn for_caller(
+        memory: Box<dyn UserMemory>,
+        channel: &str,
+        max_profile_chars: usize,
+        now: DateTime<Utc>,
+    ) -> MemoryTools {
         MemoryTools {
-            store,
-            channel: memory.layout.channel().to_string(),
-            user: user.clone(),
-            max_profile_chars: memory.config.ltm.max_profile_chars,
+            user: memory.user().clone(),
+            memory: Mutex::new(memory),
+            channel: channel.to_string(),
+            max_profile_chars,
             now,
             deletions: AtomicUsize::new(0),
         }
     }
 
-    /// The database turn lent to [`MemoryTools::on_database`], back.
-    pub fn into_turn(self) -> Option<PgTurn> {
-        match self.store {
-            Store::Files { .. } => None,
-            Store::Database(turn) => Some(turn.into_inner()),
-        }
-    }
-
-    fn editor<'a>(&'a self, stm: &'a Stm) -> Editor<'a> {
-        Editor {
-            layout: stm.layout(),
-            user: &self.user,
-            by: Author::Tool,
-            max_chars: self.max_profile_chars,
-            now: self.now,
-        }
+    /// The turn's memory, back.
+    pub fn into_memory(self) -> Box<dyn UserMemory> {
+        self.memory.into_inner()
     }
 
     fn edit_by(&self) -> EditBy {
@@ -195,25 +148,13 @@ impl MemoryTools {
                     Some(_) => return Err(Refusal::invalid("section must be preferences, facts, topics or notes")),
                 };
                 let text = text.unwrap_or_default();
-                let key = match &self.store {
-                    Store::Files { stm, .. } => {
-                        let _guard = stm.lock(&self.user).await;
-                        self.editor(stm).remember(section, text)?
-                    }
-                    Store::Database(turn) => turn.lock().await.remember(self.edit_by(), section, text).await?,
-                };
+                let key = self.memory.lock().await.remember(self.edit_by(), section, text).await?;
                 Ok(format!("remembered as `{key}`"))
             }
             specs::UPDATE => {
                 let [key, text] = fields(args, [("key", true), ("text", true)])?;
                 let (key, text) = (key.unwrap_or_default(), text.unwrap_or_default());
-                match &self.store {
-                    Store::Files { stm, .. } => {
-                        let _guard = stm.lock(&self.user).await;
-                        self.editor(stm).update(key, text)?;
-                    }
-                    Store::Database(turn) => turn.lock().await.update(self.edit_by(), key, text).await?,
-                }
+                self.memory.lock().await.update(self.edit_by(), key, text).await?;
                 Ok("updated".into())
             }
             specs::FORGET => {
@@ -227,13 +168,7 @@ impl MemoryTools {
                     });
                 }
                 let key = key.unwrap_or_default();
-                let forgotten = match &self.store {
-                    Store::Files { stm, .. } => {
-                        let _guard = stm.lock(&self.user).await;
-                        self.editor(stm).forget(key)?
-                    }
-                    Store::Database(turn) => turn.lock().await.forget(self.edit_by(), key).await?,
-                };
+                let forgotten = self.memory.lock().await.forget(self.edit_by(), key).await?;
                 self.deletions.fetch_add(1, Ordering::SeqCst);
                 Ok(match forgotten {
                     Forgotten::Fact { key } => format!("forgot fact `{key}` (the user can undo it)"),
@@ -245,15 +180,7 @@ impl MemoryTools {
     }
 
     async fn search(&self, query: &str) -> Result<Vec<Item>, Refusal> {
-        match &self.store {
-            Store::Files { recall, .. } => Ok(recall.search(&self.user, query, SEARCH_HITS)),
-            Store::Database(turn) => Ok(turn
-                .lock()
-                .await
-                .search(query, SEARCH_HITS)
-                .await
-                .map_err(|e| Refusal::from(MemoryError::Db(e)))?),
-        }
+        Ok(self.memory.lock().await.search(query, SEARCH_HITS).await?)
     }
 }
 

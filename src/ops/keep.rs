@@ -7,10 +7,11 @@
 //! A backup is consistent per user: each user's files are read under that
 //! user's lock, so no append, compaction or clear is half-seen; every other
 //! file is replaced atomically (a whole old or new version is read); and
-//! a file that is only ever appended to (`*.jsonl`, the broker's log) is
-//! cut after its last newline, so it never holds a torn line.
+//! a file that is only ever appended to (`*.jsonl`, the recall index's
+//! `messages.tsv`, the broker's log) is cut after its last newline, so it
+//! never holds a torn line.
 
-use crate::app::ChannelMemory;
+use crate::channel_memory::ChannelMemory;
 use crate::instance::{LOCK_FILE, SOCKET_FILE};
 use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
@@ -20,6 +21,8 @@ use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::fsutil::TEMP_PREFIX;
 use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::stm::Stm;
+use mnemo_sessions::store::MemoryStore;
+use mnemo_sessions::store::files::FileStore;
 use mnemo_sessions::{Layout, SafeName, commands, report};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -66,7 +69,10 @@ pub async fn as_user(
         // Only clear-all runs this way; it adds nothing to a profile.
         max_profile_chars: mnemo_sessions::config::SessionConfig::default().ltm.max_profile_chars,
     };
-    commands::try_execute(stm, caller, command, Utc::now())
+    let config = SessionConfig::load(&stm.layout().config_path())?;
+    let store = FileStore::without_model(stm.clone(), config);
+    let mut memory = store.user(&name).await?;
+    commands::try_execute(memory.as_mut(), caller, command, Utc::now())
         .await
         .with_context(|| format!("{doing} user `{user}` of channel `{channel}`"))
 }
@@ -251,7 +257,7 @@ const HANDOVER_PREFIX: &str = ".backup-";
 /// Files that are only appended to: a read may end inside a write.
 fn append_only(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    name.ends_with(".jsonl") || (name.starts_with("mnemo.log") && !name.ends_with(".gz"))
+    name.ends_with(".jsonl") || name.ends_with(".tsv") || (name.starts_with("mnemo.log") && !name.ends_with(".gz"))
 }
 
 /// Unpacks `file` into `state_root`, which must be empty (but for the
@@ -320,4 +326,29 @@ pub fn restore(state_root: &Path, file: &Path, force: bool) -> Result<String> {
         file.display(),
         state_root.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backup_cuts_the_logs_and_the_recall_index_at_their_last_newline_and_nothing_else() {
+        for appended in [
+            "stm/U1/messages.jsonl",
+            "recall/U1/messages.tsv",
+            "logs/mnemo.log",
+            "logs/mnemo.log.2026-03-20",
+        ] {
+            assert!(append_only(Path::new(appended)), "{appended}");
+        }
+        for replaced in [
+            "recall/U1/meta.json",
+            "archive/U1/messages-1.jsonl.gz",
+            "stm/U1/summary.md",
+            "logs/mnemo.log.2026-03-19.gz",
+        ] {
+            assert!(!append_only(Path::new(replaced)), "{replaced}");
+        }
+    }
 }

@@ -12,7 +12,6 @@
 
 use super::{Pipeline, QUEUE_FULL, SAVED_WHILE_STOPPING, TurnError};
 use crate::access::Admission;
-use crate::app::ChannelMemory;
 use crate::config::LimitsConfig;
 use crate::dispatch::{Backlog, TurnHandler};
 use crate::ops::turn_log::{Outcome, TurnTrace};
@@ -20,7 +19,9 @@ use async_trait::async_trait;
 use chrono::Utc;
 use mnemo_channels::Inbound;
 use mnemo_sessions::commands::{self, SessionCommand};
+use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::session::ContextView;
+use mnemo_sessions::store::Intake;
 use mnemo_sessions::{Record, Role, SafeName, pending};
 
 /// A message taken in and waiting for its turn in its user's queue.
@@ -73,8 +74,8 @@ impl Taken {
 /// through for a repeat: the context window, the message being answered,
 /// and the questions that may wait behind it in the user's queue (stored
 /// after it, left out of its context by [`answering`]).
-pub(super) fn recent_keep(memory: &ChannelMemory, limits: &LimitsConfig) -> usize {
-    memory.config.stm.context_window + 1 + limits.user_queue_depth
+pub(super) fn recent_keep(config: &SessionConfig, limits: &LimitsConfig) -> usize {
+    config.stm.context_window + 1 + limits.user_queue_depth
 }
 
 /// `view` as the turn answering `msg_id` shows it to the model: without
@@ -168,33 +169,13 @@ impl Pipeline {
             chat_id: Some(message.chat_id.clone()),
             user_name: message.user_name.clone(),
         };
-        let stored = match &memory.pg {
-            // A repeat on Postgres may be a question a dead broker stored
-            // and never answered: it is queued all the same, and its turn,
-            // under the user's lock, skips it if it is settled.
-            Some(channel) => channel
-                .intake(&user, &record, Utc::now())
-                .await
-                .map(|_| true)
-                .map_err(TurnError::Database),
-            None => {
-                let keep = recent_keep(memory, &self.parts.limits);
-                match memory.sessions.append_new(&user, &record, Utc::now(), keep).await {
-                    Ok(Some(_)) => {
-                        memory.index(&user, &record).await;
-                        Ok(true)
-                    }
-                    // A repeat: answered already, queued, or found at start.
-                    Ok(None) => Ok(false),
-                    Err(e) => Err(TurnError::Store(e)),
-                }
-            }
-        };
+        let keep = recent_keep(memory.store.config(), &self.parts.limits);
+        let stored = memory.store.intake(&user, &record, Utc::now(), keep).await;
         match stored {
-            Ok(new) => {
+            Ok(intake) => {
                 // Stored: the platform may stop delivering it.
                 self.settle(&message.channel, &message.msg_id, true);
-                if !new {
+                if intake == Intake::Repeat {
                     tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
                     ended(Outcome::Duplicate);
                     return None;
@@ -265,8 +246,8 @@ impl TurnHandler for Pipeline {
             TurnError::Closed => SAVED_WHILE_STOPPING,
             // A stored question stays unanswered in the log: the next start
             // (or, on Postgres, another broker) answers it.
-            TurnError::Store(_) | TurnError::Database(_) if !command => NOT_ANSWERED,
-            TurnError::Store(_) | TurnError::Database(_) => NOT_STORED,
+            TurnError::Store(_) if !command => NOT_ANSWERED,
+            TurnError::Store(_) => NOT_STORED,
         };
         self.reply(&echo, text).await;
     }

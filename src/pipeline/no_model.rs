@@ -6,14 +6,14 @@
 //! command's answer goes privately), or send a notice twice.
 
 use super::intake::reply_record;
-use super::{Due, Pipeline, TurnError};
-use crate::app::ChannelMemory;
+use super::{Due, Pipeline, TurnError, store_reply};
+use crate::channel_memory::ChannelMemory;
 use crate::dispatch::Backlog;
 use crate::ops::turn_log::Outcome;
 use chrono::Utc;
 use mnemo_channels::{Inbound, Outbound};
-use mnemo_sessions::SafeName;
 use mnemo_sessions::commands::{self, SessionCommand};
+use mnemo_sessions::store::UserMemory;
 
 impl Pipeline {
     /// A `/session` command, answered from memory in its turn (after the
@@ -21,25 +21,17 @@ impl Pipeline {
     pub(super) async fn command(
         &self,
         memory: &ChannelMemory,
-        pg: Option<&mut mnemo_pg::PgTurn>,
-        user: &SafeName,
+        mine: &mut dyn UserMemory,
         message: &Inbound,
         command: &SessionCommand,
     ) -> Result<Outcome, TurnError> {
+        let user = mine.user().clone();
         let caller = commands::Caller {
-            user,
+            user: &user,
             display_name: message.user_name.as_deref(),
-            max_profile_chars: memory.config.ltm.max_profile_chars,
+            max_profile_chars: memory.store.config().ltm.max_profile_chars,
         };
-        let reply = match pg {
-            Some(turn) => crate::pg_session::answer(memory, turn, command, Utc::now()).await,
-            None => {
-                let reply = commands::execute(&memory.stm, caller, command, Utc::now()).await;
-                // A command may have changed the files (clear, forget, …).
-                memory.sessions.forget(user).await;
-                reply
-            }
-        };
+        let reply = commands::execute(mine, caller, command, Utc::now()).await;
         let out = match reply.export {
             Some(path) => Outbound::file(message, path, reply.text),
             None => Outbound::reply(message, reply.text),
@@ -62,19 +54,15 @@ impl Pipeline {
     pub(super) async fn give_up(
         &self,
         memory: &ChannelMemory,
-        mut pg: Option<&mut mnemo_pg::PgTurn>,
-        user: &SafeName,
+        mine: &mut dyn UserMemory,
         message: &Inbound,
         earlier: &[String],
         backlog: &Backlog,
     ) -> Result<Outcome, TurnError> {
+        let user = mine.user().clone();
         let mut open = Vec::new();
         for msg_id in earlier.iter().chain(std::iter::once(&message.msg_id)) {
-            let settled = match pg.as_deref_mut() {
-                Some(turn) => turn.is_settled(msg_id).await.map_err(TurnError::Database)?,
-                None => false,
-            };
-            if !settled {
+            if !mine.is_settled(msg_id, Utc::now()).await? {
                 open.push(msg_id.clone());
             }
         }
@@ -88,14 +76,12 @@ impl Pipeline {
                 msg_id: msg_id.clone(),
                 ..message.clone()
             };
-            let stored = self
-                .store_reply(memory, pg.as_deref_mut(), user, &reply_record(&question, text.clone()))
-                .await?;
+            let stored = store_reply(mine, &reply_record(&question, text.clone())).await?;
             due = due.or(stored);
             tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
         }
         crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
-        self.fold_if_due(memory, user, due.now(backlog)).await;
+        self.fold_if_due(memory, &user, due.now(backlog)).await;
         self.reply(message, &text).await;
         Ok(Outcome::GaveUp)
     }

@@ -84,13 +84,13 @@ mod with_adapter {
             .ok_or_else(|| {
                 anyhow!(
                     "channels.slack: {what} is missing: set the environment variable {var} \
-                 (named by channels.slack.{field}); see README § slack"
+                 (named by channels.slack.{field}); see docs/platforms.md § Slack"
                 )
             })?;
         if !value.starts_with(prefix) {
             return Err(anyhow!(
                 "channels.slack: {var} does not hold {what} (it should start with `{prefix}`); \
-                 see README § slack for which token goes where"
+                 see docs/platforms.md § Slack for which token goes where"
             ));
         }
         Ok(value)

@@ -9,6 +9,11 @@
 //! it depends on none of mnemo's crates, so the unit tests of a crate and its
 //! end-to-end tests judge with the same fakes. A fake behaves like the real
 //! service wherever our client depends on it; it never reaches into mnemo.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "the test kit runs only inside tests: a fake that cannot start fails the test"
+)]
 #![forbid(unsafe_code)]
 
 pub mod discord;

@@ -168,7 +168,10 @@ fn the_cli_takes_negative_group_ids_and_refuses_unknown_channels_and_impossible_
     let root = state.path();
 
     let (ok, out) = crate::harness::mnemo_access(root, &["groups", "add", "telegram", "-1001234567890"]);
-    assert!(ok, "the README's own example works without `--`: {out}");
+    assert!(
+        ok,
+        "a Telegram group id as docs/access-control.md writes it works without `--`: {out}"
+    );
     let rules = std::fs::read_to_string(mnemo_sessions::Layout::new(root, "telegram").access_path()).unwrap();
     assert!(rules.contains("-1001234567890"), "{rules}");
 

@@ -1,27 +1,14 @@
 //! The destructive commands: `/session clear` and `/session clear all`
-//! (`forget` is in `memory.rs`, as it is undoable). Each runs under the caller's lock and removes
-//! only paths computed for the caller's own name; a refused topic name
-//! touches nothing.
+//! (`forget` is in `memory.rs`, as it is undoable). The store removes only
+//! the caller's own memory; `clear all` asks for a confirmation first.
 
-use super::CommandError;
-use crate::fsutil::remove_if_exists;
-use crate::names::SafeName;
-use crate::recall::Recall;
-use crate::report;
-use crate::stm::Stm;
+use crate::store::{StoreError, UserMemory};
 
-/// Removes the caller's STM folder: the log, the rolling summary and any
-/// quarantined lines. Long-term memory stays.
-pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
-    let guard = stm.lock(user).await;
-    let count = stm.count(user)?;
-    let had_summary = stm.layout().summary_path(user).exists();
-    stm.remove_locked(&guard, user)?;
-    remove_if_exists(stm.layout().state_root(), &stm.layout().stm_dir(user))?;
-    // At once: the cleared messages must not come back through recall.
-    Recall::of(stm).forget(user)?;
-    drop(guard);
-    Ok(match (count, had_summary) {
+/// Forgets the caller's short-term memory and rolling summary. Long-term
+/// memory stays.
+pub(super) async fn clear(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
+    let cleared = memory.clear().await?;
+    Ok(match (cleared.messages, cleared.had_summary) {
         (0, false) => "There was nothing in your short-term memory. Your long-term notes are kept.".to_string(),
         (n, _) => format!(
             "Cleared our recent conversation ({n} message{}) and its summary. Your long-term profile and notes are kept.",
@@ -32,46 +19,33 @@ pub(super) async fn clear(stm: &Stm, user: &SafeName) -> Result<String, CommandE
 
 /// What `clear all` would delete, and how to go ahead. Deletes nothing, so
 /// a stray `/session clear all` costs nobody their memory.
-pub(super) fn clear_all_preview(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
-    let mut files = 0usize;
-    for root in report::user_roots(stm.layout(), user)? {
-        files += report::files_under(&root)?.len();
-    }
-    Ok(if files == 0 {
+pub(super) async fn clear_all_preview(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
+    let held = memory.held().await?;
+    Ok(if held.count == 0 {
         "I have nothing stored about you, so there is nothing to clear.".to_string()
     } else {
         format!(
             "This would delete everything I store about you here: short-term memory, profile, topic notes, \
-             summaries and archive ({files} file{}). It cannot be undone. To go ahead, send \
+             summaries and archive ({} {}{}). It cannot be undone. To go ahead, send \
              `/session clear all confirm`.",
-            if files == 1 { "" } else { "s" }
+            held.count,
+            held.unit,
+            if held.count == 1 { "" } else { "s" }
         )
     })
 }
 
-/// Removes everything stored about the caller (see
-/// [`report::user_roots`]) and their recall index.
-pub(super) async fn clear_all(stm: &Stm, user: &SafeName) -> Result<String, CommandError> {
-    let layout = stm.layout();
-    let guard = stm.lock(user).await;
-    let roots = report::user_roots(layout, user)?;
-    let mut files = 0u64;
-    for root in &roots {
-        files += report::files_under(root)?.len() as u64;
-    }
-    stm.remove_locked(&guard, user)?;
-    for root in &roots {
-        remove_if_exists(layout.state_root(), root)?;
-    }
-    // After the files: an index rebuilt in between would bring them back.
-    Recall::of(stm).forget(user)?;
-    drop(guard);
-    Ok(if files == 0 {
+/// Deletes everything stored about the caller.
+pub(super) async fn clear_all(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
+    let held = memory.clear_all().await?;
+    Ok(if held.count == 0 {
         "I had nothing stored about you.".to_string()
     } else {
         format!(
-            "Deleted everything I stored about you here: short-term memory, profile, topic notes, summaries and archive ({files} file{}). This cannot be undone.",
-            if files == 1 { "" } else { "s" }
+            "Deleted everything I stored about you here: short-term memory, profile, topic notes, summaries and archive ({} {}{}). This cannot be undone.",
+            held.count,
+            held.unit,
+            if held.count == 1 { "" } else { "s" }
         )
     })
 }

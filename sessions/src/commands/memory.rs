@@ -1,19 +1,16 @@
 //! The commands that edit long-term memory: `/session remember <text>`,
 //! `/session forget <fact or topic>` (by key or topic name at once, by
 //! words after a confirmation listing what would go), `/session history
-//! [topic]` and `/session undo`. Each runs under the caller's lock, acts
-//! through [`crate::edits`] and [`crate::versions`] on the caller's own
-//! files, and drops the caller's recall index so a forgotten fact is not
-//! recalled again. The replies are pure functions here, shared with the
-//! Postgres store's answers to the same commands.
+//! [topic]` and `/session undo`, on the caller's [`UserMemory`] (the store
+//! keeps versions, so each change is undoable). The replies are written
+//! here once, for every store.
 
-use super::{Caller, CommandError};
-use crate::edits::{EditError, Editor, FactLine, Forgotten};
+use super::Caller;
+use crate::edits::{FactLine, Forgotten};
 use crate::profile::clipped_line;
-use crate::recall::Recall;
-use crate::stm::Stm;
+use crate::store::{EditBy, StoreError, UserMemory};
 use crate::summarizer::FactSection;
-use crate::versions::{self, Author, Version};
+use crate::versions::{Author, Version};
 use chrono::{DateTime, Utc};
 
 /// Versions listed by `/session history` at most.
@@ -21,22 +18,22 @@ const HISTORY_LINES: usize = 15;
 /// Characters of a fact shown in a forget preview.
 const PREVIEW_CHARS: usize = 120;
 
-fn editor<'a>(stm: &'a Stm, caller: &Caller<'a>, now: DateTime<Utc>) -> Editor<'a> {
-    Editor {
-        layout: stm.layout(),
-        user: caller.user,
+fn by_command(caller: Caller<'_>, now: DateTime<Utc>) -> EditBy {
+    EditBy {
         by: Author::Command,
         max_chars: caller.max_profile_chars,
         now,
     }
 }
 
-fn refused(e: EditError) -> Result<String, CommandError> {
-    match e {
-        EditError::Invalid(reason) => Ok(invalid(reason)),
-        EditError::NotFound => Ok(NOT_FOUND.to_string()),
-        EditError::Profile(e) => Err(e.into()),
-        EditError::Topic(e) => Err(e.into()),
+/// The reply to an edit: its own, or the words for an argument refused; a
+/// storage failure is the caller's error.
+fn replied(result: Result<String, StoreError>) -> Result<String, StoreError> {
+    match result {
+        Ok(reply) => Ok(reply),
+        Err(StoreError::Invalid(reason)) => Ok(invalid(reason)),
+        Err(StoreError::NotFound) => Ok(NOT_FOUND.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -151,49 +148,35 @@ pub fn undone(undone: Option<&Version>) -> String {
 }
 
 pub(super) async fn remember(
-    stm: &Stm,
+    memory: &mut dyn UserMemory,
     caller: Caller<'_>,
     text: &str,
     now: DateTime<Utc>,
-) -> Result<String, CommandError> {
-    let _guard = stm.lock(caller.user).await;
-    match editor(stm, &caller, now).remember(FactSection::Notes, text) {
-        Ok(key) => {
-            Recall::of(stm).forget(caller.user)?;
-            Ok(remembered(&key))
-        }
-        Err(e) => refused(e),
-    }
+) -> Result<String, StoreError> {
+    let done = memory.remember(by_command(caller, now), FactSection::Notes, text).await;
+    replied(done.map(|key| remembered(&key)))
 }
 
 /// By exact key or topic name: forgotten at once (undoable). Otherwise the
 /// facts holding all the words are listed, and nothing goes until
 /// `/session forget confirm <words>`.
 pub(super) async fn forget(
-    stm: &Stm,
+    memory: &mut dyn UserMemory,
     caller: Caller<'_>,
     what: &str,
     now: DateTime<Utc>,
-) -> Result<String, CommandError> {
-    let _guard = stm.lock(caller.user).await;
-    let editor = editor(stm, &caller, now);
-    match editor.forget(what) {
-        Ok(forgotten) => {
-            Recall::of(stm).forget(caller.user)?;
-            return Ok(forgot(&forgotten));
-        }
-        Err(EditError::NotFound | EditError::Invalid(_)) => {}
-        Err(e) => return refused(e),
+) -> Result<String, StoreError> {
+    match memory.forget(by_command(caller, now), what).await {
+        Ok(forgotten) => return Ok(forgot(&forgotten)),
+        Err(StoreError::NotFound | StoreError::Invalid(_)) => {}
+        Err(e) => return Err(e),
     }
-    let matches = match editor.matching(what) {
+    let matches = match memory.matching(what).await {
         Ok(matches) => matches,
-        Err(e) => return refused(e),
+        Err(e) => return replied(Err(e)),
     };
-    let topics: Vec<String> = if matches.is_empty() {
-        crate::topics::list(stm.layout(), caller.user)?
-            .into_iter()
-            .map(|t| t.slug)
-            .collect()
+    let topics = if matches.is_empty() {
+        memory.topic_slugs().await?
     } else {
         Vec::new()
     };
@@ -202,42 +185,16 @@ pub(super) async fn forget(
 
 /// Forgets every fact holding all the words, in one undoable change.
 pub(super) async fn forget_confirmed(
-    stm: &Stm,
+    memory: &mut dyn UserMemory,
     caller: Caller<'_>,
     what: &str,
     now: DateTime<Utc>,
-) -> Result<String, CommandError> {
-    let _guard = stm.lock(caller.user).await;
-    let editor = editor(stm, &caller, now);
-    let result = editor.matching(what).and_then(|matches| {
-        let keys: Vec<&str> = matches.iter().map(|f| f.key.as_str()).collect();
-        editor.forget_facts(&keys)
-    });
-    match result {
-        Ok(n) => {
-            if n > 0 {
-                Recall::of(stm).forget(caller.user)?;
-            }
-            Ok(forgot_confirmed(n))
-        }
-        Err(e) => refused(e),
-    }
-}
-
-/// The caller's kept versions, newest first; with a topic, only that note's.
-pub(super) async fn history(stm: &Stm, caller: Caller<'_>, topic: Option<&str>) -> Result<String, CommandError> {
-    let _guard = stm.lock(caller.user).await;
-    Ok(history_text(versions::history(stm.layout(), caller.user)?, topic))
-}
-
-pub(super) async fn undo(stm: &Stm, caller: Caller<'_>, now: DateTime<Utc>) -> Result<String, CommandError> {
-    let _guard = stm.lock(caller.user).await;
-    let undone_version = match editor(stm, &caller, now).undo() {
-        Ok(undone) => undone,
-        Err(e) => return refused(e),
+) -> Result<String, StoreError> {
+    let matches = match memory.matching(what).await {
+        Ok(matches) => matches,
+        Err(e) => return replied(Err(e)),
     };
-    if undone_version.is_some() {
-        Recall::of(stm).forget(caller.user)?;
-    }
-    Ok(undone(undone_version.as_ref()))
+    let keys: Vec<&str> = matches.iter().map(|f| f.key.as_str()).collect();
+    let done = memory.forget_facts(by_command(caller, now), &keys).await;
+    replied(done.map(forgot_confirmed))
 }

@@ -1,69 +1,54 @@
 //! `/session status` and `/session profile`: read-only views of the
-//! caller's own memory. They count and show only files under the caller's
-//! own paths — never a channel-wide number — and change nothing.
+//! caller's own memory. They count and show only the caller's memory —
+//! never a channel-wide number — and change nothing.
 
-use super::{Caller, CommandError};
-use crate::layout::Layout;
-use crate::names::SafeName;
-use crate::profile;
-use crate::report;
-use crate::stm::Stm;
-use crate::summarizer::FactSection;
-use crate::summary;
-use crate::topics;
+use super::Caller;
+use crate::store::{StoreError, UserMemory};
 use chrono::{DateTime, TimeDelta, Utc};
 
-pub(super) fn status(stm: &Stm, caller: Caller<'_>, now: DateTime<Utc>) -> Result<String, CommandError> {
-    let layout = stm.layout();
-    let user = caller.user;
-    let storage = report::user_storage(stm, user)?;
-    let summary_line = match summary_time(layout, user) {
+pub(super) async fn status(
+    memory: &mut dyn UserMemory,
+    caller: Caller<'_>,
+    now: DateTime<Utc>,
+) -> Result<String, StoreError> {
+    let status = memory.status().await?;
+    let summary_line = match status.summary_at {
         Some(at) => format!("rolling summary updated {}", ago(now - at)),
         None => "no rolling summary yet".to_string(),
     };
-    let profile_entries = match profile::read(layout, user) {
-        Ok(Some(p)) => [
-            FactSection::Preferences,
-            FactSection::Facts,
-            FactSection::Topics,
-            FactSection::Notes,
-        ]
-        .into_iter()
-        .map(|s| profile::bullets(&p, s).len())
-        .sum::<usize>()
-        .to_string(),
-        Ok(None) => "0".to_string(),
-        Err(e) => {
-            tracing::warn!(user = %user, error = %e, "profile unreadable for status");
-            "an unreadable".to_string()
-        }
+    let entries = match status.profile_entries {
+        Some(n) => format!("{n} profile entr{}", if n == 1 { "y" } else { "ies" }),
+        None => "an unreadable profile".to_string(),
     };
-    let topic_notes = topics::list(layout, user)?.len();
     let who = caller
         .display_name
         .map(|n| format!(" for {}", one_line(n)))
         .unwrap_or_default();
-    Ok(format!(
+    let mut text = format!(
         "Your memory here{who}:\n\
          • {} message{} in short-term memory, {} archived\n\
          • {summary_line}\n\
-         • long-term: {profile_entries} profile entr{}, {topic_notes} topic note{}\n\
-         • storage: {} in {} file{}",
-        storage.stm_messages,
-        plural(storage.stm_messages),
-        storage.archived_messages,
-        if profile_entries == "1" { "y" } else { "ies" },
-        plural(topic_notes),
-        report::human_bytes(storage.bytes),
-        storage.files,
-        plural(storage.files as usize),
-    ))
+         • long-term: {entries}, {} topic note{}",
+        status.stm_messages,
+        plural(status.stm_messages),
+        status.archived_messages,
+        status.topic_notes,
+        plural(status.topic_notes),
+    );
+    if let Some((bytes, files)) = status.storage {
+        text.push_str(&format!(
+            "\n• storage: {} in {files} file{}",
+            crate::report::human_bytes(bytes),
+            plural(usize::try_from(files).unwrap_or(usize::MAX)),
+        ));
+    }
+    Ok(text)
 }
 
-pub(super) fn profile(layout: &Layout, user: &SafeName) -> Result<String, CommandError> {
-    let body = profile::read_body(layout, user)?;
-    let topics: Vec<String> = topics::list(layout, user)?.into_iter().map(|t| t.slug).collect();
-    let mut text = match body {
+pub(super) async fn profile(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
+    let body = memory.profile().await?;
+    let topics = memory.topic_slugs().await?;
+    let mut text = match body.map(|b| b.trim().to_string()).filter(|b| !b.is_empty()) {
         Some(body) => format!("What I remember about you:\n\n{body}"),
         None => "I have no long-term profile for you yet.".to_string(),
     };
@@ -71,24 +56,6 @@ pub(super) fn profile(layout: &Layout, user: &SafeName) -> Result<String, Comman
         text.push_str(&format!("\n\nYour topic notes: {}", topics.join(", ")));
     }
     Ok(text)
-}
-
-/// When the rolling summary last changed: its `last_compacted`, else the
-/// file's modification time.
-fn summary_time(layout: &Layout, user: &SafeName) -> Option<DateTime<Utc>> {
-    match summary::read(layout, user) {
-        Ok(Some(doc)) => doc.meta.last_compacted.or_else(|| {
-            std::fs::metadata(layout.summary_path(user))
-                .and_then(|m| m.modified())
-                .ok()
-                .map(DateTime::<Utc>::from)
-        }),
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!(user = %user, error = %e, "rolling summary unreadable for status");
-            None
-        }
-    }
 }
 
 fn plural(n: usize) -> &'static str {

@@ -6,6 +6,10 @@
 
 /// A commit step a test can stop a run right after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "each point is named for the step it follows: `After…` is the meaning, not noise"
+)]
 pub enum FailPoint {
     AfterLtm,
     AfterSummary,

@@ -49,10 +49,10 @@ impl ConfigFile {
             ConfigFile::App => "",
             ConfigFile::Sessions => ", or remove the file to use the defaults",
             ConfigFile::Access => {
-                " (README, \"Access control\"), or remove the file to start over with the default `pairing` policy"
+                " (docs/access-control.md), or remove the file to start over with the default `pairing` policy"
             }
             ConfigFile::AccessRow => {
-                " (README, \"Running several brokers\"), or delete the row to start over with the default `pairing` policy"
+                " (docs/several-brokers.md), or delete the row to start over with the default `pairing` policy"
             }
         }
     }
@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "the access list /s/access.json, field `recall.maxTokens`: it is 0, but must be at least 1; change it \
-             (README, \"Access control\"), or remove the file to start over with the default `pairing` policy"
+             (docs/access-control.md), or remove the file to start over with the default `pairing` policy"
         );
     }
 }

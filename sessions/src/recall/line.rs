@@ -1,4 +1,4 @@
-//! One line of a user's recall store (`recall/<user>/messages.jsonl`,
+//! One line of a user's recall store (`recall/<user>/messages.tsv`,
 //! format 3): what the index needs of a message and nothing else, as
 //! tab-separated fields, so writing one costs a few copies and reading one
 //! parses no JSON and no date:

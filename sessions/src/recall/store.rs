@@ -1,10 +1,11 @@
 //! One user's recall index on disk and in memory:
-//! `recall/<user>/messages.jsonl` (every message of the user's history, one
+//! `recall/<user>/messages.tsv` (every message of the user's history, one
 //! line each in the order said, with its search terms already stemmed, so
 //! a load splits instead of tokenizing again: the line format is
-//! [`super::line`]; the name is kept from when lines were JSON) and
-//! `recall/<user>/meta.json` (format version and the archive batches
-//! already read).
+//! [`super::line`]'s tab-separated fields) and `recall/<user>/meta.json`
+//! (format version and the archive batches already read). An index stored
+//! under the file's former name, `messages.jsonl` (from when lines were
+//! JSON), is renamed in place the first time it is opened.
 //!
 //! Derived data, rebuilt from STM and the archive whenever it is missing,
 //! of another version, corrupt or half-written (a crash mid-append leaves a
@@ -25,8 +26,8 @@ use super::tokenize::{self, QueryTermsCache};
 use super::vectors::{Vectors, file_in};
 use crate::archive;
 use crate::fsutil::{
-    FileError, atomic_write, create_new_private, open_append_nofollow, open_nofollow, read_nofollow, remove_nofollow,
-    replace_unsynced, unique_temp_path,
+    FileError, atomic_write, create_new_private, open_append_nofollow, open_nofollow, read_nofollow, refuse_links,
+    remove_if_exists, remove_nofollow, replace_unsynced, unique_temp_path,
 };
 use crate::names::SafeName;
 use crate::record::{Record, Role};
@@ -43,10 +44,13 @@ use std::path::{Path, PathBuf};
 /// version is rebuilt. 2: lines carry their terms. 3: lines are
 /// [`super::line`]'s tab-separated fields instead of JSON.
 const VERSION: u32 = 3;
-const MESSAGES: &str = "messages.jsonl";
+const MESSAGES: &str = "messages.tsv";
+/// `MESSAGES` before the file was named for its tab-separated lines: state
+/// folders from then are migrated by [`migrate_former_name`].
+const FORMER_MESSAGES: &str = "messages.jsonl";
 const META: &str = "meta.json";
 
-/// One of the two files above in a recall folder (`Layout::recall_dir`).
+/// One of the files above in a recall folder (`Layout::recall_dir`).
 #[allow(
     clippy::disallowed_methods,
     reason = "the recall store names the files of its own folder"
@@ -70,7 +74,7 @@ pub enum RecallError {
 struct Meta {
     version: u32,
     /// File names of the archive batches whose records are in
-    /// `messages.jsonl`.
+    /// `messages.tsv`.
     archives: Vec<String>,
 }
 
@@ -138,7 +142,13 @@ impl UserIndex {
     /// is built in memory from the files.
     pub fn open(stm: &Stm, user: &SafeName) -> UserIndex {
         let dir = stm.layout().recall_dir(user);
-        match load(stm, user, &dir) {
+        let loaded = match migrate_former_name(stm.layout().state_root(), &dir) {
+            Ok(()) => load(stm, user, &dir),
+            Err(e) => Err(Stale::Broken(format!(
+                "{FORMER_MESSAGES} not renamed to {MESSAGES}: {e}"
+            ))),
+        };
+        match loaded {
             Ok(index) => return index,
             Err(Stale::Missing) => {}
             Err(Stale::Broken(reason)) => {
@@ -232,6 +242,39 @@ enum Stale {
     Broken(String),
 }
 
+/// Renames an index stored under [`FORMER_MESSAGES`] to [`MESSAGES`] in the
+/// same folder (atomic), so the load that follows reads it as it is. Does
+/// nothing when the new name exists or the former one does not. An error
+/// leaves the folder as it was; the caller rebuilds, as for any unusable
+/// index (derived data: nothing is lost).
+fn migrate_former_name(root: &Path, dir: &Path) -> io::Result<()> {
+    let (former, current) = (in_dir(dir, FORMER_MESSAGES), in_dir(dir, MESSAGES));
+    if exists(&current)? || !exists(&former)? {
+        return Ok(());
+    }
+    // Never through a linked folder; a link at the former name is renamed,
+    // not followed, and the load refuses it.
+    refuse_links(root, dir)?;
+    match fs::rename(&former, &current) {
+        Ok(()) => {
+            tracing::info!(index = %dir.display(), "recall index renamed from {FORMER_MESSAGES} to {MESSAGES}");
+            Ok(())
+        }
+        // Another opener of the same folder renamed it first.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether something (a file, a folder, a link) is at `path`.
+fn exists(path: &Path) -> io::Result<bool> {
+    match fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     let meta_path = in_dir(dir, META);
     let root = stm.layout().state_root();
@@ -253,7 +296,7 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         return Err(Stale::Broken(format!("archive batch {gone} is gone")));
     }
     let messages_path = in_dir(dir, MESSAGES);
-    let file = open_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
+    let file = open_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("{MESSAGES}: {e}")))?;
     let mut index = UserIndex {
         bm25: Bm25::default(),
         files: FileSet::default(),
@@ -271,17 +314,17 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         buf.clear();
         let read = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|e| Stale::Broken(format!("messages.jsonl: {e}")))?;
+            .map_err(|e| Stale::Broken(format!("{MESSAGES}: {e}")))?;
         if read == 0 {
             break;
         }
         let Some(line) = buf.strip_suffix(b"\n") else {
-            return Err(Stale::Broken("messages.jsonl ends in a half-written line".into()));
+            return Err(Stale::Broken(format!("{MESSAGES} ends in a half-written line")));
         };
         if line.is_empty() {
             continue;
         }
-        let stored = line::decode(line).map_err(|e| Stale::Broken(format!("messages.jsonl line {number}: {e}")))?;
+        let stored = line::decode(line).map_err(|e| Stale::Broken(format!("{MESSAGES} line {number}: {e}")))?;
         let terms: Vec<&str> = stored.terms.split(' ').filter(|t| !t.is_empty()).collect();
         let key = key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text);
         index
@@ -400,6 +443,11 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         }
         fs::rename(&temp, &target).map_err(FileError::with("rename", &target))?;
         write_meta(root, &dir, &meta)?;
+        // An index under the former name (`mnemo sessions reindex` before
+        // any open migrated it) is stale now; the rebuild stands either way.
+        if let Err(e) = remove_if_exists(root, &in_dir(&dir, FORMER_MESSAGES)) {
+            tracing::warn!(index = %dir.display(), error = %e, "the recall index's former file is left behind");
+        }
         Ok(written)
     })();
     if result.is_err() {

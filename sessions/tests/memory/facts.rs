@@ -213,9 +213,14 @@ async fn remember_forget_and_undo_go_through_the_log_and_a_forgotten_fact_leaves
     let run = |command: SessionCommand| {
         let m = &m;
         async move {
-            commands::try_execute(&m.stm, caller(m), &command, day(3))
-                .await
-                .unwrap()
+            commands::try_execute(
+                crate::files_user(&m.stm, &m.user).await.as_mut(),
+                caller(m),
+                &command,
+                day(3),
+            )
+            .await
+            .unwrap()
         }
     };
     run(SessionCommand::Remember {
@@ -253,9 +258,14 @@ async fn clear_all_removes_the_fact_log() {
     let m = told_paris().await;
     let path = m.sb.layout.facts_path(&m.user);
     assert!(path.exists());
-    commands::try_execute(&m.stm, caller(&m), &SessionCommand::ClearAllConfirmed, day(2))
-        .await
-        .unwrap();
+    commands::try_execute(
+        crate::files_user(&m.stm, &m.user).await.as_mut(),
+        caller(&m),
+        &SessionCommand::ClearAllConfirmed,
+        day(2),
+    )
+    .await
+    .unwrap();
     assert!(!path.exists());
     assert!(!recalled(&m, "which home city?").contains("Paris"));
 }
@@ -340,7 +350,7 @@ async fn undo_still_repairs_a_profile_broken_by_hand_and_the_log_follows() {
     let m = told_paris().await;
     let path = m.sb.layout.profile_path(&m.user);
     commands::try_execute(
-        &m.stm,
+        crate::files_user(&m.stm, &m.user).await.as_mut(),
         caller(&m),
         &SessionCommand::Remember {
             text: "I keep bees".into(),
@@ -350,9 +360,14 @@ async fn undo_still_repairs_a_profile_broken_by_hand_and_the_log_follows() {
     .await
     .unwrap();
     std::fs::write(&path, "---\nuser_id: [unclosed\n---\n## Facts\n- home city: Rome\n").unwrap();
-    let reply = commands::try_execute(&m.stm, caller(&m), &SessionCommand::Undo, day(3))
-        .await
-        .unwrap();
+    let reply = commands::try_execute(
+        crate::files_user(&m.stm, &m.user).await.as_mut(),
+        caller(&m),
+        &SessionCommand::Undo,
+        day(3),
+    )
+    .await
+    .unwrap();
     assert!(reply.text.starts_with("Undid the last change"), "{}", reply.text);
     assert!(body(&m).contains("home city: Paris") && !body(&m).contains("bees"));
     assert_view_matches_log(&m);

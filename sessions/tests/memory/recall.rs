@@ -236,7 +236,14 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
                 display_name: None,
                 max_profile_chars: 4000,
             };
-            commands::try_execute(&stm, caller, &command, day(21, 9)).await.unwrap()
+            commands::try_execute(
+                crate::files_user(&stm, caller.user).await.as_mut(),
+                caller,
+                &command,
+                day(21, 9),
+            )
+            .await
+            .unwrap()
         }
     };
     run(SessionCommand::Forget { topic: "boat".into() }).await;
@@ -261,7 +268,7 @@ async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
         history(&stm, &alice, "canary-7731").await;
         say(&stm, &alice, rec(day(20, 10), Role::User, "x", "my gym is canary-GYM")).await;
         let index = stm.layout().recall_dir(&alice);
-        let messages = index.join("messages.jsonl");
+        let messages = index.join("messages.tsv");
         match damage {
             "torn" => {
                 let mut bytes = std::fs::read(&messages).unwrap();
@@ -299,6 +306,63 @@ async fn a_corrupt_or_half_written_index_is_rebuilt_and_a_turn_still_recalls() {
             "{damage}: rebuilt on disk"
         );
     }
+}
+
+#[tokio::test]
+async fn a_fresh_index_is_stored_as_messages_tsv_with_tab_separated_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    let index = stm.layout().recall_dir(&alice);
+    let stored = std::fs::read_to_string(index.join("messages.tsv")).unwrap();
+    assert_eq!(stored.lines().count(), 32, "the archived batch and the live message");
+    assert!(stored.contains("canary-7731"));
+    // Six fields a line (tabs inside a text are escaped): named for what it is.
+    assert!(stored.lines().all(|line| line.matches('\t').count() == 5), "{stored}");
+    assert!(!index.join("messages.jsonl").exists());
+}
+
+#[tokio::test]
+async fn an_index_under_its_former_name_is_renamed_in_place_not_rebuilt() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    let index = stm.layout().recall_dir(&alice);
+    // A state folder from before the rename: the same index, the old name.
+    drop(stm);
+    std::fs::rename(index.join("messages.tsv"), index.join("messages.jsonl")).unwrap();
+    let former = std::fs::metadata(index.join("messages.jsonl")).unwrap();
+
+    let stm = channel(&dir, "slack");
+    assert!(recalled(&stm, &alice, "what is my locker code?").contains("canary-7731"));
+    assert!(!index.join("messages.jsonl").exists(), "the former name is gone");
+    let current = std::fs::metadata(index.join("messages.tsv")).unwrap();
+    // A rebuild writes a new file and renames it over; the migration keeps
+    // the file itself.
+    assert_eq!(
+        (current.dev(), current.ino()),
+        (former.dev(), former.ino()),
+        "renamed, not rebuilt"
+    );
+    assert_eq!(current.len(), former.len());
+}
+
+#[tokio::test]
+async fn reindexing_a_folder_from_before_the_rename_leaves_no_index_under_the_former_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let stm = channel(&dir, "slack");
+    let alice = SafeName::of("alice");
+    history(&stm, &alice, "canary-7731").await;
+    let index = stm.layout().recall_dir(&alice);
+    std::fs::rename(index.join("messages.tsv"), index.join("messages.jsonl")).unwrap();
+
+    assert_eq!(Recall::of(&stm).reindex(&alice, &mut |_| {}).unwrap(), 32);
+    assert!(!index.join("messages.jsonl").exists());
+    let stored = std::fs::read_to_string(index.join("messages.tsv")).unwrap();
+    assert!(stored.contains("canary-7731"));
 }
 
 #[tokio::test]
@@ -457,9 +521,14 @@ async fn a_vector_fill_racing_clear_all_stores_nothing_of_what_was_deleted() {
         display_name: None,
         max_profile_chars: 4000,
     };
-    commands::try_execute(&stm, caller, &SessionCommand::ClearAllConfirmed, day(21, 9))
-        .await
-        .unwrap();
+    commands::try_execute(
+        crate::files_user(&stm, &ada).await.as_mut(),
+        caller,
+        &SessionCommand::ClearAllConfirmed,
+        day(21, 9),
+    )
+    .await
+    .unwrap();
     embedder.gate.add_permits(1000);
     filling.await.unwrap().unwrap();
 

@@ -92,7 +92,7 @@ async fn as_user(stm: &Stm, user: &str, text: &str) -> Reply {
     let command = parse(text, Some("MnemoBot")).unwrap_or_else(|| panic!("{text:?} is a command"));
     let name = SafeName::of(user);
     execute(
-        stm,
+        crate::files_user(stm, &name).await.as_mut(),
         Caller {
             user: &name,
             display_name: Some("Alice"),
@@ -309,7 +309,7 @@ async fn hostile_topic_names_are_refused_without_touching_any_file() {
         };
         let alice = SafeName::of("alice");
         let reply = execute(
-            &stm,
+            crate::files_user(&stm, &alice).await.as_mut(),
             Caller {
                 user: &alice,
                 display_name: None,
