@@ -34,9 +34,7 @@ What it counts, and how:
   of more than one file: rooms that reach into each other.
 
 Bounds: at most 2 cycles per crate, no production file over 600 lines, no
-production function over 100 lines. scripts/structure-pending.txt lists
-what is known broken in code being rewritten (a line there that no longer
-matches anything fails the check, so the list only shrinks).
+production function over 100 lines.
 
 Usage: scripts/structure.py [--root DIR] [--edges] [--check] [--self-test]
   --edges      also print the edges inside each cycle (name and line), to
@@ -66,9 +64,6 @@ CRATES = [
 MAX_CYCLES = 2
 MAX_FILE_LINES = 600
 MAX_FN_LINES = 100
-
-# Bounds known broken in code being rewritten, one per line; see the file.
-PENDING = "scripts/structure-pending.txt"
 
 SIZE_NOTE = re.compile(r"^\s*//[/!]?\s*size:\s*\S")
 
@@ -829,27 +824,11 @@ def sccs(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
 # Report
 
 
-def load_pending(path: str) -> list[tuple[str, ...]]:
-    """The bounds known broken in code being rewritten: `file PATH`,
-    `fn PATH NAME`, `cycle PATH` (a cycle holding PATH is not counted)."""
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for raw in f:
-            line = raw.split("#", 1)[0].split()
-            if line:
-                out.append(tuple(line))
-    return out
-
-
-def measure(repo: str, pending: list[tuple[str, ...]], edges: bool):
-    """The table rows, the detail lines, the failures, and the pending
-    entries that matched something."""
+def measure(repo: str, edges: bool):
+    """The table rows, the detail lines and the failures."""
     failures: list[str] = []
     rows = []
     details: list[str] = []
-    used: set[tuple[str, ...]] = set()
     for name, src_dir, roots in CRATES:
         crate = Crate(repo, name, src_dir, roots)
         files = crate.prod_files()
@@ -868,43 +847,34 @@ def measure(repo: str, pending: list[tuple[str, ...]], edges: bool):
             f"{rel(big_file)} {crate.files[big_file].prod_lines}",
             f"{big_fn.name} {big_fn.lines}" if big_fn else "-",
         ))
-        counted = 0
         for k, comp in enumerate(cycles, 1):
-            waived = [e for e in pending if e[0] == "cycle" and e[1] in comp]
-            used.update(waived)
-            counted += 0 if waived else 1
-            note = " (pending)" if waived else ""
-            details.append(f"{name} cycle {k} ({len(comp)} files){note}: " + ", ".join(rel(p) for p in comp))
+            details.append(f"{name} cycle {k} ({len(comp)} files): " + ", ".join(rel(p) for p in comp))
             if edges:
                 for a in comp:
                     for b, whys in sorted(graph[a].items()):
                         if b in comp:
                             details.append(f"    {rel(a)} -> {rel(b)}: " + "; ".join(sorted(set(whys))[:4]))
-        if counted > MAX_CYCLES:
-            failures.append(f"{name}: {counted} import cycles (at most {MAX_CYCLES}; run with --edges "
+        if len(cycles) > MAX_CYCLES:
+            failures.append(f"{name}: {len(cycles)} import cycles (at most {MAX_CYCLES}; run with --edges "
                             "to see which imports close them)")
         for p in files:
             info = crate.files[p]
             if info.prod_lines <= MAX_FILE_LINES:
                 continue
-            waived = [e for e in pending if e == ("file", p)]
-            used.update(waived)
-            note = " (excused: // size:)" if info.excused else " (pending)" if waived else ""
+            note = " (excused: // size:)" if info.excused else ""
             details.append(f"{name} file over {MAX_FILE_LINES}: {p} {info.prod_lines}{note}")
-            if not info.excused and not waived:
+            if not info.excused:
                 failures.append(f"{p}: {info.prod_lines} production lines (at most {MAX_FILE_LINES}; "
                                 "split it, or say why it must be so in a `// size:` comment at its top)")
         for f in sorted(fns, key=lambda f: -f.lines):
             if f.lines <= MAX_FN_LINES:
                 continue
-            waived = [e for e in pending if e == ("fn", f.file, f.name)]
-            used.update(waived)
-            note = " (excused: // size:)" if f.excused else " (pending)" if waived else ""
+            note = " (excused: // size:)" if f.excused else ""
             details.append(f"{name} fn over {MAX_FN_LINES}: {f.name} {f.lines} ({f.file}:{f.line}){note}")
-            if not f.excused and not waived:
+            if not f.excused:
                 failures.append(f"{f.file}:{f.line}: fn {f.name} is {f.lines} lines (at most {MAX_FN_LINES}; "
                                 "split it, or say why it must be so in a `// size:` comment above it)")
-    return rows, details, failures, used
+    return rows, details, failures
 
 
 # A crate made to fool the lexer: paths in comments, strings, raw strings
@@ -977,11 +947,7 @@ def main() -> int:
     if args.self_test:
         self_test()
     repo = os.path.normpath(args.root)
-    pending = load_pending(os.path.join(repo, PENDING))
-    rows, details, failures, used = measure(repo, pending, args.edges)
-    for e in pending:
-        if e not in used:
-            failures.append(f"{PENDING}: `{' '.join(e)}` no longer matches anything: delete the line")
+    rows, details, failures = measure(repo, args.edges)
 
     head = ("crate", "files", "prod lines", "cycles", "largest file", "largest fn")
     widths = [max(len(str(r[k])) for r in rows + [head]) for k in range(len(head))]
