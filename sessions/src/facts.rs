@@ -216,6 +216,10 @@ pub(crate) fn sync(
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::disallowed_methods,
+        reason = "test fixtures build their own paths in a temp folder"
+    )]
     use super::*;
     use chrono::TimeZone;
     use std::io::Write;
