@@ -1,6 +1,7 @@
-//! The broker end to end, in one test binary (one link instead of fifteen):
-//! each module is one area's suite, run against the real binary or the real
-//! `App` with fakes only at the network edge (`support`). `tests/access.rs`
+//! The broker end to end, in one test binary (one link instead of one per
+//! area): each module is one area's suite, run against the real binary or
+//! the real `App` with fakes only at the network edge (`support`);
+//! `conformance` runs the memory seam's specs on both stores. `tests/access.rs`
 //! stays a binary of its own because it installs a process-wide log capture.
 //! Run one area with `cargo test --test e2e <module>::`.
 #![allow(
