@@ -691,6 +691,27 @@ async fn a_copy_killed_or_losing_its_database_mid_way_finishes_on_the_next_run_w
     );
     assert_eq!(file_messages(&back_state, "bench", user).len(), 82);
     assert!(!back_layout.copy_marker_path(user).exists());
+
+    // A kill can also land after the marker's folder is made and before the
+    // marker is renamed into it: the user's only trace is a folder holding a
+    // temporary file. The next run copies that user as new.
+    let user = back_users.iter().nth(71).unwrap();
+    for root in mnemo_sessions::report::user_roots(&back_layout, user).unwrap() {
+        if root.is_dir() {
+            std::fs::remove_dir_all(&root).unwrap();
+        } else if root.exists() {
+            std::fs::remove_file(&root).unwrap();
+        }
+    }
+    let folder = back_layout.stm_dir(user);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join(".tmp-copy-incomplete-1-1-1"), "").unwrap();
+    let out = env.run(&back, &to_files, b"").await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["copied"], 1, "{report}");
+    assert_eq!(report["verified"]["messages"], total, "{report}");
+    assert_eq!(file_messages(&back_state, "bench", user).len(), 82);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

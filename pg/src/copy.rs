@@ -106,6 +106,18 @@ impl std::fmt::Display for Tally {
 }
 
 impl UserMemory {
+    /// Whether nothing is stored: no message, summary, profile, fact,
+    /// version, topic note or digest.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+            && blank_none(&self.summary).is_none()
+            && blank_none(&self.profile).is_none()
+            && self.facts.is_empty()
+            && self.versions.is_empty()
+            && self.topics.is_empty()
+            && self.digests.is_empty()
+    }
+
     /// How many of the messages are archived (the folds' total).
     pub fn archived(&self) -> usize {
         self.folds.iter().map(|f| f.messages).sum()

@@ -43,8 +43,12 @@ pub(super) fn write_files(
         clear_copied(&stm, user)?;
         totals.resumed += 1;
         note = " (finished an interrupted copy)";
-    } else if report::known_users(layout)?.contains(user) {
-        let have = read_files(layout, user)?.memory;
+    } else if report::known_users(layout)?.contains(user)
+        // A folder with nothing in it: a copy killed before it marked the
+        // user (the marker's folder made, the marker not yet renamed in).
+        && let have = read_files(layout, user)?.memory
+        && !have.is_empty()
+    {
         if have.same_as(memory) {
             totals.already_there += 1;
             return Ok(" (already there)");
