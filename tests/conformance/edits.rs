@@ -34,6 +34,8 @@ async fn remember_update_forget_and_undo_keep_versions(s: Subject) {
     let facts = mine.matching("Rome").await.unwrap();
     assert_eq!(facts.len(), 1, "{facts:?}");
     assert_eq!(facts[0].key, "home-city-paris");
+    let found = mine.search("Rome", 10).await.unwrap();
+    assert!(found.iter().any(|i| i.text.contains("Rome")), "{found:?}");
     let forgotten = mine.forget(by(Author::Tool, 3), "home-city-paris").await.unwrap();
     assert_eq!(
         forgotten,
@@ -42,6 +44,11 @@ async fn remember_update_forget_and_undo_keep_versions(s: Subject) {
         }
     );
     assert!(mine.matching("Rome").await.unwrap().is_empty());
+    let found = mine.search("Rome", 10).await.unwrap();
+    assert!(
+        found.iter().all(|i| !i.text.contains("Rome")),
+        "forgotten, not found: {found:?}"
+    );
     let history = mine.history().await.unwrap();
     assert_eq!(history.len(), 3, "one version per change: {history:?}");
     assert!(history.iter().all(|v| v.by == Author::Tool));
