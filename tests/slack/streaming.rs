@@ -189,8 +189,9 @@ async fn a_model_failure_before_any_text_replaces_the_placeholder_with_the_error
     .await;
     assert_eq!(shown.len(), 1, "the placeholder became the error: {shown:?}");
     // What the user was told settles the question (a restart does not ask
-    // the model again); the model's text was never stored.
-    let stored = stored_reply(bot.state()).expect("the notice settles the question");
+    // the model again), stored right after it was shown; the model's text
+    // was never stored.
+    let stored = support::eventually("the notice to settle the question", async || stored_reply(bot.state())).await;
     assert!(stored.starts_with(told) && !stored.contains("never shown"), "{stored}");
     let (clean, _) = bot.stop().await;
     assert!(clean);
