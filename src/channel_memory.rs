@@ -14,7 +14,7 @@ use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::store::MemoryStore;
 use mnemo_sessions::store::files::FileStore;
-use mnemo_sessions::summarizer::Summarizer;
+use mnemo_sessions::summarizer::{NoModel, Summarizer};
 use std::sync::Arc;
 
 /// One channel's memory: its operator config, its state folder, and the
@@ -94,6 +94,42 @@ impl ChannelMemory {
         let memory = mnemo_pg::PgMemory::new(database, self.layout.clone(), self.recall.clone(), files, holder);
         self.store = Arc::new(memory);
         self
+    }
+
+    /// The memory of `channel` for an operator's verb acting for one user
+    /// (`sessions forget`, `sessions export`) in a process without a model:
+    /// on the files under `state_root`, or in `database` when the store is
+    /// Postgres. Creates nothing: a channel with no folder (on the files)
+    /// is an error naming where it looked.
+    pub fn for_operator(
+        state_root: &std::path::Path,
+        channel: &str,
+        database: Option<&mnemo_pg::PgStore>,
+    ) -> Result<Self> {
+        let layout = Layout::new(state_root, channel);
+        if database.is_none() && !layout.root().is_dir() {
+            anyhow::bail!(
+                "no stored memory for channel `{channel}` under {}",
+                state_root.display()
+            );
+        }
+        let config = SessionConfig::load(&layout.config_path())?;
+        let stm = Stm::new(layout.clone(), LockRegistry::new(), config.stm.fsync);
+        let recall = Recall::of(&stm);
+        let store: Arc<dyn MemoryStore> = Arc::new(FileStore::without_model(stm.clone(), config.clone()));
+        let memory = ChannelMemory {
+            layout,
+            config,
+            stm,
+            recall,
+            store,
+        };
+        Ok(match database {
+            Some(database) => {
+                memory.on_postgres(database, chrono_tz::UTC, Arc::new(NoModel), false, "mnemo (operator)")
+            }
+            None => memory,
+        })
     }
 
     /// Turns recall's dense embeddings on for this channel when its

@@ -642,6 +642,79 @@ async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
     assert_eq!(count, 1);
 }
 
+/// `mnemo sessions export` and `sessions forget` on a Postgres config act
+/// on the database (not the broker's empty state folder), say so, and a
+/// user with nothing stored there is an error naming where it looked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_export_and_forget_on_postgres_act_on_the_database() {
+    let (_fake, url) = FakeModel::start().await;
+    let db = pg::database();
+    let store = migrated_store(&db.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = write_pg_config(dir.path(), &url, "operator");
+    written_without_a_broker((&store, dir.path(), &url), chrono::Utc::now(), 4, |i| {
+        format!("ada's line {i}")
+    })
+    .await;
+    let run = |args: &[&str]| {
+        let mut cmd = support::mnemo(&config, &home);
+        cmd.env("MNEMO_DATABASE_URL", db.url()).args(args);
+        cmd.output().unwrap()
+    };
+    let bundle = dir.path().join("ada.tar.gz");
+    let out = run(&[
+        "sessions",
+        "export",
+        "--channel",
+        "telegram",
+        "--user",
+        "ada",
+        "--out",
+        bundle.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("from the database (channel `telegram`)"), "{said}");
+    let mut text = String::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::fs::File::open(&bundle).unwrap()));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        std::io::Read::read_to_string(&mut entry, &mut text).ok();
+    }
+    assert!(
+        text.contains("ada's line 3"),
+        "the bundle holds the database's messages"
+    );
+
+    let out = run(&["sessions", "forget", "--channel", "telegram", "--user", "ada", "--yes"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        said.contains("in the database (channel `telegram`)") && said.contains("Deleted everything"),
+        "{said}"
+    );
+    let left: i64 = pg_client(&db.url())
+        .await
+        .query_one(
+            "SELECT count(*) FROM mnemo_messages WHERE channel = 'telegram' AND user_key = 'ada'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the user's rows are gone");
+
+    let out = run(&["sessions", "forget", "--channel", "telegram", "--user", "ada", "--yes"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("nothing is stored about user `ada` in channel `telegram` (looked in the database"),
+        "{said}"
+    );
+}
+
 /// The scheduler runs the database's maintenance for a channel kept in
 /// Postgres: the day's daily summary is written, an idle user's short-term
 /// memory expires into the archive, and the next turn's recall finds the

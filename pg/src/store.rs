@@ -95,6 +95,10 @@ impl MemoryStore for PgMemory {
         self.inner.channel.config()
     }
 
+    fn place(&self) -> String {
+        format!("the database (channel `{}`)", self.inner.channel.name())
+    }
+
     fn shared(&self) -> bool {
         true
     }

@@ -173,6 +173,10 @@ pub trait MemoryStore: Send + Sync {
     /// The channel's `sessions/config.json`.
     fn config(&self) -> &SessionConfig;
 
+    /// Where this channel's memory is, for an operator: a folder or a
+    /// database, never a user's data.
+    fn place(&self) -> String;
+
     /// Whether other brokers share this store: they may die with questions
     /// stored and unanswered, which this broker then sweeps for.
     fn shared(&self) -> bool;

@@ -98,3 +98,16 @@ pub async fn rolling_summary(
     }
     Ok(output)
 }
+
+/// The summarizer of a process without a model (an operator's verb acting
+/// for a user): every call fails, so a fold or summary it is asked for
+/// changes nothing (the rule for any summarizer failure) and is done by a
+/// broker later.
+pub struct NoModel;
+
+#[async_trait]
+impl Summarizer for NoModel {
+    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
+        Err(SummarizeError::Failed("no model in this process".into()))
+    }
+}

@@ -59,7 +59,8 @@ pub async fn forget(setup: &Setup, channel: &str, user: &str, yes: bool) -> Resu
                 super::serve::secrets(setup),
                 super::setup::env("RUST_LOG"),
             );
-            keep::forget(&setup.state_root, channel, user, None).await?
+            let database = setup.database().await?;
+            keep::forget(&setup.state_root, channel, user, database.as_ref(), None).await?
         }
         Err(InstanceError::Busy { .. }) => {
             let request = Request::Forget {

@@ -87,6 +87,19 @@ impl Setup {
     /// Everything the app needs. With no model configured, the error says
     /// exactly how to configure one. `shutdown`, when given, ends the
     /// models' retry waits.
+    /// The database when `store.kind` is postgres, its schema checked (no
+    /// model needed: for the verbs that act on stored memory only).
+    pub async fn database(&self) -> Result<Option<mnemo_pg::PgStore>> {
+        match self.config.store.kind {
+            crate::config::StoreKind::Files => Ok(None),
+            crate::config::StoreKind::Postgres => {
+                let store = self.config.store.connect(&env)?;
+                mnemo_pg::migrate::check(&store).await?;
+                Ok(Some(store))
+            }
+        }
+    }
+
     pub fn parts(&self, shutdown: Option<mnemo_channels::Shutdown>) -> Result<AppParts> {
         let Some(model_config) = self.model_config() else {
             bail!("no model is configured.\n\n{}", model::config::NO_MODEL_HELP);

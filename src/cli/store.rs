@@ -121,14 +121,21 @@ fn storage_json(name: &str, s: &report::ChannelStorage) -> serde_json::Value {
 
 /// The same bundle `/session export` gives the user, written to `out`.
 async fn export(setup: &Setup, channel: &str, user: &str, out: &Path) -> Result<ExitCode> {
-    let (stm, _) = open_stm(&setup.state_root, channel)?;
-    let reply = crate::ops::keep::as_user(&stm, channel, user, &commands::SessionCommand::Export, "exporting").await?;
+    let database = setup.database().await?;
+    let memory = crate::ops::keep::memory_for(&setup.state_root, channel, database.as_ref(), None)?;
+    let reply =
+        crate::ops::keep::as_user(&memory, channel, user, &commands::SessionCommand::Export, "exporting").await?;
     let Some(bundle) = reply.export else {
         bail!("the export produced no bundle: {}", reply.text)
     };
     std::fs::copy(&bundle, out).with_context(|| format!("cannot write {}", out.display()))?;
     std::fs::remove_file(&bundle).ok();
-    println!("{}\nwritten to {}", reply.text, out.display());
+    println!(
+        "{}\nfrom {}, written to {}",
+        reply.text,
+        memory.store.place(),
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -93,7 +93,9 @@ async fn serve_one(stream: UnixStream, app: &App, state_root: &Path) {
 
 async fn answer(request: Request, app: &App, state_root: &Path) -> Response {
     let result = match request {
-        Request::Forget { channel, user } => keep::forget(state_root, &channel, &user, Some(app.memories())).await,
+        Request::Forget { channel, user } => {
+            keep::forget(state_root, &channel, &user, None, Some(app.memories())).await
+        }
         // The bot writes only inside its own folder; the CLI moves the file.
         Request::Backup { out } if out.parent() != Some(state_root) => Err(anyhow::anyhow!(
             "a backup is written into the state folder and moved by the CLI, not to {}",

@@ -17,13 +17,9 @@ use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::fsutil::TEMP_PREFIX;
-use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::stm::Stm;
-use mnemo_sessions::store::MemoryStore;
-use mnemo_sessions::store::files::FileStore;
-use mnemo_sessions::{Layout, SafeName, commands, report};
+use mnemo_sessions::{SafeName, commands, report};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
@@ -39,50 +35,66 @@ fn stm_for(state_root: &Path, channel: &str, memories: Option<&Memories>) -> Res
     if let Some(memory) = memories.and_then(|m| m.get(channel)) {
         return Ok(memory.stm.clone());
     }
-    let layout = Layout::new(state_root, channel);
-    if !layout.root().is_dir() {
-        bail!(
-            "no stored memory for channel `{channel}` under {}",
-            state_root.display()
-        );
-    }
-    let config = SessionConfig::load(&layout.config_path())?;
-    Ok(Stm::new(layout, LockRegistry::new(), config.stm.fsync))
+    Ok(ChannelMemory::for_operator(state_root, channel, None)?.stm)
 }
 
-/// Runs `command` as `user` of `channel` (who must have something stored),
-/// exactly as if they had typed it; `doing` names it in errors.
+/// The channel's memory for acting as one of its users: the running bot's
+/// (its locks, its store), or the channel's as configured (`database`:
+/// Postgres).
+pub fn memory_for(
+    state_root: &Path,
+    channel: &str,
+    database: Option<&mnemo_pg::PgStore>,
+    memories: Option<&Memories>,
+) -> Result<ChannelMemory> {
+    match memories.and_then(|m| m.get(channel)) {
+        Some(memory) => Ok(memory.clone()),
+        None => ChannelMemory::for_operator(state_root, channel, database),
+    }
+}
+
+/// Runs `command` as `user` of `channel` (who must have something stored
+/// in `memory`), exactly as if they had typed it; `doing` names it in
+/// errors, which say where they looked.
 pub async fn as_user(
-    stm: &Stm,
+    memory: &ChannelMemory,
     channel: &str,
     user: &str,
     command: &commands::SessionCommand,
     doing: &str,
 ) -> Result<commands::Reply> {
     let name = SafeName::of(user);
-    if !report::known_users(stm.layout())?.contains(&name) {
-        bail!("nothing is stored about user `{user}` in channel `{channel}`");
+    let place = memory.store.place();
+    let mut mine = memory
+        .store
+        .user(&name)
+        .await
+        .with_context(|| format!("{doing} user `{user}` of channel `{channel}` in {place}"))?;
+    if mine.held().await?.count == 0 {
+        bail!("nothing is stored about user `{user}` in channel `{channel}` (looked in {place})");
     }
     let caller = commands::Caller {
         user: &name,
         display_name: None,
-        // Only clear-all runs this way; it adds nothing to a profile.
-        max_profile_chars: mnemo_sessions::config::SessionConfig::default().ltm.max_profile_chars,
+        max_profile_chars: memory.config.ltm.max_profile_chars,
     };
-    let config = SessionConfig::load(&stm.layout().config_path())?;
-    let store = FileStore::without_model(stm.clone(), config);
-    let mut memory = store.user(&name).await?;
-    commands::try_execute(memory.as_mut(), caller, command, Utc::now())
+    commands::try_execute(mine.as_mut(), caller, command, Utc::now())
         .await
-        .with_context(|| format!("{doing} user `{user}` of channel `{channel}`"))
+        .with_context(|| format!("{doing} user `{user}` of channel `{channel}` in {place}"))
 }
 
 /// Deletes everything stored about `user` in `channel` (what `/session
 /// clear all confirm` does); the line to show.
-pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Option<&Memories>) -> Result<String> {
-    let stm = stm_for(state_root, channel, memories)?;
+pub async fn forget(
+    state_root: &Path,
+    channel: &str,
+    user: &str,
+    database: Option<&mnemo_pg::PgStore>,
+    memories: Option<&Memories>,
+) -> Result<String> {
+    let memory = memory_for(state_root, channel, database, memories)?;
     let reply = as_user(
-        &stm,
+        &memory,
         channel,
         user,
         &commands::SessionCommand::ClearAllConfirmed,
@@ -94,7 +106,11 @@ pub async fn forget(state_root: &Path, channel: &str, user: &str, memories: Opti
         user = %super::turn_log::user_hash(channel, user),
         "sessions forget: everything stored about a user was deleted"
     );
-    Ok(format!("user `{user}` in channel `{channel}`: {}", reply.text))
+    Ok(format!(
+        "user `{user}` in channel `{channel}`, in {}: {}",
+        memory.store.place(),
+        reply.text
+    ))
 }
 
 /// The channels under `<state>/channels`, by their stored (decoded) name;

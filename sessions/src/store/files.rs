@@ -22,7 +22,7 @@ use crate::recall::{Item, Recall, Recalled, TurnQuery};
 use crate::record::Record;
 use crate::session::{Appended, ContextView, Sessions};
 use crate::stm::Stm;
-use crate::summarizer::{FactSection, SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
+use crate::summarizer::{FactSection, NoModel, Summarizer};
 use crate::versions::{self, Author, Version};
 use crate::{pending, profile, report, summary, topics};
 use async_trait::async_trait;
@@ -106,6 +106,10 @@ impl MemoryStore for FileStore {
         self.inner.sessions.config()
     }
 
+    fn place(&self) -> String {
+        format!("the files under {}", self.stm().layout().root().display())
+    }
+
     fn shared(&self) -> bool {
         false
     }
@@ -162,18 +166,6 @@ impl MemoryStore for FileStore {
 
     fn next_due(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         self.inner.maintenance.next_due(now)
-    }
-}
-
-/// The summarizer of a process without a model: every call fails, so a
-/// fold or summary it is asked for changes nothing (the rule for any
-/// summarizer failure) and is done by a broker later.
-struct NoModel;
-
-#[async_trait]
-impl Summarizer for NoModel {
-    async fn summarize(&self, _: SummaryRequest<'_>) -> Result<SummaryOutput, SummarizeError> {
-        Err(SummarizeError::Failed("no model in this process".into()))
     }
 }
 
