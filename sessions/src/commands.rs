@@ -14,6 +14,7 @@ mod clear;
 pub mod memory;
 pub mod parse;
 mod search;
+pub use search::NO_WORDS;
 mod status;
 pub use status::ago;
 

@@ -4,7 +4,7 @@
 
 use super::specs;
 use super::subject::Subject;
-use mnemo_sessions::commands::{HELP, memory as replies};
+use mnemo_sessions::commands::{self, HELP, memory as replies};
 
 specs![
     status_counts_the_callers_memory,
@@ -95,6 +95,9 @@ async fn search_finds_what_the_user_said_before(s: Subject) {
         nothing.starts_with("I found nothing in your memory for that."),
         "{nothing}"
     );
+    for bare in ["search", "search ?!"] {
+        assert_eq!(s.say("ada", bare).await.text, commands::NO_WORDS, "{bare}");
+    }
 }
 
 async fn clear_forgets_short_term_memory_and_keeps_the_profile(s: Subject) {

@@ -149,7 +149,8 @@ fn parse_action(rest: &str) -> SessionCommand {
         "forget" if !args.is_empty() => SessionCommand::Forget {
             topic: args.to_string(),
         },
-        "search" if !args.is_empty() => SessionCommand::Search {
+        // With no words it is still a search: its reply asks for them.
+        "search" => SessionCommand::Search {
             words: args.to_string(),
         },
         "remember" if !args.is_empty() => SessionCommand::Remember { text: args.to_string() },

@@ -12,7 +12,13 @@ const LIMIT: usize = 10;
 /// Characters of a hit shown at most.
 const HIT_CHARS: usize = 280;
 
+/// The reply to `/session search` without a word to look for.
+pub const NO_WORDS: &str = "Give me a word to look for: `/session search <words>`, e.g. `/session search dentist`.";
+
 pub(super) async fn search(memory: &mut dyn UserMemory, words: &str) -> Result<String, StoreError> {
+    if !words.chars().any(char::is_alphanumeric) {
+        return Ok(NO_WORDS.to_string());
+    }
     let hits = memory.search(words, LIMIT).await?;
     if hits.is_empty() {
         return Ok(

@@ -387,8 +387,9 @@ async fn search_is_a_memory_revealing_command() {
     );
     assert!(command.reveals_memory());
     assert!(!parse("/session help", None).unwrap().reveals_memory());
-    assert!(matches!(
+    assert_eq!(
         parse("/session search", None),
-        Some(SessionCommand::Unknown { .. })
-    ));
+        Some(SessionCommand::Search { words: String::new() }),
+        "a search without words is answered, not unknown"
+    );
 }
