@@ -475,3 +475,19 @@ async fn the_next_prompt_follows_the_files_through_edits_clears_and_compactions(
         "the recent window after the fold: {prompt}"
     );
 }
+
+/// `/help` on the console is the broker's `/session help`, as on Telegram:
+/// answered by mnemo, never sent to the model, never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_on_the_console_lists_the_commands_without_the_model() {
+    let (fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let out = tokio::task::spawn_blocking(move || chat(&c, &h, "/help\n"))
+        .await
+        .unwrap();
+    assert!(out.contains(mnemo_sessions::commands::HELP), "{out}");
+    assert!(fake.chat_requests().is_empty(), "the model was not asked");
+    assert!(stm_records(&dir.path().join("state"), "console", "ada").is_empty());
+}

@@ -88,6 +88,7 @@ impl ConsoleChannel {
     }
 
     fn inbound(&self, text: String) -> Inbound {
+        let text = help_as_session_help(text);
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         Inbound {
             channel: "console".to_string(),
@@ -261,9 +262,30 @@ fn decode_line(bytes: &[u8]) -> String {
     String::from_utf8_lossy(line).into_owned()
 }
 
+/// `/help` (what people type in any chat program) is the broker's
+/// `/session help`, as Telegram's `/help` is: answered by mnemo, never
+/// sent to the model.
+fn help_as_session_help(text: String) -> String {
+    if text.trim().eq_ignore_ascii_case("/help") {
+        "/session help".to_string()
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_is_the_brokers_help_and_other_text_is_kept() {
+        for text in ["/help", " /HELP "] {
+            assert_eq!(help_as_session_help(text.to_string()), "/session help");
+        }
+        for text in ["/help me write a poem", "help", "/helpful"] {
+            assert_eq!(help_as_session_help(text.to_string()), text);
+        }
+    }
 
     #[test]
     fn a_line_that_is_not_utf8_is_decoded_lossily_without_its_line_ending() {
