@@ -99,6 +99,12 @@ impl App {
         &self.memories
     }
 
+    /// Questions answered, and questions whose model call failed, since
+    /// the app started.
+    pub fn answers(&self) -> (usize, usize) {
+        self.pipeline.answers()
+    }
+
     /// Users with a live queue, and messages waiting in them (for metrics).
     pub fn queue_depths(&self) -> (usize, usize) {
         (self.dispatcher.live_queues(), self.dispatcher.queued_messages())

@@ -46,7 +46,7 @@ use mnemo_sessions::store::{StoreError, UserMemory};
 use mnemo_sessions::{Record, SafeName};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
@@ -62,6 +62,10 @@ pub struct Pipeline {
     draining: AtomicBool,
     /// Background compactions, awaited briefly at shutdown.
     background: tokio::sync::Mutex<tokio::task::JoinSet<()>>,
+    /// Questions answered, and those whose model call failed, since start
+    /// (a piped `mnemo chat` exits non-zero when none was answered).
+    answered: AtomicUsize,
+    model_failed: AtomicUsize,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -88,6 +92,8 @@ impl Pipeline {
             access,
             draining: AtomicBool::new(false),
             background: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
+            answered: AtomicUsize::new(0),
+            model_failed: AtomicUsize::new(0),
         }
     }
 
@@ -98,6 +104,23 @@ impl Pipeline {
     pub fn with_access_recheck(mut self, every: Duration) -> Self {
         self.access = self.access.with_recheck(every);
         self
+    }
+
+    /// Questions answered and questions whose model call failed, so far.
+    pub fn answers(&self) -> (usize, usize) {
+        (
+            self.answered.load(Ordering::SeqCst),
+            self.model_failed.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Counts a finished turn's outcome for [`Pipeline::answers`].
+    fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Answered => self.answered.fetch_add(1, Ordering::SeqCst),
+            Outcome::ModelFailed => self.model_failed.fetch_add(1, Ordering::SeqCst),
+            _ => return,
+        };
     }
 
     pub fn start_draining(&self) {

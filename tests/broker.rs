@@ -491,3 +491,32 @@ async fn help_on_the_console_lists_the_commands_without_the_model() {
     assert!(fake.chat_requests().is_empty(), "the model was not asked");
     assert!(stm_records(&dir.path().join("state"), "console", "ada").is_empty());
 }
+
+/// A piped `mnemo chat` whose every model call failed exits non-zero and
+/// says so: a script learns that no question was answered. One answer is
+/// enough to exit 0 (the failures are in the log and the replies).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_chat_exits_non_zero_when_no_question_was_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on port 1: every call is refused.
+    let config = write_config(dir.path(), "http://127.0.0.1:1", json!({"timeoutSecs": 2}));
+    let (c, h) = (config.clone(), dir.path().to_path_buf());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = mnemo(&c, &h);
+        cmd.arg("chat");
+        support::with_input(cmd, b"are you there?\n")
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("no question was answered"), "{stderr}");
+
+    let (_fake, url) = FakeModel::start().await;
+    let config = write_config(dir.path(), &url, json!({}));
+    let h = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || chat(&config, &h, "and now?\n"))
+        .await
+        .unwrap();
+    assert!(!out.is_empty());
+}

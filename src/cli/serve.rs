@@ -28,7 +28,15 @@ pub async fn chat(global: &GlobalArgs) -> Result<ExitCode> {
     );
     let console: Arc<dyn Channel> =
         Arc::new(ConsoleChannel::new(ConsoleChannel::local_user(&super::setup::env)).with_banner(banner(&setup)));
-    serve(setup, vec![console]).await
+    let piped = !std::io::stdin().is_terminal();
+    let (code, app) = serve_app(setup, vec![console]).await?;
+    // A script piping questions in learns that none was answered.
+    let (answered, failed) = app.answers();
+    if piped && answered == 0 && failed > 0 {
+        eprintln!("mnemo: no question was answered: the model failed {failed} time(s) (see the log for why)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(code)
 }
 
 /// What an interactive console says first (`mnemo chat`, or `mnemo run`
@@ -102,6 +110,11 @@ pub(super) fn secrets(setup: &Setup) -> crate::access::secrets::Scrubber {
 }
 
 async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode> {
+    Ok(serve_app(setup, channels).await?.0)
+}
+
+/// [`serve`], returning the app too (for what it counted).
+async fn serve_app(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<(ExitCode, App)> {
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let (trigger, stop) = shutdown::Trigger::new();
     let parts = setup.parts(Some(stop.clone()))?;
@@ -140,7 +153,7 @@ async fn serve(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<ExitCode
         let _ = task.await;
     }
     tracing::info!(finished, "mnemo stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok((ExitCode::SUCCESS, app))
 }
 
 /// On the Postgres store a channel's access rules are its database row:
