@@ -974,4 +974,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # `structure.py | head`: the reader has what it wanted.
+        sys.stderr.close()
+        sys.exit(0)
