@@ -114,15 +114,6 @@ impl Pipeline {
         )
     }
 
-    /// Counts a finished turn's outcome for [`Pipeline::answers`].
-    fn count(&self, outcome: Outcome) {
-        match outcome {
-            Outcome::Answered => self.answered.fetch_add(1, Ordering::SeqCst),
-            Outcome::ModelFailed => self.model_failed.fetch_add(1, Ordering::SeqCst),
-            _ => return,
-        };
-    }
-
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
     }
@@ -279,6 +270,14 @@ impl Pipeline {
         if failed.is_none() {
             self.after_answer(memory, &user).await;
         }
+        // An answer shown, even one a broken stream cut, is an answer; a
+        // failed call showed the user only the failure.
+        let counter = if failed.is_some() {
+            &self.model_failed
+        } else {
+            &self.answered
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
         let outcome = match (failed, broken) {
             (Some(e), _) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");

@@ -233,9 +233,7 @@ impl TurnHandler for Pipeline {
         let command = matches!(taken.work, Work::Command(_));
         let mut trace = TurnTrace::start(&echo);
         let outcome = self.turn(memory, taken, backlog, &mut trace).await;
-        let finished = *outcome.as_ref().unwrap_or(&Outcome::Failed);
-        trace.finish(finished);
-        self.count(finished);
+        trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
         // A command is done with once answered; one that failed is left for
         // the platform to deliver again. (A question was settled on intake.)
         let again = command && self.settle(&echo.channel, &echo.msg_id, outcome.is_ok());
