@@ -17,9 +17,11 @@ use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::fsutil::TEMP_PREFIX;
+use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::stm::Stm;
-use mnemo_sessions::{SafeName, commands, report};
+use mnemo_sessions::{Layout, SafeName, commands, report};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
@@ -35,7 +37,15 @@ fn stm_for(state_root: &Path, channel: &str, memories: Option<&Memories>) -> Res
     if let Some(memory) = memories.and_then(|m| m.get(channel)) {
         return Ok(memory.stm.clone());
     }
-    Ok(ChannelMemory::for_operator(state_root, channel, None)?.stm)
+    let layout = Layout::new(state_root, channel);
+    if !layout.root().is_dir() {
+        bail!(
+            "no stored memory for channel `{channel}` under {}",
+            state_root.display()
+        );
+    }
+    let config = SessionConfig::load(&layout.config_path())?;
+    Ok(Stm::new(layout, LockRegistry::new(), config.stm.fsync))
 }
 
 /// The channel's memory for acting as one of its users: the running bot's

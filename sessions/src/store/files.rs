@@ -324,6 +324,7 @@ impl UserMemory for FileUser {
 
     async fn matching(&mut self, words: &str) -> Result<Vec<FactLine>, StoreError> {
         let _guard = self.stm().lock(&self.user).await;
+        // An editor reads the profile; who and when only matter to a write.
         let who = EditBy {
             by: Author::Command,
             max_chars: self.store.config().ltm.max_profile_chars,
@@ -359,17 +360,7 @@ impl UserMemory for FileUser {
         let (layout, user) = (self.stm().layout(), &self.user);
         let storage = report::user_storage(self.stm(), user).map_err(StoreError::storage)?;
         let profile_entries = match profile::read(layout, user) {
-            Ok(Some(p)) => Some(
-                [
-                    FactSection::Preferences,
-                    FactSection::Facts,
-                    FactSection::Topics,
-                    FactSection::Notes,
-                ]
-                .into_iter()
-                .map(|s| profile::bullets(&p, s).len())
-                .sum(),
-            ),
+            Ok(Some(p)) => Some(profile::entries_of_body(&p.body)),
             Ok(None) => Some(0),
             Err(e) => {
                 tracing::warn!(user = %user, error = %e, "profile unreadable for status");
