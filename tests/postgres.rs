@@ -601,26 +601,58 @@ async fn written_without_a_broker(
     }
 }
 
+/// The binary as an operator runs it on a Postgres config (the database's
+/// URL in `MNEMO_DATABASE_URL`), beside a migrated database.
+struct Operator {
+    _model: FakeModel,
+    url: String,
+    db: pg::TestDb,
+    store: PgStore,
+    dir: tempfile::TempDir,
+    home: std::path::PathBuf,
+    config: std::path::PathBuf,
+}
+
+impl Operator {
+    async fn start(state: &str) -> Operator {
+        let (model, url) = FakeModel::start().await;
+        let db = pg::database();
+        let store = migrated_store(&db.url()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let config = write_pg_config(dir.path(), &url, state);
+        Operator {
+            _model: model,
+            url,
+            db,
+            store,
+            dir,
+            home,
+            config,
+        }
+    }
+
+    /// `mnemo <args>`, run to its end.
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = support::mnemo(&self.config, &self.home);
+        cmd.env("MNEMO_DATABASE_URL", self.db.url()).args(args);
+        cmd.output().unwrap()
+    }
+}
+
 /// `mnemo sessions maintain` on a Postgres config runs the database's
 /// maintenance (not the empty state folder's): yesterday's messages get
 /// their daily once, and the run says so, in JSON too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
-    let (_fake, url) = FakeModel::start().await;
-    let db = pg::database();
-    let store = migrated_store(&db.url()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let config = write_pg_config(dir.path(), &url, "broker-1");
+    let op = Operator::start("broker-1").await;
     let two_days_ago = chrono::Utc::now() - chrono::TimeDelta::days(2);
-    written_without_a_broker((&store, dir.path(), &url), two_days_ago, 3, |i| format!("note {i}")).await;
-    let run = || {
-        let mut cmd = support::mnemo(&config, &home);
-        cmd.env("MNEMO_DATABASE_URL", db.url())
-            .args(["sessions", "maintain", "--json"]);
-        cmd.output().unwrap()
-    };
+    written_without_a_broker((&op.store, op.dir.path(), &op.url), two_days_ago, 3, |i| {
+        format!("note {i}")
+    })
+    .await;
+    let run = || op.run(&["sessions", "maintain", "--json"]);
     let out = run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
@@ -633,7 +665,7 @@ async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
     let out = run();
     let report: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(report["channels"][0]["dailiesWritten"], 0, "once: {report}");
-    let count: i64 = pg_client(&db.url())
+    let count: i64 = pg_client(&op.db.url())
         .await
         .query_one("SELECT count(*) FROM mnemo_digests WHERE kind = 'daily'", &[])
         .await
@@ -647,23 +679,13 @@ async fn sessions_maintain_on_postgres_writes_the_databases_dailies() {
 /// user with nothing stored there is an error naming where it looked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_export_and_forget_on_postgres_act_on_the_database() {
-    let (_fake, url) = FakeModel::start().await;
-    let db = pg::database();
-    let store = migrated_store(&db.url()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let config = write_pg_config(dir.path(), &url, "operator");
-    written_without_a_broker((&store, dir.path(), &url), chrono::Utc::now(), 4, |i| {
+    let op = Operator::start("operator").await;
+    written_without_a_broker((&op.store, op.dir.path(), &op.url), chrono::Utc::now(), 4, |i| {
         format!("ada's line {i}")
     })
     .await;
-    let run = |args: &[&str]| {
-        let mut cmd = support::mnemo(&config, &home);
-        cmd.env("MNEMO_DATABASE_URL", db.url()).args(args);
-        cmd.output().unwrap()
-    };
-    let bundle = dir.path().join("ada.tar.gz");
+    let run = |args: &[&str]| op.run(args);
+    let bundle = op.dir.path().join("ada.tar.gz");
     let out = run(&[
         "sessions",
         "export",
@@ -695,7 +717,7 @@ async fn sessions_export_and_forget_on_postgres_act_on_the_database() {
         said.contains("in the database (channel `telegram`)") && said.contains("Deleted everything"),
         "{said}"
     );
-    let left: i64 = pg_client(&db.url())
+    let left: i64 = pg_client(&op.db.url())
         .await
         .query_one(
             "SELECT count(*) FROM mnemo_messages WHERE channel = 'telegram' AND user_key = 'ada'",

@@ -10,7 +10,7 @@ use super::subject::Subject;
 use chrono::Utc;
 use mnemo::access::{AccessFile, Admission, DmPolicy, Gate, pairing};
 use mnemo::config::LimitsConfig;
-use mnemo_channels::{ChatKind, Inbound};
+use mnemo_channels::Inbound;
 use std::time::Duration;
 
 specs![
@@ -42,19 +42,7 @@ impl Subject {
     }
 
     fn dm(&self, user: &str, msg_id: &str) -> Inbound {
-        Inbound {
-            channel: self.store.channel().to_string(),
-            user_id: user.into(),
-            user_name: Some(user.into()),
-            chat_id: format!("dm-{user}"),
-            chat_kind: ChatKind::Direct,
-            thread_id: None,
-            msg_id: msg_id.into(),
-            text: "hello".into(),
-            ts: Utc::now(),
-            addressed: true,
-            interaction: None,
-        }
+        crate::support::dm(self.store.channel(), user, msg_id, "hello")
     }
 }
 
