@@ -38,6 +38,9 @@ pub const MIN_REPEAT_MINUTES: i64 = 10;
 /// mid-post: the reminder is kept as missed, never sent again.
 pub const CLAIM_SECS: i64 = 300;
 
+/// Said when a user has `reminders.maxPerUser` reminders waiting.
+pub const FULL: &str = "You have the most reminders I keep for one person; cancel one first (see /session reminders).";
+
 /// Where a reminder is posted: the chat it was set in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

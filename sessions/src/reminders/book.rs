@@ -21,7 +21,7 @@ pub struct Book {
 /// Why a reminder was not added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
-    #[error("You have the most reminders I keep for one person; cancel one first (/session reminders).")]
+    #[error("{}", super::FULL)]
     Full,
     #[error("a reminder with that id exists")]
     Taken,
