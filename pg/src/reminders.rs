@@ -10,9 +10,9 @@
 use crate::turn::PgTurn;
 use crate::{PgChannel, PgError};
 use chrono::{DateTime, Duration, Utc};
+use deadpool_postgres::GenericClient;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::reminders::{Book, BookError, CLAIM_SECS, Claimed, Finish, Place, Reminder, State};
-use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 /// The columns every read returns, in [`reminder_of`]'s order.
@@ -77,7 +77,17 @@ async fn put(
                 "UPDATE mnemo_reminders SET at = $4, due = $5, state = $6, claimed_at = $7, attempts = $8, missed = $9,
                         claimed_by = CASE WHEN $6 = 'sending' THEN claimed_by END
                  WHERE channel = $1 AND user_key = $2 AND id = $3",
-                &[&channel, &key, &id, &r.at, &r.due, &state_name(r.state), &r.claimed_at, &attempts, &r.missed],
+                &[
+                    &channel,
+                    &key,
+                    &id,
+                    &r.at,
+                    &r.due,
+                    &state_name(r.state),
+                    &r.claimed_at,
+                    &attempts,
+                    &r.missed,
+                ],
             )
             .await?;
         }
@@ -247,7 +257,12 @@ impl PgTurn {
 impl PgChannel {
     /// Claims for `holder` up to `limit` reminders due at `now`; claims a
     /// broker left unfinished for [`CLAIM_SECS`] become missed first.
-    pub async fn claim_reminders(&self, now: DateTime<Utc>, limit: usize, holder: &str) -> Result<Vec<Claimed>, PgError> {
+    pub async fn claim_reminders(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+        holder: &str,
+    ) -> Result<Vec<Claimed>, PgError> {
         let mut conn = self.store().conn().await?;
         let channel = self.name();
         let stale = now - Duration::seconds(CLAIM_SECS);
@@ -300,7 +315,13 @@ impl PgChannel {
     }
 
     /// Ends `holder`'s claim of `user`'s reminder `id` as `finish`.
-    pub async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish, holder: &str) -> Result<(), PgError> {
+    pub async fn finish_reminder(
+        &self,
+        user: &SafeName,
+        id: &str,
+        finish: Finish,
+        holder: &str,
+    ) -> Result<(), PgError> {
         let mut conn = self.store().conn().await?;
         let (channel, key) = (self.name(), user.as_str());
         let tx = conn.transaction().await?;

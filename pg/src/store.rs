@@ -193,12 +193,20 @@ impl MemoryStore for PgMemory {
 
     async fn claim_reminders(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
         let inner = &self.inner;
-        inner.channel.claim_reminders(now, limit, &inner.holder).await.map_err(db)
+        inner
+            .channel
+            .claim_reminders(now, limit, &inner.holder)
+            .await
+            .map_err(db)
     }
 
     async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError> {
         let inner = &self.inner;
-        inner.channel.finish_reminder(user, id, finish, &inner.holder).await.map_err(db)
+        inner
+            .channel
+            .finish_reminder(user, id, finish, &inner.holder)
+            .await
+            .map_err(db)
     }
 }
 
@@ -310,7 +318,15 @@ impl UserMemory for PgUser {
         let inner = &self.memory.inner;
         let user = self.turn.user().clone();
         let book = self.turn.book().await.map_err(db)?;
-        crate::export::export(inner.channel.store(), inner.channel.name(), &inner.layout, &user, &book, now).await
+        crate::export::export(
+            inner.channel.store(),
+            inner.channel.name(),
+            &inner.layout,
+            &user,
+            &book,
+            now,
+        )
+        .await
     }
 
     async fn timezone(&mut self) -> Result<Option<String>, StoreError> {

@@ -12,8 +12,8 @@
 
 mod clear;
 pub mod memory;
-pub mod remind;
 pub mod parse;
+pub mod remind;
 mod search;
 pub use search::NO_WORDS;
 mod status;

@@ -185,7 +185,9 @@ fn parse_action(rest: &str) -> SessionCommand {
         }
         "reminders" if args.is_empty() => SessionCommand::Reminders,
         "reminders" => match args.split_whitespace().collect::<Vec<_>>()[..] {
-            [cancel, id] if cancel.eq_ignore_ascii_case("cancel") => SessionCommand::CancelReminder { id: id.to_string() },
+            [cancel, id] if cancel.eq_ignore_ascii_case("cancel") => {
+                SessionCommand::CancelReminder { id: id.to_string() }
+            }
             _ => unknown(),
         },
         "timezone" if args.split_whitespace().count() <= 1 => SessionCommand::Timezone {
@@ -244,7 +246,10 @@ mod tests {
             })
         );
         assert_eq!(p("/session reminders"), Some(Reminders));
-        assert_eq!(p("/session reminders CANCEL k3f9qa"), Some(CancelReminder { id: "k3f9qa".into() }));
+        assert_eq!(
+            p("/session reminders CANCEL k3f9qa"),
+            Some(CancelReminder { id: "k3f9qa".into() })
+        );
         assert!(matches!(p("/session reminders delete k3f9qa"), Some(Unknown { .. })));
         assert_eq!(p("/session timezone"), Some(Timezone { zone: None }));
         assert_eq!(

@@ -30,7 +30,12 @@ impl From<StoreError> for Refused {
 
 /// The user's zone: their own, else the app's.
 pub async fn zone_of(memory: &mut dyn UserMemory, default: Tz) -> Result<Tz, StoreError> {
-    Ok(memory.timezone().await?.as_deref().and_then(parse_zone).unwrap_or(default))
+    Ok(memory
+        .timezone()
+        .await?
+        .as_deref()
+        .and_then(parse_zone)
+        .unwrap_or(default))
 }
 
 /// Sets a reminder of `text` at `when` (relative or RFC 3339), repeating
@@ -43,6 +48,9 @@ pub async fn set(
     repeat: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Reminder, Refused> {
+    if here.max_reminders == 0 {
+        return Err(Refused::Said("Reminders are turned off on this bot.".to_string()));
+    }
     let text = check_text(text).map_err(|e| Refused::Said(e.to_string()))?;
     let at = parse_when(when, now).map_err(|e| Refused::Said(e.to_string()))?;
     let zone = zone_of(memory, here.timezone).await?;
@@ -122,8 +130,17 @@ pub(super) async fn list(memory: &mut dyn UserMemory, caller: Caller<'_>) -> Res
     }
     let mut text = format!("Your reminders ({}):", zone.name());
     for r in &waiting {
-        let repeat = r.repeat.as_deref().map(|rule| format!(", repeats `{rule}`")).unwrap_or_default();
-        text.push_str(&format!("\n• {} — {}{repeat} — {}", r.id, local_time(r.at, zone), r.text));
+        let repeat = r
+            .repeat
+            .as_deref()
+            .map(|rule| format!(", repeats `{rule}`"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\n• {} — {}{repeat} — {}",
+            r.id,
+            local_time(r.at, zone),
+            r.text
+        ));
     }
     text.push_str("\nCancel one with `/session reminders cancel <id>`.");
     Ok(text)

@@ -37,7 +37,10 @@ pub(super) async fn status(
     );
     let zone = match &status.timezone {
         Some(own) => own.clone(),
-        None => format!("{} (the bot's; set yours with /session timezone)", caller.here.map_or(chrono_tz::UTC, |h| h.timezone).name()),
+        None => format!(
+            "{} (the bot's; set yours with /session timezone)",
+            caller.here.map_or(chrono_tz::UTC, |h| h.timezone).name()
+        ),
     };
     text.push_str(&format!(
         "\n• {} reminder{} waiting; timezone {zone}",

@@ -54,7 +54,9 @@ impl FileReminders {
         let mut books = self.books.lock().await;
         if books.is_none() {
             let layout = self.layout.clone();
-            let read = off_workers(move || read_all(&layout)).await.ok_or_else(|| storage("shutting down"))?;
+            let read = off_workers(move || read_all(&layout))
+                .await
+                .ok_or_else(|| storage("shutting down"))?;
             *books = Some(read?);
         }
         Ok(f(books.as_mut().ok_or_else(|| storage("not read"))?))
@@ -113,7 +115,10 @@ impl FileReminders {
     }
 
     pub(super) async fn cancel(&self, user: &SafeName, id: &str) -> Result<bool, StoreError> {
-        if !self.read(user, |book| book.pending().iter().any(|r| r.id == id)).await? {
+        if !self
+            .read(user, |book| book.pending().iter().any(|r| r.id == id))
+            .await?
+        {
             return Ok(false);
         }
         let id = id.to_string();
@@ -122,7 +127,11 @@ impl FileReminders {
 
     pub(super) async fn take_missed(&self, user: &SafeName, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
         if !self
-            .read(user, |book| book.reminders.iter().any(|r| r.missed.is_some() && r.place.chat_id == chat_id))
+            .read(user, |book| {
+                book.reminders
+                    .iter()
+                    .any(|r| r.missed.is_some() && r.place.chat_id == chat_id)
+            })
             .await?
         {
             return Ok(Vec::new());
@@ -131,8 +140,39 @@ impl FileReminders {
         self.change(user, move |book| book.take_missed(&chat_id)).await
     }
 
-    /// Claims what is due at `now` (at most `limit`).
+    /// Claims what is due at `now` (at most `limit`), after turning
+    /// claims not ended in time into misses.
     pub(super) async fn claim(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
+        let abandoned: Vec<SafeName> = self
+            .with(|books| {
+                let users = books.readable.iter();
+                users
+                    .filter(|(_, book)| book.reminders.iter().any(|r| r.is_abandoned(now)))
+                    .map(|(user, _)| user.clone())
+                    .collect()
+            })
+            .await?;
+        for user in abandoned {
+            tracing::warn!(user = %user, "a reminder's claim was not ended in time; kept as missed, the user is told");
+            self.change(&user, |book| {
+                let stale: Vec<String> = book
+                    .reminders
+                    .iter()
+                    .filter(|r| r.is_abandoned(now))
+                    .map(|r| r.id.clone())
+                    .collect();
+                for id in stale {
+                    let next = book
+                        .reminders
+                        .iter()
+                        .find(|r| r.id == id)
+                        .cloned()
+                        .and_then(Reminder::abandoned);
+                    book.put(&id, next);
+                }
+            })
+            .await?;
+        }
         let due: Vec<(SafeName, String)> = self
             .with(|books| {
                 let mut due: Vec<(DateTime<Utc>, SafeName, String)> = books
@@ -222,7 +262,13 @@ fn read_all(layout: &Layout) -> Result<Books, StoreError> {
                     book.reminders = book
                         .reminders
                         .into_iter()
-                        .filter_map(|r| if r.state == State::Sending { r.abandoned() } else { Some(r) })
+                        .filter_map(|r| {
+                            if r.state == State::Sending {
+                                r.abandoned()
+                            } else {
+                                Some(r)
+                            }
+                        })
                         .collect();
                     tracing::warn!(user = %user, "a reminder was being posted when the bot stopped; kept as missed, the user is told");
                     write(layout, &user, &book)?;
@@ -241,7 +287,9 @@ fn read_all(layout: &Layout) -> Result<Books, StoreError> {
 fn write(layout: &Layout, user: &SafeName, book: &Book) -> Result<(), StoreError> {
     let path = layout.reminders_path(user);
     if book.is_empty() {
-        return remove_if_exists(layout.state_root(), &path).map(|_| ()).map_err(storage);
+        return remove_if_exists(layout.state_root(), &path)
+            .map(|_| ())
+            .map_err(storage);
     }
     let bytes = serde_json::to_vec_pretty(book).map_err(storage)?;
     fsutil::replace(layout.state_root(), &path, &bytes).map_err(storage)
