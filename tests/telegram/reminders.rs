@@ -18,7 +18,9 @@ use super::support;
 fn sent_to(api: &FakeBotApi, chat: i64) -> Vec<String> {
     api.calls("sendMessage")
         .iter()
-        .filter(|c| c.params["chat_id"] == chat || c.params["chat_id"] == chat.to_string())
+        .filter(|c| {
+            c.params["chat_id"].as_i64() == Some(chat) || c.params["chat_id"].as_str() == Some(&*chat.to_string())
+        })
         .map(|c| c.params["text"].as_str().unwrap_or_default().to_string())
         .collect()
 }

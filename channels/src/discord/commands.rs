@@ -34,10 +34,16 @@ const SUBCOMMANDS: [(&str, &str); 16] = [
     ("remember", "Add a note to your long-term memory"),
     ("history", "Recent changes to your long-term memory"),
     ("undo", "Take back the last change to your long-term memory"),
-    ("remind", "I message you here at a time: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00"),
+    (
+        "remind",
+        "I message you here at a time: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00",
+    ),
     ("reminders", "Your reminders waiting for their time"),
     ("reminders-cancel", "Cancel one of your reminders by its id"),
-    ("timezone", "Show or set your timezone (an IANA name like Europe/Lisbon)"),
+    (
+        "timezone",
+        "Show or set your timezone (an IANA name like Europe/Lisbon)",
+    ),
     ("help", "What these commands do"),
 ];
 
