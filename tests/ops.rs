@@ -507,3 +507,58 @@ async fn the_shipped_alert_rules_and_dashboard_name_only_metrics_the_broker_expo
         "not exported by the broker: {unknown:?}\nexported: {exported:?}"
     );
 }
+
+/// On the Postgres store the database is a readiness check: a broker that
+/// cannot reach it cannot take messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_readiness_follows_the_database() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let db = mnemo_testkit::pg::database();
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, std::time::Duration::from_secs(10)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = json!({
+        "stateDir": dir.path().join("state"),
+        "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
+                   "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
+        "store": { "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" },
+        "channels": { "console": { "enabled": false },
+                      "telegram": { "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 } },
+        "ops": { "listen": port.to_string() },
+    });
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let child = support::mnemo(&path, dir.path())
+        .arg("run")
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("MNEMO_DATABASE_URL", db.url())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let run = Running {
+        child,
+        dir,
+        ops: format!("http://127.0.0.1:{port}"),
+    };
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok database"), "{ready}");
+
+    // The database goes away (dropped, its connections ended).
+    let admin = format!("postgres://postgres@{}:{}/postgres", db.host, db.port);
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP DATABASE \"{}\" WITH (FORCE)", db.name))
+        .await
+        .unwrap();
+    let down = until(&run.ops, "/readyz", "not ready", |s, _| s == 503).await;
+    assert!(down.contains("failing database"), "{down}");
+    assert!(down.contains("ok platform telegram"), "{down}");
+    let scrape = get(&run.ops, "/metrics").await.1;
+    assert_eq!(sample(&scrape, "mnemo_ready "), 0.0, "{scrape}");
+}
