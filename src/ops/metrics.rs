@@ -95,6 +95,9 @@ pub struct Metrics {
     recall_embeddings: Family<OutcomeLabel, Counter>,
     summarizer_failures: Counter,
     maintenance_runs: Family<ChannelOutcome, Counter>,
+    /// Reminders by what became of them: `set`, `delivered`, `late`,
+    /// `missed`, `failed` (counts only: never a reminder's text).
+    reminders: Family<ChannelOutcome, Counter>,
     reconnects: Family<ChannelLabel, Counter>,
     connected: Family<ChannelLabel, Gauge>,
     queue_users: Gauge,
@@ -132,6 +135,7 @@ impl Metrics {
             recall_embeddings: Family::default(),
             summarizer_failures: Counter::default(),
             maintenance_runs: Family::default(),
+            reminders: Family::default(),
             reconnects: Family::default(),
             connected: Family::default(),
             queue_users: Gauge::default(),
@@ -206,6 +210,11 @@ impl Metrics {
             "maintenance_runs",
             "Maintenance runs, by channel and outcome",
             self.maintenance_runs.clone(),
+        );
+        registry.register(
+            "reminders",
+            "Reminders set, delivered (on time or late), missed and failed, by channel",
+            self.reminders.clone(),
         );
         registry.register(
             "platform_reconnects",
@@ -381,6 +390,11 @@ impl Metrics {
         self.maintenance_runs
             .get_or_create(&channel_outcome(channel, outcome))
             .inc();
+    }
+
+    /// `outcome`: `set`, `delivered`, `late`, `missed` or `failed`.
+    pub fn reminder(&self, channel: &str, outcome: &'static str) {
+        self.reminders.get_or_create(&channel_outcome(channel, outcome)).inc();
     }
 
     /// Brings the platform gauges up to date with a channel's link report.
