@@ -295,7 +295,7 @@ impl Pipeline {
             (None, Some(e)) => {
                 tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
                 self.reply(&message, e.user_message()).await;
-                Outcome::ModelFailed
+                Outcome::Cut
             }
             (None, None) => Outcome::Answered,
         };
