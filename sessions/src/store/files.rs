@@ -12,6 +12,8 @@
 
 mod reminders;
 
+pub use reminders::{read_book, write_book};
+
 use super::{Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory};
 use crate::compaction::{CompactionOutcome, Compactor, unfolded_recent};
 use crate::config::SessionConfig;

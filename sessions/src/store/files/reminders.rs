@@ -284,6 +284,21 @@ fn read_all(layout: &Layout) -> Result<Books, StoreError> {
     Ok(books)
 }
 
+/// `user`'s book as the files hold it (empty when there is none): for
+/// `mnemo store copy`, which runs without a bot.
+pub fn read_book(layout: &Layout, user: &SafeName) -> Result<Book, StoreError> {
+    let path = layout.reminders_path(user);
+    match fsutil::read_if_exists(layout.state_root(), &path).map_err(storage)? {
+        None => Ok(Book::default()),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| storage(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Writes `user`'s book (removes the file when it is empty).
+pub fn write_book(layout: &Layout, user: &SafeName, book: &Book) -> Result<(), StoreError> {
+    write(layout, user, book)
+}
+
 fn write(layout: &Layout, user: &SafeName, book: &Book) -> Result<(), StoreError> {
     let path = layout.reminders_path(user);
     if book.is_empty() {
