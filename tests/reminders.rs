@@ -200,10 +200,12 @@ async fn a_repeating_reminder_fires_at_each_time_late_ones_say_so_and_missed_one
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reminder_set_in_a_group_goes_to_the_group_with_its_text_only() {
-    let (_model, url) = FakeModel::start().await;
+async fn a_reminder_set_in_a_group_goes_to_the_group_and_the_group_never_sees_a_dm_one() {
+    let (model, url) = FakeModel::start().await;
     let state = tempfile::tempdir().unwrap();
     let (app, channel) = broker(state.path(), &url, None).await;
+    // A reminder of Ada's own, set in her DM: never listed in the group.
+    say(&app, &channel, "ada", "d1", "/session remind +2h see the dentist", 1).await;
     let mut message = dm("fake", "ada", "g1", "/session remind +1m water the office plant");
     message.chat_id = "group-1".into();
     message.chat_kind = ChatKind::Group;
@@ -213,7 +215,24 @@ async fn a_reminder_set_in_a_group_goes_to_the_group_with_its_text_only() {
     mnemo::reminders::pass(&app, Utc::now() + TimeDelta::minutes(2)).await;
     let group = sent_to(&channel, "group-1");
     assert_eq!(group.last().unwrap(), "⏰ Reminder: water the office plant");
-    assert!(sent_to(&channel, "dm-ada").is_empty(), "nothing went to the DM");
+    assert_eq!(sent_to(&channel, "dm-ada").len(), 1, "nothing more went to the DM");
+    // The model asked in the group for Ada's reminders sees only the group's.
+    model.script_tools(vec![vec![("reminder_list", json!({}))], vec![]]);
+    let mut ask = dm("fake", "ada", "g2", "@bot what reminders do I have?");
+    ask.chat_id = "group-1".into();
+    ask.chat_kind = ChatKind::Group;
+    app.submit(ask).await;
+    eventually("the answer in the group", async || {
+        sent_to(&channel, "group-1").len() >= 3
+    })
+    .await;
+    app.wait_turns(Duration::from_secs(10)).await;
+    let listed = serde_json::to_string(model.chat_requests().last().unwrap()).unwrap();
+    assert!(listed.contains("water the office plant"), "{listed}");
+    assert!(
+        !listed.contains("dentist"),
+        "a DM reminder never reaches a group's answer: {listed}"
+    );
     // Counted, by outcome (never by text).
     let metrics = mnemo::ops::metrics::metrics().encode();
     for outcome in ["set", "delivered"] {
