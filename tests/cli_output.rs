@@ -256,7 +256,10 @@ async fn state_commands_name_the_folder_they_act_on_and_fail_on_what_is_not_ther
     ] {
         let out = run(verb(args)).await;
         let (_, stderr) = text(&out);
-        assert!(!out.status.success(), "{args:?} about nothing there succeeded: {stderr}");
+        assert!(
+            !out.status.success(),
+            "{args:?} about nothing there succeeded: {stderr}"
+        );
         assert!(stderr.contains(access_json), "{args:?} says where it looked: {stderr}");
     }
     // Revoking the one that is there still works.
@@ -271,9 +274,22 @@ async fn state_commands_name_the_folder_they_act_on_and_fail_on_what_is_not_ther
     let maintained = stdout_json(&run(verb(&["sessions", "maintain", "--json"])).await);
     assert_eq!(maintained["stateDir"], folder);
     let out = run(verb(&["sessions", "reindex"])).await;
-    assert!(out.status.success() && text(&out).1.contains(folder), "{}", text(&out).1);
+    assert!(
+        out.status.success() && text(&out).1.contains(folder),
+        "{}",
+        text(&out).1
+    );
 
-    let out = run(verb(&["sessions", "forget", "--channel", "console", "--user", "nobody", "--yes"])).await;
+    let out = run(verb(&[
+        "sessions",
+        "forget",
+        "--channel",
+        "console",
+        "--user",
+        "nobody",
+        "--yes",
+    ]))
+    .await;
     let (_, stderr) = text(&out);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains(folder), "forget says where it looked: {stderr}");
@@ -294,7 +310,10 @@ fn the_example_config_and_the_systemd_unit_agree_on_the_state_folder() {
         .expect("the unit sets MNEMO_STATE_DIR");
     assert_eq!(example["stateDir"].as_str(), Some(unit_dir));
     // StateDirectory=mnemo is /var/lib/mnemo: the folder systemd creates.
-    assert!(unit.contains("StateDirectory=mnemo") && unit_dir == "/var/lib/mnemo", "{unit_dir}");
+    assert!(
+        unit.contains("StateDirectory=mnemo") && unit_dir == "/var/lib/mnemo",
+        "{unit_dir}"
+    );
     let docs = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
     assert!(
         docs.contains(&format!("`config.example.json` sets `{unit_dir}`")),

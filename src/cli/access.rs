@@ -108,7 +108,11 @@ pub async fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode
     let at = &at;
     // Said first, on stderr (stdout and --json stay as they were): which
     // rules this command reads or changes.
-    eprintln!("mnemo: access rules of `{}`: {}", printable(&channel), at.place(&channel));
+    eprintln!(
+        "mnemo: access rules of `{}`: {}",
+        printable(&channel),
+        at.place(&channel)
+    );
     if let Rules::Files { root, .. } = at
         && !root.is_dir()
     {
@@ -267,7 +271,9 @@ async fn revoke(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
         .await?;
     match (was_allowed, was_pending) {
         (true, _) => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
-        (false, true) => println!("`{user}` was not on any allowFrom list of `{channel}`; their pairing code is dropped"),
+        (false, true) => {
+            println!("`{user}` was not on any allowFrom list of `{channel}`; their pairing code is dropped")
+        }
         (false, false) => println!("`{user}` was not on any allowFrom list of `{channel}`"),
     }
     if policy == DmPolicy::Open {
@@ -353,7 +359,8 @@ async fn list(at: &Rules, channel: &str, json: bool) -> Result<ExitCode> {
                 if !json {
                     println!("the database holds no access rules for `{channel}`: defaults apply");
                 }
-                let doc = serde_json::json!({ "channel": channel, "store": "postgres", "database": place, "revision": null });
+                let doc =
+                    serde_json::json!({ "channel": channel, "store": "postgres", "database": place, "revision": null });
                 return Ok(print_rules(channel, &AccessFile::default(), doc, json));
             };
             match db::parse(channel, &row.doc) {
