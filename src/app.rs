@@ -99,6 +99,11 @@ impl App {
         &self.memories
     }
 
+    /// The adapter of the channel `name` (to post what the bot starts).
+    pub fn channel(&self, name: &str) -> Option<Arc<dyn Channel>> {
+        self.pipeline.channel(name)
+    }
+
     /// Questions answered, and questions whose model call failed, since
     /// the app started.
     pub fn answers(&self) -> (usize, usize) {

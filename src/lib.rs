@@ -24,6 +24,7 @@ pub mod ops;
 pub mod parts;
 pub mod pipeline;
 pub mod platforms;
+pub mod reminders;
 pub mod reply_limit;
 pub mod scheduler;
 pub mod shutdown;

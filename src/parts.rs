@@ -3,7 +3,7 @@
 //! model and summarizer, limits, and the database when memory is kept
 //! there.
 
-use crate::config::LimitsConfig;
+use crate::config::{LimitsConfig, RemindersConfig};
 use crate::model::Model;
 use mnemo_sessions::summarizer::Summarizer;
 use std::path::PathBuf;
@@ -16,6 +16,8 @@ pub struct AppParts {
     pub system_prompt: String,
     pub tz: chrono_tz::Tz,
     pub limits: LimitsConfig,
+    /// `reminders`: how many a user may have, how late one is still sent.
+    pub reminders: RemindersConfig,
     /// The chat model's per-call timeout, for shutdown budgets.
     pub model_timeout: Duration,
     pub model: Arc<dyn Model>,

@@ -26,6 +26,7 @@
 
 mod intake;
 mod no_model;
+mod reminding;
 
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
@@ -137,6 +138,12 @@ impl Pipeline {
     /// its answer only once the message is safe.
     /// Returns whether the platform will deliver the message again (only
     /// ever for one not taken).
+    /// The adapter of the channel `name`, for messages the bot starts
+    /// (reminders).
+    pub fn channel(&self, name: &str) -> Option<Arc<dyn Channel>> {
+        self.channels.get(name).cloned()
+    }
+
     pub fn settle(&self, channel: &str, msg_id: &str, taken: bool) -> bool {
         let Some(channel) = self.channels.get(channel) else {
             return false;
@@ -231,10 +238,12 @@ impl Pipeline {
             self.reply(&message, SAVED_WHILE_STOPPING).await;
             return Ok(Outcome::Saved);
         }
+        self.tell_missed(mine.as_mut(), &message).await;
 
         let request = self.request_for(memory, mine.as_mut(), &message, view).await;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, mine, &request);
+        let tools = self.with_reminders(tools, &message);
         let (answer, live) = {
             let _slot = self.model_slots.acquire().await.map_err(|_| TurnError::Closed)?;
             self.answer(&message, request, Some(&tools), limits).await
@@ -286,7 +295,7 @@ impl Pipeline {
             (None, Some(e)) => {
                 tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.channel, &message.user_id), error = %e, "model stream broke; the answer so far is kept, marked as cut");
                 self.reply(&message, e.user_message()).await;
-                Outcome::ModelFailed
+                Outcome::Cut
             }
             (None, None) => Outcome::Answered,
         };
@@ -371,7 +380,7 @@ impl Pipeline {
         } else {
             None
         };
-        let context = context::build(&ContextInput {
+        let mut context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
             summary: view.summary.as_deref(),
@@ -380,6 +389,9 @@ impl Pipeline {
             answering: Some(&message.msg_id),
             max_tokens: config.context.max_tokens,
         });
+        if self.parts.max_tool_rounds > 0 {
+            context.system.push_str(&self.clock_line(mine, Utc::now()).await);
+        }
         ModelRequest::new(context, message.text.clone())
     }
 

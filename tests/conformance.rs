@@ -12,13 +12,14 @@
 //! user never reaches another's memory: recall, search, commands, tools),
 //! `lifecycle` (clear, clear all, export, expiry and retention at
 //! maintenance), `access` (who may talk: the rules in `access.json` or in
-//! the database).
+//! the database), `reminders` (set, claimed once, missed, told once).
 
 mod access;
 mod commands;
 mod edits;
 mod folds;
 mod lifecycle;
+mod reminders;
 mod scope;
 mod subject;
 mod turns;

@@ -6,6 +6,7 @@
 
 use crate::support;
 use mnemo_testkit::discord as fake;
+mod reminders;
 mod streaming;
 
 use fake::{APP_ID, FakeDiscord, dm_channel_of};

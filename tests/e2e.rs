@@ -29,6 +29,7 @@ mod operator;
 mod ops;
 mod postgres;
 mod recall;
+mod reminders;
 mod slack;
 mod store_copy;
 mod telegram;

@@ -139,7 +139,16 @@ async fn the_model_remembers_searches_updates_and_forgets_with_openai_tool_calls
         .collect();
     assert_eq!(
         names,
-        ["memory_search", "memory_remember", "memory_update", "memory_forget"]
+        [
+            "memory_search",
+            "memory_remember",
+            "memory_update",
+            "memory_forget",
+            "reminder_set",
+            "reminder_list",
+            "reminder_cancel"
+        ],
+        "in a chat the reminder tools come with the memory tools"
     );
     let tool_message = requests[1]["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(tool_message["role"], "tool");

@@ -3,11 +3,12 @@
 //! real backend code on our side, fakes only at the network boundary.
 //! Each submodule specifies one concern; `fake` holds the fake server.
 
-mod fake;
+pub(crate) mod fake;
 
 mod anthropic;
 mod command;
 mod config;
+mod deadline;
 mod openai;
 mod reliability;
 mod secrets;

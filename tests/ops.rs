@@ -128,7 +128,7 @@ async fn metrics_count_real_turns_and_tokens_and_each_turn_logs_one_line_without
         until(&run.ops, "/healthz", "healthz", |s, _| s == 200).await;
         get(&run.ops, "/healthz").await
     };
-    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    assert_eq!((status, body.as_str()), (200, "ok\nmodel ok\n"));
 
     let before = get(&run.ops, "/metrics").await.1;
     let answered = r#"mnemo_turns_total{channel="telegram",outcome="answered"}"#;
@@ -159,7 +159,13 @@ async fn metrics_count_real_turns_and_tokens_and_each_turn_logs_one_line_without
         ),
         10.0
     );
-    assert_eq!(sample(&scrape, r#"mnemo_turn_seconds_count{channel="telegram"}"#), 2.0);
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"mnemo_turn_seconds_count{channel="telegram",outcome="answered"}"#
+        ),
+        2.0
+    );
     assert_eq!(sample(&scrape, r#"mnemo_model_seconds_count{purpose="answer"}"#), 2.0);
     assert!(
         scrape.contains(r#"mnemo_platform_connected{channel="telegram"} 1"#),
@@ -316,4 +322,243 @@ async fn a_dropped_slack_socket_counts_as_a_reconnect_and_readiness_comes_back()
     })
     .await;
     until(&run.ops, "/readyz", "ready again", |s, _| s == 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_outage_leaves_the_broker_ready_and_shows_in_healthz_and_the_metrics() {
+    let (model, model_url) = FakeModel::start().await;
+    model.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+
+    let failed = r#"mnemo_turns_total{channel="telegram",outcome="model_failed"}"#;
+    for i in 1..=4 {
+        api.push_message(text_message(ADA, user(ADA, "Ada"), &format!("question {i}")));
+        until(&run.ops, "/metrics", "a failed turn", |_, b| {
+            sample(b, failed) == f64::from(i)
+        })
+        .await;
+    }
+    // Four failed calls in a row: the model is failing, the broker is not.
+    let (status, ready) = get(&run.ops, "/readyz").await;
+    assert_eq!(status, 200, "a model outage does not make the broker unready: {ready}");
+    assert!(!ready.contains("model"), "{ready}");
+    let (status, health) = get(&run.ops, "/healthz").await;
+    assert_eq!(status, 200, "{health}");
+    assert!(
+        health.starts_with("ok\nmodel failing: the last 4 answer calls failed; the last failed with status 503 at "),
+        "{health}"
+    );
+    let scrape = get(&run.ops, "/metrics").await.1;
+    for (line, value) in [
+        ("mnemo_model_healthy", 0.0),
+        ("mnemo_model_answer_failures_in_a_row", 4.0),
+        ("mnemo_ready", 1.0),
+        (r#"mnemo_model_failures_total{purpose="answer",status="503"}"#, 4.0),
+        (
+            r#"mnemo_turn_seconds_count{channel="telegram",outcome="model_failed"}"#,
+            4.0,
+        ),
+    ] {
+        assert_eq!(sample(&scrape, &format!("{line} ")), value, "{line}: {scrape}");
+    }
+
+    // Back up, but the stream breaks after some text: a cut turn, its own outcome.
+    model.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    model.answer_with(Some("A half answer that stops"));
+    model.stream_slowly(6, std::time::Duration::from_millis(5));
+    model.break_stream_after(Some(2));
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "question 5"));
+    let cut = r#"mnemo_turn_seconds_count{channel="telegram",outcome="cut"}"#;
+    until(&run.ops, "/metrics", "a cut turn", |_, b| sample(b, cut) == 1.0).await;
+
+    // Whole again: the model is healthy at its first whole answer.
+    model.break_stream_after(None);
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "question 6"));
+    let answered = r#"mnemo_turns_total{channel="telegram",outcome="answered"}"#;
+    let scrape = until(&run.ops, "/metrics", "an answered turn", |_, b| {
+        sample(b, answered) == 1.0
+    })
+    .await;
+    assert_eq!(sample(&scrape, "mnemo_model_healthy "), 1.0, "{scrape}");
+    assert_eq!(get(&run.ops, "/healthz").await, (200, "ok\nmodel ok\n".to_string()));
+}
+
+/// The metric names a scrape shows: each family's sample names by its
+/// `# TYPE` (a counter's `_total`, a histogram's `_bucket`/`_sum`/`_count`,
+/// an info's `_info`), and every sample line's.
+fn exported_names(scrape: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in scrape.lines() {
+        if let Some(typed) = line.strip_prefix("# TYPE ") {
+            let mut words = typed.split_whitespace();
+            let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                "info" => &["_info"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+        } else if !line.starts_with('#') {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_string());
+        }
+    }
+    names
+}
+
+/// The `mnemo_*` and `process_*` names in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|w| w.starts_with("mnemo_") || w.starts_with("process_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every `expr` string anywhere in a Grafana dashboard.
+fn dashboard_exprs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("expr" | "query" | "definition", Value::String(e)) => out.push(e.clone()),
+                    _ => dashboard_exprs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| dashboard_exprs(v, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_alert_rules_and_dashboard_name_only_metrics_the_broker_exports() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let run = start(&api, &model_url);
+    let scrape = until(&run.ops, "/metrics", "a scrape", |s, _| s == 200).await;
+    let exported = exported_names(&scrape);
+    for name in [
+        "mnemo_build_info",
+        "mnemo_ready",
+        "mnemo_model_healthy",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(exported.contains(name), "{name} is not exported: {scrape}");
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+
+    let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(root.join("prometheus/alerts.yaml")).unwrap())
+        .expect("alerts.yaml is YAML");
+    let mut alerts = Vec::new();
+    let mut named = Vec::new();
+    for group in rules["groups"].as_array().expect("groups") {
+        assert!(group["name"].is_string(), "{group}");
+        for rule in group["rules"].as_array().expect("rules") {
+            let alert = rule["alert"].as_str().expect("every rule is an alert with a name");
+            let expr = rule["expr"].as_str().unwrap_or_else(|| panic!("{alert}: expr"));
+            assert!(
+                matches!(rule["labels"]["severity"].as_str(), Some("warning" | "critical")),
+                "{alert}: severity"
+            );
+            assert!(rule["annotations"]["summary"].is_string(), "{alert}: summary");
+            if let Some(wait) = rule.get("for") {
+                let wait = wait.as_str().unwrap_or_default();
+                assert!(wait.ends_with('m') || wait.ends_with('s'), "{alert}: for {wait}");
+            }
+            assert!(!metric_names(expr).is_empty(), "{alert} watches no mnemo metric");
+            named.extend(metric_names(expr).into_iter().map(|m| (alert.to_string(), m)));
+            alerts.push(alert.to_string());
+        }
+    }
+    for wanted in [
+        "MnemoModelFailing",
+        "MnemoNoTurnsAnswered",
+        "MnemoNotReady",
+        "MnemoSlowTurns",
+    ] {
+        assert!(alerts.iter().any(|a| a == wanted), "{wanted} missing: {alerts:?}");
+    }
+
+    let dashboard: Value = serde_json::from_slice(&std::fs::read(root.join("grafana/mnemo.json")).unwrap())
+        .expect("the dashboard is JSON");
+    assert!(dashboard["title"].is_string() && dashboard["panels"].as_array().is_some_and(|p| p.len() > 5));
+    let mut exprs = Vec::new();
+    dashboard_exprs(&dashboard, &mut exprs);
+    assert!(exprs.len() > 10, "{exprs:?}");
+    named.extend(
+        exprs
+            .iter()
+            .flat_map(|e| metric_names(e))
+            .map(|m| ("dashboard".to_string(), m)),
+    );
+
+    let unknown: Vec<_> = named.iter().filter(|(_, m)| !exported.contains(m)).collect();
+    assert!(
+        unknown.is_empty(),
+        "not exported by the broker: {unknown:?}\nexported: {exported:?}"
+    );
+}
+
+/// On the Postgres store the database is a readiness check: a broker that
+/// cannot reach it cannot take messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_readiness_follows_the_database() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let db = mnemo_testkit::pg::database();
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, std::time::Duration::from_secs(10)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = json!({
+        "stateDir": dir.path().join("state"),
+        "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
+                   "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
+        "store": { "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" },
+        "channels": { "console": { "enabled": false },
+                      "telegram": { "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 1 } },
+        "ops": { "listen": port.to_string() },
+    });
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let child = support::mnemo(&path, dir.path())
+        .arg("run")
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("MNEMO_DATABASE_URL", db.url())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let run = Running {
+        child,
+        dir,
+        ops: format!("http://127.0.0.1:{port}"),
+    };
+    let ready = until(&run.ops, "/readyz", "ready", |s, _| s == 200).await;
+    assert!(ready.contains("ok database"), "{ready}");
+
+    // The database goes away (dropped, its connections ended).
+    let admin = format!("postgres://postgres@{}:{}/postgres", db.host, db.port);
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP DATABASE \"{}\" WITH (FORCE)", db.name))
+        .await
+        .unwrap();
+    let down = until(&run.ops, "/readyz", "not ready", |s, _| s == 503).await;
+    assert!(down.contains("failing database"), "{down}");
+    assert!(down.contains("ok platform telegram"), "{down}");
+    let scrape = get(&run.ops, "/metrics").await.1;
+    assert_eq!(sample(&scrape, "mnemo_ready "), 0.0, "{scrape}");
 }

@@ -5,6 +5,7 @@
 //! between is the real broker and the real Slack adapter.
 
 use mnemo_testkit::slack as fake;
+mod reminders;
 mod streaming;
 use crate::support;
 

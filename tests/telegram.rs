@@ -8,6 +8,7 @@
 
 use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
+mod reminders;
 mod streaming;
 use crate::support;
 
@@ -27,6 +28,7 @@ const WEBHOOK_SECRET: &str = "e2e_webhook-secret";
 struct Mnemo {
     child: Option<Child>,
     dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
 }
 
 impl Mnemo {
@@ -70,8 +72,23 @@ impl Mnemo {
         std::fs::create_dir_all(access.parent().unwrap()).unwrap();
         let rules = json!({ "dmPolicy": "open", "groups": { GROUP.to_string(): rule } });
         std::fs::write(access, serde_json::to_vec_pretty(&rules).unwrap()).unwrap();
-        let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
-        let child = support::mnemo(&path, dir.path())
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let child = Mnemo::spawn(dir.path(), &env);
+        Mnemo {
+            child: Some(child),
+            dir,
+            env,
+        }
+    }
+
+    /// `mnemo run` on the config in `dir`, its stderr appended to `stderr.log`.
+    fn spawn(dir: &Path, env: &[(String, String)]) -> Child {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("stderr.log"))
+            .unwrap();
+        support::mnemo(&dir.join("config.json"), dir)
             .arg("run")
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("TELEGRAM_WEBHOOK_SECRET", WEBHOOK_SECRET)
@@ -79,11 +96,17 @@ impl Mnemo {
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
-            .unwrap();
-        Mnemo {
-            child: Some(child),
-            dir,
-        }
+            .unwrap()
+    }
+
+    /// Stops the bot (SIGTERM, a clean exit) and starts it again on the
+    /// same config and state folder.
+    fn restart(&mut self) {
+        let child = self.child.take().unwrap();
+        support::sigterm(child.id());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "mnemo run exits 0 after SIGTERM");
+        self.child = Some(Mnemo::spawn(self.dir.path(), &self.env));
     }
 
     fn state(&self) -> PathBuf {

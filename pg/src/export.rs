@@ -8,7 +8,8 @@
 //! their frontmatter, the fact log as `ltm/facts/<user>.jsonl`, topic
 //! notes under `ltm/topics/<user>/` and the kept versions as records under
 //! `ltm/versions/<user>/` (a profile's earlier body given the frontmatter
-//! the files would have) — with the same README, so an export reads the
+//! the files would have), reminders and timezone as `reminders/<user>.json`
+//! — with the same README, so an export reads the
 //! same whichever store made it.
 //!
 //! What it must not do: write anything to the state folder but the bundle.
@@ -31,6 +32,7 @@ pub async fn export(
     channel: &str,
     layout: &Layout,
     user: &SafeName,
+    book: &mnemo_sessions::reminders::Book,
     now: DateTime<Utc>,
 ) -> Result<Export, StoreError> {
     let stored = crate::copy::read_user(store, channel, user.as_str())
@@ -45,6 +47,10 @@ pub async fn export(
                 .map_err(StoreError::storage)?;
             extra.push((relative(layout, path)?, text.into_bytes()));
         }
+    }
+    if !book.is_empty() {
+        let json = serde_json::to_vec_pretty(book).map_err(StoreError::storage)?;
+        extra.push((relative(layout, layout.reminders_path(user))?, json));
     }
     let (layout, user) = (layout.clone(), user.clone());
     tokio::task::spawn_blocking(move || export::export_user(&layout, &user, now, &extra))

@@ -44,6 +44,7 @@ pub mod memory;
 pub mod migrate;
 pub mod pending;
 pub mod recall;
+pub mod reminders;
 pub mod seed;
 mod session;
 pub mod store;

@@ -50,6 +50,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "daily and weekly summaries, maintenance watermarks",
         sql: include_str!("migrations/0006_digests.sql"),
     },
+    Migration {
+        version: 7,
+        name: "reminders, a user's timezone",
+        sql: include_str!("migrations/0007_reminders.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

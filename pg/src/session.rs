@@ -22,9 +22,12 @@ impl PgTurn {
             .query_opt(
                 "SELECT count(*) FILTER (WHERE m.fold IS NULL), count(m.seq), u.summary_at, u.profile,
                         (SELECT count(*) FROM mnemo_topics t
-                         WHERE t.channel = $1 AND t.user_key = $2)
+                         WHERE t.channel = $1 AND t.user_key = $2),
+                        u.timezone,
+                        (SELECT count(*) FROM mnemo_reminders r
+                         WHERE r.channel = $1 AND r.user_key = $2 AND r.state <> 'done')
                  FROM mnemo_users u LEFT JOIN mnemo_messages m USING (channel, user_key)
-                 WHERE u.channel = $1 AND u.user_key = $2 GROUP BY u.summary_at, u.profile",
+                 WHERE u.channel = $1 AND u.user_key = $2 GROUP BY u.summary_at, u.profile, u.timezone",
                 &[&channel, &key],
             )
             .await?;
@@ -38,6 +41,7 @@ impl PgTurn {
         let summary_at: Option<DateTime<Utc>> = row.get(2);
         let profile: Option<String> = row.get(3);
         let notes: i64 = row.get(4);
+        let reminders: i64 = row.get(6);
         Ok(Status {
             stm_messages: count(short),
             archived_messages: count(all - short),
@@ -45,6 +49,8 @@ impl PgTurn {
             profile_entries: Some(profile.as_deref().map_or(0, profile::entries_of_body)),
             topic_notes: count(notes),
             storage: None,
+            timezone: row.get(5),
+            reminders: count(reminders),
         })
     }
 
@@ -87,8 +93,8 @@ impl PgTurn {
     }
 
     /// What `clear all` would delete, counted as items: each message
-    /// (short-term and archived), topic note and daily or weekly summary,
-    /// and the profile and rolling summary if there are.
+    /// (short-term and archived), topic note, daily or weekly summary and
+    /// reminder, and the profile, rolling summary and timezone if there are.
     pub async fn held(&mut self) -> Result<Held, PgError> {
         let (channel, key) = (self.channel_name().to_string(), self.user().as_str().to_string());
         let n: i64 = self
@@ -97,7 +103,9 @@ impl PgTurn {
                 "SELECT (SELECT count(*) FROM mnemo_messages WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_topics WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_digests WHERE channel = $1 AND user_key = $2)
+                      + (SELECT count(*) FROM mnemo_reminders WHERE channel = $1 AND user_key = $2)
                       + (u.profile IS NOT NULL)::int + (u.summary IS NOT NULL)::int
+                      + (u.timezone IS NOT NULL)::int
                  FROM mnemo_users u WHERE u.channel = $1 AND u.user_key = $2",
                 &[&channel, &key],
             )

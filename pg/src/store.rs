@@ -20,6 +20,7 @@ use mnemo_sessions::edits::{FactLine, Forgotten};
 use mnemo_sessions::export::Export;
 use mnemo_sessions::maintenance::Maintenance;
 use mnemo_sessions::recall::{Item, Recall, Recalled};
+use mnemo_sessions::reminders::{BookError, Claimed, Finish, Reminder};
 use mnemo_sessions::session::{Appended, ContextView};
 use mnemo_sessions::store::{
     Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory,
@@ -189,6 +190,24 @@ impl MemoryStore for PgMemory {
     fn next_due(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         self.inner.files.next_due(now)
     }
+
+    async fn claim_reminders(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
+        let inner = &self.inner;
+        inner
+            .channel
+            .claim_reminders(now, limit, &inner.holder)
+            .await
+            .map_err(db)
+    }
+
+    async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        inner
+            .channel
+            .finish_reminder(user, id, finish, &inner.holder)
+            .await
+            .map_err(db)
+    }
 }
 
 /// One user's turn on Postgres: the turn's connection, holding the user's
@@ -298,6 +317,43 @@ impl UserMemory for PgUser {
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError> {
         let inner = &self.memory.inner;
         let user = self.turn.user().clone();
-        crate::export::export(inner.channel.store(), inner.channel.name(), &inner.layout, &user, now).await
+        let book = self.turn.book().await.map_err(db)?;
+        crate::export::export(
+            inner.channel.store(),
+            inner.channel.name(),
+            &inner.layout,
+            &user,
+            &book,
+            now,
+        )
+        .await
+    }
+
+    async fn timezone(&mut self) -> Result<Option<String>, StoreError> {
+        self.turn.timezone().await.map_err(db)
+    }
+
+    async fn set_timezone(&mut self, zone: &str) -> Result<(), StoreError> {
+        self.turn.set_timezone(zone).await.map_err(db)
+    }
+
+    async fn reminders(&mut self) -> Result<Vec<Reminder>, StoreError> {
+        self.turn.reminders().await.map_err(db)
+    }
+
+    async fn add_reminder(&mut self, reminder: &Reminder, max: usize) -> Result<(), StoreError> {
+        match self.turn.add_reminder(reminder, max).await.map_err(db)? {
+            Ok(()) => Ok(()),
+            Err(BookError::Full) => Err(StoreError::Invalid(mnemo_sessions::reminders::FULL)),
+            Err(e @ BookError::Taken) => Err(StoreError::storage(e)),
+        }
+    }
+
+    async fn cancel_reminder(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.turn.cancel_reminder(id).await.map_err(db)
+    }
+
+    async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
+        self.turn.take_missed(chat_id).await.map_err(db)
     }
 }

@@ -13,6 +13,7 @@
 mod clear;
 pub mod memory;
 pub mod parse;
+pub mod remind;
 mod search;
 pub use search::NO_WORDS;
 mod status;
@@ -36,6 +37,20 @@ pub struct Caller<'a> {
     /// The channel's `ltm.maxProfileChars`: `/session remember` keeps the
     /// profile under it like compaction does.
     pub max_profile_chars: usize,
+    /// Where the command was sent, for reminders; `None` outside a chat
+    /// (an operator acting for a user), where reminders cannot be set.
+    pub here: Option<Here<'a>>,
+}
+
+/// The chat a command came from and what reminders there need.
+#[derive(Clone, Copy, Debug)]
+pub struct Here<'a> {
+    /// Where a reminder set by this command is posted.
+    pub place: &'a crate::reminders::Place,
+    /// The app's `timezone`, for users who set none.
+    pub timezone: chrono_tz::Tz,
+    /// `reminders.maxPerUser`.
+    pub max_reminders: usize,
 }
 
 /// What to send back.
@@ -73,6 +88,9 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session undo — take back the last change to your long-term memory\n\
 /session export — everything I store about you, as one archive file\n\
 /session search <words> — find what you told me before, with its date\n\
+/session remind <when> <text> — I message you then, here (when: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00)\n\
+/session reminders — your reminders; `/session reminders cancel <id>` cancels one\n\
+/session timezone [zone] — your timezone for reminders (an IANA name like Europe/Lisbon)\n\
 /session help — this list";
 
 /// Carries out `command` for `caller` on `memory` (the caller's) at `now`.
@@ -120,6 +138,10 @@ pub async fn try_execute(
         )),
         SessionCommand::Export => exported(memory.export(now).await?),
         SessionCommand::Search { words } => Reply::text(search::search(memory, words).await?),
+        SessionCommand::Remind { when, text } => Reply::text(remind::remind(memory, caller, when, text, now).await?),
+        SessionCommand::Reminders => Reply::text(remind::list(memory, caller).await?),
+        SessionCommand::CancelReminder { id } => Reply::text(remind::cancel(memory, id).await?),
+        SessionCommand::Timezone { zone } => Reply::text(remind::timezone(memory, caller, zone.as_deref()).await?),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.

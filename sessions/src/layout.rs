@@ -210,6 +210,17 @@ impl Layout {
         self.recall_root().join(user)
     }
 
+    /// `reminders/`: one file per user with reminders or a timezone.
+    pub fn reminders_root(&self) -> PathBuf {
+        self.root.join("reminders")
+    }
+
+    /// `reminders/<user>.json`: the user's reminders and timezone
+    /// ([`crate::reminders::Book`]).
+    pub fn reminders_path(&self, user: &SafeName) -> PathBuf {
+        self.reminders_root().join(format!("{user}.json"))
+    }
+
     /// Where `/session export` bundles are written for the operator.
     pub fn exports_dir(&self) -> PathBuf {
         self.root.join("exports")

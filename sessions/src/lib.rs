@@ -34,6 +34,7 @@ pub mod facts;
 pub mod frontmatter;
 pub mod profile;
 pub mod recall;
+pub mod reminders;
 pub mod summarizer;
 pub mod summary;
 pub mod topics;

@@ -113,6 +113,7 @@ pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, Repo
     roots.push(layout.versions_dir(user));
     roots.push(layout.summaries_dir(user));
     roots.push(layout.archive_dir(user));
+    roots.push(layout.reminders_path(user));
     roots.extend(bundles::user_exports(layout, user)?);
     Ok(roots)
 }

@@ -30,6 +30,7 @@ use crate::export::Export;
 use crate::names::SafeName;
 use crate::recall::{Item, Recalled};
 use crate::record::Record;
+use crate::reminders::{Claimed, Finish, Reminder};
 use crate::session::{Appended, ContextView};
 use crate::summarizer::FactSection;
 use crate::versions::{Author, Version};
@@ -115,6 +116,10 @@ pub struct Status {
     pub topic_notes: usize,
     /// Bytes and files the user's memory takes, where memory is files.
     pub storage: Option<(u64, u64)>,
+    /// The user's own timezone (`/session timezone`), if set.
+    pub timezone: Option<String>,
+    /// Reminders waiting for their time.
+    pub reminders: usize,
 }
 
 /// What `/session clear` removed.
@@ -220,6 +225,14 @@ pub trait MemoryStore: Send + Sync {
 
     /// When maintenance is next due after `now`.
     fn next_due(&self, now: DateTime<Utc>) -> DateTime<Utc>;
+
+    /// Claims for this broker up to `limit` reminders due at `now`, each
+    /// at most once across brokers and restarts; claims a dead broker
+    /// abandoned become missed first ([`crate::reminders`]).
+    async fn claim_reminders(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Claimed>, StoreError>;
+
+    /// Ends this broker's claim of `user`'s reminder `id` as `finish`.
+    async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError>;
 }
 
 /// One user's memory during a turn. Every method reaches this user's
@@ -306,4 +319,23 @@ pub trait UserMemory: Send {
 
     /// Everything stored about the user, bundled as the files hold it.
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError>;
+
+    /// The user's own IANA timezone, if they set one.
+    async fn timezone(&mut self) -> Result<Option<String>, StoreError>;
+
+    /// Sets the user's timezone (an IANA name the caller checked).
+    async fn set_timezone(&mut self, zone: &str) -> Result<(), StoreError>;
+
+    /// The user's reminders waiting for their time, soonest first.
+    async fn reminders(&mut self) -> Result<Vec<Reminder>, StoreError>;
+
+    /// Adds a reminder the caller checked, unless `max` are waiting
+    /// ([`StoreError::Invalid`] with [`crate::reminders::FULL`]).
+    async fn add_reminder(&mut self, reminder: &Reminder, max: usize) -> Result<(), StoreError>;
+
+    /// Cancels the waiting reminder `id`; whether there was one.
+    async fn cancel_reminder(&mut self, id: &str) -> Result<bool, StoreError>;
+
+    /// The missed times of reminders set in `chat_id`, each given once.
+    async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError>;
 }

@@ -336,6 +336,7 @@ pub fn app_parts(root: &Path) -> AppParts {
     let model: Arc<dyn Model> = Arc::new(InstantModel);
     AppParts {
         state_root: root.to_path_buf(),
+        reminders: Default::default(),
         system_prompt: "You are a helpful assistant.".into(),
         tz: chrono_tz::UTC,
         limits: LimitsConfig {

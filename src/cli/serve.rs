@@ -145,10 +145,12 @@ async fn serve_app(setup: Setup, channels: Vec<Arc<dyn Channel>>) -> Result<(Exi
         }
     };
     let scheduler = Scheduler::start(app.clone(), stop.clone());
+    let reminders = crate::reminders::Delivery::start(app.clone(), stop.clone());
     tracing::info!(state = %setup.state_root.display(), channels = channels.len(), "mnemo started");
     let finished = app.serve(channels, stop).await;
     trigger.fire();
     scheduler.stop().await;
+    reminders.stop().await;
     for task in [ops, control].into_iter().flatten() {
         let _ = task.await;
     }

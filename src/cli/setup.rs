@@ -170,6 +170,7 @@ impl Setup {
             system_prompt: self.config.system_prompt(&self.config_dir())?,
             tz: self.config.tz(),
             limits: self.config.limits.clone(),
+            reminders: self.config.reminders.clone(),
             model_timeout: std::time::Duration::from_secs(model_config.timeout_secs),
             model: chat,
             max_tool_rounds: model_config.tool_rounds() as usize,

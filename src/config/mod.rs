@@ -11,12 +11,14 @@ mod channels;
 mod limits;
 mod logging;
 mod ops;
+mod reminders;
 mod store;
 
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
 pub use limits::LimitsConfig;
 pub use logging::{LogFormat, LoggingConfig, parse_filter};
 pub use ops::OpsConfig;
+pub use reminders::RemindersConfig;
 pub use store::{StoreConfig, StoreKind};
 
 use crate::model::config::{ModelConfig, ModelOverride};
@@ -63,6 +65,9 @@ pub struct AppConfig {
     /// Where memory lives: the files (default) or a shared Postgres.
     #[serde(default)]
     pub store: StoreConfig,
+    /// Reminders users set (`/session remind`, the model's tools).
+    #[serde(default)]
+    pub reminders: RemindersConfig,
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -89,6 +94,7 @@ impl Default for AppConfig {
             logging: LoggingConfig::default(),
             ops: OpsConfig::default(),
             store: StoreConfig::default(),
+            reminders: RemindersConfig::default(),
         }
     }
 }
@@ -167,6 +173,7 @@ impl AppConfig {
         self.channels.validate().map_err(|e| e.within("channels"))?;
         self.ops.addr().map_err(|e| e.within("ops"))?;
         self.store.validate().map_err(|e| e.within("store"))?;
+        self.reminders.validate().map_err(|e| e.within("reminders"))?;
         Ok(())
     }
 

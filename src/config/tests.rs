@@ -86,6 +86,15 @@ fn invalid_values_are_refused_with_the_field() {
         "limits.maxConcurrentModelCalls"
     );
     assert_eq!(
+        field_error(r#"{"reminders": {"maxLateHours": 100000}}"#).0,
+        "reminders.maxLateHours"
+    );
+    assert_eq!(
+        field_error(r#"{"reminders": {"maxPerUser": 20000}}"#).0,
+        "reminders.maxPerUser"
+    );
+    assert_eq!(field_error(r#"{"reminders": {"every": 5}}"#).0, "reminders.every");
+    assert_eq!(
         field_error(r#"{"channels": {"slack": {"mode": "rtm"}}}"#).0,
         "channels.slack.mode"
     );

@@ -13,8 +13,10 @@
 //! deletions per turn. Each call is logged with tool, sizes and outcome —
 //! never the text — and counted in metrics.
 
+mod reminders;
 mod specs;
 
+pub use reminders::Reminding;
 pub use specs::MAX_QUERY_CHARS;
 
 use crate::model::{ToolCall, ToolExecutor, ToolResult, ToolSpec};
@@ -49,6 +51,8 @@ pub struct MemoryTools {
     max_profile_chars: usize,
     now: DateTime<Utc>,
     deletions: AtomicUsize,
+    /// Set where reminders can be made (a chat): the reminder tools.
+    reminding: Option<Reminding>,
 }
 
 /// Why a call did not do what it asked: a fixed code for logs and metrics,
@@ -102,7 +106,15 @@ impl MemoryTools {
             max_profile_chars,
             now,
             deletions: AtomicUsize::new(0),
+            reminding: None,
         }
+    }
+
+    /// These tools with the reminder tools, for reminders posted as
+    /// `reminding` says.
+    pub fn with_reminders(mut self, reminding: Reminding) -> MemoryTools {
+        self.reminding = Some(reminding);
+        self
     }
 
     /// The turn's memory, back.
@@ -175,6 +187,7 @@ impl MemoryTools {
                     Forgotten::Topic { slug } => format!("forgot topic note `{slug}` (the user can undo it)"),
                 })
             }
+            specs::REMINDER_SET | specs::REMINDER_LIST | specs::REMINDER_CANCEL => self.reminder_tool(tool, args).await,
             _ => Err(Refusal::invalid("no such tool")),
         }
     }
@@ -211,16 +224,24 @@ fn fields<'a, const N: usize>(args: &'a Value, wanted: [(&str, bool); N]) -> Res
 
 /// The tool's own name (a `'static` label), or `unknown`.
 fn tool_name(name: &str) -> &'static str {
-    [specs::SEARCH, specs::REMEMBER, specs::UPDATE, specs::FORGET]
-        .into_iter()
-        .find(|t| *t == name)
-        .unwrap_or("unknown")
+    [
+        specs::SEARCH,
+        specs::REMEMBER,
+        specs::UPDATE,
+        specs::FORGET,
+        specs::REMINDER_SET,
+        specs::REMINDER_LIST,
+        specs::REMINDER_CANCEL,
+    ]
+    .into_iter()
+    .find(|t| *t == name)
+    .unwrap_or("unknown")
 }
 
 #[async_trait]
 impl ToolExecutor for MemoryTools {
     fn specs(&self) -> Vec<ToolSpec> {
-        specs::all()
+        specs::all(self.reminding.as_ref().is_some_and(|r| r.max_per_user > 0))
     }
 
     async fn call(&self, call: &ToolCall) -> ToolResult {

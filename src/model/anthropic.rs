@@ -15,9 +15,9 @@ mod request;
 
 use super::build_error::BuildError;
 use super::config::{ANTHROPIC_DEFAULT_MAX_TOKENS, ModelConfig};
-use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
+use super::http::{HttpEndpoint, Opened, clip, endpoint_url, secret_header};
 use super::redact::Secret;
-use super::sse::{SseEvent, StreamProtocol, delta_stream};
+use super::sse::{SseEvent, StreamProtocol, open_stream, whole_reply};
 use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, ToolCall, Usage, redact};
 use async_trait::async_trait;
 use request::Body;
@@ -67,6 +67,38 @@ impl AnthropicBackend {
         })
     }
 
+    /// A whole Messages API reply (asked for, or sent by a proxy that
+    /// ignored `stream: true`): its text, `tool_use` blocks and usage.
+    fn read_reply(&self, reply: Value) -> Result<ModelReply, ModelError> {
+        let raw = || self.endpoint.redact(&reply.to_string());
+        let message: Message =
+            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a Messages API reply", &raw()))?;
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for block in message.content {
+            match block.kind.as_str() {
+                "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
+                "tool_use" => tool_calls.push(ToolCall {
+                    id: block.id.unwrap_or_default(),
+                    name: block.name.unwrap_or_default(),
+                    arguments: block.input.unwrap_or(Value::Null),
+                }),
+                _ => {}
+            }
+        }
+        if text.is_empty() && tool_calls.is_empty() {
+            return Err(unreadable("the reply has no text", &raw()));
+        }
+        Ok(ModelReply {
+            text,
+            tool_calls,
+            usage: message.usage.map(|u| Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+            }),
+        })
+    }
+
     /// The request body, exactly as sent (see [`Body`]).
     fn body<'a>(&'a self, request: &'a ModelRequest, stream: bool) -> Body<'a> {
         Body::new(&self.model, self.temperature, self.max_tokens, request, stream)
@@ -113,38 +145,21 @@ fn unreadable(what: &str, raw: &str) -> ModelError {
 impl Model for AnthropicBackend {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let reply = self.endpoint.post_json(&self.body(request, false)).await?;
-        let raw = || self.endpoint.redact(&reply.to_string());
-        let message: Message =
-            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a Messages API reply", &raw()))?;
-        let mut text = String::new();
-        let mut tool_calls = Vec::new();
-        for block in message.content {
-            match block.kind.as_str() {
-                "text" => text.push_str(block.text.as_deref().unwrap_or_default()),
-                "tool_use" => tool_calls.push(ToolCall {
-                    id: block.id.unwrap_or_default(),
-                    name: block.name.unwrap_or_default(),
-                    arguments: block.input.unwrap_or(Value::Null),
-                }),
-                _ => {}
-            }
-        }
-        if text.is_empty() && tool_calls.is_empty() {
-            return Err(unreadable("the reply has no text", &raw()));
-        }
-        Ok(ModelReply {
-            text,
-            tool_calls,
-            usage: message.usage.map(|u| Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-            }),
-        })
+        self.read_reply(reply)
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
-        let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
-        Ok(delta_stream(response, self.endpoint.timeout(), EventReader::default()))
+        let deadline = self.endpoint.deadline();
+        match self
+            .endpoint
+            .post_for_stream(&self.body(request, true), deadline)
+            .await?
+        {
+            Opened::Stream(response) => {
+                open_stream(response, self.endpoint.timeout(), deadline, EventReader::default()).await
+            }
+            Opened::Whole(reply) => Ok(whole_reply(self.read_reply(reply)?)),
+        }
     }
 
     fn describe(&self) -> String {
@@ -294,6 +309,7 @@ fn stream_error(error: Option<&Value>) -> ModelError {
         "overloaded_error" | "api_error" => ModelError::Unavailable {
             detail,
             retry_after: None,
+            cause: super::Unreached::InStream,
         },
         _ => ModelError::Protocol { detail },
     }

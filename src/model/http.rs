@@ -1,5 +1,5 @@
 //! The HTTP half both web backends share: one reqwest client per endpoint,
-//! the per-call timeout, and the mapping of HTTP statuses and transport
+//! the per-call timeout (the whole call, streamed or not), and the mapping of HTTP statuses and transport
 //! failures onto [`ModelError`] (429 → rate limited, 401/403 → auth, other
 //! 4xx → bad request, 5xx/408/connect → unavailable).
 //!
@@ -9,8 +9,8 @@
 
 use super::build_error::BuildError;
 use super::redact::Secret;
-use super::{ModelError, redact};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use super::{ModelError, Unreached, redact};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -109,27 +109,51 @@ impl HttpEndpoint {
     pub async fn post_json(&self, body: &impl serde::Serialize) -> Result<serde_json::Value, ModelError> {
         let exchange = async {
             let response = self.send(body).await?;
-            let bytes = response.bytes().await.map_err(|e| ModelError::Protocol {
-                detail: format!("the reply body was cut: {}", error_chain(&e)),
-            })?;
-            serde_json::from_slice(&bytes).map_err(|e| ModelError::Protocol {
-                detail: format!(
-                    "the reply is not JSON ({e}): {}",
-                    self.redact(&clip(&String::from_utf8_lossy(&bytes)))
-                ),
-            })
+            self.read_json(response).await
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
             .unwrap_or(Err(ModelError::Timeout { after: self.timeout }))
     }
 
-    /// Posts `body` and returns the response once its status is known to be
-    /// a success; reading the body (a stream) is the caller's.
-    pub async fn post_for_stream(&self, body: &impl serde::Serialize) -> Result<reqwest::Response, ModelError> {
-        tokio::time::timeout(self.timeout, self.send(body))
+    /// Posts `body`, asking for a stream, by `deadline` (the call's whole
+    /// time, [`Self::deadline`]). A success comes back as the response to
+    /// read as a stream, or — from a server or proxy that ignores
+    /// `stream: true` and answers `Content-Type: application/json` — as
+    /// the whole reply, read by the same deadline.
+    pub async fn post_for_stream(
+        &self,
+        body: &impl serde::Serialize,
+        deadline: tokio::time::Instant,
+    ) -> Result<Opened, ModelError> {
+        let exchange = async {
+            let response = self.send(body).await?;
+            if is_json(response.headers()) {
+                return Ok(Opened::Whole(self.read_json(response).await?));
+            }
+            Ok(Opened::Stream(response))
+        };
+        tokio::time::timeout_at(deadline, exchange)
             .await
             .unwrap_or(Err(ModelError::Timeout { after: self.timeout }))
+    }
+
+    /// When a call starting now must be over: the timeout bounds the
+    /// whole call, streamed or not.
+    pub fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.timeout
+    }
+
+    async fn read_json(&self, response: reqwest::Response) -> Result<serde_json::Value, ModelError> {
+        let bytes = response.bytes().await.map_err(|e| ModelError::Protocol {
+            detail: format!("the reply body was cut: {}", error_chain(&e)),
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| ModelError::Protocol {
+            detail: format!(
+                "the reply is not JSON ({e}): {}",
+                self.redact(&clip(&String::from_utf8_lossy(&bytes)))
+            ),
+        })
     }
 
     async fn send(&self, body: &impl serde::Serialize) -> Result<reqwest::Response, ModelError> {
@@ -159,6 +183,7 @@ impl HttpEndpoint {
             ModelError::Unavailable {
                 detail: format!("could not connect to {url}: {chain}"),
                 retry_after: None,
+                cause: Unreached::Connect,
             }
         } else if error.is_body() || error.is_decode() {
             ModelError::Protocol {
@@ -168,9 +193,26 @@ impl HttpEndpoint {
             ModelError::Unavailable {
                 detail: format!("the request to {url} failed: {chain}"),
                 retry_after: None,
+                cause: Unreached::Connect,
             }
         }
     }
+}
+
+/// A streaming request's answer: a stream to read, or a whole JSON reply.
+pub(crate) enum Opened {
+    Stream(reqwest::Response),
+    Whole(serde_json::Value),
+}
+
+/// Whether a response says its body is one JSON document
+/// (`application/json`, any parameters), not a stream.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// The typed error for a non-success status.
@@ -191,6 +233,7 @@ pub(crate) fn status_error(
         408 | 500..=599 => ModelError::Unavailable {
             detail: format!("HTTP {code}: {detail}"),
             retry_after: retry_after(headers),
+            cause: Unreached::Status(code),
         },
         400..=499 => ModelError::BadRequest { status: code, detail },
         _ => ModelError::Protocol {
@@ -347,6 +390,17 @@ mod tests {
         let body = br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}"#;
         assert_eq!(error_detail(StatusCode::BAD_REQUEST, body), "max_tokens: required");
         assert_eq!(error_detail(StatusCode::BAD_GATEWAY, b""), "Bad Gateway");
+    }
+
+    #[test]
+    fn only_a_json_content_type_is_read_as_a_whole_reply() {
+        assert!(is_json(&headers(&[("content-type", "application/json")])));
+        assert!(is_json(&headers(&[(
+            "content-type",
+            "Application/JSON; charset=utf-8"
+        )])));
+        assert!(!is_json(&headers(&[("content-type", "text/event-stream")])));
+        assert!(!is_json(&HeaderMap::new()));
     }
 
     #[test]

@@ -72,8 +72,10 @@ pub trait Model: Send + Sync {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError>;
 
     /// The reply as it is written, for edit-in-place messages. Errors before
-    /// the first delta (connect, HTTP status) come back here, so retries and
-    /// the fallback can still act; errors after that arrive in the stream.
+    /// the first part (connect, HTTP status, no reply text within the
+    /// call's timeout, an error event before any text) come back here, so
+    /// retries and the fallback can still act; errors after that arrive in
+    /// the stream, the call's deadline among them.
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError>;
 
     /// Whether [`Model::stream`] really yields the reply as it is written
@@ -175,11 +177,23 @@ pub enum ModelError {
     Unavailable {
         detail: String,
         retry_after: Option<Duration>,
+        /// Where it came from (the `status` label of the failure metric).
+        cause: Unreached,
     },
     #[error("the model's reply could not be read: {detail}")]
     Protocol { detail: String },
     #[error("the model command `{program}` failed: {detail}")]
     Command { program: String, detail: String },
+}
+
+/// Why a model was unavailable: an HTTP status (408, 5xx), no connection
+/// (refused, reset, a DNS or TLS failure), or an error the server reported
+/// inside its reply stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreached {
+    Status(u16),
+    Connect,
+    InStream,
 }
 
 fn retry_hint(retry_after: &Option<Duration>) -> String {
@@ -230,6 +244,26 @@ impl ModelError {
         !matches!(self, ModelError::Auth { .. } | ModelError::BadRequest { .. })
     }
 
+    /// The failure's `status` label in the metrics: the HTTP status when
+    /// there was one (`"429"`, `"401"`, `"503"`), else `timeout`,
+    /// `connect`, `stream_error` (an error event in the reply stream),
+    /// `unreadable` or `command`. A small fixed set; never a detail.
+    pub fn status_label(&self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow;
+        match self {
+            ModelError::Timeout { .. } => Cow::Borrowed("timeout"),
+            ModelError::RateLimited { .. } => Cow::Borrowed("429"),
+            ModelError::Auth { status, .. } | ModelError::BadRequest { status, .. } => Cow::Owned(status.to_string()),
+            ModelError::Unavailable { cause, .. } => match cause {
+                Unreached::Status(status) => Cow::Owned(status.to_string()),
+                Unreached::Connect => Cow::Borrowed("connect"),
+                Unreached::InStream => Cow::Borrowed("stream_error"),
+            },
+            ModelError::Protocol { .. } => Cow::Borrowed("unreadable"),
+            ModelError::Command { .. } => Cow::Borrowed("command"),
+        }
+    }
+
     /// How long the server asked us to wait, if it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -260,5 +294,30 @@ mod tests {
         assert!(busy.is_retryable() && busy.allows_fallback());
         assert!(!timeout.is_retryable() && timeout.allows_fallback());
         assert_eq!(busy.retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_rate_limit_and_a_refused_key_have_different_status_labels() {
+        let auth = ModelError::Auth {
+            status: 401,
+            detail: String::new(),
+        };
+        let busy = ModelError::RateLimited {
+            retry_after: None,
+            detail: String::new(),
+        };
+        let down = |cause| ModelError::Unavailable {
+            detail: String::new(),
+            retry_after: None,
+            cause,
+        };
+        assert_eq!(auth.status_label(), "401");
+        assert_eq!(busy.status_label(), "429");
+        assert_eq!(down(Unreached::Status(503)).status_label(), "503");
+        assert_eq!(down(Unreached::Connect).status_label(), "connect");
+        let timeout = ModelError::Timeout {
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(timeout.status_label(), "timeout");
     }
 }

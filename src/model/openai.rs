@@ -15,9 +15,9 @@ mod request;
 
 use super::build_error::BuildError;
 use super::config::ModelConfig;
-use super::http::{HttpEndpoint, clip, endpoint_url, secret_header};
+use super::http::{HttpEndpoint, Opened, clip, endpoint_url, secret_header};
 use super::redact::Secret;
-use super::sse::{SseEvent, StreamProtocol, delta_stream};
+use super::sse::{SseEvent, StreamProtocol, open_stream, whole_reply};
 use super::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, ToolCall, Usage, redact};
 use async_trait::async_trait;
 use request::Body;
@@ -58,6 +58,33 @@ impl OpenAiBackend {
             model: cfg.model.clone(),
             temperature: cfg.temperature,
             max_tokens: cfg.max_tokens(),
+        })
+    }
+
+    /// A whole chat completion (asked for, or sent by a server that
+    /// ignored `stream: true`): its text or tool calls and usage.
+    fn read_reply(&self, reply: Value) -> Result<ModelReply, ModelError> {
+        let raw = || self.endpoint.redact(&reply.to_string());
+        let completion: Completion =
+            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a chat completion", &raw()))?;
+        let message = completion.choices.into_iter().next().and_then(|c| c.message);
+        let (text, tool_calls) = match message {
+            Some(m) if !m.tool_calls.is_empty() => (
+                m.content.unwrap_or_default(),
+                m.tool_calls.into_iter().map(WireToolCall::into_call).collect(),
+            ),
+            Some(ChoiceMessage {
+                content: Some(text), ..
+            }) => (text, Vec::new()),
+            _ => return Err(unreadable("the completion has no text", &raw())),
+        };
+        Ok(ModelReply {
+            text,
+            tool_calls,
+            usage: completion.usage.map(|u| Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+            }),
         })
     }
 
@@ -167,33 +194,21 @@ fn unreadable(what: &str, raw: &str) -> ModelError {
 impl Model for OpenAiBackend {
     async fn complete(&self, request: &ModelRequest) -> Result<ModelReply, ModelError> {
         let reply = self.endpoint.post_json(&self.body(request, false)).await?;
-        let raw = || self.endpoint.redact(&reply.to_string());
-        let completion: Completion =
-            serde_json::from_value(reply.clone()).map_err(|_| unreadable("not a chat completion", &raw()))?;
-        let message = completion.choices.into_iter().next().and_then(|c| c.message);
-        let (text, tool_calls) = match message {
-            Some(m) if !m.tool_calls.is_empty() => (
-                m.content.unwrap_or_default(),
-                m.tool_calls.into_iter().map(WireToolCall::into_call).collect(),
-            ),
-            Some(ChoiceMessage {
-                content: Some(text), ..
-            }) => (text, Vec::new()),
-            _ => return Err(unreadable("the completion has no text", &raw())),
-        };
-        Ok(ModelReply {
-            text,
-            tool_calls,
-            usage: completion.usage.map(|u| Usage {
-                input_tokens: u.prompt_tokens,
-                output_tokens: u.completion_tokens,
-            }),
-        })
+        self.read_reply(reply)
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
-        let response = self.endpoint.post_for_stream(&self.body(request, true)).await?;
-        Ok(delta_stream(response, self.endpoint.timeout(), ChunkReader::default()))
+        let deadline = self.endpoint.deadline();
+        match self
+            .endpoint
+            .post_for_stream(&self.body(request, true), deadline)
+            .await?
+        {
+            Opened::Stream(response) => {
+                open_stream(response, self.endpoint.timeout(), deadline, ChunkReader::default()).await
+            }
+            Opened::Whole(reply) => Ok(whole_reply(self.read_reply(reply)?)),
+        }
     }
 
     fn describe(&self) -> String {
@@ -274,6 +289,7 @@ impl StreamProtocol for ChunkReader {
             return Err(ModelError::Unavailable {
                 detail: format!("the server reported an error mid-reply: {}", clip(message)),
                 retry_after: None,
+                cause: super::Unreached::InStream,
             });
         }
         if let Some(usage) = chunk.usage {

@@ -1,18 +1,23 @@
 //! Server-sent events, as both HTTP backends stream them: a byte-level
-//! decoder ([`SseDecoder`]) and [`delta_stream`], which drives a response
-//! body through a backend's [`StreamProtocol`] into a [`DeltaStream`].
+//! decoder ([`SseDecoder`]) and [`open_stream`], which drives a response
+//! body through a backend's [`StreamProtocol`] into a [`DeltaStream`]
+//! ([`whole_reply`] makes one of a reply that came whole instead).
 //!
-//! It knows no provider's JSON; that is the protocol's job. It owns the one
-//! rule both share: a body that ends before the protocol's end marker is an
-//! error, never a short "success".
+//! It knows no provider's JSON; that is the protocol's job. It owns the two
+//! rules both share: a body that ends before the protocol's end marker is
+//! an error, never a short "success"; and the call's deadline holds
+//! whatever the server sends meanwhile (keep-alive comments, words without
+//! end): no first part by then fails the call, a reply still being written
+//! then ends in [`ModelError::Timeout`] after what came.
 
 use super::http::error_chain;
-use super::{DeltaStream, ModelError, StreamPart};
+use super::{DeltaStream, ModelError, ModelReply, StreamPart};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use std::collections::VecDeque;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// One dispatched event: its `event:` name, if any, and its `data:` lines
 /// joined with `\n`.
@@ -106,29 +111,55 @@ struct Reader<P> {
     /// Parts read but not yet handed out.
     parts: VecDeque<StreamPart>,
     protocol: P,
-    idle: Duration,
+    /// The call's timeout (for the error) and when it runs out.
+    limit: Duration,
+    deadline: Instant,
     body_ended: bool,
     finished: bool,
 }
 
-/// The deltas of `response`'s SSE body. `idle` bounds the wait for each
-/// chunk (not the whole reply, which may legitimately take minutes).
-pub(crate) fn delta_stream<P: StreamProtocol>(response: reqwest::Response, idle: Duration, protocol: P) -> DeltaStream {
-    let reader = Reader {
+/// The parts of `response`'s SSE body, once its first part has come: the
+/// wait for it is part of opening the stream (so an error or the deadline
+/// before any part is the call's error, which retries and the fallback
+/// see). The whole reply must come by `deadline`, the call's `limit` after
+/// it was sent; keep-alive comments do not move it.
+pub(crate) async fn open_stream<P: StreamProtocol>(
+    response: reqwest::Response,
+    limit: Duration,
+    deadline: Instant,
+    protocol: P,
+) -> Result<DeltaStream, ModelError> {
+    let mut reader = Reader {
         body: response.bytes_stream().boxed(),
         decoder: SseDecoder::default(),
         pending: VecDeque::new(),
         parts: VecDeque::new(),
         protocol,
-        idle,
+        limit,
+        deadline,
         body_ended: false,
         finished: false,
     };
-    futures_util::stream::unfold(reader, |mut r| async move {
+    let first = match reader.next_item().await {
+        Some(Err(e)) => return Err(e),
+        Some(Ok(part)) => Some(Ok(part)),
+        None => None,
+    };
+    let rest = futures_util::stream::unfold(reader, |mut r| async move {
         let item = r.next_item().await?;
         Some((item, r))
-    })
-    .boxed()
+    });
+    Ok(futures_util::stream::iter(first).chain(rest).boxed())
+}
+
+/// A reply that came whole (a server that ignored `stream: true`) as the
+/// stream of its parts: its text, its tool calls, its usage.
+pub(crate) fn whole_reply(reply: ModelReply) -> DeltaStream {
+    let text = Some(reply.text).filter(|t| !t.is_empty()).map(StreamPart::Text);
+    let calls = reply.tool_calls.into_iter().map(StreamPart::Call);
+    let usage = reply.usage.map(StreamPart::Usage);
+    let parts: Vec<_> = text.into_iter().chain(calls).chain(usage).map(Ok).collect();
+    futures_util::stream::iter(parts).boxed()
 }
 
 impl<P: StreamProtocol> Reader<P> {
@@ -157,8 +188,8 @@ impl<P: StreamProtocol> Reader<P> {
                 self.finished = true;
                 return self.protocol.on_eof().err().map(Err);
             }
-            match tokio::time::timeout(self.idle, self.body.next()).await {
-                Err(_) => return self.fail(ModelError::Timeout { after: self.idle }),
+            match tokio::time::timeout_at(self.deadline, self.body.next()).await {
+                Err(_) => return self.fail(ModelError::Timeout { after: self.limit }),
                 Ok(Some(Ok(chunk))) => self.pending.extend(self.decoder.push(&chunk)),
                 Ok(Some(Err(e))) => {
                     let detail = format!("the reply stream was cut: {}", error_chain(&e));

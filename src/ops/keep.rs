@@ -87,6 +87,7 @@ pub async fn as_user(
         user: &name,
         display_name: None,
         max_profile_chars: memory.config.ltm.max_profile_chars,
+        here: None,
     };
     commands::try_execute(mine.as_mut(), caller, command, Utc::now())
         .await

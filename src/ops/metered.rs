@@ -1,15 +1,18 @@
 //! A [`Model`] wrapper that records each call: latency and failures by
-//! purpose, reported tokens by model and purpose, and — for the chat model —
-//! the health that `/readyz` reads ("reached recently or not failing").
-//! It changes nothing about the call itself.
+//! purpose (failures also by status: a 429 is not a 401), reported tokens
+//! by model and purpose, and — for the chat model — its health: how many
+//! answer calls failed in a row, reported by `/healthz` and the
+//! `mnemo_model_healthy` gauge. Model health is never part of readiness:
+//! an unready broker receives no messages, so it would never see the model
+//! recover. It changes nothing about the call itself.
 
 use super::metrics::metrics;
 use crate::model::{DeltaStream, Model, ModelError, ModelReply, ModelRequest, StreamPart, Usage};
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
 
 /// What a model call is for (the `purpose` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,13 +33,54 @@ impl Purpose {
 /// Failed answer calls in a row; reset by any success.
 static ANSWER_FAILURES_IN_A_ROW: AtomicU32 = AtomicU32::new(0);
 
+/// The last failed answer call: its status label and when.
+static LAST_FAILURE: Mutex<Option<(String, SystemTime)>> = Mutex::new(None);
+
 /// After this many failed answer calls in a row (and none succeeding since),
-/// `/readyz` reports the model as failing.
+/// the model is reported failing (`/healthz`, `mnemo_model_healthy 0`).
 pub const FAILING_AFTER: u32 = 3;
 
 /// Failed answer calls in a row since the last success.
 pub fn answer_failures_in_a_row() -> u32 {
     ANSWER_FAILURES_IN_A_ROW.load(Ordering::SeqCst)
+}
+
+/// The chat model's health in one line, for `/healthz`: `model ok`, or
+/// `model failing: …` with how many answer calls failed and the last
+/// one's status. Never a detail of the error (it could quote a reply).
+pub fn model_health_line() -> String {
+    let failures = answer_failures_in_a_row();
+    if failures < FAILING_AFTER {
+        return "model ok".into();
+    }
+    let last = LAST_FAILURE.lock().ok().and_then(|l| l.clone());
+    let last = match last {
+        Some((status, at)) => {
+            let at = chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            format!("; the last failed with status {status} at {at}")
+        }
+        None => String::new(),
+    };
+    format!("model failing: the last {failures} answer calls failed{last}")
+}
+
+fn answered() {
+    ANSWER_FAILURES_IN_A_ROW.store(0, Ordering::SeqCst);
+    metrics().model_health(0, false);
+}
+
+fn failed(purpose: Purpose, error: &ModelError) {
+    let status = error.status_label();
+    metrics().model_failed(purpose.label(), &status);
+    if purpose == Purpose::Answer {
+        let n = ANSWER_FAILURES_IN_A_ROW
+            .fetch_add(1, Ordering::SeqCst)
+            .saturating_add(1);
+        if let Ok(mut last) = LAST_FAILURE.lock() {
+            *last = Some((status.into_owned(), SystemTime::now()));
+        }
+        metrics().model_health(n, n >= FAILING_AFTER);
+    }
 }
 
 pub struct Metered {
@@ -60,23 +104,37 @@ fn count_tokens(model: &str, purpose: Purpose, usage: &Usage) {
 }
 
 impl Metered {
-    fn count(&self, usage: &Usage) {
-        count_tokens(&self.model, self.purpose, usage);
-    }
-
     fn record<T>(&self, started: Instant, result: &Result<T, ModelError>) {
-        let purpose = self.purpose.label();
-        metrics().model_call(purpose, started.elapsed());
-        let answer = self.purpose == Purpose::Answer;
+        metrics().model_call(self.purpose.label(), started.elapsed());
         match result {
-            Ok(_) if answer => ANSWER_FAILURES_IN_A_ROW.store(0, Ordering::SeqCst),
+            Ok(_) if self.purpose == Purpose::Answer => answered(),
             Ok(_) => {}
-            Err(_) => {
-                metrics().model_failed(purpose);
-                if answer {
-                    ANSWER_FAILURES_IN_A_ROW.fetch_add(1, Ordering::SeqCst);
-                }
-            }
+            Err(e) => failed(self.purpose, e),
+        }
+    }
+}
+
+/// A streamed call being read: it failed if its stream ended in an error
+/// (the deadline, a cut connection); otherwise it succeeded when the
+/// reader let it go (at its end, or having read enough).
+struct StreamedCall {
+    purpose: Purpose,
+    failed: bool,
+}
+
+impl StreamedCall {
+    fn fail(&mut self, error: &ModelError) {
+        if !self.failed {
+            self.failed = true;
+            failed(self.purpose, error);
+        }
+    }
+}
+
+impl Drop for StreamedCall {
+    fn drop(&mut self) {
+        if !self.failed && self.purpose == Purpose::Answer {
+            answered();
         }
     }
 }
@@ -88,23 +146,33 @@ impl Model for Metered {
         let result = self.inner.complete(request).await;
         self.record(started, &result);
         if let Ok(ModelReply { usage: Some(usage), .. }) = &result {
-            self.count(usage);
+            count_tokens(&self.model, self.purpose, usage);
         }
         result
     }
 
-    /// Measured up to the stream's opening (what retries and the fallback
-    /// see); the tokens are counted as the stream reports them.
+    /// The latency is measured up to the stream's opening (its first part:
+    /// what retries and the fallback see); the tokens are counted as the
+    /// stream reports them, and an error in the stream counts as a failed
+    /// call.
     async fn stream(&self, request: &ModelRequest) -> Result<DeltaStream, ModelError> {
         let started = Instant::now();
         let result = self.inner.stream(request).await;
-        self.record(started, &result);
+        metrics().model_call(self.purpose.label(), started.elapsed());
+        let parts = match result {
+            Ok(parts) => parts,
+            Err(e) => {
+                failed(self.purpose, &e);
+                return Err(e);
+            }
+        };
         let (model, purpose) = (self.model.clone(), self.purpose);
-        Ok(result?
-            .inspect(move |part| {
-                if let Ok(StreamPart::Usage(usage)) = part {
-                    count_tokens(&model, purpose, usage);
-                }
+        let mut call = StreamedCall { purpose, failed: false };
+        Ok(parts
+            .inspect(move |part| match part {
+                Ok(StreamPart::Usage(usage)) => count_tokens(&model, purpose, usage),
+                Ok(_) => {}
+                Err(e) => call.fail(e),
             })
             .boxed())
     }

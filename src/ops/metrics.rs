@@ -10,6 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -49,6 +50,18 @@ struct PurposeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    purpose: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    revision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     model: String,
     purpose: String,
@@ -60,11 +73,16 @@ type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 /// families are internally synchronised.
 pub struct Metrics {
     registry: Registry,
+    /// The `process_*` metrics, unprefixed as every exporter names them.
+    process: Registry,
     turns: Family<ChannelOutcome, Counter>,
-    turn_seconds: Histograms<ChannelLabel>,
+    turn_seconds: Histograms<ChannelOutcome>,
     first_text_seconds: Histograms<ChannelLabel>,
     model_seconds: Histograms<PurposeLabel>,
-    model_failures: Family<PurposeLabel, Counter>,
+    model_failures: Family<FailureLabels, Counter>,
+    /// The chat model's health as its answer calls report it.
+    model_failures_in_a_row: Gauge,
+    model_healthy: Gauge,
     tokens_in: Family<TokenLabels, Counter>,
     tokens_out: Family<TokenLabels, Counter>,
     refused: Family<ChannelReason, Counter>,
@@ -77,10 +95,15 @@ pub struct Metrics {
     recall_embeddings: Family<OutcomeLabel, Counter>,
     summarizer_failures: Counter,
     maintenance_runs: Family<ChannelOutcome, Counter>,
+    /// Reminders by what became of them: `set`, `delivered`, `late`,
+    /// `missed`, `failed` (counts only: never a reminder's text).
+    reminders: Family<ChannelOutcome, Counter>,
     reconnects: Family<ChannelLabel, Counter>,
     connected: Family<ChannelLabel, Gauge>,
     queue_users: Gauge,
     queued_messages: Gauge,
+    /// 1 when every readiness check passed at the last scrape.
+    ready: Gauge,
 }
 
 fn fine_buckets() -> Histogram {
@@ -101,6 +124,8 @@ impl Metrics {
             first_text_seconds: Family::new_with_constructor(fine_buckets),
             model_seconds: Family::new_with_constructor(seconds_buckets),
             model_failures: Family::default(),
+            model_failures_in_a_row: Gauge::default(),
+            model_healthy: Gauge::default(),
             tokens_in: Family::default(),
             tokens_out: Family::default(),
             refused: Family::default(),
@@ -110,14 +135,21 @@ impl Metrics {
             recall_embeddings: Family::default(),
             summarizer_failures: Counter::default(),
             maintenance_runs: Family::default(),
+            reminders: Family::default(),
             reconnects: Family::default(),
             connected: Family::default(),
             queue_users: Gauge::default(),
             queued_messages: Gauge::default(),
+            ready: Gauge::default(),
             registry: Registry::default(),
+            process: Registry::default(),
         };
+        // Healthy until answer calls say otherwise.
+        m.model_healthy.set(1);
         let registry = m.register();
-        Metrics { registry, ..m }
+        let mut process = Registry::default();
+        process.register_collector(Box::new(super::process::ProcessCollector));
+        Metrics { registry, process, ..m }
     }
 
     /// The registry that exposes every family under its name and help
@@ -132,34 +164,23 @@ impl Metrics {
         );
         registry.register(
             "turn_seconds",
-            "Whole-turn latency from intake to reply sent",
+            "Whole-turn latency from intake to reply sent, by channel and outcome",
             self.turn_seconds.clone(),
+        );
+        registry.register(
+            "build",
+            "The running mnemo's version and git revision",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+                revision: env!("MNEMO_GIT_REV").into(),
+            }),
         );
         registry.register(
             "first_text_seconds",
             "Streamed answers: from the model's first text to the platform call showing it",
             self.first_text_seconds.clone(),
         );
-        registry.register(
-            "model_seconds",
-            "Model call latency, by purpose (answer, summary)",
-            self.model_seconds.clone(),
-        );
-        registry.register(
-            "model_failures",
-            "Model calls that failed, by purpose",
-            self.model_failures.clone(),
-        );
-        registry.register(
-            "model_input_tokens",
-            "Prompt tokens the model reported",
-            self.tokens_in.clone(),
-        );
-        registry.register(
-            "model_output_tokens",
-            "Completion tokens the model reported",
-            self.tokens_out.clone(),
-        );
+        self.register_model(&mut registry);
         registry.register(
             "recovered_questions",
             "Questions found stored but unanswered after a restart (or a dead broker), by channel and outcome: answered or stale (given up, the user told)",
@@ -191,6 +212,11 @@ impl Metrics {
             self.maintenance_runs.clone(),
         );
         registry.register(
+            "reminders",
+            "Reminders set, delivered (on time or late), missed and failed, by channel",
+            self.reminders.clone(),
+        );
+        registry.register(
             "platform_reconnects",
             "Times a platform connection came back after the first",
             self.reconnects.clone(),
@@ -210,24 +236,65 @@ impl Metrics {
             "Messages waiting in user queues",
             self.queued_messages.clone(),
         );
+        registry.register(
+            "ready",
+            "1 when every readiness check passes (state folder, database, platforms: what /readyz answers 200 to), checked at each scrape",
+            self.ready.clone(),
+        );
         registry
     }
 
-    /// The text exposition (OpenMetrics, which Prometheus scrapes).
+    /// The model's families: latency, failures, health, tokens.
+    fn register_model(&self, registry: &mut Registry) {
+        registry.register(
+            "model_seconds",
+            "Model call latency, by purpose (answer, summary)",
+            self.model_seconds.clone(),
+        );
+        registry.register(
+            "model_failures",
+            "Model calls that failed, by purpose and status (an HTTP status, timeout, connect, stream_error, unreadable, command)",
+            self.model_failures.clone(),
+        );
+        registry.register(
+            "model_answer_failures_in_a_row",
+            "Answer calls of the chat model that failed in a row since its last success",
+            self.model_failures_in_a_row.clone(),
+        );
+        registry.register(
+            "model_healthy",
+            "0 while the chat model's last answer calls failed (3 or more in a row), else 1; not part of readiness",
+            self.model_healthy.clone(),
+        );
+        registry.register(
+            "model_input_tokens",
+            "Prompt tokens the model reported",
+            self.tokens_in.clone(),
+        );
+        registry.register(
+            "model_output_tokens",
+            "Completion tokens the model reported",
+            self.tokens_out.clone(),
+        );
+    }
+
+    /// The text exposition (OpenMetrics, which Prometheus scrapes): mnemo's
+    /// own families, then the process's (read from `/proc` now; absent
+    /// where there is none).
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.process);
+        let _ = encode_eof(&mut out);
         out
     }
 
     pub fn turn(&self, channel: &str, outcome: &str, took: Duration) {
-        self.turns.get_or_create(&channel_outcome(channel, outcome)).inc();
-        self.turn_seconds
-            .get_or_create(&ChannelLabel {
-                channel: channel.into(),
-            })
-            .observe(took.as_secs_f64());
+        let labels = channel_outcome(channel, outcome);
+        self.turns.get_or_create(&labels).inc();
+        self.turn_seconds.get_or_create(&labels).observe(took.as_secs_f64());
     }
 
     /// A streamed answer's first text took `took` from the model to the
@@ -248,15 +315,24 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    pub fn model_failed(&self, purpose: &str) {
+    /// `status` is [`crate::model::ModelError::status_label`]: a small set.
+    pub fn model_failed(&self, purpose: &str, status: &str) {
         self.model_failures
-            .get_or_create(&PurposeLabel {
+            .get_or_create(&FailureLabels {
                 purpose: purpose.into(),
+                status: status.into(),
             })
             .inc();
         if purpose == "summary" {
             self.summarizer_failures.inc();
         }
+    }
+
+    /// The chat model's answer calls have failed `in_a_row` times since
+    /// the last success; `failing` once that reaches the threshold.
+    pub fn model_health(&self, in_a_row: u32, failing: bool) {
+        self.model_failures_in_a_row.set(i64::from(in_a_row));
+        self.model_healthy.set(i64::from(!failing));
     }
 
     pub fn tokens(&self, model: &str, purpose: &str, input: u64, output: u64) {
@@ -316,6 +392,11 @@ impl Metrics {
             .inc();
     }
 
+    /// `outcome`: `set`, `delivered`, `late`, `missed` or `failed`.
+    pub fn reminder(&self, channel: &str, outcome: &'static str) {
+        self.reminders.get_or_create(&channel_outcome(channel, outcome)).inc();
+    }
+
     /// Brings the platform gauges up to date with a channel's link report.
     /// `connects` only grows, so the reconnect counter follows it.
     pub fn link(&self, channel: &str, connected: bool, connects: u64) {
@@ -329,6 +410,10 @@ impl Metrics {
         if now > seen {
             reconnects.inc_by(now - seen);
         }
+    }
+
+    pub fn ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
     }
 
     pub fn queues(&self, users: usize, messages: usize) {
@@ -391,6 +476,58 @@ mod tests {
             text.contains(r#"mnemo_platform_reconnects_total{channel="discord"} 2"#),
             "{text}"
         );
-        assert!(text.contains("mnemo_turn_seconds_bucket"), "{text}");
+        assert!(
+            text.contains(r#"mnemo_turn_seconds_count{channel="telegram",outcome="answered"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("mnemo_build_info{version=\""), "{text}");
+        assert!(text.contains("mnemo_model_healthy 1"), "{text}");
+        m.model_failed("answer", "429");
+        m.model_failed("answer", "401");
+        assert!(
+            text_of(&m).contains(r#"mnemo_model_failures_total{purpose="answer",status="429"} 1"#),
+            "a rate limit is told apart from a refused key"
+        );
+        assert!(text.ends_with("# EOF\n"), "one EOF, at the end");
+        assert_eq!(text.matches("# EOF").count(), 1);
+    }
+
+    fn text_of(m: &Metrics) -> String {
+        m.encode()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_metrics_are_read_from_proc_on_linux() {
+        let text = Metrics::new().encode();
+        for name in [
+            "process_resident_memory_bytes ",
+            "process_virtual_memory_bytes ",
+            "process_cpu_seconds_total ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+        ] {
+            let value: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("{name} missing: {text}"))
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(value > 0.0 || name.starts_with("process_cpu"), "{name}{value}");
+        }
+        let start = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_start_time_seconds "))
+            .unwrap()
+            .trim()
+            .parse::<f64>()
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(start <= now + 1.0 && start > now - 86_400.0 * 30.0, "{start} vs {now}");
     }
 }

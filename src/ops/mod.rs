@@ -14,6 +14,7 @@ pub mod control;
 pub mod keep;
 pub mod metered;
 pub mod metrics;
+mod process;
 pub mod ready;
 pub mod server;
 pub mod turn_log;

@@ -1,9 +1,11 @@
 //! The ops HTTP endpoint (axum), bound to `ops.listen`: `/healthz` (the
-//! process answers), `/readyz` ([`super::ready`]: 200 or 503 with one line
+//! process answers: always 200, `ok` and then the chat model's health on a
+//! line of its own), `/readyz` ([`super::ready`]: 200 or 503 with one line
 //! per check) and `/metrics` (Prometheus text, refreshed from the app's
 //! queues and the channels' links at scrape time). It serves nothing else
 //! and reads nothing a user wrote.
 
+use super::metered;
 use super::metrics::metrics;
 use super::ready;
 use crate::app::App;
@@ -44,7 +46,7 @@ pub async fn start(
         state_root,
     };
     let router = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(scrape))
         .with_state(ops);
@@ -55,11 +57,16 @@ pub async fn start(
     }))
 }
 
+/// Liveness: 200 while the process answers, whatever the model does (a
+/// restart would not mend a model outage); the model's health is the
+/// second line, for a person or a probe that wants it.
+async fn healthz() -> String {
+    format!("ok\n{}\n", metered::model_health_line())
+}
+
 async fn readyz(State(ops): State<Ops>) -> impl IntoResponse {
-    let checks = tokio::task::spawn_blocking(move || ready::checks(&ops.state_root, &ops.channels))
-        .await
-        .unwrap_or_default();
-    let ready = !checks.is_empty() && checks.iter().all(|c| c.failure.is_none());
+    let checks = run_checks(&ops).await;
+    let ready = all_pass(&checks);
     let mut body = String::from(if ready { "ready\n" } else { "not ready\n" });
     for check in &checks {
         match &check.failure {
@@ -75,8 +82,18 @@ async fn readyz(State(ops): State<Ops>) -> impl IntoResponse {
     (status, body)
 }
 
+async fn run_checks(ops: &Ops) -> Vec<ready::Check> {
+    let store = ops.app.parts().store.as_ref();
+    ready::checks(ops.state_root.clone(), store, &ops.channels).await
+}
+
+fn all_pass(checks: &[ready::Check]) -> bool {
+    !checks.is_empty() && checks.iter().all(|c| c.failure.is_none())
+}
+
 async fn scrape(State(ops): State<Ops>) -> impl IntoResponse {
     let m = metrics();
+    m.ready(all_pass(&run_checks(&ops).await));
     let (users, messages) = ops.app.queue_depths();
     m.queues(users, messages);
     for channel in ops.channels.iter() {

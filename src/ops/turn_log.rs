@@ -24,6 +24,10 @@ pub enum Outcome {
     Refused,
     /// The model failed; the message is kept and the user told.
     ModelFailed,
+    /// The model's streamed answer broke off (an error or the call's
+    /// deadline mid-reply): what came is kept, marked as cut, and the user
+    /// told.
+    Cut,
     /// Saved during shutdown without a model call.
     Saved,
     /// Memory could not be written or read.
@@ -42,6 +46,7 @@ impl Outcome {
             Outcome::Command => "command",
             Outcome::Refused => "refused",
             Outcome::ModelFailed => "model_failed",
+            Outcome::Cut => "cut",
             Outcome::Saved => "saved",
             Outcome::Failed => "failed",
             Outcome::Duplicate => "duplicate",

@@ -11,8 +11,9 @@ use crate::channel_memory::ChannelMemory;
 use crate::dispatch::Backlog;
 use crate::ops::turn_log::Outcome;
 use chrono::Utc;
-use mnemo_channels::{Inbound, Outbound};
-use mnemo_sessions::commands::{self, SessionCommand};
+use mnemo_channels::{ChatKind, Inbound, Outbound};
+use mnemo_sessions::commands::{self, SessionCommand, remind};
+use mnemo_sessions::reminders::Place;
 use mnemo_sessions::store::UserMemory;
 
 impl Pipeline {
@@ -26,10 +27,12 @@ impl Pipeline {
         command: &SessionCommand,
     ) -> Result<Outcome, TurnError> {
         let user = mine.user().clone();
+        let place = place_of(message);
         let caller = commands::Caller {
             user: &user,
             display_name: message.user_name.as_deref(),
             max_profile_chars: memory.store.config().ltm.max_profile_chars,
+            here: Some(self.here(&place)),
         };
         let reply = commands::execute(mine, caller, command, Utc::now()).await;
         let out = match reply.export {
@@ -84,6 +87,26 @@ impl Pipeline {
         self.fold_if_due(memory, &user, due.now(backlog)).await;
         self.reply(message, &text).await;
         Ok(Outcome::GaveUp)
+    }
+}
+
+/// Where a reminder set by `message` is posted: its chat and thread.
+pub(super) fn place_of(message: &Inbound) -> Place {
+    remind::place(
+        &message.chat_id,
+        message.thread_id.as_deref(),
+        message.chat_kind == ChatKind::Group,
+    )
+}
+
+impl Pipeline {
+    /// What reminders set at `place` need from the app.
+    pub(super) fn here<'a>(&self, place: &'a Place) -> commands::Here<'a> {
+        commands::Here {
+            place,
+            timezone: self.parts.tz,
+            max_reminders: self.parts.reminders.max_per_user,
+        }
     }
 }
 

@@ -34,7 +34,7 @@ async fn clear_all_leaves_nothing_for_recall_or_search(s: Subject) {
 }
 
 /// The names and contents of the files in a `.tar.gz` bundle.
-fn unpack(path: &std::path::Path) -> Vec<(String, String)> {
+pub fn unpack(path: &std::path::Path) -> Vec<(String, String)> {
     let file = std::fs::File::open(path).unwrap();
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     let mut out = Vec::new();

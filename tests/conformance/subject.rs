@@ -145,15 +145,33 @@ impl Subject {
     /// The reply to `command` from `user`.
     pub async fn command(&self, user: &str, command: &SessionCommand) -> commands::Reply {
         let name = SafeName::of(user);
+        let place = chat_place();
         let caller = Caller {
             user: &name,
             display_name: None,
             max_profile_chars: self.store.config().ltm.max_profile_chars,
+            here: Some(commands::Here {
+                place: &place,
+                timezone: chrono_tz::UTC,
+                max_reminders: MAX_REMINDERS,
+            }),
         };
         let mut mine = self.store.user(&name).await.unwrap();
         commands::try_execute(mine.as_mut(), caller, command, at(100))
             .await
             .unwrap()
+    }
+}
+
+/// `reminders.maxPerUser` in the specs.
+pub const MAX_REMINDERS: usize = 3;
+
+/// The chat every spec's commands come from (`c1`, as the records').
+pub fn chat_place() -> mnemo_sessions::reminders::Place {
+    mnemo_sessions::reminders::Place {
+        chat_id: "c1".into(),
+        thread_id: None,
+        group: false,
     }
 }
 

@@ -24,6 +24,13 @@ pub enum Reply {
     SseThenBreak(Vec<String>),
     /// Nothing until this long has passed, then `{}`.
     Slow(Duration),
+    /// An SSE body made of these chunks, after which the server keeps the
+    /// connection open with a keep-alive comment (`: ping`) every 100 ms,
+    /// forever, as some gateways do.
+    SseThenKeepAlive(Vec<String>),
+    /// An SSE body made of these chunks, then `more` again every 100 ms,
+    /// forever: a model writing words without end.
+    SseEndless(Vec<String>, String),
 }
 
 /// What the server received.
@@ -132,6 +139,8 @@ async fn answer(State(shared): State<Shared>, uri: Uri, headers: HeaderMap, body
         Reply::JsonWithHeaders(status, headers, body) => json(status, &headers, body),
         Reply::Sse(chunks) => sse(chunks, false),
         Reply::SseThenBreak(chunks) => sse(chunks, true),
+        Reply::SseThenKeepAlive(chunks) => endless(chunks, ": ping\n\n".into()),
+        Reply::SseEndless(chunks, more) => endless(chunks, more),
         Reply::Slow(delay) => {
             tokio::time::sleep(delay).await;
             json(200, &[], serde_json::json!({}))
@@ -162,6 +171,22 @@ fn sse(chunks: Vec<String>, then_break: bool) -> Response {
         });
         body = body.chain(broken).boxed();
     }
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(body))
+        .unwrap()
+}
+
+/// `chunks`, then `again` every 100 ms until the client goes away.
+fn endless(chunks: Vec<String>, again: String) -> Response {
+    use futures_util::StreamExt;
+    let head = futures_util::stream::iter(chunks);
+    let tail = futures_util::stream::unfold(again, |again| async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Some((again.clone(), again))
+    });
+    let body = head.chain(tail).map(|c| Ok::<_, std::io::Error>(Bytes::from(c)));
     Response::builder()
         .status(200)
         .header("content-type", "text/event-stream")

@@ -196,6 +196,7 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
     let chat = mnemo::model::build(&config, &env).unwrap();
     mnemo::app::AppParts {
         state_root: state.to_path_buf(),
+        reminders: Default::default(),
         system_prompt: "You are a test.".into(),
         tz: chrono_tz::UTC,
         limits,

@@ -10,7 +10,7 @@ pub const NAME: &str = "session";
 /// Subcommands and their descriptions. `clear-all` reaches the broker as
 /// `/session clear all` and `forget-confirm` as `/session forget confirm …`
 /// (Discord names cannot contain spaces).
-const SUBCOMMANDS: [(&str, &str); 12] = [
+const SUBCOMMANDS: [(&str, &str); 16] = [
     (
         "status",
         "Your message count, summary age, long-term entries and storage use",
@@ -34,8 +34,37 @@ const SUBCOMMANDS: [(&str, &str); 12] = [
     ("remember", "Add a note to your long-term memory"),
     ("history", "Recent changes to your long-term memory"),
     ("undo", "Take back the last change to your long-term memory"),
+    (
+        "remind",
+        "I message you here at a time: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00",
+    ),
+    ("reminders", "Your reminders waiting for their time"),
+    ("reminders-cancel", "Cancel one of your reminders by its id"),
+    (
+        "timezone",
+        "Show or set your timezone (an IANA name like Europe/Lisbon)",
+    ),
     ("help", "What these commands do"),
 ];
+
+/// A subcommand's arguments, in the order they follow it in the text
+/// form: name, description, required.
+fn arguments(subcommand: &str) -> &'static [(&'static str, &'static str, bool)] {
+    match subcommand {
+        "forget" => &[("topic", "The fact's key, words it holds, or a topic note's name", true)],
+        "forget-confirm" => &[("words", "Words the facts to forget hold", true)],
+        "search" => &[("words", "What to look for", true)],
+        "remember" => &[("text", "What to remember", true)],
+        "history" => &[("topic", "Only this topic note's changes", false)],
+        "remind" => &[
+            ("when", "+10m, +2h, +3d, or a date and time with its offset", true),
+            ("text", "What to remind you of", true),
+        ],
+        "reminders-cancel" => &[("id", "The reminder's id (see /session reminders)", true)],
+        "timezone" => &[("zone", "An IANA name like Europe/Lisbon; empty shows yours", false)],
+        _ => &[],
+    }
+}
 
 /// The command definition sent to Discord at start.
 pub fn session() -> CreateCommand {
@@ -53,17 +82,9 @@ pub fn session() -> CreateCommand {
                     .add_string_choice("confirm", "confirm"),
                 );
             }
-            let argument = match *name {
-                "forget" => Some(("topic", "The fact's key, words it holds, or a topic note's name", true)),
-                "forget-confirm" => Some(("words", "Words the facts to forget hold", true)),
-                "search" => Some(("words", "What to look for", true)),
-                "remember" => Some(("text", "What to remember", true)),
-                "history" => Some(("topic", "Only this topic note's changes", false)),
-                _ => None,
-            };
-            if let Some((arg, description, required)) = argument {
+            for (arg, description, required) in arguments(name) {
                 sub = sub.add_sub_option(
-                    CreateCommandOption::new(CommandOptionType::String, arg, description).required(required),
+                    CreateCommandOption::new(CommandOptionType::String, *arg, *description).required(*required),
                 );
             }
             cmd.add_option(sub)
@@ -99,9 +120,17 @@ mod tests {
                 "remember",
                 "history",
                 "undo",
+                "remind",
+                "reminders",
+                "reminders-cancel",
+                "timezone",
                 "help"
             ]
         );
+        let remind = &json["options"][11];
+        assert_eq!(remind["options"][0]["name"], "when");
+        assert_eq!(remind["options"][1]["name"], "text");
+        assert_eq!(json["options"][13]["options"][0]["name"], "id");
         let search = &json["options"][7];
         assert_eq!(json["options"][8]["options"][0]["name"], "text");
         assert_eq!(json["options"][9]["options"][0]["required"], false);

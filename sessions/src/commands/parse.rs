@@ -36,6 +36,15 @@ pub enum SessionCommand {
     /// Search your own memory. `words` is what the user typed, trimmed,
     /// never empty.
     Search { words: String },
+    /// `remind <when> <text>`: a reminder in this chat. `when` is the
+    /// first word as typed; `text` the rest (checked when executed).
+    Remind { when: String, text: String },
+    /// `reminders`: your reminders waiting for their time.
+    Reminders,
+    /// `reminders cancel <id>`.
+    CancelReminder { id: String },
+    /// `timezone [zone]`: show, or set to an IANA zone name.
+    Timezone { zone: Option<String> },
     /// The list of commands.
     Help,
     /// `/session` with an action we do not know, or a known action with
@@ -59,6 +68,8 @@ impl SessionCommand {
             | SessionCommand::Export
             | SessionCommand::Forget { .. }
             | SessionCommand::History { .. }
+            | SessionCommand::Reminders
+            | SessionCommand::Timezone { .. }
             | SessionCommand::Undo => true,
             // `remember` echoes only a key made of what the user just typed.
             SessionCommand::Clear
@@ -66,6 +77,9 @@ impl SessionCommand {
             | SessionCommand::ClearAllConfirmed
             | SessionCommand::ForgetConfirmed { .. }
             | SessionCommand::Remember { .. }
+            // `remind` echoes what was just typed; `cancel` only the id.
+            | SessionCommand::Remind { .. }
+            | SessionCommand::CancelReminder { .. }
             | SessionCommand::Help
             | SessionCommand::Unknown { .. } => false,
         }
@@ -158,6 +172,27 @@ fn parse_action(rest: &str) -> SessionCommand {
             topic: (!args.is_empty()).then(|| args.to_string()),
         },
         "undo" if args.is_empty() => SessionCommand::Undo,
+        // Without a time or words it is still `remind`: its reply says how.
+        "remind" => {
+            let (when, text) = match args.find(char::is_whitespace) {
+                Some(i) => (&args[..i], args[i..].trim()),
+                None => (args, ""),
+            };
+            SessionCommand::Remind {
+                when: when.to_string(),
+                text: text.to_string(),
+            }
+        }
+        "reminders" if args.is_empty() => SessionCommand::Reminders,
+        "reminders" => match args.split_whitespace().collect::<Vec<_>>()[..] {
+            [cancel, id] if cancel.eq_ignore_ascii_case("cancel") => {
+                SessionCommand::CancelReminder { id: id.to_string() }
+            }
+            _ => unknown(),
+        },
+        "timezone" if args.split_whitespace().count() <= 1 => SessionCommand::Timezone {
+            zone: (!args.is_empty()).then(|| args.to_string()),
+        },
         _ => unknown(),
     }
 }
@@ -196,6 +231,34 @@ mod tests {
             })
         );
         assert_eq!(p("/session undo"), Some(Undo));
+        assert_eq!(
+            p("/session remind +10m  call the bank"),
+            Some(Remind {
+                when: "+10m".into(),
+                text: "call the bank".into()
+            })
+        );
+        assert_eq!(
+            p("/session remind"),
+            Some(Remind {
+                when: String::new(),
+                text: String::new()
+            })
+        );
+        assert_eq!(p("/session reminders"), Some(Reminders));
+        assert_eq!(
+            p("/session reminders CANCEL k3f9qa"),
+            Some(CancelReminder { id: "k3f9qa".into() })
+        );
+        assert!(matches!(p("/session reminders delete k3f9qa"), Some(Unknown { .. })));
+        assert_eq!(p("/session timezone"), Some(Timezone { zone: None }));
+        assert_eq!(
+            p("/session timezone Europe/Lisbon"),
+            Some(Timezone {
+                zone: Some("Europe/Lisbon".into())
+            })
+        );
+        assert!(matches!(p("/session timezone Europe Lisbon"), Some(Unknown { .. })));
         assert_eq!(
             p("/session forget CONFIRM tea  time"),
             Some(ForgetConfirmed {

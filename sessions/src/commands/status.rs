@@ -35,6 +35,18 @@ pub(super) async fn status(
         status.topic_notes,
         plural(status.topic_notes),
     );
+    let zone = match &status.timezone {
+        Some(own) => own.clone(),
+        None => format!(
+            "{} (the bot's; set yours with /session timezone)",
+            caller.here.map_or(chrono_tz::UTC, |h| h.timezone).name()
+        ),
+    };
+    text.push_str(&format!(
+        "\n• {} reminder{} waiting; timezone {zone}",
+        status.reminders,
+        plural(status.reminders)
+    ));
     if let Some((bytes, files)) = status.storage {
         text.push_str(&format!(
             "\n• storage: {} in {files} file{}",

@@ -10,6 +10,8 @@
 //! the caller's own name, or keep a memory copy a write made stale (every
 //! change to a user's files drops it: [`Sessions::forget`]).
 
+mod reminders;
+
 use super::{Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory};
 use crate::compaction::{CompactionOutcome, Compactor, unfolded_recent};
 use crate::config::SessionConfig;
@@ -20,6 +22,7 @@ use crate::maintenance::Maintenance;
 use crate::names::SafeName;
 use crate::recall::{Item, Recall, Recalled, TurnQuery};
 use crate::record::Record;
+use crate::reminders::{Claimed, Finish, Reminder};
 use crate::session::{Appended, ContextView, Sessions};
 use crate::stm::Stm;
 use crate::summarizer::{FactSection, NoModel, Summarizer};
@@ -41,6 +44,7 @@ struct Inner {
     sessions: Sessions,
     recall: Recall,
     maintenance: Maintenance,
+    reminders: reminders::FileReminders,
 }
 
 impl FileStore {
@@ -53,12 +57,14 @@ impl FileStore {
         let compactor = Compactor::new(stm.clone(), config.clone(), summarizer.clone());
         let sessions = Sessions::new(stm.clone(), config.clone(), compactor);
         let maintenance = Maintenance::new(stm.clone(), config, tz, summarizer).rotating_logs(rotates_logs);
+        let reminders = reminders::FileReminders::new(stm.layout().clone());
         FileStore {
             inner: Arc::new(Inner {
                 stm,
                 sessions,
                 recall,
                 maintenance,
+                reminders,
             }),
         }
     }
@@ -166,6 +172,14 @@ impl MemoryStore for FileStore {
 
     fn next_due(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         self.inner.maintenance.next_due(now)
+    }
+
+    async fn claim_reminders(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
+        self.inner.reminders.claim(now, limit).await
+    }
+
+    async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError> {
+        self.inner.reminders.finish(user, id, finish).await
     }
 }
 
@@ -374,6 +388,8 @@ impl UserMemory for FileUser {
             profile_entries,
             topic_notes: topics::list(layout, user).map_err(StoreError::storage)?.len(),
             storage: Some((storage.bytes, storage.files)),
+            timezone: self.store.inner.reminders.timezone(user).await?,
+            reminders: self.store.inner.reminders.pending(user).await?.len(),
         })
     }
 
@@ -424,6 +440,7 @@ impl UserMemory for FileUser {
         self.store.inner.recall.forget(user).map_err(StoreError::storage)?;
         drop(guard);
         self.store.inner.sessions.forget(user).await;
+        self.store.inner.reminders.forget(user).await;
         Ok(Held { count, unit: "file" })
     }
 
@@ -433,6 +450,30 @@ impl UserMemory for FileUser {
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError> {
         let _guard = self.stm().lock(&self.user).await;
         export::export_user(self.stm().layout(), &self.user, now, &[]).map_err(StoreError::storage)
+    }
+
+    async fn timezone(&mut self) -> Result<Option<String>, StoreError> {
+        self.store.inner.reminders.timezone(&self.user).await
+    }
+
+    async fn set_timezone(&mut self, zone: &str) -> Result<(), StoreError> {
+        self.store.inner.reminders.set_timezone(&self.user, zone).await
+    }
+
+    async fn reminders(&mut self) -> Result<Vec<Reminder>, StoreError> {
+        self.store.inner.reminders.pending(&self.user).await
+    }
+
+    async fn add_reminder(&mut self, reminder: &Reminder, max: usize) -> Result<(), StoreError> {
+        self.store.inner.reminders.add(&self.user, reminder, max).await
+    }
+
+    async fn cancel_reminder(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.store.inner.reminders.cancel(&self.user, id).await
+    }
+
+    async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
+        self.store.inner.reminders.take_missed(&self.user, chat_id).await
     }
 }
 

@@ -115,6 +115,7 @@ fn caller(m: &Memory) -> Caller<'_> {
         user: &m.user,
         display_name: None,
         max_profile_chars: 4000,
+        here: None,
     }
 }
 

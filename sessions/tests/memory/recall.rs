@@ -235,6 +235,7 @@ async fn clear_clear_all_and_forget_take_the_users_items_out_of_recall_at_once()
                 user: &alice,
                 display_name: None,
                 max_profile_chars: 4000,
+                here: None,
             };
             commands::try_execute(
                 crate::files_user(&stm, caller.user).await.as_mut(),
@@ -520,6 +521,7 @@ async fn a_vector_fill_racing_clear_all_stores_nothing_of_what_was_deleted() {
         user: &ada,
         display_name: None,
         max_profile_chars: 4000,
+        here: None,
     };
     commands::try_execute(
         crate::files_user(&stm, &ada).await.as_mut(),
