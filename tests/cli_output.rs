@@ -293,6 +293,24 @@ async fn state_commands_name_the_folder_they_act_on_and_fail_on_what_is_not_ther
     let (_, stderr) = text(&out);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains(folder), "forget says where it looked: {stderr}");
+
+    let bench_dir = dir.path().join("bench-state");
+    let bench = [
+        "bench",
+        "--users",
+        "1",
+        "--turns",
+        "1",
+        "--state-dir",
+        bench_dir.to_str().unwrap(),
+    ];
+    let out = run(verb(&bench)).await;
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(bench_dir.to_str().unwrap()),
+        "bench names its folder: {stderr}"
+    );
 }
 
 /// The example config and the systemd unit name the same state folder, so
