@@ -13,7 +13,9 @@
 //! walk and the open is refused by the kernel; where `openat2` is missing
 //! (`ENOSYS`) the walk and `O_NOFOLLOW` on the last component remain, and
 //! a link swapped in for a *parent* folder in between is then not caught.
-//! Deletes and folder listings go by path after the walk.
+//! A file is deleted by name in its folder opened the same way
+//! ([`unlink_beneath`]); folder deletes and listings go by path after the
+//! walk.
 //!
 //! **Private.** Folders are created 0700 and files 0600, set explicitly
 //! after creation so a permissive umask cannot widen them.
@@ -48,7 +50,7 @@ mod beneath;
 mod error;
 mod ops;
 
-pub use beneath::{Access, open_beneath};
+pub use beneath::{Access, open_beneath, unlink_beneath};
 pub use error::FileError;
 pub use ops::{list_dir, read_if_exists, read_string_if_exists, remove_if_exists, replace};
 
@@ -226,8 +228,10 @@ pub fn remove_nofollow(root: &Path, path: &Path) -> io::Result<()> {
     let meta = fs::symlink_metadata(path)?;
     if meta.is_dir() {
         fs::remove_dir_all(path)
-    } else {
+    } else if unlink_beneath(root, path)?.is_none() {
         fs::remove_file(path)
+    } else {
+        Ok(())
     }
 }
 

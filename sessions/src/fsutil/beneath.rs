@@ -51,6 +51,35 @@ pub fn open_beneath(root: &Path, path: &Path, access: Access) -> io::Result<Opti
     }
 }
 
+/// Deletes the file `path` (inside `root`) by its name in its folder, the
+/// folder opened beneath `root` with no symbolic link on the way, so a
+/// folder swapped for a link after the caller's checks is refused rather
+/// than deleted through. A link at `path` itself would be unlinked, not
+/// followed (the caller refuses it before). `Ok(None)` without `openat2`.
+pub fn unlink_beneath(root: &Path, path: &Path) -> io::Result<Option<()>> {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let below = path.strip_prefix(root).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not inside the state folder {}", path.display(), root.display()),
+        )
+    })?;
+    let (Some(name), folder) = (below.file_name(), below.parent().unwrap_or(Path::new(""))) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no file name to delete"));
+    };
+    match os::unlink(root, folder, Path::new(name)) {
+        Ok(()) => Ok(Some(())),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+            Ok(None)
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => Err(super::refused(path)),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod os {
     use super::Access;
@@ -83,6 +112,21 @@ mod os {
             }
         }
     }
+
+    pub fn unlink(root: &Path, folder: &Path, name: &Path) -> io::Result<()> {
+        let dir = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let folder = if folder.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            folder
+        };
+        // No O_NOFOLLOW: with O_PATH it would open a link at the end as
+        // itself; RESOLVE_NO_SYMLINKS refuses it (ELOOP) instead.
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        let parent = rustix::fs::openat2(&dir, folder, flags, Mode::empty(), resolve)?;
+        Ok(rustix::fs::unlinkat(&parent, name, rustix::fs::AtFlags::empty())?)
+    }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -93,6 +137,10 @@ mod os {
     use std::path::Path;
 
     pub fn open(_root: &Path, _below: &Path, _access: Access) -> io::Result<File> {
+        Err(io::Error::from_raw_os_error(libc::ENOSYS))
+    }
+
+    pub fn unlink(_root: &Path, _folder: &Path, _name: &Path) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(libc::ENOSYS))
     }
 }
@@ -144,5 +192,12 @@ mod tests {
         let new = root.path().join("stm/real/new.md");
         drop(open_beneath(root.path(), &new, Access::CreateNew).unwrap().unwrap());
         assert!(new.is_file());
+
+        // Deleting through the link is refused; the file outside stays.
+        let e = unlink_beneath(root.path(), &through).unwrap_err();
+        assert!(super::super::LinkRefused::is(&e), "{e}");
+        assert!(outside.path().join("secret.md").is_file());
+        unlink_beneath(root.path(), &new).unwrap().unwrap();
+        assert!(!new.exists());
     }
 }
