@@ -1,5 +1,6 @@
-//! Reminders through the real `App` (fakes only at the platform and the
-//! model): with two brokers on one Postgres each reminder is posted once;
+//! Reminders on the console (the real `mnemo chat`, stdin left open as on
+//! a terminal) and through the real `App` (fakes only at the platform and
+//! the model): with two brokers on one Postgres each reminder is posted once;
 //! a repeating reminder fires at each of its times; one found late is
 //! posted saying so; one too late, or whose post kept failing, is told as
 //! missed once, in its chat, at the user's next message; a group's
@@ -213,4 +214,54 @@ async fn a_reminder_set_in_a_group_goes_to_the_group_with_its_text_only() {
     let group = sent_to(&channel, "group-1");
     assert_eq!(group.last().unwrap(), "⏰ Reminder: water the office plant");
     assert!(sent_to(&channel, "dm-ada").is_empty(), "nothing went to the DM");
+    // Counted, by outcome (never by text).
+    let metrics = mnemo::ops::metrics::metrics().encode();
+    for outcome in ["set", "delivered"] {
+        let line = format!("mnemo_reminders_total{{channel=\"fake\",outcome=\"{outcome}\"}}");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+    assert!(!metrics.contains("office plant"));
+}
+
+#[test]
+fn a_reminder_set_on_the_console_prints_while_mnemo_chat_runs() {
+    use std::io::{BufRead, Write};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_model, url) = rt.block_on(FakeModel::start());
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &url, json!({}));
+    let mut child = support::mnemo(&config, dir.path())
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"/session remind +2s look up from the screen\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("⏰ Reminder: look up from the screen"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no reminder on the console: {seen:?}"),
+        }
+    }
+    assert!(seen.iter().any(|l| l.contains("I'll remind you")), "{seen:?}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
 }

@@ -318,7 +318,7 @@ impl PgTurn {
         let rows = self
             .conn()
             .query(
-                "SELECT seq, ts, by, what, file, before FROM mnemo_versions
+                "SELECT seq, ts, by, what, file, before, undone_at FROM mnemo_versions
                  WHERE channel = $1 AND user_key = $2 ORDER BY seq DESC",
                 &[&channel, &user],
             )
@@ -326,8 +326,8 @@ impl PgTurn {
         Ok(rows.iter().filter_map(|row| version_of(row, &user)).collect())
     }
 
-    /// Puts back the newest kept version (profile or topic note) and
-    /// deletes it, recording in the fact log what that changed (`by`);
+    /// Puts back the newest kept version not yet undone (profile or topic
+    /// note) and marks it undone, recording in the fact log what that changed (`by`);
     /// `None` when there is nothing to undo.
     pub async fn undo(&mut self, by: Author, now: DateTime<Utc>) -> Result<Option<Version>, PgError> {
         let user = self.user().clone();
@@ -340,8 +340,8 @@ impl PgTurn {
         }
         let rows = tx
             .query(
-                "SELECT seq, ts, by, what, file, before FROM mnemo_versions
-                 WHERE channel = $1 AND user_key = $2 ORDER BY seq DESC",
+                "SELECT seq, ts, by, what, file, before, undone_at FROM mnemo_versions
+                 WHERE channel = $1 AND user_key = $2 AND undone_at IS NULL ORDER BY seq DESC",
                 &[&channel, &key],
             )
             .await?;
@@ -353,10 +353,14 @@ impl PgTurn {
         };
         let seq = i64::try_from(version.seq).unwrap_or(i64::MAX);
         tx.execute(
-            "DELETE FROM mnemo_versions WHERE channel = $1 AND user_key = $2 AND seq = $3",
-            &[&channel, &key, &seq],
+            "UPDATE mnemo_versions SET undone_at = $4 WHERE channel = $1 AND user_key = $2 AND seq = $3",
+            &[&channel, &key, &seq, &now],
         )
         .await?;
+        let version = Version {
+            undone: Some(now),
+            ..version
+        };
         if version.file == Layout::profile_file(&user) {
             tx.execute(
                 "UPDATE mnemo_users SET profile = $3, profile_at = $4 WHERE channel = $1 AND user_key = $2",
@@ -486,5 +490,6 @@ pub(crate) fn version_of(row: &tokio_postgres::Row, user: &str) -> Option<Versio
         what: row.get(3),
         file: row.get(4),
         before: row.get(5),
+        undone: row.get(6),
     })
 }

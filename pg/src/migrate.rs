@@ -52,7 +52,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 7,
-        name: "reminders, a user's timezone",
+        name: "reminders, a user's timezone, undone versions kept",
         sql: include_str!("migrations/0007_reminders.sql"),
     },
 ];

@@ -199,7 +199,7 @@ impl Editor<'_> {
     /// brought in line by the next edit that can read the profile.
     pub fn undo(&self) -> Result<Option<Version>, EditError> {
         self.sync_if_readable(FactBy::Operator);
-        let undone = versions::undo(self.layout, self.user).map_err(ProfileError::from)?;
+        let undone = versions::undo(self.layout, self.user, self.now).map_err(ProfileError::from)?;
         if undone.is_some() {
             self.sync_if_readable(self.by.into());
         }
@@ -492,7 +492,9 @@ mod tests {
         topics::write(&layout, &user, "boat", note, change, e.now).unwrap();
         assert_eq!(e.forget("Boat").unwrap(), Forgotten::Topic { slug: "boat".into() });
         assert!(topics::read(&layout, &user, "boat").unwrap().is_none());
-        versions::undo(&layout, &user).unwrap().unwrap();
+        versions::undo(&layout, &user, Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap())
+            .unwrap()
+            .unwrap();
         assert!(topics::read(&layout, &user, "boat").unwrap().is_some());
     }
 }

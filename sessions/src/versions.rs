@@ -71,6 +71,10 @@ pub struct Version {
     pub file: String,
     /// The file's content before the change; `None` when it did not exist.
     pub before: Option<String>,
+    /// When `/session undo` took this change back: the version stays in
+    /// the history, marked, and the next undo goes further back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone: Option<DateTime<Utc>>,
 }
 
 impl Version {
@@ -123,6 +127,7 @@ pub fn replace(
         what: change.what.to_string(),
         file,
         before: before.map(|b| String::from_utf8_lossy(&b).into_owned()),
+        undone: None,
     };
     let path = layout.version_record_path(user, &record_name(&version));
     let json = serde_json::to_vec(&version).map_err(|e| FileError::new("encode", &path, io::Error::other(e)))?;
@@ -158,27 +163,33 @@ pub fn history(layout: &Layout, user: &SafeName) -> Result<Vec<Version>, Version
     Ok(out)
 }
 
-/// Puts back the newest kept version and deletes its record; `None` when
-/// there is nothing to undo. The restored file is written atomically.
-pub fn undo(layout: &Layout, user: &SafeName) -> Result<Option<Version>, VersionError> {
+/// Puts back the newest kept version not yet undone and marks its record
+/// undone at `now` (it stays in the history); `None` when there is
+/// nothing to undo. The restored file is written atomically.
+pub fn undo(layout: &Layout, user: &SafeName, now: DateTime<Utc>) -> Result<Option<Version>, VersionError> {
     let root = layout.state_root();
     let mut names = record_names(root, &layout.versions_dir(user))?;
     names.sort_by_key(|(seq, _, _)| std::cmp::Reverse(*seq));
     for (_, _, path) in names {
-        let version = match read_record(root, &path) {
+        let mut version = match read_record(root, &path) {
             Ok(version) => version,
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "version record unreadable; skipped");
                 continue;
             }
         };
+        if version.undone.is_some() {
+            continue;
+        }
         let target = layout.ltm_file(&version.file);
         owned_path(layout, user, &target)?;
         match &version.before {
             Some(text) => fsutil::replace(root, &target, text.as_bytes())?,
             None => _ = fsutil::remove_if_exists(root, &target)?,
         }
-        fsutil::remove_nofollow(root, &path).map_err(FileError::with("delete", &path))?;
+        version.undone = Some(now);
+        let json = serde_json::to_vec(&version).map_err(|e| FileError::new("encode", &path, io::Error::other(e)))?;
+        fsutil::replace(root, &path, &json)?;
         return Ok(Some(version));
     }
     Ok(None)
@@ -296,13 +307,19 @@ mod tests {
         assert_eq!(kept.len(), 3);
         assert_eq!(kept[0].before.as_deref(), Some("two"));
         assert_eq!(kept[0].file_label(), "profile");
-        undo(&layout, &user).unwrap().unwrap();
+        undo(&layout, &user, at(5)).unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
-        undo(&layout, &user).unwrap().unwrap();
+        undo(&layout, &user, at(6)).unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "one");
-        undo(&layout, &user).unwrap().unwrap();
+        undo(&layout, &user, at(7)).unwrap().unwrap();
         assert!(!path.exists());
-        assert!(undo(&layout, &user).unwrap().is_none());
+        assert!(undo(&layout, &user, at(8)).unwrap().is_none());
+        // Each undone change is still in the history, marked with when.
+        let kept = history(&layout, &user).unwrap();
+        assert_eq!(
+            kept.iter().map(|v| v.undone).collect::<Vec<_>>(),
+            [Some(at(5)), Some(at(6)), Some(at(7))]
+        );
     }
 
     #[test]

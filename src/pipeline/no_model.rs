@@ -35,6 +35,9 @@ impl Pipeline {
             here: Some(self.here(&place)),
         };
         let reply = commands::execute(mine, caller, command, Utc::now()).await;
+        if reply.set_reminder {
+            crate::ops::metrics::metrics().reminder(&message.channel, "set");
+        }
         let out = match reply.export {
             Some(path) => Outbound::file(message, path, reply.text),
             None => Outbound::reply(message, reply.text),

@@ -54,7 +54,31 @@ async fn remember_update_forget_and_undo_keep_versions(s: Subject) {
     assert!(history.iter().all(|v| v.by == Author::Tool));
     let undone = mine.undo(Author::Command, at(4)).await.unwrap().unwrap();
     assert_eq!(undone.file_label(), "profile");
+    assert_eq!(undone.undone, Some(at(4)));
     assert_eq!(mine.matching("Rome").await.unwrap().len(), 1, "undo brought it back");
+    // The change undone stays in the history, marked; the next undo goes
+    // further back (the update), not forward again.
+    let history = mine.history().await.unwrap();
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert_eq!(
+        history.iter().map(|v| v.undone).collect::<Vec<_>>(),
+        [Some(at(4)), None, None]
+    );
+    let text = mnemo_sessions::commands::memory::history_text(history, None);
+    assert!(
+        text.contains(&format!("(undone {})", at(4).format("%Y-%m-%d %H:%M UTC"))),
+        "{text}"
+    );
+    let second = mine.undo(Author::Command, at(5)).await.unwrap().unwrap();
+    assert_eq!(
+        (second.seq, second.undone),
+        (history_seq(&mine.history().await.unwrap(), 1), Some(at(5)))
+    );
+    assert!(mine.matching("Rome").await.unwrap().is_empty(), "back to Paris");
+    assert_eq!(mine.matching("Paris").await.unwrap().len(), 1);
+    mine.update(by(Author::Tool, 5), "home-city-paris", "Rome")
+        .await
+        .unwrap();
     let removed = mine
         .forget_facts(by(Author::Command, 5), &["home-city-paris"])
         .await
@@ -64,6 +88,11 @@ async fn remember_update_forget_and_undo_keep_versions(s: Subject) {
         mine.update(by(Author::Tool, 6), "home-city-paris", "Oslo").await,
         Err(StoreError::NotFound)
     ));
+}
+
+/// The seq of the `i`th newest version.
+fn history_seq(history: &[mnemo_sessions::versions::Version], i: usize) -> u64 {
+    history[i].seq
 }
 
 async fn hostile_keys_and_texts_are_refused_and_nothing_is_written(s: Subject) {

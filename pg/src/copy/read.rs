@@ -85,7 +85,7 @@ pub(super) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> 
     memory.facts = crate::memory::Log::read(tx, channel, user).await?.entries();
     let versions = tx
         .query(
-            "SELECT seq, ts, by, what, file, before FROM mnemo_versions
+            "SELECT seq, ts, by, what, file, before, undone_at FROM mnemo_versions
              WHERE channel = $1 AND user_key = $2 ORDER BY seq",
             &[&channel, &user],
         )

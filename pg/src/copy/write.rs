@@ -185,8 +185,8 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
     for v in &memory.versions {
         let seq = i64::try_from(v.seq).unwrap_or(i64::MAX);
         tx.execute(
-            "INSERT INTO mnemo_versions (channel, user_key, seq, ts, by, what, file, before)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO mnemo_versions (channel, user_key, seq, ts, by, what, file, before, undone_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
                 &channel,
                 &user,
@@ -196,6 +196,7 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
                 &v.what,
                 &v.file,
                 &v.before,
+                &v.undone,
             ],
         )
         .await?;

@@ -32,3 +32,8 @@ CREATE INDEX mnemo_reminders_due ON mnemo_reminders (channel, due) WHERE state =
 CREATE INDEX mnemo_reminders_claimed ON mnemo_reminders (channel, claimed_at) WHERE state = 'sending';
 
 ALTER TABLE mnemo_users ADD COLUMN timezone text;
+
+-- `/session undo` marks the version it took back instead of deleting it,
+-- so `/session history` still shows the change (and the next undo goes
+-- further back).
+ALTER TABLE mnemo_versions ADD COLUMN undone_at timestamptz;

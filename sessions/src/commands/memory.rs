@@ -115,12 +115,16 @@ pub fn history_text(kept: Vec<Version>, topic: Option<&str>) -> String {
         return "There are no earlier versions of your long-term memory to show.".to_string();
     }
     let mut out = format!(
-        "Changes to your long-term memory, newest first ({} kept; `/session undo` reverts the newest):",
+        "Changes to your long-term memory, newest first ({} kept; `/session undo` reverts the newest not yet undone):",
         kept.len()
     );
     for v in kept.iter().take(HISTORY_LINES) {
+        let undone = v
+            .undone
+            .map(|at| format!(" (undone {})", at.format("%Y-%m-%d %H:%M UTC")))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "\n{} — {} — {} by {}",
+            "\n{} — {} — {} by {}{undone}",
             v.ts.format("%Y-%m-%d %H:%M UTC"),
             v.file_label(),
             v.what,
