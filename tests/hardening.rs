@@ -452,3 +452,32 @@ async fn ctrl_c_during_an_answer_finishes_it_and_exits_without_a_fresh_prompt() 
     );
     assert!(!after.contains('>'), "a fresh prompt after Ctrl-C: {after:?}");
 }
+
+/// Issue 38 item 6: a warning about a user's turn names the user as the
+/// turn line does, by the hash of channel and id, never by the raw id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_model_call_is_logged_with_the_users_hash_not_their_id() {
+    // Nothing answers there: the call fails at once (maxRetries is 0).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    const ID: &str = "ada-raw-id-4242";
+    let mut cmd = support::mnemo(&config, dir.path());
+    cmd.arg("chat").env("USER", ID);
+    let out = tokio::task::spawn_blocking(move || support::with_input(cmd, b"hello\n"))
+        .await
+        .unwrap();
+    let mut logs = String::from_utf8_lossy(&out.stderr).into_owned();
+    for file in walk(&dir.path().join("state/logs")) {
+        logs.push_str(&String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()));
+    }
+    let hash = mnemo::ops::turn_log::user_hash("console", ID);
+    let failed: Vec<&str> = logs.lines().filter(|l| l.contains("model call failed")).collect();
+    assert!(!failed.is_empty(), "the failure is logged: {logs}");
+    for line in failed {
+        assert!(line.contains(&hash), "named by its hash: {line}");
+        assert!(!line.contains(ID), "the raw id in a warning: {line}");
+    }
+}

@@ -305,7 +305,7 @@ impl Gate {
 /// admitted on rules that were not read.
 fn unreadable(message: &Inbound, error: &mnemo_pg::PgError) -> Admission {
     tracing::error!(
-        channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
+        channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.channel, &message.user_id), msg_id = %message.msg_id,
         error = %error, "access rules could not be read from the database; message refused"
     );
     crate::ops::metrics::metrics().refused(&message.channel, "rules_unavailable");

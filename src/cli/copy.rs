@@ -130,6 +130,11 @@ pub async fn run(setup: &Setup, args: CopyArgs) -> Result<ExitCode> {
         bail!("--from and --to are the same store: copy from files to postgres or from postgres to files");
     }
     let store = setup.config.store.connect(&super::setup::env)?;
+    let (folder, database) = (setup.folder_place(), setup.database_place());
+    match args.from {
+        Side::Files => eprintln!("mnemo: copying from {folder} to {database}"),
+        Side::Postgres => eprintln!("mnemo: copying from {database} to {folder}"),
+    }
     migrate::check(&store)
         .await
         .context("the database is not ready for a copy")?;
