@@ -105,7 +105,7 @@ async fn deliver(
     let next = r.next_after(now.max(r.at));
     let late = now - r.at;
     if late > Span::hours(i64::from(app.parts().reminders.max_late_hours)) {
-        tracing::info!(channel = %name, user = %user, id = %r.id, "a reminder's time passed too long ago; the user is told it was missed");
+        tracing::info!(channel = %name, user = %user.log_id(), id = %r.id, "a reminder's time passed too long ago; the user is told it was missed");
         metrics.reminder(&name, "missed");
         end(store, &user, &r.id, Finish::Missed { next }).await;
         return;
@@ -140,7 +140,7 @@ async fn deliver(
                     "delivered"
                 },
             );
-            tracing::info!(channel = %name, user = %user, id = %r.id, "reminder posted");
+            tracing::info!(channel = %name, user = %user.log_id(), id = %r.id, "reminder posted");
             end(store, &user, &r.id, Finish::Posted { next }).await;
             let record = Record {
                 ts: now,
@@ -161,18 +161,18 @@ async fn deliver(
                     Err(e) => Err(e),
                 };
                 if let Err(e) = stored {
-                    tracing::warn!(channel = %record.channel, user = %user, error = %e, "a posted reminder could not be added to the user's log");
+                    tracing::warn!(channel = %record.channel, user = %user.log_id(), error = %e, "a posted reminder could not be added to the user's log");
                 }
             });
         }
         Err(e) if r.attempts + 1 >= MAX_ATTEMPTS => {
-            tracing::warn!(channel = %name, user = %user, id = %r.id, error = %e, "a reminder could not be posted after {MAX_ATTEMPTS} tries; the user is told it was missed");
+            tracing::warn!(channel = %name, user = %user.log_id(), id = %r.id, error = %e, "a reminder could not be posted after {MAX_ATTEMPTS} tries; the user is told it was missed");
             metrics.reminder(&name, "failed");
             end(store, &user, &r.id, Finish::Missed { next }).await;
         }
         Err(e) => {
             let wait = Span::seconds(15 << r.attempts.min(6));
-            tracing::warn!(channel = %name, user = %user, id = %r.id, error = %e, retry_in_secs = wait.num_seconds(), "a reminder could not be posted; tried again");
+            tracing::warn!(channel = %name, user = %user.log_id(), id = %r.id, error = %e, retry_in_secs = wait.num_seconds(), "a reminder could not be posted; tried again");
             end(store, &user, &r.id, Finish::Retry { at: now + wait }).await;
         }
     }
@@ -182,6 +182,6 @@ async fn end(store: &Arc<dyn MemoryStore>, user: &mnemo_sessions::SafeName, id: 
     if let Err(e) = store.finish_reminder(user, id, finish).await {
         // The claim stays; after its time it is taken for a dead broker's
         // and kept as missed, never posted twice.
-        tracing::error!(channel = store.channel(), user = %user, id, error = %e, "a reminder's claim could not be ended");
+        tracing::error!(channel = store.channel(), user = %user.log_id(), id, error = %e, "a reminder's claim could not be ended");
     }
 }

@@ -338,7 +338,8 @@ impl PgChannel {
             .await?;
         for row in &abandoned {
             let (key, r): (String, Reminder) = (row.get(0), reminder_of(row, 1));
-            tracing::warn!(channel, user = %key, "a reminder's broker died posting it; kept as missed, the user is told");
+            let user = crate::logged(&key);
+            tracing::warn!(channel, %user, "a reminder's broker died posting it; kept as missed, the user is told");
             let id = r.id.clone();
             put(&tx, channel, &key, &id, r.abandoned().as_ref()).await?;
         }

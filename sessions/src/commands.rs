@@ -108,7 +108,7 @@ pub async fn execute(
     match try_execute(memory, caller, command, now).await {
         Ok(reply) => reply,
         Err(e) => {
-            tracing::warn!(user = %caller.user, command = ?command, error = %e, "session command failed");
+            tracing::warn!(user = %caller.user.log_id(), command = ?command, error = %e, "session command failed");
             Reply::text(STORAGE_PROBLEM)
         }
     }

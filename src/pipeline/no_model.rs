@@ -84,7 +84,7 @@ impl Pipeline {
             };
             let stored = store_reply(mine, &reply_record(&question, text.clone())).await?;
             due = due.or(stored);
-            tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
+            tracing::info!(channel = %message.channel, user = %user.log_id(), msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
         }
         crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
         self.fold_if_due(memory, &user, due.now(backlog)).await;

@@ -153,7 +153,7 @@ impl FileReminders {
             })
             .await?;
         for user in abandoned {
-            tracing::warn!(user = %user, "a reminder's claim was not ended in time; kept as missed, the user is told");
+            tracing::warn!(user = %user.log_id(), "a reminder's claim was not ended in time; kept as missed, the user is told");
             self.change(&user, |book| {
                 let stale: Vec<String> = book
                     .reminders
@@ -270,13 +270,13 @@ fn read_all(layout: &Layout) -> Result<Books, StoreError> {
                             }
                         })
                         .collect();
-                    tracing::warn!(user = %user, "a reminder was being posted when the bot stopped; kept as missed, the user is told");
+                    tracing::warn!(user = %user.log_id(), "a reminder was being posted when the bot stopped; kept as missed, the user is told");
                     write(layout, &user, &book)?;
                 }
                 books.readable.insert(user, book);
             }
             Err(reason) => {
-                tracing::error!(user = %user, path = %path.display(), %reason, "reminders file unreadable; left as it is");
+                tracing::error!(user = %user.log_id(), path = %path.display(), %reason, "reminders file unreadable; left as it is");
                 books.broken.insert(user);
             }
         }
