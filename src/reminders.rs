@@ -18,6 +18,7 @@
 use crate::app::App;
 use crate::scheduler::Clock;
 use chrono::{DateTime, Duration as Span, Utc};
+use futures_util::StreamExt as _;
 use mnemo_channels::{Channel, Outbound, OutboundBody};
 use mnemo_sessions::commands::remind;
 use mnemo_sessions::reminders::{Claimed, Finish, parse_zone};
@@ -32,6 +33,8 @@ use tokio::task::JoinHandle;
 const EVERY: Duration = Duration::from_secs(1);
 /// Reminders claimed at once per channel.
 const BATCH: usize = 20;
+/// Reminders of one channel posted at the same time.
+const POSTS_AT_ONCE: usize = 8;
 /// Posts tried for one time before it is missed.
 const MAX_ATTEMPTS: u32 = 5;
 /// A reminder posted this long after its time says it is late.
@@ -85,9 +88,11 @@ pub async fn pass(app: &App, now: DateTime<Utc>) {
                 continue;
             }
         };
-        for claim in claimed {
-            deliver(app, &memory.store, &channel, claim, now).await;
-        }
+        // Side by side, a few at a time: a platform slowing one post down
+        // (its rate limit, a retry) does not hold up the others.
+        futures_util::stream::iter(claimed)
+            .for_each_concurrent(POSTS_AT_ONCE, |claim| deliver(app, &memory.store, &channel, claim, now))
+            .await;
     }
 }
 
