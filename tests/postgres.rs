@@ -208,7 +208,10 @@ async fn remembers_folds_and_forgets(store: Option<PgStore>) {
         history.contains("remembered `i-prefer-jasmine-tea-over-coffee` by your command"),
         "{history}"
     );
-    assert!(!history.contains("forgot"), "the undone version is gone: {history}");
+    assert!(
+        history.contains("forgot `i-prefer-jasmine-tea-over-coffee` by your command (undone "),
+        "the undone change stays in the history, marked: {history}"
+    );
     // Hostile names are refused with a clear reply and touch nothing.
     let (m, k) = ask("/session forget ../../bob".into());
     let reply = say(&app, &channel, m, k).await;
