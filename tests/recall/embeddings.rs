@@ -482,6 +482,10 @@ async fn reindex_embeds_a_long_conversation_in_batches_with_the_same_recall() {
         texts.len().div_ceil(batch),
         "requests of {batch} texts"
     );
+    assert!(
+        embedder.calls() <= texts.len().div_ceil(64),
+        "arrays of 64 texts or more"
+    );
     let mut embedded = embedder.inputs();
     embedded.sort();
     let mut want = texts.clone();
