@@ -1,7 +1,10 @@
 //! Puts the git revision the binary is built from into `MNEMO_GIT_REV`
-//! (`mnemo --version`): the short commit, with `-dirty` for uncommitted
-//! changes; `unknown` when this is not a git checkout or git is missing
-//! (a crates.io or tarball build), never a build failure.
+//! (`mnemo --version`): the `MNEMO_GIT_REV` environment variable when it is
+//! set (a build without the checkout: the Dockerfile passes it as a build
+//! argument, since `.dockerignore` keeps `.git` out of the context); else
+//! the short commit, with `-dirty` for uncommitted changes; `unknown` when
+//! this is not a git checkout or git is missing (a crates.io or tarball
+//! build), never a build failure.
 //!
 //! Also links the `mnemo` binary with packed relative relocations
 //! (`-z pack-relative-relocs`, DT_RELR) where this machine's linker and C
@@ -18,9 +21,21 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The revision the builder names, if any.
+// A build script's input, like cargo's variables below.
+#[allow(clippy::disallowed_methods)]
+fn given_rev() -> Option<String> {
+    let rev = std::env::var("MNEMO_GIT_REV").ok()?;
+    let rev = rev.trim();
+    let printable = rev.chars().all(|c| c.is_ascii_graphic());
+    (!rev.is_empty() && printable && rev.len() <= 64).then(|| rev.to_string())
+}
+
 fn main() {
-    let rev = match git(&["rev-parse", "--short=12", "HEAD"]) {
-        Some(rev) if !rev.is_empty() => {
+    println!("cargo:rerun-if-env-changed=MNEMO_GIT_REV");
+    let rev = match (given_rev(), git(&["rev-parse", "--short=12", "HEAD"])) {
+        (Some(given), _) => given,
+        (None, Some(rev)) if !rev.is_empty() => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
             if dirty { format!("{rev}-dirty") } else { rev }
         }

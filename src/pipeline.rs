@@ -268,7 +268,7 @@ impl Pipeline {
         let due = match store_reply(mine.as_mut(), &reply).await {
             Ok(due) => due,
             Err(e) => {
-                tracing::error!(channel = %message.channel, user = %user, msg_id = %message.msg_id, error = %e, "the answer was shown but could not be stored; the next start answers the question again");
+                tracing::error!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), msg_id = %message.msg_id, error = %e, "the answer was shown but could not be stored; the next start answers the question again");
                 return Ok(Outcome::Failed);
             }
         };
@@ -289,11 +289,11 @@ impl Pipeline {
         counter.fetch_add(1, Ordering::SeqCst);
         let outcome = match (failed, broken) {
             (Some(e), _) => {
-                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model call failed; message kept in STM");
+                tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model call failed; message kept in STM");
                 Outcome::ModelFailed
             }
             (None, Some(e)) => {
-                tracing::warn!(channel = %message.channel, user = %user, error = %e, "model stream broke; the answer so far is kept, marked as cut");
+                tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model stream broke; the answer so far is kept, marked as cut");
                 self.reply(&message, e.user_message()).await;
                 Outcome::Cut
             }
@@ -372,7 +372,7 @@ impl Pipeline {
                 Err(e) => {
                     // The turn goes on without recall; the append after
                     // the answer tells whether the store is gone.
-                    tracing::warn!(user = %mine.user(), error = %e, "recall failed; answering without it");
+                    tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "recall failed; answering without it");
                     None
                 }
             }
@@ -449,7 +449,7 @@ impl Pipeline {
                 Ok(None) => {}
                 Err(e) => {
                     crate::ops::metrics::metrics().compaction(channel, "failed");
-                    tracing::warn!(user = %user, error = %e, "compaction failed; will retry at the next turn");
+                    tracing::warn!(channel, user = %user.log_id(), error = %e, "compaction failed; will retry at the next turn");
                 }
             }
         });

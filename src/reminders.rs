@@ -18,6 +18,7 @@
 use crate::app::App;
 use crate::scheduler::Clock;
 use chrono::{DateTime, Duration as Span, Utc};
+use futures_util::StreamExt as _;
 use mnemo_channels::{Channel, Outbound, OutboundBody};
 use mnemo_sessions::commands::remind;
 use mnemo_sessions::reminders::{Claimed, Finish, parse_zone};
@@ -32,6 +33,8 @@ use tokio::task::JoinHandle;
 const EVERY: Duration = Duration::from_secs(1);
 /// Reminders claimed at once per channel.
 const BATCH: usize = 20;
+/// Reminders of one channel posted at the same time.
+const POSTS_AT_ONCE: usize = 8;
 /// Posts tried for one time before it is missed.
 const MAX_ATTEMPTS: u32 = 5;
 /// A reminder posted this long after its time says it is late.
@@ -85,9 +88,11 @@ pub async fn pass(app: &App, now: DateTime<Utc>) {
                 continue;
             }
         };
-        for claim in claimed {
-            deliver(app, &memory.store, &channel, claim, now).await;
-        }
+        // Side by side, a few at a time: a platform slowing one post down
+        // (its rate limit, a retry) does not hold up the others.
+        futures_util::stream::iter(claimed)
+            .for_each_concurrent(POSTS_AT_ONCE, |claim| deliver(app, &memory.store, &channel, claim, now))
+            .await;
     }
 }
 
@@ -105,7 +110,7 @@ async fn deliver(
     let next = r.next_after(now.max(r.at));
     let late = now - r.at;
     if late > Span::hours(i64::from(app.parts().reminders.max_late_hours)) {
-        tracing::info!(channel = %name, user = %user, id = %r.id, "a reminder's time passed too long ago; the user is told it was missed");
+        tracing::info!(channel = %name, user = %user.log_id(), id = %r.id, "a reminder's time passed too long ago; the user is told it was missed");
         metrics.reminder(&name, "missed");
         end(store, &user, &r.id, Finish::Missed { next }).await;
         return;
@@ -140,7 +145,7 @@ async fn deliver(
                     "delivered"
                 },
             );
-            tracing::info!(channel = %name, user = %user, id = %r.id, "reminder posted");
+            tracing::info!(channel = %name, user = %user.log_id(), id = %r.id, "reminder posted");
             end(store, &user, &r.id, Finish::Posted { next }).await;
             let record = Record {
                 ts: now,
@@ -161,18 +166,18 @@ async fn deliver(
                     Err(e) => Err(e),
                 };
                 if let Err(e) = stored {
-                    tracing::warn!(channel = %record.channel, user = %user, error = %e, "a posted reminder could not be added to the user's log");
+                    tracing::warn!(channel = %record.channel, user = %user.log_id(), error = %e, "a posted reminder could not be added to the user's log");
                 }
             });
         }
         Err(e) if r.attempts + 1 >= MAX_ATTEMPTS => {
-            tracing::warn!(channel = %name, user = %user, id = %r.id, error = %e, "a reminder could not be posted after {MAX_ATTEMPTS} tries; the user is told it was missed");
+            tracing::warn!(channel = %name, user = %user.log_id(), id = %r.id, error = %e, "a reminder could not be posted after {MAX_ATTEMPTS} tries; the user is told it was missed");
             metrics.reminder(&name, "failed");
             end(store, &user, &r.id, Finish::Missed { next }).await;
         }
         Err(e) => {
             let wait = Span::seconds(15 << r.attempts.min(6));
-            tracing::warn!(channel = %name, user = %user, id = %r.id, error = %e, retry_in_secs = wait.num_seconds(), "a reminder could not be posted; tried again");
+            tracing::warn!(channel = %name, user = %user.log_id(), id = %r.id, error = %e, retry_in_secs = wait.num_seconds(), "a reminder could not be posted; tried again");
             end(store, &user, &r.id, Finish::Retry { at: now + wait }).await;
         }
     }
@@ -182,6 +187,6 @@ async fn end(store: &Arc<dyn MemoryStore>, user: &mnemo_sessions::SafeName, id: 
     if let Err(e) = store.finish_reminder(user, id, finish).await {
         // The claim stays; after its time it is taken for a dead broker's
         // and kept as missed, never posted twice.
-        tracing::error!(channel = store.channel(), user = %user, id, error = %e, "a reminder's claim could not be ended");
+        tracing::error!(channel = store.channel(), user = %user.log_id(), id, error = %e, "a reminder's claim could not be ended");
     }
 }

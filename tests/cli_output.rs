@@ -215,3 +215,126 @@ fn version_names_the_git_revision_it_was_built_from() {
         _ => assert!(version.contains("(git unknown"), "{version}"),
     }
 }
+
+/// Issue 38 item 4: each command that reads or writes state says where
+/// (stderr, so stdout and `--json` stay as they were; `--json` also carries
+/// the folder), and a command about a user, group or pairing code that is
+/// not there exits non-zero naming where it looked — not "allowed" into,
+/// or "nothing to revoke" from, a folder the operator did not mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_commands_name_the_folder_they_act_on_and_fail_on_what_is_not_there() {
+    let (_fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let state = dir.path().join("state");
+    plant(&state);
+    let verb = |args: &[&str]| {
+        let mut c = mnemo(&config, dir.path());
+        c.args(args);
+        c
+    };
+    let text = |out: &Output| {
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let access_json = state.join("channels/telegram/sessions/access.json");
+    let access_json = access_json.to_str().unwrap();
+    let folder = state.to_str().unwrap();
+
+    let out = run(verb(&["access", "allow", "telegram", "42"])).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("allowed: `42`"), "stdout unchanged: {stdout}");
+    assert!(stderr.contains(access_json), "names the file it changed: {stderr}");
+
+    for args in [
+        &["access", "revoke", "telegram", "77"][..],
+        &["access", "pair", "telegram", "ABCD2345"],
+        &["access", "groups", "remove", "telegram", "-1001"],
+    ] {
+        let out = run(verb(args)).await;
+        let (_, stderr) = text(&out);
+        assert!(
+            !out.status.success(),
+            "{args:?} about nothing there succeeded: {stderr}"
+        );
+        assert!(stderr.contains(access_json), "{args:?} says where it looked: {stderr}");
+    }
+    // Revoking the one that is there still works.
+    let out = run(verb(&["access", "revoke", "telegram", "42"])).await;
+    assert!(out.status.success(), "{}", text(&out).1);
+
+    let list = run(verb(&["access", "list", "telegram", "--json"])).await;
+    assert_eq!(stdout_json(&list)["stateDir"], folder);
+
+    let out = run(verb(&["sessions", "report"])).await;
+    assert!(text(&out).1.contains(folder), "{}", text(&out).1);
+    let maintained = stdout_json(&run(verb(&["sessions", "maintain", "--json"])).await);
+    assert_eq!(maintained["stateDir"], folder);
+    let out = run(verb(&["sessions", "reindex"])).await;
+    assert!(
+        out.status.success() && text(&out).1.contains(folder),
+        "{}",
+        text(&out).1
+    );
+
+    let out = run(verb(&[
+        "sessions",
+        "forget",
+        "--channel",
+        "console",
+        "--user",
+        "nobody",
+        "--yes",
+    ]))
+    .await;
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(folder), "forget says where it looked: {stderr}");
+
+    let bench_dir = dir.path().join("bench-state");
+    let bench = [
+        "bench",
+        "--users",
+        "1",
+        "--turns",
+        "1",
+        "--state-dir",
+        bench_dir.to_str().unwrap(),
+    ];
+    let out = run(verb(&bench)).await;
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(bench_dir.to_str().unwrap()),
+        "bench names its folder: {stderr}"
+    );
+}
+
+/// The example config and the systemd unit name the same state folder, so
+/// `sudo -u mnemo mnemo --config /etc/mnemo/config.json <verb>` acts on the
+/// folder the service uses; the docs name it too.
+#[test]
+fn the_example_config_and_the_systemd_unit_agree_on_the_state_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("config.example.json")).unwrap()).unwrap();
+    let unit = std::fs::read_to_string(root.join("deploy/mnemo.service")).unwrap();
+    let unit_dir = unit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Environment=MNEMO_STATE_DIR="))
+        .expect("the unit sets MNEMO_STATE_DIR");
+    assert_eq!(example["stateDir"].as_str(), Some(unit_dir));
+    // StateDirectory=mnemo is /var/lib/mnemo: the folder systemd creates.
+    assert!(
+        unit.contains("StateDirectory=mnemo") && unit_dir == "/var/lib/mnemo",
+        "{unit_dir}"
+    );
+    let docs = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    assert!(
+        docs.contains(&format!("`config.example.json` sets `{unit_dir}`")),
+        "docs/configuration.md names the example's stateDir"
+    );
+}

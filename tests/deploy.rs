@@ -24,6 +24,21 @@ fn read(file: &str) -> String {
 
 const STATE: &str = "/var/lib/mnemo";
 
+/// Every document of a multi-document YAML file under deploy/.
+fn documents(file: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(&read(file))
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect()
+}
+
+/// The one Secret a secret file holds (and nothing else).
+fn secret_file(file: &str) -> Value {
+    let docs = documents(file);
+    assert_eq!(docs.len(), 1, "{file} holds the Secret alone");
+    assert_eq!(docs[0]["kind"].as_str(), Some("Secret"), "{file}");
+    docs[0].clone()
+}
+
 /// `(INSTRUCTION, arguments)` per logical Dockerfile line (continuations joined).
 fn dockerfile() -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -50,7 +65,7 @@ fn dockerfile() -> Vec<(String, String)> {
 #[test]
 fn the_dockerfile_builds_locked_in_one_stage_and_runs_unprivileged_from_a_volume_in_another() {
     let lines = dockerfile();
-    const KNOWN: [&str; 11] = [
+    const KNOWN: [&str; 12] = [
         "FROM",
         "WORKDIR",
         "COPY",
@@ -62,6 +77,7 @@ fn the_dockerfile_builds_locked_in_one_stage_and_runs_unprivileged_from_a_volume
         "ENTRYPOINT",
         "CMD",
         "ARG",
+        "HEALTHCHECK",
     ];
     for (op, _) in &lines {
         assert!(KNOWN.contains(&op.as_str()), "unknown instruction {op}");
@@ -235,7 +251,8 @@ fn the_kubernetes_example_runs_one_replica_on_a_claim_with_probes_on_the_ops_end
     assert_eq!(container["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
     assert_eq!(container["readinessProbe"]["httpGet"]["port"].as_str(), Some("ops"));
 
-    let secret = kind("Secret")["stringData"].as_mapping().unwrap().clone();
+    let secret_doc = secret_file("kubernetes/mnemo-secret.yaml");
+    let secret = secret_doc["stringData"].as_mapping().unwrap().clone();
     let model = config.model.as_ref().unwrap();
     for name in [
         model.api_key_env().unwrap(),
@@ -245,7 +262,7 @@ fn the_kubernetes_example_runs_one_replica_on_a_claim_with_probes_on_the_ops_end
     }
     assert_eq!(
         container["envFrom"][0]["secretRef"]["name"].as_str(),
-        kind("Secret")["metadata"]["name"].as_str()
+        secret_doc["metadata"]["name"].as_str()
     );
 }
 
@@ -317,7 +334,8 @@ fn the_kubernetes_postgres_example_runs_several_brokers_after_a_migration_job() 
         config.channels.telegram.mode, "webhook",
         "polling hands updates to one broker only"
     );
-    let secret = kind("Secret")["stringData"].as_mapping().unwrap().clone();
+    let secret_doc = secret_file("kubernetes/mnemo-postgres-secret.yaml");
+    let secret = secret_doc["stringData"].as_mapping().unwrap().clone();
     for name in [
         config.store.url_env.as_str(),
         config.channels.telegram.token_env.as_str(),
@@ -360,4 +378,273 @@ fn the_kubernetes_postgres_example_runs_several_brokers_after_a_migration_job() 
         text.contains("mnemo --config /etc/mnemo/config.json access pair telegram"),
         "the header says how to change the rules"
     );
+}
+
+/// Issue 38 item 8: the image checks its own health (`mnemo health`, no
+/// shell in distroless), builds its dependencies in a layer of their own
+/// before the sources are copied, and names its revision without `.git`.
+#[test]
+fn the_dockerfile_has_a_healthcheck_a_dependency_layer_and_a_revision_argument() {
+    let lines = dockerfile();
+    let health = lines
+        .iter()
+        .find(|(op, _)| op == "HEALTHCHECK")
+        .map(|(_, a)| a.as_str())
+        .expect("a HEALTHCHECK");
+    assert!(health.contains(r#"CMD ["/usr/local/bin/mnemo", "health"]"#), "{health}");
+    let health_verb = std::process::Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["health", "--help"])
+        .output()
+        .unwrap();
+    assert!(health_verb.status.success(), "the image's check is a real verb");
+
+    let whole_copy = lines
+        .iter()
+        .position(|(op, a)| op == "COPY" && a == ". .")
+        .expect("the sources are copied");
+    let deps_build = lines
+        .iter()
+        .position(|(op, a)| op == "RUN" && a.contains("stub-workspace") && a.contains("cargo build --release --locked"))
+        .expect("a RUN that builds the dependencies against stubs");
+    assert!(deps_build < whole_copy, "the dependency layer comes before the sources");
+    // Every workspace member's manifest is in the dependency layer.
+    let root: toml_like::Members =
+        toml_like::members(&std::fs::read_to_string(manifest_dir().join("Cargo.toml")).unwrap());
+    let copied: Vec<&str> = lines[..deps_build]
+        .iter()
+        .filter(|(op, _)| op == "COPY")
+        .map(|(_, a)| a.as_str())
+        .collect();
+    for member in &root {
+        assert!(
+            copied.iter().any(|a| a.starts_with(&format!("{member}/Cargo.toml "))),
+            "the dependency layer lacks {member}/Cargo.toml: {copied:?}"
+        );
+    }
+    assert!(copied.iter().any(|a| a.contains("Cargo.lock")));
+
+    let arg = lines
+        .iter()
+        .position(|(op, a)| op == "ARG" && a.starts_with("MNEMO_GIT_REV"));
+    assert!(
+        arg.is_some_and(|i| i > deps_build),
+        "the revision argument comes after the dependency layer"
+    );
+    let build = std::fs::read_to_string(manifest_dir().join("build.rs")).unwrap();
+    assert!(
+        build.contains(r#"std::env::var("MNEMO_GIT_REV")"#) && build.contains("rerun-if-env-changed=MNEMO_GIT_REV"),
+        "build.rs honours the build argument"
+    );
+    let ignore = std::fs::read_to_string(manifest_dir().join(".dockerignore")).unwrap();
+    assert!(
+        ignore.lines().any(|l| l.trim() == ".git"),
+        "the context stays without .git"
+    );
+}
+
+/// The stub script really lets cargo load the workspace from the
+/// manifests alone (what the dependency layer builds).
+#[test]
+fn the_stub_script_makes_the_manifests_alone_a_loadable_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    for (op, args) in dockerfile() {
+        let Some(rest) = (op == "COPY").then_some(args.as_str()).filter(|a| !a.starts_with("--")) else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split_whitespace().collect();
+        let (sources, target) = parts.split_at(parts.len() - 1);
+        if sources == ["."] {
+            break;
+        }
+        for source in sources {
+            let to = if target[0].ends_with('/') && !target[0].starts_with('/') {
+                dir.path().join(target[0]).join(Path::new(source).file_name().unwrap())
+            } else if target[0] == "./" {
+                dir.path().join(source)
+            } else {
+                continue; // the script itself, run from the repository
+            };
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(manifest_dir().join(source), &to).unwrap();
+        }
+    }
+    let stubbed = std::process::Command::new("sh")
+        .arg(deploy("stub-workspace.sh"))
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(stubbed.success());
+    let cargo = option_env!("CARGO").unwrap_or("cargo");
+    let out = std::process::Command::new(cargo)
+        // `fetch` loads every manifest with all its targets (a missing
+        // stub fails it), and offline it downloads nothing.
+        .args(["fetch", "--offline", "--locked"])
+        .current_dir(dir.path())
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The workspace members listed in the root Cargo.toml.
+mod toml_like {
+    pub type Members = Vec<String>;
+
+    pub fn members(text: &str) -> Members {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("members"))
+            .expect("a members line");
+        line.split('"').skip(1).step_by(2).map(str::to_string).collect()
+    }
+}
+
+/// Issue 38 item 8: every workload meets the "restricted" Pod Security
+/// level (non-root, seccomp RuntimeDefault, no privilege escalation, no
+/// capabilities) and has requests and limits; the Secrets live in files of
+/// their own; the brokers have a PodDisruptionBudget.
+#[test]
+fn the_kubernetes_workloads_are_restricted_sized_and_keep_no_secret() {
+    let mut budgets = 0;
+    for file in ["kubernetes/mnemo.yaml", "kubernetes/mnemo-postgres.yaml"] {
+        let docs = documents(file);
+        assert!(
+            docs.iter().all(|d| d["kind"].as_str() != Some("Secret")),
+            "{file} keeps a Secret among its workloads"
+        );
+        for doc in &docs {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if kind == "PodDisruptionBudget" {
+                budgets += 1;
+                let selector = &doc["spec"]["selector"]["matchLabels"];
+                let target = docs
+                    .iter()
+                    .find(|d| {
+                        d["kind"].as_str() == Some("Deployment") && &d["spec"]["selector"]["matchLabels"] == selector
+                    })
+                    .expect("the budget selects the brokers");
+                let min = doc["spec"]["minAvailable"].as_u64().unwrap();
+                assert!(
+                    min >= 1 && min < target["spec"]["replicas"].as_u64().unwrap(),
+                    "a drain can still proceed"
+                );
+            }
+            if !matches!(kind, "StatefulSet" | "Deployment" | "Job") {
+                continue;
+            }
+            let pod = &doc["spec"]["template"]["spec"];
+            assert_eq!(
+                pod["securityContext"]["runAsNonRoot"].as_bool(),
+                Some(true),
+                "{file} {kind}"
+            );
+            let containers = pod["containers"].as_sequence().unwrap().iter();
+            let init = pod["initContainers"].as_sequence().into_iter().flatten();
+            for c in containers.chain(init) {
+                let name = format!("{file} {kind} {}", c["name"].as_str().unwrap_or("?"));
+                let sc = &c["securityContext"];
+                let seccomp = sc["seccompProfile"]["type"]
+                    .as_str()
+                    .or(pod["securityContext"]["seccompProfile"]["type"].as_str());
+                assert_eq!(seccomp, Some("RuntimeDefault"), "{name}");
+                assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false), "{name}");
+                let drop: Vec<&str> = sc["capabilities"]["drop"]
+                    .as_sequence()
+                    .map(|d| d.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                assert_eq!(drop, ["ALL"], "{name}");
+                assert!(
+                    sc.get("privileged").is_none_or(|p| p.as_bool() == Some(false)),
+                    "{name}"
+                );
+                for side in ["requests", "limits"] {
+                    for what in ["cpu", "memory"] {
+                        assert!(
+                            c["resources"][side].get(what).is_some(),
+                            "{name}: resources.{side}.{what}"
+                        );
+                    }
+                }
+                for env in c["envFrom"].as_sequence().into_iter().flatten() {
+                    let wanted = env["secretRef"]["name"].as_str().unwrap();
+                    let secret_file = file.replace(".yaml", "-secret.yaml");
+                    assert_eq!(
+                        secret_file_name(&secret_file),
+                        wanted,
+                        "{name} reads the Secret of {secret_file}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(budgets, 1, "the several-brokers Deployment has a PodDisruptionBudget");
+}
+
+fn secret_file_name(file: &str) -> String {
+    secret_file(file)["metadata"]["name"].as_str().unwrap().to_string()
+}
+
+/// Issue 38 item 6: the load balancer retries a failed POST on the other
+/// broker (nginx does so only with `non_idempotent`), as the docs say.
+#[test]
+fn the_load_balancer_retries_a_failed_post_on_the_other_broker_as_documented() {
+    let compose: Value = serde_yaml_ng::from_str(&read("compose.postgres.yaml")).unwrap();
+    let lb = compose["configs"]["lb"]["content"].as_str().unwrap();
+    let retry: Vec<&str> = lb
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("proxy_next_upstream "))
+        .expect("proxy_next_upstream")
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    for condition in ["error", "timeout", "http_502", "http_503", "non_idempotent"] {
+        assert!(
+            retry.contains(&condition),
+            "proxy_next_upstream lacks {condition}: {retry:?}"
+        );
+    }
+    let docs = std::fs::read_to_string(manifest_dir().join("docs/several-brokers.md")).unwrap();
+    assert!(
+        docs.contains("non_idempotent") && docs.contains("idempotent by"),
+        "the docs say why it is safe"
+    );
+}
+
+/// Issue 38 item 6: no backup recipe writes into the state folder, where
+/// it would be lost with the volume and carried by every later backup.
+#[test]
+fn no_backup_recipe_writes_into_the_state_folder() {
+    let mut files = vec![manifest_dir().join("README.md")];
+    for dir in ["docs", "deploy", "deploy/kubernetes"] {
+        for entry in std::fs::read_dir(manifest_dir().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                files.push(path);
+            }
+        }
+    }
+    let mut recipes = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for (_, rest) in text
+            .match_indices("backup --out ")
+            .map(|(i, _)| text.split_at(i + "backup --out ".len()))
+        {
+            let out = rest.split_whitespace().next().unwrap_or_default();
+            recipes += 1;
+            for state in [STATE, "~/.mnemo", "$MNEMO_STATE_DIR"] {
+                assert!(
+                    !out.starts_with(state),
+                    "{}: a backup into the state folder: {out}",
+                    file.display()
+                );
+            }
+        }
+    }
+    assert!(recipes >= 2, "the recipes were found");
 }

@@ -452,3 +452,69 @@ async fn ctrl_c_during_an_answer_finishes_it_and_exits_without_a_fresh_prompt() 
     );
     assert!(!after.contains('>'), "a fresh prompt after Ctrl-C: {after:?}");
 }
+
+/// Issue 38 item 6: a warning about a user's turn names the user as the
+/// turn line does, by the hash of channel and id, never by the raw id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_model_call_is_logged_with_the_users_hash_not_their_id() {
+    // Nothing answers there: the call fails at once (maxRetries is 0).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    const ID: &str = "ada-raw-id-4242";
+    let mut cmd = support::mnemo(&config, dir.path());
+    cmd.arg("chat").env("USER", ID);
+    let out = tokio::task::spawn_blocking(move || support::with_input(cmd, b"hello\n"))
+        .await
+        .unwrap();
+    let mut logs = String::from_utf8_lossy(&out.stderr).into_owned();
+    for file in walk(&dir.path().join("state/logs")) {
+        logs.push_str(&String::from_utf8_lossy(&std::fs::read(file).unwrap_or_default()));
+    }
+    let hash = mnemo::ops::turn_log::user_hash(ID);
+    let failed: Vec<&str> = logs.lines().filter(|l| l.contains("model call failed")).collect();
+    assert!(!failed.is_empty(), "the failure is logged: {logs}");
+    for line in failed {
+        assert!(line.contains(&hash), "named by its hash: {line}");
+        assert!(!line.contains(ID), "the raw id in a warning: {line}");
+    }
+}
+
+/// Every log line that names a user names them by their log id
+/// (`SafeName::log_id`, `turn_log::user_hash`), never the raw or encoded
+/// id: a `user = …` field in the sources of every crate passes one of
+/// them. The log may be read by people who must not see who said what.
+#[test]
+fn every_log_field_naming_a_user_is_their_log_id() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    for dir in ["src", "sessions/src", "pg/src", "channels/src"] {
+        for file in walk(&root.join(dir))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                // `user = …` or `user_id = …` as a field of its own (a
+                // `bot_user` is the bot).
+                let field = ["user = %", "user = ?", "user_id = %", "user_id = ?"].iter().any(|f| {
+                    line.match_indices(f)
+                        .any(|(at, _)| !line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+                });
+                let hashed = ["log_id()", "user_hash(", "logged(", "user = %self.user,"]
+                    .iter()
+                    .any(|h| line.contains(h));
+                if field && !hashed {
+                    offenders.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "user ids in log fields:\n{}",
+        offenders.join("\n")
+    );
+}

@@ -369,3 +369,34 @@ async fn restore_refuses_a_non_empty_folder_without_force_and_a_file_that_is_not
     assert!(!out.status.success());
     assert!(!dir.path().join("fresh/channels").exists());
 }
+
+/// `mnemo health` (the image's HEALTHCHECK): 0 while a bot on the state
+/// folder answers on its control socket, non-zero naming the folder when
+/// none does; it takes no lock, so the bot keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_answers_while_a_bot_runs_on_the_folder_and_fails_when_none_does() {
+    let (_fake, url) = FakeModel::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let state = dir.path().join("state");
+    let health = || {
+        let mut c = mnemo(&config, dir.path());
+        c.arg("health");
+        c
+    };
+    let out = run(health()).await;
+    assert!(!out.status.success(), "{}", both(&out));
+    assert!(both(&out).contains(state.to_str().unwrap()), "{}", both(&out));
+
+    let mut chat = Chat::start(&config, dir.path());
+    chat.say("hello");
+    chat.wait_for(1).await;
+    let out = run(health()).await;
+    assert!(out.status.success(), "{}", both(&out));
+    chat.say("still there?");
+    chat.wait_for(2).await;
+    chat.end().await;
+
+    let out = run(health()).await;
+    assert!(!out.status.success(), "after the bot stopped: {}", both(&out));
+}

@@ -254,3 +254,67 @@ async fn reindex_rebuilds_every_users_recall_index_with_progress() {
         "bob's index holds only bob's messages"
     );
 }
+
+/// Issue 38 item 4 on the Postgres store: the verbs name the database they
+/// act on — its address, never its password — and a command about what is
+/// not in it exits non-zero saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_verbs_name_the_database_without_its_password_and_fail_on_what_is_not_there() {
+    const PASSWORD: &str = "s3cret-not-shown";
+    let (_fake, url) = FakeModel::start().await;
+    let db = mnemo_testkit::pg::database();
+    // The test server trusts local connections: the password is carried, not checked.
+    let db_url = db.url().replacen("postgres@", &format!("postgres:{PASSWORD}@"), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url, json!({}));
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    doc["store"] = json!({ "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" });
+    std::fs::write(&config, doc.to_string()).unwrap();
+    let verb = |args: &[&str]| {
+        let mut c = mnemo(&config, dir.path());
+        c.env("MNEMO_DATABASE_URL", &db_url).args(args);
+        c
+    };
+    let shown = db.url().replacen("postgres@", "", 1);
+
+    let out = run(verb(&["store", "migrate"])).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&shown) && stderr.contains("$MNEMO_DATABASE_URL"),
+        "{stderr}"
+    );
+    let status = run(verb(&["store", "status", "--json"])).await;
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        doc["database"].as_str().map(|d| d.contains(&shown)),
+        Some(true),
+        "{doc}"
+    );
+
+    let out = run(verb(&["access", "revoke", "telegram", "77"])).await;
+    let (_, revoke_err) = text(&out);
+    assert!(!out.status.success(), "{revoke_err}");
+    assert!(
+        revoke_err.contains("looked in the database") && revoke_err.contains(&shown),
+        "{revoke_err}"
+    );
+
+    let out = run(verb(&["sessions", "maintain", "--channel", "nowhere"])).await;
+    let (_, maintain_err) = text(&out);
+    assert!(!out.status.success(), "{maintain_err}");
+    assert!(
+        maintain_err.contains("channel `nowhere`") && maintain_err.contains(&shown),
+        "{maintain_err}"
+    );
+
+    for said in [
+        stdout,
+        stderr,
+        revoke_err,
+        maintain_err,
+        String::from_utf8_lossy(&status.stdout).into(),
+    ] {
+        assert!(!said.contains(PASSWORD), "the password shown: {said}");
+    }
+}

@@ -1,5 +1,6 @@
-//! Reminders through the real `App` (fakes only at the platform and the
-//! model): with two brokers on one Postgres each reminder is posted once;
+//! Reminders on the console (the real `mnemo chat`, stdin left open as on
+//! a terminal) and through the real `App` (fakes only at the platform and
+//! the model): with two brokers on one Postgres each reminder is posted once;
 //! a repeating reminder fires at each of its times; one found late is
 //! posted saying so; one too late, or whose post kept failing, is told as
 //! missed once, in its chat, at the user's next message; a group's
@@ -199,10 +200,12 @@ async fn a_repeating_reminder_fires_at_each_time_late_ones_say_so_and_missed_one
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reminder_set_in_a_group_goes_to_the_group_with_its_text_only() {
-    let (_model, url) = FakeModel::start().await;
+async fn a_reminder_set_in_a_group_goes_to_the_group_and_the_group_never_sees_a_dm_one() {
+    let (model, url) = FakeModel::start().await;
     let state = tempfile::tempdir().unwrap();
     let (app, channel) = broker(state.path(), &url, None).await;
+    // A reminder of Ada's own, set in her DM: never listed in the group.
+    say(&app, &channel, "ada", "d1", "/session remind +2h see the dentist", 1).await;
     let mut message = dm("fake", "ada", "g1", "/session remind +1m water the office plant");
     message.chat_id = "group-1".into();
     message.chat_kind = ChatKind::Group;
@@ -212,5 +215,72 @@ async fn a_reminder_set_in_a_group_goes_to_the_group_with_its_text_only() {
     mnemo::reminders::pass(&app, Utc::now() + TimeDelta::minutes(2)).await;
     let group = sent_to(&channel, "group-1");
     assert_eq!(group.last().unwrap(), "⏰ Reminder: water the office plant");
-    assert!(sent_to(&channel, "dm-ada").is_empty(), "nothing went to the DM");
+    assert_eq!(sent_to(&channel, "dm-ada").len(), 1, "nothing more went to the DM");
+    // The model asked in the group for Ada's reminders sees only the group's.
+    model.script_tools(vec![vec![("reminder_list", json!({}))], vec![]]);
+    let mut ask = dm("fake", "ada", "g2", "@bot what reminders do I have?");
+    ask.chat_id = "group-1".into();
+    ask.chat_kind = ChatKind::Group;
+    app.submit(ask).await;
+    eventually("the answer in the group", async || {
+        sent_to(&channel, "group-1").len() >= 3
+    })
+    .await;
+    app.wait_turns(Duration::from_secs(10)).await;
+    let listed = serde_json::to_string(model.chat_requests().last().unwrap()).unwrap();
+    assert!(listed.contains("water the office plant"), "{listed}");
+    assert!(
+        !listed.contains("dentist"),
+        "a DM reminder never reaches a group's answer: {listed}"
+    );
+    // Counted, by outcome (never by text).
+    let metrics = mnemo::ops::metrics::metrics().encode();
+    for outcome in ["set", "delivered"] {
+        let line = format!("mnemo_reminders_total{{channel=\"fake\",outcome=\"{outcome}\"}}");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+    assert!(!metrics.contains("office plant"));
+}
+
+#[test]
+fn a_reminder_set_on_the_console_prints_while_mnemo_chat_runs() {
+    use std::io::{BufRead, Write};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_model, url) = rt.block_on(FakeModel::start());
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &url, json!({}));
+    let mut child = support::mnemo(&config, dir.path())
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"/session remind +2s look up from the screen\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("⏰ Reminder: look up from the screen"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no reminder on the console: {seen:?}"),
+        }
+    }
+    assert!(seen.iter().any(|l| l.contains("I'll remind you")), "{seen:?}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
 }

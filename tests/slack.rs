@@ -555,6 +555,37 @@ mod events_api {
                 .contains("/session export")
         );
     }
+
+    /// Issue 38 item 6: a declared 2 MB body is refused 413 from the
+    /// headers alone; the test never sends the body (before the fix the
+    /// listener waited for it and answered 408 after its read deadline).
+    #[tokio::test]
+    async fn an_oversized_content_length_is_refused_before_the_body_is_read() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (_model, model_url) = FakeModel::start().await;
+        let fake = FakeSlack::start().await;
+        let port = free_port();
+        let config =
+            json!({"enabled": true, "mode": "events", "apiUrl": fake.api_url, "listen": format!("127.0.0.1:{port}")});
+        let _bot = Bot::start(&model_url, config);
+        listening(port).await;
+        for path in [EVENTS_PATH, COMMANDS_PATH] {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nx-slack-request-timestamp: 1\r\nx-slack-signature: v0=00\r\n\r\n",
+                2 * 1024 * 1024
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut answer = vec![0u8; 64];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut answer))
+                .await
+                .expect("answered without waiting for the body")
+                .unwrap();
+            let answer = String::from_utf8_lossy(&answer[..n]);
+            assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer}");
+        }
+    }
 }
 
 #[test]

@@ -205,6 +205,32 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     let weekly_path = layout.weekly_path(&ada, 2026, 48);
     std::fs::create_dir_all(weekly_path.parent().unwrap()).unwrap();
     std::fs::write(&weekly_path, "A week of small talk (notes by hand).\n").unwrap();
+    // A reminder and a timezone (`/session remind`, `/session timezone`),
+    // with the nanoseconds a live bot's clock gives.
+    let set_at = chrono::Utc::now();
+    let reminder = mnemo_sessions::reminders::Reminder {
+        id: "k3f9qa".into(),
+        text: "water the plants".into(),
+        at: set_at + chrono::TimeDelta::days(3),
+        due: set_at + chrono::TimeDelta::days(3),
+        repeat: Some("0 9 * * MON".into()),
+        timezone: "Europe/Lisbon".into(),
+        place: mnemo_sessions::reminders::Place {
+            chat_id: "console".into(),
+            thread_id: None,
+            group: false,
+        },
+        created: set_at,
+        state: mnemo_sessions::reminders::State::Active,
+        claimed_at: None,
+        attempts: 0,
+        missed: None,
+    };
+    let book = mnemo_sessions::reminders::Book {
+        timezone: Some("Europe/Lisbon".into()),
+        reminders: vec![reminder],
+    };
+    mnemo_sessions::store::files::write_book(&layout, &ada, &book).unwrap();
 
     // Not migrated: a clear refusal that says what to run.
     let out = env
@@ -234,6 +260,23 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(report["verified"], json!({"users": 1, "messages": source.len()}));
 
     let client = pg_client(&db.url()).await;
+    let reminders = client
+        .query_one(
+            "SELECT count(*), min(r.text), min(u.timezone) FROM mnemo_reminders r JOIN mnemo_users u USING (channel, user_key)
+             WHERE r.channel = 'console' AND r.user_key = 'ada'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            reminders.get::<_, i64>(0),
+            reminders.get::<_, String>(1),
+            reminders.get::<_, String>(2)
+        ),
+        (1, "water the plants".to_string(), "Europe/Lisbon".to_string()),
+        "the reminder and the timezone went along"
+    );
     let rows = client
         .query(
             "SELECT ts, role, text, msg_id, fold IS NOT NULL FROM mnemo_messages
@@ -368,6 +411,14 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(returned[..source.len()], expected[..], "the same messages came back");
     assert_eq!(returned[source.len()].2, "what colour is my bicycle?");
     let back_layout = Layout::new(dir.join("back"), "console");
+    let back_book = mnemo_sessions::store::files::read_book(&back_layout, &ada).unwrap();
+    let stored = mnemo_pg::copy::UserMemory {
+        reminders: book.clone(),
+        ..Default::default()
+    }
+    .as_stored()
+    .reminders;
+    assert_eq!(back_book, stored, "the reminders came back (to the microsecond)");
     assert_eq!(archive::files(&back_layout, &ada).unwrap().len(), batches);
     let back_facts = facts::read(&back_layout, &ada).unwrap().entries;
     let micros = |entries: &[facts::FactEntry]| {

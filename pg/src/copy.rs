@@ -1,8 +1,8 @@
 //! The database side of `mnemo store copy`: one user's memory as the
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
 //! archived ones grouped into folds, the summary and profile bodies, the
-//! fact log, the versions, the topic notes and the daily and weekly
-//! summaries),
+//! fact log, the versions, the topic notes, the daily and weekly
+//! summaries, the reminders and timezone),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -72,6 +72,8 @@ pub struct UserMemory {
     pub topics: Vec<(String, String)>,
     /// Daily and weekly summaries, dailies then weeklies, oldest first.
     pub digests: Vec<crate::digests::StoredDigest>,
+    /// Reminders (by id) and the user's timezone.
+    pub reminders: mnemo_sessions::reminders::Book,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -116,6 +118,7 @@ impl UserMemory {
             && self.versions.is_empty()
             && self.topics.is_empty()
             && self.digests.is_empty()
+            && self.reminders.is_empty()
     }
 
     /// How many of the messages are archived (the folds' total).
@@ -149,6 +152,7 @@ impl UserMemory {
             && same_versions(&self.versions, &other.versions)
             && self.topics == other.topics
             && same_digests(&self.digests, &other.digests)
+            && self.reminders == other.reminders
     }
 
     /// Timestamps cut to the microsecond, text as the database keeps it
@@ -212,6 +216,16 @@ impl UserMemory {
         for f in &mut self.folds {
             f.at = micros(f.at);
         }
+        for r in &mut self.reminders.reminders {
+            for t in [&mut r.at, &mut r.due, &mut r.created]
+                .into_iter()
+                .chain(&mut r.claimed_at)
+                .chain(&mut r.missed)
+            {
+                *t = micros(*t);
+            }
+        }
+        self.reminders.reminders.sort_by(|a, b| a.id.cmp(&b.id));
         self
     }
 }

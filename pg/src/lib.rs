@@ -371,3 +371,9 @@ pub(crate) fn lock_key(purpose: &str, channel: &str, user: &str) -> i64 {
     let digest = h.finalize();
     i64::from_be_bytes(std::array::from_fn(|i| digest[i]))
 }
+
+/// How a user, by their `user_key`, is named in logs:
+/// [`mnemo_sessions::SafeName::log_id`], never the key (the id, encoded).
+pub(crate) fn logged(key: &str) -> String {
+    mnemo_sessions::SafeName::from_encoded(key).map_or_else(|| "?".to_string(), |u| u.log_id().to_string())
+}

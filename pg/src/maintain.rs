@@ -256,7 +256,7 @@ async fn sweep(channel: &PgChannel, lease: &str, holder: &str, now: DateTime<Utc
         };
         if let Err(e) = step {
             report.failed += 1;
-            tracing::warn!(channel = channel.name(), user = %user, error = %e, "maintenance step failed; retried next run");
+            tracing::warn!(channel = channel.name(), user = %user.log_id(), error = %e, "maintenance step failed; retried next run");
         }
     }
     Ok(report)

@@ -95,7 +95,7 @@ impl Profile {
         );
         if !sync.is_empty() {
             tracing::info!(
-                user,
+                user = %crate::logged(user),
                 changed = sync.len(),
                 "profile and fact log differed; the profile's facts recorded"
             );
@@ -391,7 +391,7 @@ impl PgTurn {
             };
         } else {
             tracing::warn!(
-                user = key,
+                user = %crate::logged(key),
                 seq,
                 "version of a document that is not this user's; dropped"
             );
@@ -446,7 +446,7 @@ pub(crate) async fn merge_topic(
         Ok(Some(document)) => document,
         Ok(None) => return Ok(()),
         Err(e) => {
-            tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
+            tracing::warn!(user = %user.log_id(), error = %e, "ongoing topic not recorded in a topic note");
             return Ok(());
         }
     };
@@ -480,7 +480,7 @@ pub(crate) fn version_of(row: &tokio_postgres::Row, user: &str) -> Option<Versio
     let seq: i64 = row.get(0);
     let by: String = row.get(2);
     let Some(by) = parse_name(&by) else {
-        tracing::warn!(user, seq, "version row with an unknown author; skipped");
+        tracing::warn!(user = %crate::logged(user), seq, "version row with an unknown author; skipped");
         return None;
     };
     Some(Version {

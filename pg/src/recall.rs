@@ -156,7 +156,7 @@ impl PgTurn {
                 match self.nearest(model, vector, &skip).await {
                     Ok(hits) => hits,
                     Err(e) => {
-                        tracing::warn!(user = %self.user(), error = %e, "vector recall failed; full text alone this turn");
+                        tracing::warn!(user = %self.user().log_id(), error = %e, "vector recall failed; full text alone this turn");
                         Vec::new()
                     }
                 }

@@ -17,7 +17,7 @@ use tokio_postgres::Row;
 
 /// The columns every read returns, in [`reminder_of`]'s order.
 const COLUMNS: &str =
-    "id, body, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state, claimed_at, attempts, missed";
+    "id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state, claimed_at, attempts, missed";
 
 fn state_name(state: State) -> &'static str {
     match state {
@@ -91,6 +91,75 @@ async fn put(
             )
             .await?;
         }
+    }
+    Ok(())
+}
+
+/// `user`'s reminders and timezone, as the files hold them.
+pub(crate) async fn read_book(
+    db: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    key: &str,
+) -> Result<Book, PgError> {
+    let rows = db
+        .query(
+            &format!("SELECT {COLUMNS} FROM mnemo_reminders WHERE channel = $1 AND user_key = $2 ORDER BY id"),
+            &[&channel, &key],
+        )
+        .await?;
+    let timezone = db
+        .query_opt(
+            "SELECT timezone FROM mnemo_users WHERE channel = $1 AND user_key = $2",
+            &[&channel, &key],
+        )
+        .await?
+        .and_then(|row| row.get(0));
+    Ok(Book {
+        timezone,
+        reminders: rows.iter().map(|row| reminder_of(row, 0)).collect(),
+    })
+}
+
+/// Writes `book` as `user`'s reminders and timezone (the user's row
+/// exists; their reminders are none yet): `mnemo store copy`.
+pub(crate) async fn write_book(
+    db: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    key: &str,
+    book: &Book,
+) -> Result<(), PgError> {
+    db.execute(
+        "UPDATE mnemo_users SET timezone = $3 WHERE channel = $1 AND user_key = $2",
+        &[&channel, &key, &book.timezone],
+    )
+    .await?;
+    for r in &book.reminders {
+        let attempts = i32::try_from(r.attempts).unwrap_or(i32::MAX);
+        db.execute(
+            "INSERT INTO mnemo_reminders
+                (channel, user_key, id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created,
+                 state, claimed_at, attempts, missed)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            &[
+                &channel,
+                &key,
+                &r.id,
+                &r.text,
+                &r.at,
+                &r.due,
+                &r.repeat,
+                &r.timezone,
+                &r.place.chat_id,
+                &r.place.thread_id,
+                &r.place.group,
+                &r.created,
+                &state_name(r.state),
+                &r.claimed_at,
+                &attempts,
+                &r.missed,
+            ],
+        )
+        .await?;
     }
     Ok(())
 }
@@ -169,7 +238,7 @@ impl PgTurn {
         let added = tx
             .execute(
                 "INSERT INTO mnemo_reminders
-                    (channel, user_key, id, body, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state)
+                    (channel, user_key, id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active') ON CONFLICT DO NOTHING",
                 &[
                     &channel,
@@ -240,17 +309,8 @@ impl PgTurn {
     /// The user's reminders and timezone as the files hold them (export).
     pub async fn book(&mut self) -> Result<Book, PgError> {
         let (channel, key) = self.keys();
-        let rows = self
-            .conn()
-            .query(
-                &format!("SELECT {COLUMNS} FROM mnemo_reminders WHERE channel = $1 AND user_key = $2 ORDER BY at, id"),
-                &[&channel, &key],
-            )
-            .await?;
-        Ok(Book {
-            timezone: self.timezone().await?,
-            reminders: rows.iter().map(|row| reminder_of(row, 0)).collect(),
-        })
+        let client: &tokio_postgres::Client = self.conn();
+        read_book(client, &channel, &key).await
     }
 }
 
@@ -278,7 +338,8 @@ impl PgChannel {
             .await?;
         for row in &abandoned {
             let (key, r): (String, Reminder) = (row.get(0), reminder_of(row, 1));
-            tracing::warn!(channel, user = %key, "a reminder's broker died posting it; kept as missed, the user is told");
+            let user = crate::logged(&key);
+            tracing::warn!(channel, %user, "a reminder's broker died posting it; kept as missed, the user is told");
             let id = r.id.clone();
             put(&tx, channel, &key, &id, r.abandoned().as_ref()).await?;
         }

@@ -148,7 +148,7 @@ impl MemoryStore for PgMemory {
         let (channel, user) = (self.inner.channel.clone(), user.clone());
         Some(Box::pin(async move {
             if let Err(e) = crate::vectors::fill(&channel, &user, embedder.as_ref()).await {
-                tracing::warn!(user = %user, error = %e, "storing message vectors failed; filled at a later turn");
+                tracing::warn!(user = %user.log_id(), error = %e, "storing message vectors failed; filled at a later turn");
             }
         }))
     }

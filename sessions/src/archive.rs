@@ -258,7 +258,7 @@ fn read_filtered(
         seen.extend(this_file);
     }
     if duplicates > 0 {
-        tracing::info!(user = %user, duplicates, "records archived in more than one batch were read once");
+        tracing::info!(user = %user.log_id(), duplicates, "records archived in more than one batch were read once");
     }
     if let Some((from, to)) = range {
         records.retain(|r| from <= r.ts && r.ts < to);

@@ -60,6 +60,8 @@ pub struct Reply {
     /// For `export`: the bundle, to attach where the platform allows, else
     /// to hand to the operator.
     pub export: Option<PathBuf>,
+    /// For `remind`: a reminder was set (for the broker's counts).
+    pub set_reminder: bool,
 }
 
 impl Reply {
@@ -67,6 +69,7 @@ impl Reply {
         Reply {
             text: text.into(),
             export: None,
+            set_reminder: false,
         }
     }
 }
@@ -105,7 +108,7 @@ pub async fn execute(
     match try_execute(memory, caller, command, now).await {
         Ok(reply) => reply,
         Err(e) => {
-            tracing::warn!(user = %caller.user, command = ?command, error = %e, "session command failed");
+            tracing::warn!(user = %caller.user.log_id(), command = ?command, error = %e, "session command failed");
             Reply::text(STORAGE_PROBLEM)
         }
     }
@@ -138,7 +141,13 @@ pub async fn try_execute(
         )),
         SessionCommand::Export => exported(memory.export(now).await?),
         SessionCommand::Search { words } => Reply::text(search::search(memory, words).await?),
-        SessionCommand::Remind { when, text } => Reply::text(remind::remind(memory, caller, when, text, now).await?),
+        SessionCommand::Remind { when, text } => {
+            let (text, set) = remind::remind(memory, caller, when, text, now).await?;
+            Reply {
+                set_reminder: set,
+                ..Reply::text(text)
+            }
+        }
         SessionCommand::Reminders => Reply::text(remind::list(memory, caller).await?),
         SessionCommand::CancelReminder { id } => Reply::text(remind::cancel(memory, id).await?),
         SessionCommand::Timezone { zone } => Reply::text(remind::timezone(memory, caller, zone.as_deref()).await?),
@@ -165,5 +174,6 @@ pub fn exported(bundle: export::Export) -> Reply {
     Reply {
         text,
         export: Some(bundle.path),
+        set_reminder: false,
     }
 }

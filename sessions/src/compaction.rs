@@ -338,7 +338,7 @@ impl Compactor {
         let marker = before.as_ref().and_then(|s| s.meta.last_folded.as_ref());
         let resume = plan::already_folded(records, marker, &|n| Some(log.batch_lines(n)));
         if resume > 0 {
-            tracing::info!(user = %user, records = resume, "finishing an interrupted compaction");
+            tracing::info!(user = %user.log_id(), records = resume, "finishing an interrupted compaction");
             // The batch as the marker names it, so the archive file is the
             // one the interrupted run may have written: the log's lines, or
             // (a marker from before compaction took them) encoded again.
@@ -406,7 +406,7 @@ impl Compactor {
                 .then_some(fresh)
         };
         let Some(log) = log else {
-            tracing::info!(user = %user, "log or summary changed during summarization; nothing written");
+            tracing::info!(user = %user.log_id(), "log or summary changed during summarization; nothing written");
             return Ok((CompactionOutcome::Superseded, None));
         };
         let mut next = current.unwrap_or_else(|| summary::empty(user));
@@ -448,7 +448,7 @@ impl Compactor {
         let records = log.records();
         let failures = next.meta.failures.saturating_add(1);
         let max = config.compacting.max_failures;
-        tracing::warn!(user = %user, failures, max, error = %error, "summarizer failed");
+        tracing::warn!(user = %user.log_id(), failures, max, error = %error, "summarizer failed");
         let over_bound = records.len().saturating_sub(config.stm.max_messages);
         let exhausted = failures >= config.compacting.max_failures;
         let fold = if exhausted {
@@ -469,7 +469,7 @@ impl Compactor {
         next.body = fallback::summarize(&next.body, &records[..fold], now);
         next.meta.fallback = true;
         next.meta.failures = remaining;
-        tracing::warn!(user = %user, folded = fold, "fallback summary written so the log stays bounded");
+        tracing::warn!(user = %user.log_id(), folded = fold, "fallback summary written so the log stays bounded");
         let (archived_to, drop) = self.fold_into(guard, user, (log, fold), next, now)?;
         let outcome = CompactionOutcome::Fallback {
             folded: fold,

@@ -211,7 +211,7 @@ impl Editor<'_> {
             facts::sync(self.layout, self.user, &body, by, self.now).map_err(|e| EditError::Profile(e.into()))
         });
         if let Err(e) = synced {
-            tracing::warn!(user = %self.user, error = %e, "fact log not brought in line with the profile; the next edit does it");
+            tracing::warn!(user = %self.user.log_id(), error = %e, "fact log not brought in line with the profile; the next edit does it");
         }
     }
 

@@ -209,7 +209,7 @@ pub(crate) fn sync(
     let (by, changes) = sync_plan(&log.entries, log.exists, &on_disk, by, at);
     let changed = file::apply(layout, user, &changes)?;
     if changed > 0 {
-        tracing::info!(user = %user, changed, by = ?by, "profile and fact log differed; the profile's facts recorded");
+        tracing::info!(user = %user.log_id(), changed, by = ?by, "profile and fact log differed; the profile's facts recorded");
     }
     Ok(changed)
 }

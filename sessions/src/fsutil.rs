@@ -7,10 +7,15 @@
 //! component of a path below it must be a real file or folder. A link
 //! where mnemo expects its own file or folder is refused with
 //! [`LinkRefused`] (as an `io::Error`, naming the path), never read,
-//! written or deleted through; the final open also carries `O_NOFOLLOW`.
-//! A link placed between the check and the open of a *parent* folder is
-//! not caught (the threat is a stray or planted link, not a racing local
-//! attacker who can already write the state folder).
+//! written or deleted through. Files are opened beneath the root's
+//! descriptor by `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`
+//! ([`open_beneath`]), so a folder swapped for a link between the `lstat`
+//! walk and the open is refused by the kernel; where `openat2` is missing
+//! (`ENOSYS`) the walk and `O_NOFOLLOW` on the last component remain, and
+//! a link swapped in for a *parent* folder in between is then not caught.
+//! A file is deleted by name in its folder opened the same way
+//! ([`unlink_beneath`]); folder deletes and listings go by path after the
+//! walk.
 //!
 //! **Private.** Folders are created 0700 and files 0600, set explicitly
 //! after creation so a permissive umask cannot widen them.
@@ -41,9 +46,11 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod beneath;
 mod error;
 mod ops;
 
+pub use beneath::{Access, open_beneath, unlink_beneath};
 pub use error::FileError;
 pub use ops::{list_dir, read_if_exists, read_string_if_exists, remove_if_exists, replace};
 
@@ -143,17 +150,29 @@ pub fn open_append_nofollow(root: &Path, path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {
         create_private_dir_all(root, parent)?;
     }
-    open_private(path, OpenOptions::new().read(true).append(true).create(true))
+    open_private(root, path, Access::Append)
 }
 
-/// Opens `path` as `options` say, as a file of mnemo's: created 0600 (and
-/// narrowed to it), never through a link at `path` itself.
-fn open_private(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
-    let file = options
-        .mode(PRIVATE_FILE)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| link_or(e, path))?;
+/// Opens `path` as `access` says, as a file of mnemo's: created 0600 (and
+/// narrowed to it), never through a link (beneath `root`, or at `path`
+/// itself where the kernel lacks `openat2`).
+fn open_private(root: &Path, path: &Path, access: Access) -> io::Result<File> {
+    let file = match open_beneath(root, path, access)? {
+        Some(file) => file,
+        None => {
+            let mut options = OpenOptions::new();
+            match access {
+                Access::Read => options.read(true),
+                Access::Append => options.read(true).append(true).create(true),
+                Access::CreateNew => options.write(true).create_new(true),
+            };
+            options
+                .mode(PRIVATE_FILE)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|e| link_or(e, path))?
+        }
+    };
     private_file(&file)?;
     Ok(file)
 }
@@ -180,6 +199,9 @@ fn link_or(e: io::Error, path: &Path) -> io::Error {
 /// Opens `path` for reading; a link anywhere below `root` is refused.
 pub fn open_nofollow(root: &Path, path: &Path) -> io::Result<File> {
     refuse_links(root, path)?;
+    if let Some(file) = open_beneath(root, path, Access::Read)? {
+        return Ok(file);
+    }
     OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
@@ -206,8 +228,10 @@ pub fn remove_nofollow(root: &Path, path: &Path) -> io::Result<()> {
     let meta = fs::symlink_metadata(path)?;
     if meta.is_dir() {
         fs::remove_dir_all(path)
-    } else {
+    } else if unlink_beneath(root, path)?.is_none() {
         fs::remove_file(path)
+    } else {
+        Ok(())
     }
 }
 
@@ -224,11 +248,11 @@ pub fn create_new_private(root: &Path, path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {
         create_private_dir_all(root, parent)?;
     }
-    create_new_file(path)
+    create_new_file(root, path)
 }
 
-fn create_new_file(path: &Path) -> io::Result<File> {
-    open_private(path, OpenOptions::new().write(true).create_new(true))
+fn create_new_file(root: &Path, path: &Path) -> io::Result<File> {
+    open_private(root, path, Access::CreateNew)
 }
 
 /// A temp path next to `target`, unique to this call.
@@ -283,7 +307,7 @@ fn stage_unsynced(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<Staged
         return Err(refused(target));
     }
     let tmp = unique_temp_path(target);
-    let file = create_new_file(&tmp)?;
+    let file = create_new_file(root, &tmp)?;
     let mut staged = Staged {
         file,
         tmp,

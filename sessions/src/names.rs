@@ -121,6 +121,34 @@ impl SafeName {
     }
 }
 
+impl SafeName {
+    /// How this user is named in logs and turn lines: 12 hex digits of
+    /// SHA-256 over the name, the same in every crate and every line, never
+    /// the id itself (a log is read by people who may not see memory).
+    pub fn log_id(&self) -> LogId {
+        let digest = Sha256::new()
+            .chain_update(b"mnemo-user\0")
+            .chain_update(self.0.as_bytes())
+            .finalize();
+        let mut out = String::with_capacity(12);
+        for b in &digest[..6] {
+            out.push(hex_digit(b >> 4).to_ascii_lowercase());
+            out.push(hex_digit(b & 0x0f).to_ascii_lowercase());
+        }
+        LogId(out)
+    }
+}
+
+/// A user's name in logs ([`SafeName::log_id`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogId(String);
+
+impl fmt::Display for LogId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl fmt::Display for SafeName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

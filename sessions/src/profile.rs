@@ -146,7 +146,7 @@ pub fn read_body(layout: &Layout, user: &SafeName) -> Result<Option<String>, Pro
     match read(layout, user) {
         Ok(doc) => Ok(doc.map(|d| d.body.trim().to_string()).filter(|b| !b.is_empty())),
         Err(e) => {
-            tracing::warn!(user = %user, error = %e, "profile unreadable");
+            tracing::warn!(user = %user.log_id(), error = %e, "profile unreadable");
             Err(e)
         }
     }
@@ -168,7 +168,7 @@ pub fn merge_facts(
     now: DateTime<Utc>,
 ) -> Result<MergeReport, ProfileError> {
     let existing = read(layout, user).inspect_err(|e| {
-        tracing::warn!(user = %user, error = %e, "profile not updated: facts from this compaction are skipped");
+        tracing::warn!(user = %user.log_id(), error = %e, "profile not updated: facts from this compaction are skipped");
     })?;
     let existed = existing.is_some();
     let mut profile = existing.unwrap_or_else(|| new_profile(layout, user, now));
@@ -178,7 +178,7 @@ pub fn merge_facts(
     let dropped = body.cap(max_chars);
     report.dropped = dropped.len();
     if report.dropped > 0 {
-        tracing::info!(user = %user, dropped = report.dropped, max_chars, "profile capped: oldest entries dropped");
+        tracing::info!(user = %user.log_id(), dropped = report.dropped, max_chars, "profile capped: oldest entries dropped");
     }
     let name_changed = match owner.display_name.map(one_line).filter(|n| !n.is_empty()) {
         Some(name) if profile.meta.display_name.as_deref() != Some(name.as_str()) => {
@@ -209,7 +209,7 @@ pub fn merge_facts(
 /// [`facts::sync`] records what the log missed.
 pub(crate) fn record_in_log(layout: &Layout, user: &SafeName, body: &Body, dropped: &[LiveFact], edit: FactEdit<'_>) {
     if let Err(e) = facts::commit(layout, user, body, dropped, edit) {
-        tracing::warn!(user = %user, error = %e, "fact log not updated; the next edit of the profile records it");
+        tracing::warn!(user = %user.log_id(), error = %e, "fact log not updated; the next edit of the profile records it");
     }
 }
 

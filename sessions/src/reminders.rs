@@ -183,7 +183,7 @@ pub struct Claimed {
 }
 
 /// Checks a reminder's text: 1 to [`MAX_TEXT_CHARS`] characters, not only
-/// blanks. The refusal is said to the user.
+/// blanks, no control characters but newlines and tabs. The refusal is said to the user.
 pub fn check_text(text: &str) -> Result<&str, &'static str> {
     let text = text.trim();
     if text.is_empty() {
@@ -191,6 +191,11 @@ pub fn check_text(text: &str) -> Result<&str, &'static str> {
     }
     if text.chars().count() > MAX_TEXT_CHARS {
         return Err("That reminder is too long: at most 1000 characters.");
+    }
+    // NUL and the like: a database column cannot hold NUL, and a chat
+    // shows none of them.
+    if text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err("A reminder's text cannot hold control characters.");
     }
     Ok(text)
 }

@@ -237,6 +237,10 @@ pub fn known_users(layout: &Layout) -> Result<BTreeSet<SafeName>, ReportError> {
     for name in dir_names(&layout.facts_dir(), false)? {
         users.extend(name.strip_suffix(".jsonl").and_then(SafeName::from_encoded));
     }
+    // A user may have only reminders (a `/session remind` is not stored).
+    for name in dir_names(&layout.reminders_root(), false)? {
+        users.extend(name.strip_suffix(".json").and_then(SafeName::from_encoded));
+    }
     for name in dir_names(&layout.exports_dir(), false)? {
         users.extend(bundles::owner_of(&name));
     }
@@ -335,8 +339,15 @@ mod tests {
         fs::create_dir_all(layout.shared_topics_dir()).unwrap();
         fs::create_dir_all(layout.stm_root().join("not.a.user")).unwrap();
         fs::create_dir_all(summaries_root(&layout).join("carol")).unwrap();
+        fs::create_dir_all(layout.reminders_root()).unwrap();
+        fs::write(layout.reminders_path(&SafeName::of("dave")), "{}").unwrap();
+        fs::write(layout.reminders_root().join(".tmp-x.json"), "{}").unwrap();
         let users = known_users(&layout).unwrap();
-        assert_eq!(users.into_iter().collect::<Vec<_>>(), vec![SafeName::of("carol")]);
+        assert_eq!(
+            users.into_iter().collect::<Vec<_>>(),
+            vec![SafeName::of("carol"), SafeName::of("dave")],
+            "a user with only reminders is a user"
+        );
     }
 
     #[test]

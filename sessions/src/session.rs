@@ -308,7 +308,7 @@ impl Sessions {
             match SessionState::load(this.stm(), &user, keep, looked) {
                 Ok(state) => this.states().put_if_absent(user, state),
                 Err(e) => {
-                    tracing::debug!(user = %user, error = %e, "session reload after compaction failed; the next turn reads the files")
+                    tracing::debug!(user = %user.log_id(), error = %e, "session reload after compaction failed; the next turn reads the files")
                 }
             }
         });

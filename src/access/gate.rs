@@ -180,7 +180,7 @@ impl Gate {
             .check(&message.channel, &message.user_id, chars, !console, clock)
         {
             tracing::info!(
-                channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
+                channel = %message.channel, user = %SafeName::of(&message.user_id).log_id(), msg_id = %message.msg_id,
                 reason = refusal.hit.reason(), told = refusal.tell, "message refused"
             );
             crate::ops::metrics::metrics().refused(&message.channel, refusal.hit.label());
@@ -263,7 +263,7 @@ impl Gate {
         };
         let told = step != PairingStep::Full || self.first_busy_notice(message);
         tracing::info!(
-            channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
+            channel = %message.channel, user = %SafeName::of(&message.user_id).log_id(), msg_id = %message.msg_id,
             "stranger's direct message not answered: {what} (see `mnemo access list {}`)", message.channel
         );
         crate::ops::metrics::metrics().refused(&message.channel, "pairing");
@@ -305,7 +305,7 @@ impl Gate {
 /// admitted on rules that were not read.
 fn unreadable(message: &Inbound, error: &mnemo_pg::PgError) -> Admission {
     tracing::error!(
-        channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
+        channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), msg_id = %message.msg_id,
         error = %error, "access rules could not be read from the database; message refused"
     );
     crate::ops::metrics::metrics().refused(&message.channel, "rules_unavailable");
@@ -314,7 +314,7 @@ fn unreadable(message: &Inbound, error: &mnemo_pg::PgError) -> Admission {
 
 fn refused(message: &Inbound, reason: IgnoreReason) -> Admission {
     tracing::info!(
-        channel = %message.channel, user = %SafeName::of(&message.user_id), msg_id = %message.msg_id,
+        channel = %message.channel, user = %SafeName::of(&message.user_id).log_id(), msg_id = %message.msg_id,
         reason = %reason, "message ignored"
     );
     crate::ops::metrics::metrics().refused(&message.channel, reason.label());

@@ -114,7 +114,7 @@ impl App {
             }
         }
         for question in fresh {
-            tracing::info!(%channel, user = %user, msg_id = %question.msg_id, age_secs = (Utc::now() - question.ts).num_seconds(), "recovery: a stored question was not answered; queued for its answer");
+            tracing::info!(%channel, user = %user.log_id(), msg_id = %question.msg_id, age_secs = (Utc::now() - question.ts).num_seconds(), "recovery: a stored question was not answered; queued for its answer");
             let taken = Taken::recovered(inbound_of(channel, user, question), user.clone());
             if self.dispatcher.submit_taken(channel, user.as_str(), taken).is_ok() {
                 queued.answered += 1;

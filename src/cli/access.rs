@@ -103,9 +103,21 @@ impl From<PolicyArg> for DmPolicy {
 pub async fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
     let root = setup.state_root.as_path();
-    check(root, &command)?;
+    let channel = check(root, &command)?;
     let at = Rules::of(&setup).await?;
     let at = &at;
+    // Said first, on stderr (stdout and --json stay as they were): which
+    // rules this command reads or changes.
+    eprintln!(
+        "mnemo: access rules of `{}`: {}",
+        printable(&channel),
+        at.place(&channel)
+    );
+    if let Rules::Files { root, .. } = at
+        && !root.is_dir()
+    {
+        eprintln!("mnemo: note: the state folder {} does not exist yet", root.display());
+    }
     match command {
         AccessCommand::Pair { channel, code } => pair(at, &channel, &code).await,
         AccessCommand::Allow { channel, user_id } => allow(at, &channel, &user_id).await,
@@ -126,8 +138,8 @@ pub async fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode
 /// Where the rules are: the channels' files under the state root, or the
 /// database the config's store names.
 enum Rules {
-    Files(PathBuf),
-    Database(PgStore),
+    Files { root: PathBuf },
+    Database { store: PgStore, place: String },
 }
 
 impl Rules {
@@ -135,13 +147,26 @@ impl Rules {
     /// mnemo's schema first (it holds the rules from version 4 on).
     async fn of(setup: &Setup) -> Result<Rules> {
         if setup.config.store.kind != StoreKind::Postgres {
-            return Ok(Rules::Files(setup.state_root.clone()));
+            return Ok(Rules::Files {
+                root: setup.state_root.clone(),
+            });
         }
         let store = setup.config.store.connect(&super::setup::env)?;
         mnemo_pg::migrate::check(&store)
             .await
             .context("the config keeps the access rules in the database (store.kind is `postgres`)")?;
-        Ok(Rules::Database(store))
+        Ok(Rules::Database {
+            store,
+            place: setup.database_place(),
+        })
+    }
+
+    /// Where `channel`'s rules are: its access.json, or the database.
+    fn place(&self, channel: &str) -> String {
+        match self {
+            Rules::Files { root } => access_path(root, channel).display().to_string(),
+            Rules::Database { place, .. } => place.clone(),
+        }
     }
 
     /// One read-modify-write of `channel`'s rules: a locked update of its
@@ -149,9 +174,9 @@ impl Rules {
     /// file starts from what is on disk, not from them), or one
     /// transaction on its row.
     async fn edit<T>(&self, channel: &str, change: impl FnOnce(&mut AccessFile) -> T) -> Result<T> {
-        let context = || format!("updating the access rules of `{channel}`");
+        let context = || format!("updating the access rules of `{channel}` in {}", self.place(channel));
         match self {
-            Rules::Files(root) => {
+            Rules::Files { root } => {
                 let path = access_path(root, channel);
                 if !path.exists()
                     && let Some(last) = quarantined(&path).pop()
@@ -165,7 +190,7 @@ impl Rules {
                 let (out, _) = file::update(&path, change).with_context(context)?;
                 Ok(out)
             }
-            Rules::Database(store) => {
+            Rules::Database { store, .. } => {
                 let ((out, _), _) = db::edit(store, channel, change).await.with_context(context)?;
                 Ok(out)
             }
@@ -174,8 +199,8 @@ impl Rules {
 }
 
 /// Refuses an unknown channel or an id its platform cannot have, before
-/// anything is written.
-fn check(root: &Path, command: &AccessCommand) -> Result<()> {
+/// anything is written; the channel the command is about.
+fn check(root: &Path, command: &AccessCommand) -> Result<String> {
     let (channel, id) = match command {
         AccessCommand::Pair { channel, .. }
         | AccessCommand::List { channel, .. }
@@ -190,10 +215,10 @@ fn check(root: &Path, command: &AccessCommand) -> Result<()> {
         }
     };
     ids::check_channel(root, channel)?;
-    match id {
-        Some((kind, id)) => ids::check_id(channel, kind, id),
-        None => Ok(()),
+    if let Some((kind, id)) = id {
+        ids::check_id(channel, kind, id)?;
     }
+    Ok(channel.clone())
 }
 
 fn access_path(root: &Path, channel: &str) -> PathBuf {
@@ -230,27 +255,41 @@ async fn allow(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
 }
 
 async fn revoke(at: &Rules, channel: &str, user: &str) -> Result<ExitCode> {
-    let (was_allowed, open_groups, policy) = at
+    let (was_allowed, was_pending, open_groups, policy) = at
         .edit(channel, |rules| {
             let mut found = rules.allow_from.remove(user);
             for rule in rules.groups.values_mut() {
                 found |= rule.allow_from.as_mut().is_some_and(|list| list.remove(user));
             }
+            let before = rules.pending.len() + rules.approved.len();
             rules.pending.retain(|p| p.user_id != user);
             rules.approved.retain(|n| n.user_id != user);
+            let pending = rules.pending.len() + rules.approved.len() < before;
             let open_groups = rules.groups.values().filter(|g| g.allow_from.is_none()).count();
-            (found, open_groups, rules.dm_policy)
+            (found, pending, open_groups, rules.dm_policy)
         })
         .await?;
-    match was_allowed {
-        true => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
-        false => println!("`{user}` was not on any allowFrom list of `{channel}`"),
+    match (was_allowed, was_pending) {
+        (true, _) => println!("revoked: `{user}` is no longer allowed on `{channel}`"),
+        (false, true) => {
+            println!("`{user}` was not on any allowFrom list of `{channel}`; their pairing code is dropped")
+        }
+        (false, false) => println!("`{user}` was not on any allowFrom list of `{channel}`"),
     }
     if policy == DmPolicy::Open {
         println!("note: dmPolicy is `open`, so `{user}` can still send direct messages");
     }
     if open_groups > 0 {
         println!("note: {open_groups} group(s) have no allowFrom of their own; `{user}` can still talk there");
+    }
+    if !was_allowed && !was_pending {
+        // An unknown user is not a revocation done: most likely the wrong
+        // channel or state folder.
+        eprintln!(
+            "error: user `{user}` is not in the access rules of `{channel}` (looked in {}): nothing revoked",
+            at.place(channel)
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -282,27 +321,37 @@ async fn add_group(at: &Rules, channel: &str, group: &str, require_mention: bool
 async fn remove_group(at: &Rules, channel: &str, group: &str) -> Result<ExitCode> {
     match at.edit(channel, |rules| rules.groups.remove(group).is_some()).await? {
         true => println!("group `{group}` removed from `{channel}`: the bot ignores it"),
-        false => println!("group `{group}` was not opted in on `{channel}`"),
+        false => {
+            println!("group `{group}` was not opted in on `{channel}`");
+            eprintln!(
+                "error: group `{group}` is not in the access rules of `{channel}` (looked in {}): nothing removed",
+                at.place(channel)
+            );
+            return Ok(ExitCode::FAILURE);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn list(at: &Rules, channel: &str, json: bool) -> Result<ExitCode> {
     let (rules, doc) = match at {
-        Rules::Files(root) => {
+        Rules::Files { root } => {
             let path = access_path(root, channel);
             let Some(rules) = list_file(&path, json) else {
                 return Ok(ExitCode::FAILURE);
             };
             match rules {
-                Ok(rules) => (rules, serde_json::json!({ "channel": channel, "file": path })),
+                Ok(rules) => (
+                    rules,
+                    serde_json::json!({ "channel": channel, "file": path, "stateDir": root }),
+                ),
                 Err(notice) => {
                     println!("restrictive: {notice}");
                     return Ok(ExitCode::SUCCESS);
                 }
             }
         }
-        Rules::Database(store) => {
+        Rules::Database { store, place } => {
             let row = mnemo_pg::access::read(store, channel)
                 .await
                 .with_context(|| format!("reading the access rules of `{channel}`"))?;
@@ -310,13 +359,14 @@ async fn list(at: &Rules, channel: &str, json: bool) -> Result<ExitCode> {
                 if !json {
                     println!("the database holds no access rules for `{channel}`: defaults apply");
                 }
-                let doc = serde_json::json!({ "channel": channel, "store": "postgres", "revision": null });
+                let doc =
+                    serde_json::json!({ "channel": channel, "store": "postgres", "database": place, "revision": null });
                 return Ok(print_rules(channel, &AccessFile::default(), doc, json));
             };
             match db::parse(channel, &row.doc) {
                 Ok(rules) => (
                     rules,
-                    serde_json::json!({ "channel": channel, "store": "postgres", "revision": row.revision }),
+                    serde_json::json!({ "channel": channel, "store": "postgres", "database": place, "revision": row.revision }),
                 ),
                 Err(e) => {
                     eprintln!("error: {e}");

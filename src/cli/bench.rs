@@ -2,6 +2,7 @@
 //! stdout, then (with `--json`) one JSON object on the last line. Progress
 //! goes to stderr so the table and the JSON line can be piped.
 
+use crate::bench::instant::CHANNEL;
 use crate::bench::{self, Options, Report};
 use clap::Args;
 use std::process::ExitCode;
@@ -73,6 +74,22 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
             }
         },
     };
+    // Where it writes: its own channel of the state folder, and of the database.
+    match &options.state_dir {
+        Some(dir) => eprintln!(
+            "mnemo bench: in the state folder {} (channel `{CHANNEL}`)",
+            dir.display()
+        ),
+        None => eprintln!("mnemo bench: in a temporary state folder"),
+    }
+    if options.store.is_some() {
+        let url = super::setup::env(&args.database_url_env).unwrap_or_default();
+        eprintln!(
+            "mnemo bench: in the database {} (from ${}; channel `{CHANNEL}`)",
+            super::setup::safe_url(&url),
+            args.database_url_env
+        );
+    }
     let report = bench::run(&options, &mut |line| eprintln!("mnemo bench: {line}")).await?;
     print!("{}", table(&report));
     if args.json {

@@ -3,8 +3,9 @@
 //! first, then the short-term log, in that order, as `seq`), the rolling
 //! summary's body, the profile's body, the fact log, the kept versions
 //! (their `seq` kept; an earlier profile as its body in the database, given
-//! new frontmatter back in files), the topic notes and the daily and
-//! weekly summaries (frontmatter as columns in the database) — between the
+//! new frontmatter back in files), the topic notes, the daily and
+//! weekly summaries (frontmatter as columns in the database) and the
+//! reminders and timezone — between the
 //! state folder and the database the config's `store.urlEnv` names
 //! (whatever `store.kind` says, so a files deployment can be copied before
 //! it is switched over) — and each channel's `_shared` operator notes (not
@@ -129,6 +130,11 @@ pub async fn run(setup: &Setup, args: CopyArgs) -> Result<ExitCode> {
         bail!("--from and --to are the same store: copy from files to postgres or from postgres to files");
     }
     let store = setup.config.store.connect(&super::setup::env)?;
+    let (folder, database) = (setup.folder_place(), setup.database_place());
+    match args.from {
+        Side::Files => eprintln!("mnemo: copying from {folder} to {database}"),
+        Side::Postgres => eprintln!("mnemo: copying from {database} to {folder}"),
+    }
     migrate::check(&store)
         .await
         .context("the database is not ready for a copy")?;

@@ -12,8 +12,17 @@ pub async fn run(global: &GlobalArgs, command: StoreCommand) -> Result<ExitCode>
     let setup = Setup::load(global)?;
     match command {
         StoreCommand::Copy(args) => super::copy::run(&setup, args).await,
-        StoreCommand::Migrate => migrate_now(&open(&setup)?).await,
-        StoreCommand::Status { json } => status(&open(&setup)?, json).await,
+        StoreCommand::Migrate => {
+            let store = open(&setup)?;
+            eprintln!("mnemo: migrating {}", setup.database_place());
+            migrate_now(&store).await
+        }
+        StoreCommand::Status { json } => {
+            let store = open(&setup)?;
+            let place = setup.database_place();
+            eprintln!("mnemo: status of {place}");
+            status(&store, &place, json).await
+        }
     }
 }
 
@@ -31,7 +40,7 @@ async fn migrate_now(store: &PgStore) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
+async fn status(store: &PgStore, place: &str, json: bool) -> Result<ExitCode> {
     let version = migrate::version(store).await.context("reading the schema version")?;
     let vectors = store.vectors().await.context("looking for pgvector")?;
     let counts = if version > 0 { Some(store.counts().await?) } else { None };
@@ -39,6 +48,7 @@ async fn status(store: &PgStore, json: bool) -> Result<ExitCode> {
     if json {
         let doc = serde_json::json!({
             "kind": "postgres",
+            "database": place,
             "schemaVersion": version,
             "schemaLatest": migrate::latest(),
             "pgvector": vectors.to_string(),

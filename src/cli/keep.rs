@@ -1,5 +1,5 @@
-//! `mnemo sessions forget`, `mnemo backup` and `mnemo restore`: the CLI
-//! side. With no bot on the state folder the work happens here under the
+//! `mnemo sessions forget`, `mnemo backup`, `mnemo restore` and `mnemo
+//! health`: the CLI side. With no bot on the state folder the work happens here under the
 //! instance lock; with one running, `forget` and `backup` are sent to it
 //! over the control socket (it holds the per-user locks), and `restore`
 //! refuses (the bot would keep writing over what was restored).
@@ -118,4 +118,33 @@ pub fn restore(global: &GlobalArgs, file: &Path, force: bool) -> Result<ExitCode
     };
     println!("{}", keep::restore(&setup.state_root, file, force)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `mnemo health`: whether the bot on the state folder answers on its
+/// control socket. Takes no lock (a check must never keep a starting bot
+/// from its folder) and writes nothing.
+pub async fn health(global: &GlobalArgs) -> Result<ExitCode> {
+    let setup = Setup::load(global)?;
+    let socket = control::socket_path(&setup.state_root);
+    let asked = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        control::send(&setup.state_root, &Request::Ping),
+    );
+    match asked.await {
+        Ok(Ok(response)) if response.ok => {
+            println!("ok: {}", response.message);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Ok(response)) => bail!(
+            "the bot on {} refused: {}",
+            setup.state_root.display(),
+            response.message
+        ),
+        Ok(Err(_)) => bail!(
+            "no bot answers on {} (is `mnemo run` running on {}?)",
+            socket.display(),
+            setup.folder_place()
+        ),
+        Err(_) => bail!("the bot on {} did not answer within 5 s", setup.state_root.display()),
+    }
 }

@@ -1,7 +1,7 @@
 //! The command line (DESIGN §9): `run`, `chat`, `config check`,
 //! `access pair|allow|revoke|list|policy|groups`,
 //! `sessions report|export|maintain|forget|reindex`, `backup`, `restore`,
-//! `completions`, `man`, `bench`, `store migrate|status|copy`. Argument parsing only; each verb's work lives in
+//! `health`, `completions`, `man`, `bench`, `store migrate|status|copy`. Argument parsing only; each verb's work lives in
 //! a submodule here. Besides `setup.rs`, clap reads two variables here
 //! (`MNEMO_CONFIG`, `MNEMO_STATE_DIR`, the `env` of `--config` and
 //! `--state-dir`).
@@ -56,6 +56,9 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Exit 0 when a bot (`run` or `chat`) on the state folder answers on
+    /// its control socket within 5 s, else 1 (the image's HEALTHCHECK).
+    Health,
     /// Print a shell completion script (bash, zsh, fish) to stdout.
     Completions { shell: clap_complete::Shell },
     /// Print the man pages (roff) of mnemo and every subcommand to stdout,
@@ -206,6 +209,7 @@ pub async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Store(cmd) => database::run(&cli.global, cmd).await,
         Command::Backup { out } => keep::backup(&cli.global, &out).await,
         Command::Restore { file, force } => keep::restore(&cli.global, &file, force),
+        Command::Health => keep::health(&cli.global).await,
         Command::Completions { shell } => {
             // Rendered first, then written: `clap_complete` panics on a
             // write error, and `mnemo completions bash | head` closes the pipe.

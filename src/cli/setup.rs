@@ -20,6 +20,32 @@ pub struct Setup {
 }
 
 /// The process environment, as the lookup function the model code takes.
+/// A PostgreSQL connection string without what must not be shown: a URL
+/// keeps its scheme, host, port and database (no user, password, query);
+/// a `key=value` string keeps `host`, `hostaddr`, `port` and `dbname`.
+pub fn safe_url(url: &str) -> String {
+    let url = url.trim();
+    for scheme in ["postgres://", "postgresql://"] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            let rest = rest.split(['?', '#']).next().unwrap_or_default();
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+            return format!("{scheme}{rest}");
+        }
+    }
+    let kept: Vec<&str> = url
+        .split_whitespace()
+        .filter(|pair| {
+            let key = pair.split('=').next().unwrap_or_default().trim();
+            matches!(key, "host" | "hostaddr" | "port" | "dbname")
+        })
+        .collect();
+    if kept.is_empty() {
+        "(a connection string without host or dbname)".to_string()
+    } else {
+        kept.join(" ")
+    }
+}
+
 #[allow(
     clippy::disallowed_methods,
     reason = "the one reader of the environment (clippy.toml)"
@@ -51,6 +77,32 @@ impl Setup {
             source,
             state_root,
         })
+    }
+
+    /// The state folder, as commands name it: "the state folder /x".
+    pub fn folder_place(&self) -> String {
+        format!("the state folder {}", self.state_root.display())
+    }
+
+    /// The database the config's store names, as commands name it: its
+    /// address without user, password or parameters, and the variable it
+    /// came from ("the database postgres://db:5432/mnemo (from
+    /// $MNEMO_DATABASE_URL)").
+    pub fn database_place(&self) -> String {
+        let name = &self.config.store.url_env;
+        match env(name) {
+            Some(url) => format!("the database {} (from ${name})", safe_url(&url)),
+            None => format!("the database ${name} names"),
+        }
+    }
+
+    /// Where this invocation's memory is: the database when `store.kind`
+    /// is postgres, else the state folder.
+    pub fn memory_place(&self) -> String {
+        match self.config.store.kind {
+            crate::config::StoreKind::Files => self.folder_place(),
+            crate::config::StoreKind::Postgres => self.database_place(),
+        }
     }
 
     /// The folder relative paths in the config are resolved against.
@@ -129,5 +181,24 @@ impl Setup {
                 crate::config::StoreKind::Postgres => Some(self.config.store.connect(&env)?),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_url;
+
+    #[test]
+    fn a_database_is_named_without_its_password() {
+        assert_eq!(
+            safe_url("postgres://mnemo:s3cret@db.internal:5432/mnemo?sslmode=require"),
+            "postgres://db.internal:5432/mnemo"
+        );
+        assert_eq!(safe_url("postgresql://h/db"), "postgresql://h/db");
+        assert_eq!(
+            safe_url("host=db port=5433 user=m password=s3cret dbname=mnemo"),
+            "host=db port=5433 dbname=mnemo"
+        );
+        assert!(!safe_url("password=s3cret").contains("s3cret"));
     }
 }

@@ -50,6 +50,14 @@ fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
 }
 
 fn report(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
+    eprintln!("mnemo: stored memory in {}", setup.folder_place());
+    if setup.config.store.kind == crate::config::StoreKind::Postgres {
+        eprintln!(
+            "mnemo: note: store.kind is postgres, so memory is kept in {}; this report covers the files only \
+             (`mnemo store status` counts the database)",
+            setup.database_place()
+        );
+    }
     let names = channels(&setup.state_root, only)?;
     let mut storages = Vec::new();
     for name in names {
@@ -144,6 +152,7 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
     if let Some(store) = &parts.store {
         return maintain_database(setup, &parts, store, only, json).await;
     }
+    eprintln!("mnemo: maintaining {}", setup.folder_place());
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let names = channels(&setup.state_root, only)?;
     let mut failed = false;
@@ -162,7 +171,10 @@ async fn maintain(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitC
         reports.push(maintenance_json(name, &report));
     }
     if json {
-        println!("{}", serde_json::json!({ "channels": reports, "ok": !failed }));
+        println!(
+            "{}",
+            serde_json::json!({ "stateDir": setup.state_root, "channels": reports, "ok": !failed })
+        );
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -179,9 +191,11 @@ async fn reindex_database(
     store: &mnemo_pg::PgStore,
     only: Option<&str>,
 ) -> Result<ExitCode> {
+    let place = setup.database_place();
+    eprintln!("mnemo: reindexing {place}");
     mnemo_pg::migrate::check(store).await?;
     let started = std::time::Instant::now();
-    let names = database_channels(store, only).await?;
+    let names = database_channels(store, only, &place).await?;
     let (mut users_done, mut vectors) = (0usize, 0usize);
     for name in &names {
         let (stm, config) = open_stm(&setup.state_root, name)?;
@@ -239,8 +253,10 @@ async fn maintain_database(
     only: Option<&str>,
     json: bool,
 ) -> Result<ExitCode> {
+    let place = setup.database_place();
+    eprintln!("mnemo: maintaining {place}");
     mnemo_pg::migrate::check(store).await?;
-    let names = database_channels(store, only).await?;
+    let names = database_channels(store, only, &place).await?;
     let holder = format!("mnemo sessions maintain/{}", std::process::id());
     let (mut failed, mut reports) = (false, Vec::new());
     for name in &names {
@@ -273,18 +289,25 @@ async fn maintain_database(
         }));
     }
     if json {
-        println!("{}", serde_json::json!({ "channels": reports, "ok": !failed }));
+        println!(
+            "{}",
+            serde_json::json!({ "database": place, "channels": reports, "ok": !failed })
+        );
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// The channels a database command covers: `only`, or every channel with
-/// users in the database.
-async fn database_channels(store: &mnemo_pg::PgStore, only: Option<&str>) -> Result<Vec<String>> {
-    Ok(match only {
-        Some(name) => vec![name.to_string()],
-        None => store.channels().await?,
-    })
+/// The channels a database command covers: `only` (which must have users
+/// in the database, `place`), or every channel with users there.
+async fn database_channels(store: &mnemo_pg::PgStore, only: Option<&str>, place: &str) -> Result<Vec<String>> {
+    let known = store.channels().await?;
+    match only {
+        Some(name) if !known.iter().any(|c| c == name) => {
+            bail!("no stored memory for channel `{name}` in {place}")
+        }
+        Some(name) => Ok(vec![name.to_string()]),
+        None => Ok(known),
+    }
 }
 
 /// Each failure of a maintenance run on stderr; whether there was one.
@@ -333,6 +356,7 @@ async fn reindex(setup: &Setup, only: Option<&str>) -> Result<ExitCode> {
             return reindex_database(setup, &parts, store, only).await;
         }
     }
+    eprintln!("mnemo: reindexing {}", setup.folder_place());
     let _instance = crate::instance::InstanceLock::acquire(&setup.state_root)?;
     let started = std::time::Instant::now();
     let (mut users_done, mut messages, mut vectors) = (0usize, 0u64, 0u64);

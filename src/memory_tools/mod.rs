@@ -252,7 +252,7 @@ impl ToolExecutor for MemoryTools {
             Err(refusal) => (refusal.code, format!("error: {}", refusal.message), true),
         };
         let channel = &self.channel;
-        tracing::info!(%channel, user = %self.user, tool, args_bytes, result_bytes = content.len(), outcome, "memory tool call");
+        tracing::info!(%channel, user = %self.user.log_id(), tool, args_bytes, result_bytes = content.len(), outcome, "memory tool call");
         crate::ops::metrics::metrics().tool_call(channel, tool, outcome);
         ToolResult {
             call_id: call.id.clone(),

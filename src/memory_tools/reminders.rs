@@ -2,7 +2,8 @@
 //! for the turn's caller in the chat the turn is in. A reminder is made
 //! by `mnemo_sessions::commands::remind::set`, the same checks and
 //! refusals as `/session remind`; its text is the user's memory, so only
-//! sizes reach the log.
+//! sizes reach the log, and in a group `reminder_list` shows only the
+//! reminders set in that group.
 
 use super::{MemoryTools, Refusal, fields};
 use mnemo_sessions::commands::{Here, remind};
@@ -56,7 +57,12 @@ impl MemoryTools {
             }
             LIST => {
                 fields(args, [])?;
-                let waiting = memory.reminders().await?;
+                let mut waiting = memory.reminders().await?;
+                // In a group the answer is read by everyone: only the
+                // reminders set in this group, which it sees anyway.
+                if reminding.place.group {
+                    waiting.retain(|r| r.place.chat_id == reminding.place.chat_id);
+                }
                 if waiting.is_empty() {
                     return Ok("no reminders".into());
                 }

@@ -5,7 +5,8 @@
 //! forget` and `mnemo backup` send one JSON line here and the bot does the
 //! work under its own locks, answering with one JSON line.
 //!
-//! It serves only those two requests, never reads message text into a
+//! It serves only those requests (and `ping`, which `mnemo health` sends
+//! for a container's health check), never reads message text into a
 //! reply, and the socket is as private as the state folder (owner only).
 
 use super::keep;
@@ -26,6 +27,8 @@ pub enum Request {
     /// Write a backup of the whole state folder to `out`, a file directly
     /// in the state folder (the CLI moves it where the operator asked).
     Backup { out: PathBuf },
+    /// Whether the bot answers at all (`mnemo health`).
+    Ping,
 }
 
 /// The bot's answer: a line for the operator, or why it failed.
@@ -102,6 +105,7 @@ async fn answer(request: Request, app: &App, state_root: &Path) -> Response {
             out.display()
         )),
         Request::Backup { out } => keep::backup(state_root, &out, Some(app.memories())).await,
+        Request::Ping => Ok(format!("the bot on {} answers", state_root.display())),
     };
     match result {
         Ok(message) => Response { ok: true, message },

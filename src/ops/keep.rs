@@ -114,7 +114,7 @@ pub async fn forget(
     .await?;
     tracing::info!(
         channel,
-        user = %super::turn_log::user_hash(channel, user),
+        user = %super::turn_log::user_hash(user),
         "sessions forget: everything stored about a user was deleted"
     );
     Ok(format!(

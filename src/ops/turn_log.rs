@@ -10,7 +10,7 @@ use super::metrics::metrics;
 use crate::model::Usage;
 use chrono::Utc;
 use mnemo_channels::Inbound;
-use sha2::{Digest, Sha256};
+use mnemo_sessions::SafeName;
 use std::time::{Duration, Instant};
 
 /// How a turn ended (the `outcome` label and log field).
@@ -86,7 +86,7 @@ impl TurnTrace {
         let now = Instant::now();
         TurnTrace {
             channel: message.channel.clone(),
-            user: user_hash(&message.channel, &message.user_id),
+            user: user_hash(&message.user_id),
             queue: (Utc::now() - message.ts).to_std().unwrap_or_default(),
             started: now,
             lap_start: now,
@@ -136,14 +136,10 @@ impl TurnTrace {
 }
 
 /// A short, stable, non-reversible-at-a-glance name for a user in logs:
-/// the first 12 hex digits of SHA-256 over `channel` NUL `user_id`.
-pub fn user_hash(channel: &str, user_id: &str) -> String {
-    let digest = Sha256::new()
-        .chain_update(channel.as_bytes())
-        .chain_update([0])
-        .chain_update(user_id.as_bytes())
-        .finalize();
-    hex::encode(&digest[..6])
+/// [`SafeName::log_id`] of their id, the name every warning about them uses
+/// too (the channel is a field of its own).
+pub fn user_hash(user_id: &str) -> String {
+    SafeName::of(user_id).log_id().to_string()
 }
 
 #[cfg(test)]
@@ -151,10 +147,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_user_hash_is_stable_per_channel_and_does_not_contain_the_id() {
-        let a = user_hash("telegram", "123456789");
-        assert_eq!(a, user_hash("telegram", "123456789"));
-        assert_ne!(a, user_hash("slack", "123456789"));
+    fn a_user_hash_is_stable_and_does_not_contain_the_id() {
+        let a = user_hash("123456789");
+        assert_eq!(a, user_hash("123456789"));
+        assert_eq!(
+            a,
+            SafeName::of("123456789").log_id().to_string(),
+            "the same in every warning"
+        );
+        assert_ne!(a, user_hash("123456780"));
         assert_eq!(a.len(), 12);
         assert!(!a.contains("123456789"));
     }

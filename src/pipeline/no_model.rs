@@ -35,6 +35,9 @@ impl Pipeline {
             here: Some(self.here(&place)),
         };
         let reply = commands::execute(mine, caller, command, Utc::now()).await;
+        if reply.set_reminder {
+            crate::ops::metrics::metrics().reminder(&message.channel, "set");
+        }
         let out = match reply.export {
             Some(path) => Outbound::file(message, path, reply.text),
             None => Outbound::reply(message, reply.text),
@@ -81,7 +84,7 @@ impl Pipeline {
             };
             let stored = store_reply(mine, &reply_record(&question, text.clone())).await?;
             due = due.or(stored);
-            tracing::info!(channel = %message.channel, user = %user, msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
+            tracing::info!(channel = %message.channel, user = %user.log_id(), msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
         }
         crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
         self.fold_if_due(memory, &user, due.now(backlog)).await;

@@ -29,7 +29,7 @@ impl Pipeline {
         let zone = match remind::zone_of(mine, self.parts.tz).await {
             Ok(zone) => zone,
             Err(e) => {
-                tracing::warn!(user = %mine.user(), error = %e, "the user's timezone could not be read; the app's is used");
+                tracing::warn!(user = %mine.user().log_id(), error = %e, "the user's timezone could not be read; the app's is used");
                 self.parts.tz
             }
         };
@@ -50,7 +50,7 @@ impl Pipeline {
                     self.reply(message, &text).await;
                 }
             }
-            Err(e) => tracing::warn!(user = %mine.user(), error = %e, "missed reminders could not be read"),
+            Err(e) => tracing::warn!(user = %mine.user().log_id(), error = %e, "missed reminders could not be read"),
         }
     }
 }

@@ -131,3 +131,122 @@ async fn the_models_reminder_set_call_makes_a_reminder_that_arrives() {
     assert_eq!(posted_times(&api, "call the bank").await, 1);
     mnemo.stop(&api).await;
 }
+
+/// `mnemo run` on Postgres with Telegram by webhook on a port of its own
+/// (two of them behind the fake's "load balancer").
+struct WebhookBroker {
+    child: Option<std::process::Child>,
+    url: String,
+    home: std::path::PathBuf,
+}
+
+impl WebhookBroker {
+    fn start(dir: &std::path::Path, index: usize, model_url: &str, api: &FakeBotApi, db_url: &str) -> WebhookBroker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let home = dir.join(format!("broker-{index}"));
+        std::fs::create_dir_all(home.join("state")).unwrap();
+        let config = json!({
+            "stateDir": home.join("state"),
+            "store": { "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" },
+            "model": { "provider": "openai", "baseUrl": model_url, "apiKeyEnv": "MNEMO_TEST_KEY",
+                       "model": "fake-1", "timeoutSecs": 10, "maxRetries": 0 },
+            "channels": { "console": { "enabled": false },
+                          "telegram": { "enabled": true, "apiUrl": api.url, "mode": "webhook",
+                                        "webhookUrl": "https://lb.example.invalid/telegram",
+                                        "webhookListen": format!("127.0.0.1:{port}") } },
+            "limits": { "userMessagesPerMinute": 0 },
+        });
+        std::fs::write(home.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        let mut broker = WebhookBroker {
+            child: None,
+            url: format!("http://127.0.0.1:{port}"),
+            home,
+        };
+        if index == 0 {
+            for args in [&["store", "migrate"][..], &["access", "policy", "telegram", "open"]] {
+                let out = broker.command(db_url).args(args).output().unwrap();
+                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        let stderr = std::fs::File::create(broker.home.join("stderr.log")).unwrap();
+        let child = broker
+            .command(db_url)
+            .arg("run")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn();
+        broker.child = Some(child.unwrap());
+        broker
+    }
+
+    fn command(&self, db_url: &str) -> std::process::Command {
+        let mut cmd = support::mnemo(&self.home.join("config.json"), &self.home);
+        cmd.env("TELEGRAM_BOT_TOKEN", mnemo_testkit::telegram::TOKEN)
+            .env("TELEGRAM_WEBHOOK_SECRET", "e2e_webhook-secret")
+            .env("MNEMO_DATABASE_URL", db_url);
+        cmd
+    }
+
+    /// SIGKILL.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for WebhookBroker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_brokers_on_postgres_post_each_reminder_once_even_when_one_is_killed() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let db = mnemo_testkit::pg::database();
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers: Vec<WebhookBroker> = (0..2)
+        .map(|i| WebhookBroker::start(dir.path(), i, &model_url, &api, &db.url()))
+        .collect();
+    api.wait_for_calls("setWebhook", 2).await;
+    api.deliver_to(brokers.iter().map(|b| b.url.clone()).collect(), Duration::from_secs(10));
+    // Ten reminders due while both brokers race for them, ten after one of
+    // them is killed.
+    let users: Vec<i64> = (1..=20).map(|n| 1000 + n).collect();
+    for (i, u) in users.iter().enumerate() {
+        let when = if i < 10 { "+4s" } else { "+10s" };
+        api.push_message(text_message(
+            *u,
+            user(*u, "U"),
+            &format!("/session remind {when} tea for {u}"),
+        ));
+    }
+    api.wait_until("every reminder confirmed", || {
+        users
+            .iter()
+            .all(|u| sent_to(&api, *u).iter().any(|t| t.starts_with("I'll remind you")))
+            .then_some(())
+    })
+    .await;
+    let posted = |u: &i64| sent_to(&api, *u).contains(&format!("⏰ Reminder: tea for {u}"));
+    api.wait_until("the first ten", || users[..10].iter().all(posted).then_some(()))
+        .await;
+    brokers[0].kill();
+    api.wait_until("the other ten, by the survivor", || {
+        users[10..].iter().all(posted).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for u in &users {
+        let wanted = format!("⏰ Reminder: tea for {u}");
+        let times = sent_to(&api, *u).iter().filter(|t| **t == wanted).count();
+        assert_eq!(times, 1, "user {u}'s reminder is posted once");
+    }
+}

@@ -5,7 +5,8 @@
 //!
 //! Every request is verified ([`super::signature`]) before its body is
 //! parsed; a bad or stale signature gets 401 and nothing else happens.
-//! Bodies are capped at 1 MiB (413) and must arrive within a deadline
+//! Bodies are capped at 1 MiB (413, at once when `Content-Length` says
+//! more, before the body is read) and must arrive within a deadline
 //! (408), since the only client is Slack (normally behind the operator's
 //! TLS proxy).
 //!
@@ -101,6 +102,12 @@ pub(super) async fn run(
 /// response that refuses it.
 async fn verified(intake: &Intake, path: &str, request: Request) -> Result<Bytes, Response> {
     let headers: HeaderMap = request.headers().clone();
+    // A declared length over the cap is refused before a byte of the body
+    // is read (the connection is closed, not drained).
+    if declared_length(&headers).is_some_and(|n| n > MAX_BODY as u64) {
+        tracing::warn!(path, "slack: request refused, its Content-Length is over the 1 MiB cap");
+        return Err(StatusCode::PAYLOAD_TOO_LARGE.into_response());
+    }
     let body = match tokio::time::timeout(READ_DEADLINE, axum::body::to_bytes(request.into_body(), MAX_BODY)).await {
         Ok(Ok(body)) => body,
         Ok(Err(_)) => return Err(StatusCode::PAYLOAD_TOO_LARGE.into_response()),
@@ -119,6 +126,17 @@ async fn verified(intake: &Intake, path: &str, request: Request) -> Result<Bytes
         return Err(StatusCode::UNAUTHORIZED.into_response());
     }
     Ok(body)
+}
+
+/// The request's `Content-Length`, when it has a readable one.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// One POST to [`EVENTS_PATH`].

@@ -209,7 +209,8 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
         )
         .await?;
     }
-    crate::digests::insert_rows(tx, channel, user, &memory.digests).await
+    crate::digests::insert_rows(tx, channel, user, &memory.digests).await?;
+    crate::reminders::write_book(tx, channel, user, &memory.reminders).await
 }
 
 /// Writes `notes` (`(slug, document)`, NUL kept as U+2400) as `channel`'s

@@ -50,7 +50,7 @@ impl Log {
             let id: i64 = row.get(0);
             let (op, section, by): (String, String, String) = (row.get(2), row.get(3), row.get(8));
             let (Some(op), Some(section), Some(by)) = (parse_name(&op), parse_name(&section), parse_name(&by)) else {
-                tracing::warn!(user, id, "fact log row with an unknown op, section or author; skipped");
+                tracing::warn!(user = %crate::logged(user), id, "fact log row with an unknown op, section or author; skipped");
                 continue;
             };
             out.push((

@@ -8,7 +8,7 @@ CREATE TABLE mnemo_reminders (
     channel    text        NOT NULL,
     user_key   text        NOT NULL,
     id         text        NOT NULL,
-    body       text        NOT NULL,
+    text       text        NOT NULL,
     at         timestamptz NOT NULL,
     due        timestamptz NOT NULL,
     repeat     text,

@@ -98,25 +98,24 @@ pub fn confirmation(r: &Reminder) -> String {
     )
 }
 
+/// `/session remind`: the reply, and whether a reminder was set.
 pub(super) async fn remind(
     memory: &mut dyn UserMemory,
     caller: Caller<'_>,
     when: &str,
     text: &str,
     now: DateTime<Utc>,
-) -> Result<String, StoreError> {
+) -> Result<(String, bool), StoreError> {
     let Some(here) = caller.here else {
-        return Ok(NOT_HERE.to_string());
+        return Ok((NOT_HERE.to_string(), false));
     };
     if when.is_empty() {
-        return Ok(
-            "Say when and what: `/session remind +10m call the bank` or `/session remind 2026-12-24T09:00:00+01:00 buy a tree`."
-                .to_string(),
-        );
+        let how = "Say when and what: `/session remind +10m call the bank` or `/session remind 2026-12-24T09:00:00+01:00 buy a tree`.";
+        return Ok((how.to_string(), false));
     }
     match set(memory, here, when, text, None, now).await {
-        Ok(reminder) => Ok(confirmation(&reminder)),
-        Err(Refused::Said(reason)) => Ok(reason),
+        Ok(reminder) => Ok((confirmation(&reminder), true)),
+        Err(Refused::Said(reason)) => Ok((reason, false)),
         Err(Refused::Store(e)) => Err(e),
     }
 }

@@ -41,7 +41,7 @@ impl Compactor {
             batch,
         };
         let report = profile::merge_facts(layout, user, owner, learned, max_chars, change, now).unwrap_or_else(|e| {
-            tracing::warn!(user = %user, error = %e, "facts not merged into the profile");
+            tracing::warn!(user = %user.log_id(), error = %e, "facts not merged into the profile");
             MergeReport::default()
         });
         for fact in output.facts.iter().filter(|f| f.section == FactSection::Topics) {
@@ -50,7 +50,7 @@ impl Compactor {
                 what: "ongoing topic from older messages",
             };
             if let Err(e) = topics::merge_fact(layout, user, &fact.key, &fact.value, max_chars, change, now) {
-                tracing::warn!(user = %user, error = %e, "ongoing topic not recorded in a topic note");
+                tracing::warn!(user = %user.log_id(), error = %e, "ongoing topic not recorded in a topic note");
             }
         }
         report

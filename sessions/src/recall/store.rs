@@ -152,14 +152,14 @@ impl UserIndex {
             Ok(index) => return index,
             Err(Stale::Missing) => {}
             Err(Stale::Broken(reason)) => {
-                tracing::warn!(user = %user, index = %dir.display(), %reason, "recall index unusable; rebuilding it from the user's files")
+                tracing::warn!(user = %user.log_id(), index = %dir.display(), %reason, "recall index unusable; rebuilding it from the user's files")
             }
         }
         let mut logged = 0;
         let mut progress = |written: u64| {
             if written >= logged + PROGRESS_EVERY {
                 logged = written;
-                tracing::info!(user = %user, messages = written, "rebuilding the recall index");
+                tracing::info!(user = %user.log_id(), messages = written, "rebuilding the recall index");
             }
         };
         match rebuild(stm, user, &mut progress)
@@ -172,7 +172,7 @@ impl UserIndex {
                     Stale::Missing => "missing right after the rebuild".to_string(),
                     Stale::Broken(reason) => reason,
                 };
-                tracing::warn!(user = %user, index = %dir.display(), %reason, "recall index cannot be stored; searching from memory this time");
+                tracing::warn!(user = %user.log_id(), index = %dir.display(), %reason, "recall index cannot be stored; searching from memory this time");
                 in_memory(stm, user, dir)
             }
         }
@@ -379,11 +379,13 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
     };
     match archive::read_all(stm.layout(), user) {
         Ok(records) => add(records),
-        Err(e) => tracing::warn!(user = %user, error = %e, "archive unreadable; recall works without it"),
+        Err(e) => tracing::warn!(user = %user.log_id(), error = %e, "archive unreadable; recall works without it"),
     }
     match stm.read_all(user) {
         Ok(live) => add(live.records),
-        Err(e) => tracing::warn!(user = %user, error = %e, "short-term log unreadable; recall works without it"),
+        Err(e) => {
+            tracing::warn!(user = %user.log_id(), error = %e, "short-term log unreadable; recall works without it")
+        }
     }
     index.refresh_files();
     index

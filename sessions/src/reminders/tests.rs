@@ -195,6 +195,9 @@ fn texts_and_zones_are_checked() {
     assert!(check_text("   ").is_err());
     assert!(check_text(&"x".repeat(MAX_TEXT_CHARS)).is_ok());
     assert!(check_text(&"x".repeat(MAX_TEXT_CHARS + 1)).is_err());
+    assert!(check_text("call\0the bank").is_err());
+    assert!(check_text("call\u{1b}[2Jthe bank").is_err());
+    assert_eq!(check_text("buy:\n- milk\n- eggs"), Ok("buy:\n- milk\n- eggs"));
     assert!(parse_zone("Europe/Lisbon").is_some());
     assert!(parse_zone("../etc/passwd").is_none());
     let id = new_id();

@@ -12,6 +12,8 @@
 
 mod reminders;
 
+pub use reminders::{read_book, write_book};
+
 use super::{Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory};
 use crate::compaction::{CompactionOutcome, Compactor, unfolded_recent};
 use crate::config::SessionConfig;
@@ -211,7 +213,7 @@ fn scan(
         let records = match unfolded_recent(stm, &user, usize::MAX) {
             Ok(records) => records,
             Err(e) => {
-                tracing::error!(user = %user, error = %e, "recovery: a short-term log could not be read; skipped");
+                tracing::error!(user = %user.log_id(), error = %e, "recovery: a short-term log could not be read; skipped");
                 continue;
             }
         };
@@ -377,7 +379,7 @@ impl UserMemory for FileUser {
             Ok(Some(p)) => Some(profile::entries_of_body(&p.body)),
             Ok(None) => Some(0),
             Err(e) => {
-                tracing::warn!(user = %user, error = %e, "profile unreadable for status");
+                tracing::warn!(user = %user.log_id(), error = %e, "profile unreadable for status");
                 None
             }
         };
@@ -490,7 +492,7 @@ fn summary_time(stm: &Stm, user: &SafeName) -> Option<DateTime<Utc>> {
         }),
         Ok(None) => None,
         Err(e) => {
-            tracing::warn!(user = %user, error = %e, "rolling summary unreadable for status");
+            tracing::warn!(user = %user.log_id(), error = %e, "rolling summary unreadable for status");
             None
         }
     }

@@ -89,6 +89,7 @@ pub(super) fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
         memory.profile_at = doc.meta.updated;
     }
     read_long_term(layout, user, &mut memory)?;
+    memory.reminders = mnemo_sessions::store::files::read_book(layout, user)?;
     Ok(FileRead {
         memory: memory.as_stored(),
         skipped_lines,

@@ -98,6 +98,7 @@ pub(super) fn write_files(
         profile::write(layout, user, &doc, change, now)?;
     }
     write_long_term(layout, user, memory, now)?;
+    mnemo_sessions::store::files::write_book(layout, user, &memory.reminders)?;
     let log = &memory.messages[start..];
     if !log.is_empty() {
         let mut bytes = Vec::new();
@@ -192,6 +193,7 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     fsutil::remove_if_exists(root, &layout.facts_path(user))?;
     fsutil::remove_if_exists(root, &layout.daily_dir(user))?;
     fsutil::remove_if_exists(root, &layout.weekly_dir(user))?;
+    fsutil::remove_if_exists(root, &layout.reminders_path(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }

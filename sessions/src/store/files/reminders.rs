@@ -153,7 +153,7 @@ impl FileReminders {
             })
             .await?;
         for user in abandoned {
-            tracing::warn!(user = %user, "a reminder's claim was not ended in time; kept as missed, the user is told");
+            tracing::warn!(user = %user.log_id(), "a reminder's claim was not ended in time; kept as missed, the user is told");
             self.change(&user, |book| {
                 let stale: Vec<String> = book
                     .reminders
@@ -270,18 +270,33 @@ fn read_all(layout: &Layout) -> Result<Books, StoreError> {
                             }
                         })
                         .collect();
-                    tracing::warn!(user = %user, "a reminder was being posted when the bot stopped; kept as missed, the user is told");
+                    tracing::warn!(user = %user.log_id(), "a reminder was being posted when the bot stopped; kept as missed, the user is told");
                     write(layout, &user, &book)?;
                 }
                 books.readable.insert(user, book);
             }
             Err(reason) => {
-                tracing::error!(user = %user, path = %path.display(), %reason, "reminders file unreadable; left as it is");
+                tracing::error!(user = %user.log_id(), path = %path.display(), %reason, "reminders file unreadable; left as it is");
                 books.broken.insert(user);
             }
         }
     }
     Ok(books)
+}
+
+/// `user`'s book as the files hold it (empty when there is none): for
+/// `mnemo store copy`, which runs without a bot.
+pub fn read_book(layout: &Layout, user: &SafeName) -> Result<Book, StoreError> {
+    let path = layout.reminders_path(user);
+    match fsutil::read_if_exists(layout.state_root(), &path).map_err(storage)? {
+        None => Ok(Book::default()),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| storage(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Writes `user`'s book (removes the file when it is empty).
+pub fn write_book(layout: &Layout, user: &SafeName, book: &Book) -> Result<(), StoreError> {
+    write(layout, user, book)
 }
 
 fn write(layout: &Layout, user: &SafeName, book: &Book) -> Result<(), StoreError> {
