@@ -195,7 +195,8 @@ async fn discord(size: &Size) -> Vec<Duration> {
     let dir = tempfile::tempdir().expect("tempdir");
     let channels = json!({
         "console": { "enabled": false },
-        "discord": { "enabled": true, "tokenEnv": "MNEMO_BENCH_DISCORD_TOKEN", "apiUrl": fake.url() }
+        // No hold (issue 40): the first words go out the moment they come, the path measured here.
+        "discord": { "enabled": true, "tokenEnv": "MNEMO_BENCH_DISCORD_TOKEN", "apiUrl": fake.url(), "streamHoldMs": 0 }
     });
     let config = write_config(dir.path(), &model_url, channels);
     let access = mnemo_sessions::Layout::new(dir.path().join("state"), "discord").access_path();

@@ -28,7 +28,9 @@
 //! `MNEMO_LOAD_TURNS` override the size; `MNEMO_LOAD_SESSIONS` (a JSON
 //! object) becomes the channel's `sessions/config.json`, e.g.
 //! `{"stm":{"fsync":false},"recall":{"enabled":false}}`;
-//! `MNEMO_LOAD_STREAMING=false` turns streaming edits off; `MNEMO_LOAD_BIN` runs another
+//! `MNEMO_LOAD_STREAMING=false` turns streaming edits off; `MNEMO_LOAD_PIECE_CHARS=8` streams
+//! each answer in 8-character pieces 20 ms apart (a turn's answer is then the
+//! message or edit that shows it whole); `MNEMO_LOAD_BIN` runs another
 //! `mnemo` binary than the one cargo built (to compare two builds, e.g. two
 //! release profiles, in one interleaved series).
 #![allow(
@@ -97,6 +99,9 @@ struct Window {
 
 async fn run(size: Size) {
     let (model, model_url) = FakeModel::start().await;
+    if let Some(chars) = piece_chars() {
+        model.stream_slowly(chars, Duration::from_millis(20));
+    }
     let api = FakeBotApi::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = write_config(dir.path(), &model_url, &api.url);
@@ -196,6 +201,15 @@ fn streaming() -> bool {
     std::env::var("MNEMO_LOAD_STREAMING").map_or(true, |v| v != "false")
 }
 
+/// `MNEMO_LOAD_PIECE_CHARS=8`: the fake model streams each answer in
+/// pieces of that many characters, 20 ms apart (an answer of ~45
+/// characters takes ~120 ms), instead of in one piece.
+#[allow(clippy::disallowed_methods)]
+fn piece_chars() -> Option<usize> {
+    let chars = std::env::var("MNEMO_LOAD_PIECE_CHARS").ok()?;
+    Some(chars.parse().expect("MNEMO_LOAD_PIECE_CHARS is a number"))
+}
+
 /// `mnemo run` with a clean environment, its log in `log`.
 #[allow(clippy::disallowed_methods)]
 fn mnemo(config: &Path, home: &Path, log: &Path) -> Child {
@@ -226,7 +240,7 @@ impl Users {
     /// `count` users, and a task that hands each message the bot sends to
     /// the inbox of the chat it was sent to.
     fn start(api: &FakeBotApi, count: usize) -> std::sync::Arc<Users> {
-        let mut feed = api.sent_feed();
+        let mut feed = api.shown_feed();
         let (senders, inboxes): (Vec<_>, Vec<_>) = (0..count)
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -284,13 +298,17 @@ impl Users {
             let asked = Instant::now();
             self.api
                 .push_message(text_message(chat, user(chat, "Reader"), &question));
-            let answer = tokio::time::timeout(BOUND, inbox.recv())
-                .await
-                .map_err(|_| format!("user {n} got no answer to turn {turn} within {BOUND:?}"))?
-                .ok_or("the fake Bot API stopped")?;
-            if !answer.text.contains(&question) {
-                return Err(format!("user {n} turn {turn} was answered {:?}", answer.text));
-            }
+            // A streamed answer's first message may hold its first words
+            // only: the answer is the message or edit showing it whole.
+            let answer = loop {
+                let shown = tokio::time::timeout(BOUND, inbox.recv())
+                    .await
+                    .map_err(|_| format!("user {n} got no answer to turn {turn} within {BOUND:?}"))?
+                    .ok_or("the fake Bot API stopped")?;
+                if shown.text.contains(&question) {
+                    break shown;
+                }
+            };
             took.push(answer.at.saturating_duration_since(asked));
         }
         Ok(took)

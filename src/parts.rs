@@ -26,8 +26,9 @@ pub struct AppParts {
     pub max_tool_rounds: usize,
     pub summarizer: Arc<dyn Summarizer>,
     /// The channels whose answers are shown while the model writes them
-    /// (`channels.<name>.streaming`); the others get each answer whole.
-    pub streaming: std::collections::BTreeSet<String>,
+    /// (`channels.<name>.streaming`), each with how long the first words
+    /// wait (`streamHoldMs`); the others get each answer whole.
+    pub streaming: std::collections::BTreeMap<String, Duration>,
     /// `store.kind: postgres`: the database pool (checked at start by
     /// `serve`); `None` keeps memory in the files.
     pub store: Option<mnemo_pg::PgStore>,

@@ -317,11 +317,9 @@ impl Pipeline {
         let tools = tools.map(|t| t as &dyn tools::ToolExecutor);
         let model = &*self.parts.model;
         let max_chars = self.parts.limits.max_reply_chars;
-        let channel = self
-            .channels
-            .get(&message.channel)
-            .filter(|_| model.streams() && self.parts.streaming.contains(&message.channel));
-        let Some(channel) = channel else {
+        let hold = self.parts.streaming.get(&message.channel).filter(|_| model.streams());
+        let channel = self.channels.get(&message.channel).zip(hold);
+        let Some((channel, &hold)) = channel else {
             let answer = tools::answer(model, request, tools, limits).await.map(|reply| Answer {
                 text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
                 usage: reply.usage,
@@ -330,7 +328,8 @@ impl Pipeline {
             return (answer, None);
         };
         let mut live = channel.live(Outbound::reply(message, ""));
-        let streamed = crate::streaming::answer(model, request, tools, limits, &mut *live, typing, max_chars).await;
+        let showing = crate::streaming::Showing { max_chars, hold };
+        let streamed = crate::streaming::answer(model, request, tools, limits, &mut *live, typing, showing).await;
         let answer = streamed.map(|s| {
             if let (Some(first), Some(shown)) = (s.first_text, s.first_shown) {
                 crate::ops::metrics::metrics().first_text(&message.channel, shown.saturating_duration_since(first));

@@ -6,6 +6,12 @@
 //! rate-limited platform never stalls the model's stream: edits simply
 //! carry more text each.
 //!
+//! A fast answer is one message (issue 40): the first words wait a short
+//! hold (`channels.<name>.streamHoldMs`) before they are shown, and an
+//! answer the model finishes within it is never shown while growing: the
+//! pipeline's `finish` sends it once, with no edit. A longer answer streams
+//! as before, its first words the hold later.
+//!
 //! Owns four rules: the typing indicator stops at the first text; a round
 //! that turns into tool calls is replaced on screen by the next round's
 //! text (what is shown last is the answer, and only the answer is stored);
@@ -21,6 +27,7 @@ use crate::model::{Model, ModelError, ModelReply, ModelRequest, StreamPart, Usag
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use mnemo_channels::LiveReply;
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -37,15 +44,28 @@ pub struct Streamed {
     /// The error that ended the stream early, if one did (after some text).
     pub broken: Option<ModelError>,
     /// When the model's first text arrived, and when the channel was first
-    /// asked to show it: mnemo's added latency to the first token.
+    /// asked to show it (or, for an answer finished within the hold, handed
+    /// it whole): mnemo's added latency to the first token, the hold
+    /// included.
     pub first_text: Option<Instant>,
     pub first_shown: Option<Instant>,
 }
 
+/// How a streamed answer is shown.
+#[derive(Clone, Copy, Debug)]
+pub struct Showing {
+    /// `limits.maxReplyChars`: the answer is cut there.
+    pub max_chars: usize,
+    /// How long the first words wait: an answer finished within it is
+    /// shown once, whole (`channels.<name>.streamHoldMs`).
+    pub hold: Duration,
+}
+
 /// Answers `request` with the tool loop, every round streamed, showing the
-/// growing answer through `live` meanwhile. `typing` (the indicator's
-/// guard) is dropped at the first text. An error before any text of a
-/// round comes back as `Err`, as a failed call would.
+/// growing answer through `live` meanwhile (its first words `showing.hold`
+/// after they came, unless the answer is whole by then). `typing` (the
+/// indicator's guard) is dropped at the first text. An error before any
+/// text of a round comes back as `Err`, as a failed call would.
 pub async fn answer<T: Send>(
     model: &dyn Model,
     request: ModelRequest,
@@ -53,8 +73,9 @@ pub async fn answer<T: Send>(
     limits: ToolLimits,
     live: &mut dyn LiveReply,
     typing: T,
-    max_chars: usize,
+    showing: Showing,
 ) -> Result<Streamed, ModelError> {
+    let Showing { max_chars, hold } = showing;
     let (tx, rx) = watch::channel(String::new());
     let mut streamer = Streamer {
         tx,
@@ -69,7 +90,7 @@ pub async fn answer<T: Send>(
         // Dropping the streamer (and its sender) tells the shower the text is final.
         (reply, streamer.broken, streamer.first_text)
     };
-    let ((reply, broken, first_text), first_shown) = tokio::join!(read, show_while_growing(live, rx));
+    let ((reply, broken, first_text), first_shown) = tokio::join!(read, show_while_growing(live, rx, hold));
     let reply = reply?;
     let text = crate::reply_limit::cut_streamed(&reply.text, max_chars);
     let text = match &broken {
@@ -144,17 +165,31 @@ impl<T: Send> Ask for Streamer<T> {
     }
 }
 
-/// Shows the newest text whenever the live reply is ready for it; returns
-/// once the text is final (the reader is done), with when it first showed
-/// text.
-async fn show_while_growing(live: &mut dyn LiveReply, mut rx: watch::Receiver<String>) -> Option<Instant> {
+/// Shows the newest text whenever the live reply is ready for it, the
+/// first words no sooner than `hold` after they came; returns once the
+/// text is final (the reader is done), with when it first showed text (or
+/// when the reader finished, if that came first: the final text is then
+/// shown by `finish` alone).
+async fn show_while_growing(
+    live: &mut dyn LiveReply,
+    mut rx: watch::Receiver<String>,
+    hold: Duration,
+) -> Option<Instant> {
     let mut first_shown = None;
+    let mut due = None;
     while rx.changed().await.is_ok() {
-        let at = live.ready_at();
+        if rx.borrow_and_update().trim().is_empty() {
+            continue;
+        }
+        let due = *due.get_or_insert_with(|| Instant::now() + hold);
+        let at = live.ready_at().max(due);
         if at > Instant::now() {
             tokio::select! {
                 () = tokio::time::sleep_until(at) => {}
-                () = closed(&mut rx) => break,
+                () = closed(&mut rx) => {
+                    first_shown.get_or_insert_with(Instant::now);
+                    break;
+                }
             }
         }
         let text = rx.borrow_and_update().clone();

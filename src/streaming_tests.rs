@@ -99,17 +99,70 @@ const LIMITS: ToolLimits = ToolLimits {
     budget_chars: 1000,
 };
 
+/// Streams with no hold: the first words are shown the moment they come.
 async fn run(model: &Scripted, live: &mut Recorder, max_chars: usize) -> Result<Streamed, ModelError> {
-    answer(
-        model,
-        ModelRequest::default(),
-        Some(&Lookup),
-        LIMITS,
-        live,
-        (),
-        max_chars,
-    )
-    .await
+    run_held(model, live, max_chars, Duration::ZERO).await
+}
+
+async fn run_held(
+    model: &Scripted,
+    live: &mut Recorder,
+    max_chars: usize,
+    hold: Duration,
+) -> Result<Streamed, ModelError> {
+    let showing = Showing { max_chars, hold };
+    answer(model, ModelRequest::default(), Some(&Lookup), LIMITS, live, (), showing).await
+}
+
+const HOLD: Duration = Duration::from_millis(400);
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_finished_within_the_hold_is_never_shown_while_growing() {
+    // Five pieces 50 ms apart: whole 250 ms after it began, inside the hold.
+    let model = Scripted::new(vec![(0..5).map(|_| text("ab ")).collect()], Duration::from_millis(50));
+    let mut live = Recorder::default();
+    let out = run_held(&model, &mut live, 1000, HOLD).await.unwrap();
+    assert_eq!(out.text, "ab ".repeat(5));
+    assert!(live.shown.is_empty(), "left to `finish`, one send: {:?}", live.shown);
+    let (first, shown) = (out.first_text.unwrap(), out.first_shown.unwrap());
+    assert_eq!(
+        shown - first,
+        Duration::from_millis(200),
+        "handed over when it was whole"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_answer_shows_its_first_words_after_the_hold_then_at_the_platforms_pace() {
+    let model = Scripted::new(vec![(0..10).map(|_| text("ab ")).collect()], Duration::from_millis(300));
+    let mut live = Recorder::default();
+    let out = run_held(&model, &mut live, 1000, HOLD).await.unwrap();
+    assert_eq!(out.text, "ab ".repeat(10));
+    // The first piece at 300 ms, the second at 600 ms: the hold ends at 700.
+    assert_eq!(live.shown[0], "ab ab ", "what came within the hold, shown at once");
+    assert_eq!(out.first_shown.unwrap() - out.first_text.unwrap(), HOLD);
+    assert!(live.shown.len() >= 2 && live.shown.len() <= 4, "{:?}", live.shown);
+    assert!(live.shown.windows(2).all(|w| w[1].starts_with(&w[0])));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_rounds_words_within_the_hold_are_never_shown() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "lookup".into(),
+        arguments: serde_json::json!({}),
+    };
+    let model = Scripted::new(
+        vec![
+            vec![text("Let me look."), Ok(StreamPart::Call(call))],
+            vec![text("You like "), text("green tea.")],
+        ],
+        Duration::from_millis(20),
+    );
+    let mut live = Recorder::default();
+    let out = run_held(&model, &mut live, 1000, HOLD).await.unwrap();
+    assert_eq!(out.text, "You like green tea.");
+    assert!(live.shown.is_empty(), "{:?}", live.shown);
 }
 
 #[tokio::test(start_paused = true)]

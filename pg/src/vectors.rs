@@ -20,14 +20,17 @@
 use crate::channel::PgChannel;
 use crate::{PgError, lock_key, pg_text};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::recall::{EmbedPurpose, Embedder, clip_for_embedding};
+use mnemo_sessions::recall::{EMBED_BATCH, EmbedPurpose, Embedder, clip_for_embedding, embedding_batch_len};
 use std::fmt::Write as _;
 
-/// Messages embedded per request while filling.
-const BATCH: i64 = 32;
+/// Messages embedded per request while filling: the file store's bound
+/// (its character cap too), so a turn's question and answer, or 128
+/// messages of a long history, go in one request.
+const BATCH: i64 = EMBED_BATCH as i64;
 /// Requests per fill: a long history is embedded over several turns
-/// rather than holding one turn's background work for minutes.
-const BATCHES_PER_FILL: usize = 8;
+/// rather than holding one turn's background work for minutes (256
+/// messages at most a fill, as with the earlier 8 requests of 32).
+const BATCHES_PER_FILL: usize = 2;
 
 const CREATE: &str = "
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -93,7 +96,8 @@ pub(crate) fn literal(vector: &[f32]) -> String {
 }
 
 /// Embeds `user`'s messages that lack a vector of the embedder's model,
-/// newest first, at most `BATCHES_PER_FILL` (8) requests; one fill per user
+/// newest first, at most `BATCHES_PER_FILL` (2) requests of up to
+/// [`EMBED_BATCH`] messages (and its character cap); one fill per user
 /// at a time (another one running: nothing to do here). The number of
 /// vectors stored; an embeddings failure is an error (what was stored
 /// before it stays, and the next fill goes on from there).
@@ -125,11 +129,13 @@ async fn fill_locked(
         if rows.is_empty() {
             break;
         }
-        let seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-        let texts: Vec<String> = rows
+        let mut texts: Vec<String> = rows
             .iter()
             .map(|r| clip_for_embedding(r.get::<_, &str>(1)).to_string())
             .collect();
+        // Within the character cap too; the rest is the next request's.
+        texts.truncate(embedding_batch_len(texts.iter().map(String::as_str)));
+        let seqs: Vec<i64> = rows.iter().take(texts.len()).map(|r| r.get(0)).collect();
         let vectors = match embedder.embed(&texts, EmbedPurpose::Index).await {
             Ok(v) if v.len() == texts.len() && v.iter().all(|x| !x.is_empty() && x.iter().all(|f| f.is_finite())) => v,
             Ok(v) => {
@@ -145,7 +151,7 @@ async fn fill_locked(
         stored += conn
             .execute(STORE, &[&channel, &user.as_str(), &model, &seqs, &literals])
             .await? as usize;
-        if rows.len() < BATCH as usize {
+        if rows.len() < BATCH as usize && seqs.len() == rows.len() {
             break;
         }
     }

@@ -531,3 +531,60 @@ async fn with_pgvector_a_paraphrase_is_recalled_by_its_vector_and_only_the_users
     let texts: Vec<&str> = found.items.iter().map(|i| i.text.as_str()).collect();
     assert_eq!(texts, vec!["bob's car is blue"], "full text alone");
 }
+
+/// Counts an embedder's requests and the texts they carried (issue 40).
+#[derive(Default)]
+struct Batches {
+    calls: std::sync::atomic::AtomicUsize,
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl mnemo_sessions::recall::Embedder for Batches {
+    async fn embed(
+        &self,
+        texts: &[String],
+        _: mnemo_sessions::recall::EmbedPurpose,
+    ) -> Result<Vec<Vec<f32>>, mnemo_sessions::recall::EmbedError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts.iter().map(|t| concept(t)).collect())
+    }
+
+    fn model(&self) -> &str {
+        "concepts-1"
+    }
+}
+
+/// Issue 40: 1,200 messages (a 600-turn conversation) are embedded in
+/// arrays of 128 — 10 requests — as `mnemo sessions reindex` fills them.
+#[tokio::test]
+async fn with_pgvector_a_long_history_is_embedded_in_batches() {
+    let (store, _url) = migrated().await;
+    if !pgvector_in_use(&store).await {
+        return;
+    }
+    let ch = channel(&store, counting());
+    let cleo = SafeName::of("cleo");
+    let mut turn = ch.begin_turn(&cleo).await.unwrap();
+    for i in 0..1200 {
+        let r = record(i, &format!("message {i}: my car is parked by the river"));
+        turn.append(&r, r.ts).await.unwrap();
+    }
+    drop(turn);
+    let embedder = Batches::default();
+    let mut stored = 0;
+    loop {
+        let n = mnemo_pg::vectors::fill(&ch, &cleo, &embedder).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        stored += n;
+    }
+    assert_eq!(stored, 1200);
+    assert_eq!(embedder.texts.load(Ordering::SeqCst), 1200, "each message once");
+    let batch = mnemo_sessions::recall::EMBED_BATCH;
+    let calls = embedder.calls.load(Ordering::SeqCst);
+    assert_eq!(calls, 1200usize.div_ceil(batch));
+    assert!(calls <= 1200usize.div_ceil(64), "arrays of 64 messages or more");
+}

@@ -75,7 +75,8 @@ struct Inner {
     /// as it shows now).
     sent: Vec<(i64, i64, String)>,
     /// Where each new text message is also told, as it arrives.
-    feeds: Vec<mpsc::UnboundedSender<Sent>>,
+    /// Each feed, and whether it is told edits too.
+    feeds: Vec<(mpsc::UnboundedSender<Sent>, bool)>,
     /// Webhook mode: which target acknowledged each update, and when.
     acks: HashMap<i64, Ack>,
     /// Webhook mode: POSTs that were not answered 200.
@@ -102,8 +103,10 @@ pub struct Ack {
 pub struct Sent {
     pub chat: i64,
     pub text: String,
-    /// When its `sendMessage` arrived.
+    /// When its `sendMessage` (or `editMessageText`) arrived.
     pub at: Instant,
+    /// An `editMessageText` (on [`FakeBotApi::shown_feed`] only).
+    pub edited: bool,
 }
 
 /// The fake server; cheap to clone.
@@ -223,7 +226,16 @@ impl FakeBotApi {
     /// instead of copying the whole record on every look.
     pub fn sent_feed(&self) -> mpsc::UnboundedReceiver<Sent> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.inner.lock().unwrap().feeds.push(tx);
+        self.inner.lock().unwrap().feeds.push((tx, false));
+        rx
+    }
+
+    /// [`FakeBotApi::sent_feed`] with every successful `editMessageText`
+    /// too: what a chat shows as it changes (a streamed answer's final
+    /// text may come in an edit).
+    pub fn shown_feed(&self) -> mpsc::UnboundedReceiver<Sent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.inner.lock().unwrap().feeds.push((tx, true));
         rx
     }
 
@@ -407,8 +419,9 @@ impl FakeBotApi {
                 chat: chat_id,
                 text: text.to_string(),
                 at: Instant::now(),
+                edited: false,
             };
-            inner.feeds.retain(|feed| feed.send(sent.clone()).is_ok());
+            inner.feeds.retain(|(feed, _)| feed.send(sent.clone()).is_ok());
         }
         let mut message = json!({
             "message_id": inner.next_message_id,
@@ -449,6 +462,15 @@ impl FakeBotApi {
             ));
         }
         sent.2 = text.to_string();
+        let edited = Sent {
+            chat: chat_id,
+            text: text.to_string(),
+            at: Instant::now(),
+            edited: true,
+        };
+        inner
+            .feeds
+            .retain(|(feed, edits)| !*edits || feed.send(edited.clone()).is_ok());
         Ok(json!({
             "message_id": id,
             "date": chrono::Utc::now().timestamp(),

@@ -218,3 +218,70 @@ async fn with_streaming_off_the_answer_is_asked_whole_and_sent_once() {
     assert!(asked.iter().all(|r| r["stream"] != true), "the model was asked whole");
     stop(child, dir.path());
 }
+
+/// Waits until the DM shows exactly `answers`, each as a one-shot send
+/// would, in order.
+async fn dm_shows_all(discord: &FakeDiscord, answers: &[&str]) {
+    let want: Vec<String> = answers
+        .iter()
+        .flat_map(|a| to_chunks(&DiscordMarkdown, a))
+        .map(|c| c.text)
+        .collect();
+    support::eventually("the DM to show the answers", async || {
+        discord.messages_in(DM_CHANNEL) == want
+    })
+    .await;
+}
+
+/// Issue 40: an instant model's answer, whole within the hold
+/// (`streamHoldMs`, 400 ms by default), is one `POST` and no edit —
+/// before, its first words were posted at once and the rest came in a
+/// `PATCH` a second later; a slow answer still shows its first words
+/// before the model has finished, and grows by edits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_answer_is_one_message_with_no_edit_and_a_slow_one_still_streams() {
+    let (model, model_url) = FakeModel::start().await;
+    let fast = "Sencha is **grassy**; gyokuro is shaded.";
+    model.answer_with(Some(fast));
+    // Five pieces 20 ms apart: whole ~100 ms after its first words.
+    model.stream_slowly(8, Duration::from_millis(20));
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = start(dir.path(), &model_url, &discord, json!({}));
+    discord.identify().await;
+
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000090", "which tea?"));
+    dm_shows_all(&discord, &[fast]).await;
+    let calls = discord.message_calls(DM_CHANNEL);
+    assert_eq!(
+        calls.len(),
+        1,
+        "one call: {:?}",
+        calls.iter().map(|c| &c.method).collect::<Vec<_>>()
+    );
+    assert_eq!(calls[0].method, "POST");
+
+    let slow = "Gyokuro is shaded for weeks before the harvest, which makes it sweet and deep green.";
+    model.answer_with(Some(slow));
+    model.stream_slowly(10, Duration::from_millis(300));
+    model.hold_streams_after(3);
+    let done = model.streams_done.load(Ordering::SeqCst);
+    discord.dispatch("MESSAGE_CREATE", dm("1300000000000000091", "tell me more"));
+    let posted = discord.channel_messages(DM_CHANNEL, 2).await;
+    assert_eq!(
+        model.streams_done.load(Ordering::SeqCst),
+        done,
+        "shown before the model finished"
+    );
+    let first_words = posted[1].content();
+    assert!(
+        slow.starts_with(first_words) && first_words.len() < slow.len(),
+        "{first_words}"
+    );
+    model.release_streams();
+    dm_shows_all(&discord, &[fast, slow]).await;
+    let calls = discord.message_calls(DM_CHANNEL);
+    assert!(calls.iter().any(|c| c.method == "PATCH"), "grown by edits");
+    assert_eq!(calls.iter().filter(|c| c.method == "POST").count(), 2);
+    stop(child, dir.path());
+}

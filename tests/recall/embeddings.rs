@@ -298,3 +298,225 @@ async fn binary(config: &Path, home: &Path, args: &[&str], input: &[u8]) -> std:
     .await
     .unwrap()
 }
+
+/// Issue 40: a turn's question (indexed when it comes) and its answer are
+/// embedded in one request, after the answer: with the question's vector
+/// for recall, at most two requests a turn (before, each message had its
+/// own request: three a turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_question_and_answer_are_embedded_in_one_request() {
+    let (_model, url) = FakeModel::start().await;
+    let (embedder, embed_url) = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path();
+    support::open_access(state, "fake", &[]);
+    memory(state, "fake", embeddings_at(&embed_url));
+    let turns = 4;
+    let questions: Vec<String> = (0..turns)
+        .map(|i| format!("Tell me about green tea number {i}."))
+        .collect();
+    let messages = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| dm("fake", "ada", &format!("b{i}"), q))
+        .collect();
+    run(state, &url, messages).await;
+    vectors_settle(state, "fake", "ada", turns).await;
+
+    let requests: Vec<Vec<String>> = embedder
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| match &r["input"] {
+            Value::Array(texts) => texts.iter().map(|t| t.as_str().unwrap().to_string()).collect(),
+            one => vec![one.as_str().unwrap().to_string()],
+        })
+        .collect();
+    assert!(
+        requests.len() <= 2 * turns,
+        "{} requests for {turns} turns: {requests:?}",
+        requests.len()
+    );
+    for question in &questions {
+        let answer = format!("echo: {question}");
+        assert!(
+            requests.iter().any(|r| r.contains(question) && r.contains(&answer)),
+            "{question:?} and its answer in one request: {requests:?}"
+        );
+    }
+}
+
+/// 600 turns of a conversation, in Ada's log as a long-time user's would be.
+fn seed_conversation(state: &Path, turns: usize) -> Vec<String> {
+    let places = [
+        "the north garage",
+        "the station",
+        "the office",
+        "the river",
+        "the market",
+    ];
+    let teas = [
+        "sencha",
+        "gyokuro",
+        "matcha",
+        "hojicha",
+        "genmaicha",
+        "bancha",
+        "kukicha",
+    ];
+    let start = chrono::Utc::now() - chrono::TimeDelta::days(30);
+    let mut texts = Vec::new();
+    let mut lines = String::new();
+    for i in 0..turns {
+        let said = format!(
+            "Day {i}: I parked the automobile by {} and drank {} with friends.",
+            places[i % places.len()],
+            teas[i % teas.len()]
+        );
+        let answered = format!(
+            "Noted, turn {i}: {} by {}.",
+            teas[(i / 3) % teas.len()],
+            places[(i / 2) % places.len()]
+        );
+        for (n, (role, text)) in [
+            (mnemo_sessions::Role::User, said),
+            (mnemo_sessions::Role::Assistant, answered),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let record = mnemo_sessions::Record {
+                ts: start + chrono::TimeDelta::seconds((2 * i + n) as i64 * 60),
+                role,
+                msg_id: format!("{}s{i}", if n == 0 { "" } else { "re-" }),
+                text: text.clone(),
+                channel: "fake".into(),
+                thread_id: None,
+                chat_id: Some("dm-ada".into()),
+                user_name: Some("ada".into()),
+            };
+            lines.push_str(&serde_json::to_string(&record).unwrap());
+            lines.push('\n');
+            texts.push(text);
+        }
+    }
+    let path = Layout::new(state, "fake").messages_path(&SafeName::of("ada"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, lines).unwrap();
+    texts
+}
+
+/// An embedder that asks for one text at a time: what indexing did before
+/// batching, to compare recall against.
+struct OneByOne(std::sync::Arc<dyn mnemo_sessions::recall::Embedder>);
+
+#[async_trait::async_trait]
+impl mnemo_sessions::recall::Embedder for OneByOne {
+    async fn embed(
+        &self,
+        texts: &[String],
+        purpose: mnemo_sessions::recall::EmbedPurpose,
+    ) -> Result<Vec<Vec<f32>>, mnemo_sessions::recall::EmbedError> {
+        let mut vectors = Vec::new();
+        for text in texts {
+            vectors.extend(self.0.embed(std::slice::from_ref(text), purpose).await?);
+        }
+        Ok(vectors)
+    }
+
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+}
+
+/// The embedder the broker builds for `url` (the real HTTP client).
+fn http_embedder(url: &str) -> std::sync::Arc<dyn mnemo_sessions::recall::Embedder> {
+    let cfg: mnemo_sessions::config::EmbeddingsConfig =
+        serde_json::from_value(embeddings_at(url)["embeddings"].clone()).unwrap();
+    mnemo::model::embeddings::build_embedder(&cfg, &|_| None, "recall.embeddings", None).unwrap()
+}
+
+/// What recall brings to each question, with the question's vector.
+fn recalled(recall: &Recall, questions: &[&str]) -> Vec<Option<String>> {
+    let ada = SafeName::of("ada");
+    questions
+        .iter()
+        .map(|q| {
+            let query = mnemo_sessions::recall::TurnQuery {
+                message: q,
+                recent: &[],
+                max_tokens: 800,
+            };
+            let vector = mnemo_testkit::embeddings::vector_of(q);
+            recall.for_turn_with(&ada, &query, Some(&vector)).render()
+        })
+        .collect()
+}
+
+/// Issue 40: `mnemo sessions reindex` of a 600-turn conversation (1,200
+/// messages) sends arrays of at most 128 texts — 10 requests, not 1,200 —
+/// and recall then finds exactly what it finds with every text embedded
+/// on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reindex_embeds_a_long_conversation_in_batches_with_the_same_recall() {
+    let (model, url) = FakeModel::start().await;
+    let (embedder, embed_url) = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &url, json!({}));
+    let state = dir.path().join("state");
+    support::open_access(&state, "fake", &[]);
+    memory(&state, "fake", embeddings_at(&embed_url));
+    let texts = seed_conversation(&state, 600);
+
+    let out = support::mnemo(&config, dir.path())
+        .args(["sessions", "reindex", "--channel", "fake"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("1200 vectors"), "{stdout}");
+    let batch = mnemo_sessions::recall::EMBED_BATCH;
+    assert_eq!(
+        embedder.calls(),
+        texts.len().div_ceil(batch),
+        "requests of {batch} texts"
+    );
+    assert!(
+        embedder.calls() <= texts.len().div_ceil(64),
+        "arrays of 64 texts or more"
+    );
+    let mut embedded = embedder.inputs();
+    embedded.sort();
+    let mut want = texts.clone();
+    want.sort();
+    assert_eq!(embedded, want, "every message once");
+    assert!(model.chat_requests().is_empty());
+
+    // The same conversation embedded one text a request.
+    let (single, single_url) = FakeEmbeddings::start().await;
+    let other = tempfile::tempdir().unwrap();
+    seed_conversation(other.path(), 600);
+    let unbatched = recall_of(other.path(), "fake");
+    let one_by_one: std::sync::Arc<dyn mnemo_sessions::recall::Embedder> =
+        std::sync::Arc::new(OneByOne(http_embedder(&single_url)));
+    unbatched.use_embedder(Some((one_by_one, std::time::Duration::from_secs(5))));
+    let stored = unbatched
+        .reindex_vectors(&SafeName::of("ada"), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(stored, 1200);
+    assert_eq!(single.calls(), 1200);
+
+    let batched = recall_of(&state, "fake");
+    batched.use_embedder(Some((http_embedder(&embed_url), std::time::Duration::from_secs(5))));
+    let questions = [
+        "Where did I leave my car?",
+        "Which day did I have gyokuro by the river?",
+        "what did I drink at the market with my pals",
+        "genmaicha at the station",
+    ];
+    let with_batches = recalled(&batched, &questions);
+    assert!(with_batches.iter().all(Option::is_some), "recall found something");
+    assert_eq!(with_batches, recalled(&unbatched, &questions), "the same recall");
+}

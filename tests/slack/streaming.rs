@@ -219,3 +219,72 @@ async fn an_answer_that_ends_empty_leaves_no_thinking_placeholder_behind() {
     let (clean, _) = bot.stop().await;
     assert!(clean);
 }
+
+/// Waits until the DM shows exactly `answers`, each as a one-shot send
+/// would, in order.
+async fn dm_shows_all(fake: &FakeSlack, answers: &[&str]) {
+    let want: Vec<String> = answers
+        .iter()
+        .flat_map(|a| to_chunks(&SlackMrkdwn, a))
+        .map(|c| c.text)
+        .collect();
+    support::eventually("the DM to show the answers", async || fake.messages_in("DU1") == want).await;
+}
+
+/// Issue 40: an instant model's answer, whole within the hold
+/// (`streamHoldMs`, 400 ms by default), replaces the "thinking…"
+/// placeholder in one `chat.update` and is never edited again — before,
+/// its first words replaced the placeholder and the rest came in a second
+/// update 1.2 s later; a slow answer still shows its first words before the
+/// model has finished, and grows by updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_answer_is_one_update_of_the_placeholder_and_a_slow_one_still_streams() {
+    let (model, model_url) = FakeModel::start().await;
+    let fast = "Sencha is *grassy*; gyokuro is shaded.";
+    model.answer_with(Some(fast));
+    // Five pieces 20 ms apart: whole ~100 ms after its first words.
+    model.stream_slowly(8, Duration::from_millis(20));
+    let fake = FakeSlack::start().await;
+    let bot = Bot::start(&model_url, socket_config(&fake));
+    connected(&fake, 1).await;
+
+    ask(&fake, "which tea?").await;
+    dm_shows_all(&fake, &[fast]).await;
+    assert_eq!(fake.calls_to("chat.postMessage").len(), 1, "the placeholder only");
+    assert_eq!(fake.calls_to("chat.update").len(), 1, "one update: the answer, whole");
+
+    let slow = "Gyokuro is shaded for weeks before the harvest, which makes it sweet and deep green.";
+    model.answer_with(Some(slow));
+    model.stream_slowly(10, Duration::from_millis(300));
+    model.hold_streams_after(3);
+    let done = model.streams_done.load(Ordering::SeqCst);
+    fake.send(events_envelope(
+        "env-2",
+        "Ev2",
+        dm_event("U1", "1700000002.000100", "tell me more"),
+    ));
+    let first_words = support::eventually("the first words", async || {
+        let shown = fake.messages_in("DU1");
+        shown
+            .get(1)
+            .filter(|t| t.starts_with("Gyokuro") && t.len() < slow.len())
+            .cloned()
+    })
+    .await;
+    assert!(slow.starts_with(&first_words), "{first_words}");
+    assert_eq!(
+        model.streams_done.load(Ordering::SeqCst),
+        done,
+        "shown before the model finished"
+    );
+    model.release_streams();
+    dm_shows_all(&fake, &[fast, slow]).await;
+    assert!(fake.calls_to("chat.update").len() >= 3, "grown by updates");
+    assert_eq!(
+        fake.calls_to("chat.postMessage").len(),
+        2,
+        "a placeholder each, nothing more"
+    );
+    let (clean, _) = bot.stop().await;
+    assert!(clean);
+}

@@ -153,3 +153,69 @@ async fn a_429_on_an_edit_is_waited_out_and_the_final_text_still_lands() {
     assert_eq!(api.calls("sendMessage").len(), 1, "one message, edited: nothing resent");
     mnemo.stop(&api).await;
 }
+
+/// Message `id` of Ada's private chat.
+fn ada_says(id: i64, text: &str) -> serde_json::Value {
+    let mut message = text_message(ADA, user(ADA, "Ada"), text);
+    message["message_id"] = json!(id);
+    message
+}
+
+/// Waits until the chat shows exactly `answers`, each as a one-shot send
+/// would, in order.
+async fn chat_shows_all(api: &FakeBotApi, answers: &[&str]) {
+    let want: Vec<String> = answers
+        .iter()
+        .flat_map(|a| to_chunks(&TelegramHtml, a))
+        .map(|c| c.text)
+        .collect();
+    api.wait_until("the chat to show the answers", || {
+        let shown: Vec<String> = api.sent_messages().into_iter().map(|(_, _, t)| t).collect();
+        (shown == want).then_some(())
+    })
+    .await;
+}
+
+/// Issue 40: an instant model's answer, whole within the hold
+/// (`streamHoldMs`, 400 ms by default), costs one `sendMessage` and no
+/// edit — before, its first words were posted at once and the rest came
+/// in an edit a second later; a slow answer still shows its first words
+/// before the model has finished, and grows by edits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_answer_is_one_message_with_no_edit_and_a_slow_one_still_streams() {
+    let (model, model_url) = FakeModel::start().await;
+    let fast = "Sencha is **grassy**; gyokuro is shaded.";
+    model.answer_with(Some(fast));
+    // Five pieces 20 ms apart: whole ~100 ms after its first words.
+    model.stream_slowly(8, Duration::from_millis(20));
+    let api = FakeBotApi::start().await;
+    let mnemo = Mnemo::start(&api, &model_url, json!({}), json!({}));
+
+    api.push_message(ada_says(1, "which tea?"));
+    chat_shows_all(&api, &[fast]).await;
+    assert_eq!(api.calls("sendMessage").len(), 1, "one message");
+    assert!(api.calls("editMessageText").is_empty(), "and no edit");
+
+    let slow = "Gyokuro is shaded for weeks before the harvest, which makes it sweet and deep green.";
+    model.answer_with(Some(slow));
+    model.stream_slowly(10, Duration::from_millis(300));
+    model.hold_streams_after(3);
+    let done = model.streams_done.load(Ordering::SeqCst);
+    api.push_message(ada_says(2, "tell me more"));
+    let sent = api.wait_for_calls("sendMessage", 2).await;
+    assert_eq!(
+        model.streams_done.load(Ordering::SeqCst),
+        done,
+        "shown before the model finished"
+    );
+    let first_words = sent[1].params["text"].as_str().unwrap();
+    assert!(
+        slow.starts_with(first_words) && first_words.len() < slow.len(),
+        "{first_words}"
+    );
+    model.release_streams();
+    chat_shows_all(&api, &[fast, slow]).await;
+    assert!(!api.calls("editMessageText").is_empty(), "grown by edits");
+    assert_eq!(api.calls("sendMessage").len(), 2);
+    mnemo.stop(&api).await;
+}

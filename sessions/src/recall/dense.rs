@@ -1,6 +1,8 @@
 //! The dense side of recall, with `recall.embeddings` on: each owner's
-//! missing vectors filled in the background after indexing (one fill per
-//! owner at a time, picking up what was added meanwhile), computed again by
+//! missing vectors filled in the background once an answer is indexed (a
+//! turn's question and answer in one request; one fill per owner at a
+//! time, picking up what was added meanwhile), in batches bounded by
+//! [`EMBED_BATCH`] texts and [`EMBED_BATCH_CHARS`] characters, computed again by
 //! `mnemo sessions reindex`, and the cosine search a turn fuses with BM25.
 //! Only documents the owner's index still holds get a vector, so a fill
 //! racing a delete stores nothing deleted.
@@ -11,11 +13,18 @@ use super::store::UserIndex;
 use super::vectors::Vectors;
 use super::{EmbedError, EmbedPurpose, Embedder, Recall, SharedIndex, embed};
 use crate::names::SafeName;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
 
-/// Texts per embeddings request while indexing.
-const EMBED_BATCH: usize = 32;
+/// Most texts in one embeddings request while indexing (issue 40: a
+/// 600-turn conversation is 10 requests, not 1,200). OpenAI takes 2,048
+/// inputs a request; smaller servers take a few hundred.
+pub const EMBED_BATCH: usize = 128;
+/// Most characters (after [`clip`]) in one embeddings request: about 16k
+/// tokens, within what OpenAI (300k tokens a request) and the usual
+/// self-hosted servers take. A batch holds at least one text, so a single
+/// text of [`EMBED_MAX_CHARS`] still goes.
+pub const EMBED_BATCH_CHARS: usize = 64_000;
 /// Nearest documents a turn takes from the embeddings.
 pub const DENSE_HITS: usize = 12;
 /// Dense hits weaker than this share of the best cosine are noise.
@@ -32,40 +41,42 @@ impl Recall {
     }
 
     /// Starts a background fill of `owner`'s missing vectors unless one
-    /// runs (it then picks up what was added meanwhile) or embeddings are
-    /// off, or there is no runtime to run it on.
+    /// runs (it then looks once more when done, for what was added
+    /// meanwhile) or embeddings are off, or there is no runtime to run it on.
     pub(super) fn fill_later(&self, owner: Option<SafeName>) {
         let Some((embedder, _)) = self.embedder() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if !self.filling().insert(owner.clone()) {
-            return;
+        {
+            let mut filling = self.filling();
+            if let Some(again) = filling.get_mut(&owner) {
+                *again = true;
+                return;
+            }
+            filling.insert(owner.clone(), false);
         }
         let this = self.clone();
         runtime.spawn(async move {
             loop {
                 let filled = this.fill(&owner, embedder.as_ref(), &mut |_| {}).await;
-                this.filling().remove(&owner);
-                // A failure waits for the next message to try again (the
+                let mut filling = this.filling();
+                // A failure waits for the next answer to try again (the
                 // embedder has logged it); never a loop of failing calls.
-                if filled.is_err() {
+                // Asked again meanwhile: what was added since is picked up
+                // now. A question indexed meanwhile waits for its answer,
+                // so the two go in one request.
+                if filled.is_err() || filling.get(&owner) != Some(&true) {
+                    filling.remove(&owner);
                     break;
                 }
-                // Anything indexed between the last look and the line
-                // above found the fill still running: look once more.
-                let more = this
-                    .pending(&owner, embedder.model(), 1)
-                    .await
-                    .is_some_and(|p| !p.is_empty());
-                if !more || !this.filling().insert(owner.clone()) {
-                    break;
-                }
+                filling.insert(owner.clone(), false);
             }
         });
     }
 
-    fn filling(&self) -> std::sync::MutexGuard<'_, HashSet<Option<SafeName>>> {
+    /// The owners whose fill runs, each with whether it was asked again.
+    fn filling(&self) -> std::sync::MutexGuard<'_, HashMap<Option<SafeName>, bool>> {
         self.inner.filling.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -87,8 +98,11 @@ impl Recall {
         .await
     }
 
-    /// Computes `owner`'s missing vectors batch by batch until none is
-    /// missing; returns how many were stored, or the embedder's error.
+    /// Computes `owner`'s missing vectors batch by batch until none was
+    /// missing at the last look (a batch short of the caps: what is indexed
+    /// after it is the next fill's, so a question indexed meanwhile goes
+    /// with its answer); returns how many were stored, or the embedder's
+    /// error.
     async fn fill(
         &self,
         owner: &Option<SafeName>,
@@ -103,16 +117,20 @@ impl Recall {
             if batch.is_empty() {
                 return Ok(stored);
             }
-            let (keys, texts): (Vec<u64>, Vec<String>) = batch
-                .into_iter()
-                .map(|(key, text)| (key, clip(&text).to_string()))
-                .unzip();
+            let mut texts: Vec<String> = batch.iter().map(|(_, text)| clip(text).to_string()).collect();
+            texts.truncate(batch_len(texts.iter().map(String::as_str)));
+            // What the cap left out is the next batch's.
+            let keys: Vec<u64> = batch.iter().take(texts.len()).map(|(key, _)| *key).collect();
             let vectors = embed::checked(texts.len(), embedder.embed(&texts, EmbedPurpose::Index).await?)?;
             let (this, owner, model) = (self.clone(), owner.clone(), embedder.model().to_string());
             let count = keys.len() as u64;
+            let taken = keys.len();
             crate::blocking::off_workers(move || this.add_vectors(&owner, &model, &keys, &vectors)).await;
             stored += count;
             progress(stored);
+            if batch.len() < EMBED_BATCH && taken == batch.len() {
+                return Ok(stored);
+            }
         }
     }
 
@@ -226,10 +244,47 @@ pub fn strong_dense<T>(hits: Vec<(f32, T)>) -> Vec<T> {
         .collect()
 }
 
+/// How many of `texts` (already [`clip`]ped), from the first, one
+/// embeddings request takes: at most [`EMBED_BATCH`] and
+/// [`EMBED_BATCH_CHARS`] characters, and always the first one.
+pub fn batch_len<'t>(texts: impl Iterator<Item = &'t str>) -> usize {
+    let mut chars = 0;
+    let mut taken = 0;
+    for text in texts.take(EMBED_BATCH) {
+        chars += text.chars().count();
+        if taken > 0 && chars > EMBED_BATCH_CHARS {
+            break;
+        }
+        taken += 1;
+    }
+    taken
+}
+
 /// `text` cut to [`EMBED_MAX_CHARS`] on a character boundary.
 pub fn clip(text: &str) -> &str {
     match text.char_indices().nth(EMBED_MAX_CHARS) {
         Some((at, _)) => &text[..at],
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_bounded_by_texts_and_characters_and_never_empty() {
+        let short = vec!["a few words"; 300];
+        assert_eq!(batch_len(short.iter().copied()), EMBED_BATCH);
+        let long = "x".repeat(EMBED_MAX_CHARS);
+        let longs = vec![long.as_str(); 20];
+        assert_eq!(batch_len(longs.iter().copied()), EMBED_BATCH_CHARS / EMBED_MAX_CHARS);
+        let huge = "y".repeat(EMBED_BATCH_CHARS + 1);
+        assert_eq!(
+            batch_len([huge.as_str(), "next"].into_iter()),
+            1,
+            "the first always goes"
+        );
+        assert_eq!(batch_len(std::iter::empty()), 0);
     }
 }

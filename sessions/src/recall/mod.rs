@@ -39,7 +39,10 @@ mod store;
 mod tokenize;
 mod vectors;
 
-pub use dense::{DENSE_HITS, clip as clip_for_embedding, strong_dense};
+pub use dense::{
+    DENSE_HITS, EMBED_BATCH, EMBED_BATCH_CHARS, batch_len as embedding_batch_len, clip as clip_for_embedding,
+    strong_dense,
+};
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
 pub use plan::{fuse_by_rank, widening_df_limit};
@@ -53,7 +56,7 @@ use crate::stm::Stm;
 use bm25::Bm25;
 use plan::{Pick, Side};
 use sources::FileSet;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
@@ -105,8 +108,9 @@ struct Inner {
     /// question's vector; `None` = BM25 only.
     embedder: RwLock<Option<(Arc<dyn Embedder>, Duration)>>,
     /// Owners whose vectors a background fill is computing (`None` =
-    /// `_shared`): one fill per owner at a time.
-    filling: Mutex<HashSet<Option<SafeName>>>,
+    /// `_shared`), each with whether it was asked again meanwhile: one
+    /// fill per owner at a time.
+    filling: Mutex<HashMap<Option<SafeName>, bool>>,
 }
 
 #[derive(Default)]
@@ -135,7 +139,7 @@ impl Recall {
             users: Mutex::new(Cache::default()),
             shared: Mutex::new(SharedIndex::default()),
             embedder: RwLock::new(None),
-            filling: Mutex::new(HashSet::new()),
+            filling: Mutex::new(HashMap::new()),
         });
         registry.push((root, Arc::downgrade(&inner)));
         Recall { inner }
@@ -191,14 +195,18 @@ impl Recall {
     /// ~10 µs: cheaper than a hop to another thread and back), else on the
     /// blocking pool, since a user's first use loads (or rebuilds) their
     /// index from disk, which must not hold an async worker serving other
-    /// users' turns. With embeddings on, the new message's vector is
-    /// computed in the background afterwards: the turn never waits for it.
+    /// users' turns. With embeddings on, an answer's indexing starts the
+    /// background fill of the user's missing vectors, so a turn's question
+    /// (indexed when it came) and its answer go in one request (issue 40);
+    /// the turn never waits for it.
     pub async fn index_async(&self, user: &SafeName, record: &Record) {
         if !self.index_if_loaded(user, record) {
             let (this, owner, record) = (self.clone(), user.clone(), record.clone());
             crate::blocking::off_workers(move || this.index(&owner, &record)).await;
         }
-        self.fill_later(Some(user.clone()));
+        if record.role == crate::record::Role::Assistant {
+            self.fill_later(Some(user.clone()));
+        }
     }
 
     /// [`Recall::index_async`] for a channel with recall off: keeps an

@@ -20,6 +20,11 @@ pub struct DiscordConfig {
     /// Show answers while the model writes them (edited in place);
     /// `false` sends each answer whole, once it is complete.
     pub streaming: bool,
+    /// With `streaming`: how long (ms) the first words wait before they are
+    /// posted. An answer the model finishes within it is sent once, with no
+    /// edit; a longer one streams as before, its first words this much later.
+    /// 0 posts the first words at once. At most 10,000.
+    pub stream_hold_ms: u64,
     /// This broker's gateway shard when several brokers share the bot:
     /// `{"id": 1, "total": 2}`. Absent: shard 0 of 1 (one broker).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,6 +46,7 @@ impl Default for DiscordConfig {
             api_url: None,
             guild_id: None,
             streaming: true,
+            stream_hold_ms: super::STREAM_HOLD_MS,
             shard: None,
         }
     }

@@ -26,6 +26,11 @@ pub struct SlackConfig {
     /// Show answers while the model writes them (edited in place);
     /// `false` sends each answer whole, once it is complete.
     pub streaming: bool,
+    /// With `streaming`: how long (ms) the first words wait before they are
+    /// posted. An answer the model finishes within it is sent once, with no
+    /// edit; a longer one streams as before, its first words this much later.
+    /// 0 posts the first words at once. At most 10,000.
+    pub stream_hold_ms: u64,
 }
 
 impl Default for SlackConfig {
@@ -39,6 +44,7 @@ impl Default for SlackConfig {
             api_url: None,
             listen: "0.0.0.0:3000".into(),
             streaming: true,
+            stream_hold_ms: super::STREAM_HOLD_MS,
         }
     }
 }

@@ -30,6 +30,11 @@ pub struct TelegramConfig {
     /// Show answers while the model writes them (edited in place);
     /// `false` sends each answer whole, once it is complete.
     pub streaming: bool,
+    /// With `streaming`: how long (ms) the first words wait before they are
+    /// posted. An answer the model finishes within it is sent once, with no
+    /// edit; a longer one streams as before, its first words this much later.
+    /// 0 posts the first words at once. At most 10,000.
+    pub stream_hold_ms: u64,
 }
 
 impl Default for TelegramConfig {
@@ -44,6 +49,7 @@ impl Default for TelegramConfig {
             webhook_listen: "127.0.0.1:8443".into(),
             webhook_secret_env: "TELEGRAM_WEBHOOK_SECRET".into(),
             streaming: true,
+            stream_hold_ms: super::STREAM_HOLD_MS,
         }
     }
 }
