@@ -265,3 +265,97 @@ fn bench_runs_on_postgres_and_leaves_the_database_as_it_found_it() {
         "nothing of the users' memory went to the state folder"
     );
 }
+
+/// `--brokers 2`: two brokers (each its own pool and state folder) on one
+/// database, the users shared between them by affinity; every turn
+/// answered and stored, each broker's share in the JSON.
+#[test]
+fn bench_runs_two_brokers_on_one_postgres_and_loses_no_turn() {
+    let db = mnemo_testkit::pg::database();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, std::time::Duration::from_secs(5)).unwrap();
+    rt.block_on(mnemo_pg::migrate::migrate(&store)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (users, turns) = (5, 3);
+    let out = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args([
+            "bench",
+            "--store",
+            "postgres",
+            "--brokers",
+            "2",
+            "--concurrency",
+            "2",
+            "--json",
+        ])
+        .args(["--users", &users.to_string(), "--turns", &turns.to_string()])
+        .arg("--state-dir")
+        .arg(dir.path())
+        .env_remove("MNEMO_CONFIG")
+        .env("MNEMO_DATABASE_URL", db.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("on 2 brokers"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("broker 0") && stdout.contains("broker 1") && stdout.contains("none lost"),
+        "{stdout}"
+    );
+
+    let report = last_json_line(&out);
+    assert_eq!(report["store"], "postgres");
+    assert_eq!(report["brokers"], 2);
+    assert_eq!(report["total_turns"], users * turns);
+    let per_broker = report["per_broker"].as_array().unwrap();
+    assert_eq!(per_broker.len(), 2, "{report}");
+    // User u on broker u % 2: users 0, 2, 4 on broker 0; 1, 3 on broker 1.
+    for (b, share_users) in [(0, 3), (1, 2)] {
+        let share = &per_broker[b];
+        assert_eq!(share["broker"], b, "{report}");
+        assert_eq!(share["users"], share_users, "{report}");
+        assert_eq!(share["total_turns"], share_users * turns, "{report}");
+        assert!(share["turns_per_s"].as_f64().unwrap() > 0.0, "{report}");
+        let (p50, p99) = (share["p50_us"].as_u64().unwrap(), share["p99_us"].as_u64().unwrap());
+        assert!(0 < p50 && p50 <= p99, "{report}");
+    }
+    let answered: u64 = per_broker.iter().map(|b| b["total_turns"].as_u64().unwrap()).sum();
+    assert_eq!(answered, (users * turns) as u64);
+    // Every turn's question and answer reached the database: none lost.
+    assert_eq!(report["stored_messages"], 2 * users * turns, "{report}");
+
+    // Each broker had its own state folder, and the memory went to the database.
+    for b in 0..2 {
+        let layout = mnemo_sessions::Layout::new(&dir.path().join(format!("broker-{b}")), "bench");
+        assert!(layout.config_path().exists(), "broker {b}'s state folder");
+        assert!(!layout.stm_root().exists(), "broker {b} kept no memory in files");
+    }
+    let counts = rt.block_on(store.counts()).unwrap();
+    assert_eq!(counts.messages, 0, "the bench's channel is emptied after the run");
+}
+
+#[test]
+fn bench_refuses_several_brokers_on_the_files_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(dir.path(), &["--users", "2", "--turns", "1", "--brokers", "2"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--brokers needs --store postgres") && stderr.contains("one broker owns a state folder"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("channels/bench").exists(),
+        "nothing was written before the refusal"
+    );
+
+    let out = bench(dir.path(), &["--store", "postgres", "--brokers", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--brokers must be at least 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

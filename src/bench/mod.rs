@@ -13,7 +13,9 @@
 //! names (migrated; the bench's channel `bench` is emptied before and after,
 //! and its open rules are its row in the database while it runs),
 //! and the CPU figure is the broker's alone, not the database server's.
+//! There `--brokers N` runs N brokers on the one database ([`brokers`]).
 
+pub mod brokers;
 pub mod instant;
 pub mod procfs;
 pub mod seed;
@@ -22,12 +24,11 @@ use crate::access::{AccessFile, DmPolicy};
 use crate::app::{App, AppParts};
 use crate::channel_memory::ChannelMemory;
 use crate::config::LimitsConfig;
-use crate::instance::InstanceLock;
 use crate::model::{Model, ModelSummarizer};
 use anyhow::{Context as _, Result, bail};
 use chrono::Utc;
-use instant::{CHANNEL, InstantModel, TimedChannel};
-use mnemo_channels::{Channel, ChatKind, Inbound};
+use instant::{CHANNEL, InstantModel};
+use mnemo_channels::{ChatKind, Inbound};
 use mnemo_sessions::Layout;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::session::Sessions;
@@ -58,9 +59,17 @@ pub struct Options {
     /// Where to keep state; `None`: a temporary folder, removed afterwards.
     pub state_dir: Option<PathBuf>,
     /// Memory in this Postgres database instead of the state folder
-    /// (`--store postgres`): the bench's channel `bench` is emptied before
-    /// and after the run.
-    pub store: Option<mnemo_pg::PgStore>,
+    /// (`--store postgres`), one pool per broker (`--brokers`: as many
+    /// brokers as pools; none: the files store, one broker): the bench's
+    /// channel `bench` is emptied before and after the run.
+    pub stores: Vec<mnemo_pg::PgStore>,
+}
+
+impl Options {
+    /// Brokers serving the users: one per pool, at least one.
+    pub fn brokers(&self) -> usize {
+        self.stores.len().max(1)
+    }
 }
 
 /// What a run measured. Serialized as the `--json` line.
@@ -103,6 +112,14 @@ pub struct Report {
     pub peak_rss_mb: Option<f64>,
     /// How long seeding the history took.
     pub seed_s: f64,
+    /// Brokers that served the turns (`--brokers`; 1 on the files store).
+    pub brokers: usize,
+    /// Each broker's share: user `u` on broker `u % brokers`.
+    pub per_broker: Vec<brokers::BrokerReport>,
+    /// Messages the run added to the database (all channels; 2 per turn,
+    /// the question and its answer, when nothing else writes there and no
+    /// turn was lost); `None` on the files store.
+    pub stored_messages: Option<i64>,
 }
 
 /// How long one reply may take before the run is called stuck (an instant
@@ -128,79 +145,113 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
             temp.path().to_path_buf()
         }
     };
-    let _instance = InstanceLock::acquire(&root)?;
-    prepare_channel(&root, options.fsync, options.recall)?;
-
-    if let Some(store) = &options.store {
-        mnemo_pg::migrate::check(store).await.context("the bench's database")?;
-        let gone = store.delete_channel(CHANNEL).await?;
-        if gone > 0 {
-            progress(format!(
-                "removed {gone} users a previous bench left in channel `{CHANNEL}`"
-            ));
-            store.vacuum().await?;
-        }
-        // On the database the gate reads the channel's rules there.
-        crate::access::db::edit(store, CHANNEL, |rules| *rules = open_rules())
-            .await
-            .context("opening the bench channel in the database")?;
+    let folders = brokers::take_folders(&root, options)?;
+    if let Some(store) = options.stores.first() {
+        prepare_database(store, progress).await?;
     }
-    let channel = Arc::new(TimedChannel::new());
-    let parts = AppParts {
-        store: options.store.clone(),
-        ..app_parts(&root)
-    };
-    let app = App::new(parts, vec![channel.clone() as Arc<dyn Channel>])?;
-    let memory = app.memories().get(CHANNEL).context("the bench channel has no memory")?;
+    let brokers = brokers::open(folders, options)?;
+    let first = &brokers[0].app;
+    let memory = first
+        .memories()
+        .get(CHANNEL)
+        .context("the bench channel has no memory")?;
 
     let seeding = Instant::now();
     if options.history > 0 {
-        seed(&app, memory, options, progress).await?;
+        seed(first, memory, options, progress).await?;
     }
     let seed_s = seeding.elapsed().as_secs_f64();
 
-    let concurrency = options.concurrency.unwrap_or(options.users);
-    progress(format!(
-        "running {} users × {} turns, at most {concurrency} in flight",
-        options.users, options.turns
-    ));
-    let flight = Arc::new(InFlight::new(concurrency));
+    let stored_before = match options.stores.first() {
+        Some(store) => Some(store.counts().await?.messages),
+        None => None,
+    };
     let cpu_before = cpu_time();
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for u in 0..options.users {
-        let sent = channel.listen(&chat_id(u));
-        tasks.spawn(user_turns(app.clone(), u, options.turns, sent, flight.clone()));
-    }
-    let mut latencies = Latencies::default();
-    while let Some(done) = tasks.join_next().await {
-        latencies.add_user(done.context("a bench user task panicked")??);
-    }
-    let elapsed = started.elapsed();
-    app.wait_turns(Duration::from_secs(30)).await;
-    // The folds the turns made due run in the background, at a lower
-    // priority: their CPU is the turns' too, so it is counted once they
-    // are done.
-    app.wait_background(Duration::from_secs(30)).await;
+    let (per_user, elapsed, max_in_flight) = run_turns(&brokers, options, progress).await?;
+    // The last replies are stored right after they are sent, and the folds
+    // the turns made due run in the background, at a lower priority: their
+    // CPU is the turns' too, so it is counted once they are done.
+    brokers::settle(&brokers).await;
     let cpu = cpu_time()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
-    if let Some(store) = &options.store {
+    let mut stored_messages = None;
+    if let (Some(store), Some(before)) = (options.stores.first(), stored_before) {
+        stored_messages = Some(store.counts().await?.messages - before);
         // Gone, and vacuumed: the next run (the same user names) must not
         // walk this run's dead index entries.
         store.delete_channel(CHANNEL).await?;
         mnemo_pg::access::remove(store, CHANNEL).await?;
         store.vacuum().await?;
     }
+    let per_broker = brokers::per_broker(&per_user, brokers.len(), elapsed);
+    let mut latencies = Latencies::default();
+    for turns in per_user {
+        latencies.add_user(turns);
+    }
     let mut report = summarize(options, latencies, elapsed, cpu, seed_s);
-    report.max_in_flight = flight.max();
+    report.max_in_flight = max_in_flight;
+    report.per_broker = per_broker;
+    report.stored_messages = stored_messages;
     Ok(report)
+}
+
+/// Readies the database for the run: migrated, the bench channel of an
+/// earlier run gone, and open to anyone (its rules are its row there).
+async fn prepare_database(store: &mnemo_pg::PgStore, progress: &mut dyn FnMut(String)) -> Result<()> {
+    mnemo_pg::migrate::check(store).await.context("the bench's database")?;
+    let gone = store.delete_channel(CHANNEL).await?;
+    if gone > 0 {
+        progress(format!(
+            "removed {gone} users a previous bench left in channel `{CHANNEL}`"
+        ));
+        store.vacuum().await?;
+    }
+    crate::access::db::edit(store, CHANNEL, |rules| *rules = open_rules())
+        .await
+        .context("opening the bench channel in the database")?;
+    Ok(())
+}
+
+/// Every user's turns, user `u` on broker `u % N`, at most `--concurrency`
+/// in flight across all brokers: each user's turn times (by user), the
+/// wall time, and the most turns that were in flight at once.
+async fn run_turns(
+    brokers: &[brokers::Broker],
+    options: &Options,
+    progress: &mut dyn FnMut(String),
+) -> Result<(Vec<Vec<u64>>, Duration, usize)> {
+    let concurrency = options.concurrency.unwrap_or(options.users);
+    let on = if brokers.len() > 1 {
+        format!(" on {} brokers", brokers.len())
+    } else {
+        String::new()
+    };
+    progress(format!(
+        "running {} users × {} turns{on}, at most {concurrency} in flight",
+        options.users, options.turns
+    ));
+    let flight = Arc::new(InFlight::new(concurrency));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for u in 0..options.users {
+        let broker = &brokers[brokers::broker_of(u, brokers.len())];
+        let sent = broker.channel.listen(&chat_id(u));
+        let (app, flight, turns) = (broker.app.clone(), flight.clone(), options.turns);
+        tasks.spawn(async move { Ok::<_, anyhow::Error>((u, user_turns(app, u, turns, sent, flight).await?)) });
+    }
+    let mut per_user = vec![Vec::new(); options.users];
+    while let Some(done) = tasks.join_next().await {
+        let (u, times) = done.context("a bench user task panicked")??;
+        per_user[u] = times;
+    }
+    Ok((per_user, started.elapsed(), flight.max()))
 }
 
 /// Every user's history, seeded below the memory seam, in bulk, as each
 /// store loads fastest.
 async fn seed(app: &App, memory: &ChannelMemory, options: &Options, progress: &mut dyn FnMut(String)) -> Result<()> {
-    match &options.store {
+    match options.stores.first() {
         Some(store) => {
             let pg = mnemo_pg::PgChannel::new(
                 store.clone(),
@@ -471,7 +522,7 @@ fn summarize(options: &Options, latencies: Latencies, elapsed: Duration, cpu: Op
     let n = all.0.len();
     let secs = elapsed.as_secs_f64();
     Report {
-        store: if options.store.is_some() { "postgres" } else { "files" },
+        store: if options.stores.is_empty() { "files" } else { "postgres" },
         users: options.users,
         turns: options.turns,
         fsync: options.fsync,
@@ -497,6 +548,9 @@ fn summarize(options: &Options, latencies: Latencies, elapsed: Duration, cpu: Op
         cpu_us_per_turn: cpu.map(|c| c.as_secs_f64() * 1e6 / n.max(1) as f64),
         peak_rss_mb: peak_rss_mb(),
         seed_s,
+        brokers: options.brokers(),
+        per_broker: Vec::new(),
+        stored_messages: None,
     }
 }
 

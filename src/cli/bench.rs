@@ -38,6 +38,13 @@ pub struct BenchArgs {
     /// emptied before and after the run).
     #[arg(long, value_enum, default_value_t = BenchStore::Files)]
     pub store: BenchStore,
+    /// Brokers on the one database, for `--store postgres` (default 1): as
+    /// many `App`s in this process, each with its own connection pool and
+    /// state folder; user u talks to broker u % N. `--concurrency` caps the
+    /// turns in flight across all of them. The files store has one broker:
+    /// one broker owns a state folder.
+    #[arg(long)]
+    pub brokers: Option<usize>,
     /// The environment variable holding the database URL, for `--store postgres`.
     #[arg(long, default_value = "MNEMO_DATABASE_URL")]
     pub database_url_env: String,
@@ -53,6 +60,16 @@ pub enum BenchStore {
 }
 
 pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let brokers = args.brokers.unwrap_or(1);
+    if brokers == 0 {
+        anyhow::bail!("--brokers must be at least 1");
+    }
+    if args.store == BenchStore::Files && args.brokers.is_some() {
+        anyhow::bail!(
+            "--brokers needs --store postgres: on the files store one broker owns a state folder, \
+             so there is no second broker to share it with"
+        );
+    }
     let options = Options {
         users: args.users,
         turns: args.turns,
@@ -61,17 +78,9 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
         history: args.history,
         concurrency: args.concurrency,
         state_dir: global.state_dir.clone(),
-        store: match args.store {
-            BenchStore::Files => None,
-            BenchStore::Postgres => {
-                let store = crate::config::StoreConfig {
-                    kind: crate::config::StoreKind::Postgres,
-                    url_env: args.database_url_env.clone(),
-                    max_connections: args.concurrency.unwrap_or(args.users).clamp(4, 256) + 8,
-                    ..crate::config::StoreConfig::default()
-                };
-                Some(store.connect(&super::setup::env)?)
-            }
+        stores: match args.store {
+            BenchStore::Files => Vec::new(),
+            BenchStore::Postgres => pools(args, brokers)?,
         },
     };
     // Where it writes: its own channel of the state folder, and of the database.
@@ -82,7 +91,7 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
         ),
         None => eprintln!("mnemo bench: in a temporary state folder"),
     }
-    if options.store.is_some() {
+    if !options.stores.is_empty() {
         let url = super::setup::env(&args.database_url_env).unwrap_or_default();
         eprintln!(
             "mnemo bench: in the database {} (from ${}; channel `{CHANNEL}`)",
@@ -98,7 +107,50 @@ pub async fn run(global: &super::GlobalArgs, args: &BenchArgs) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// One connection pool per broker, as separate broker processes would
+/// each open: sized for the turns that broker can have in flight (its
+/// users, at most `--concurrency`), plus room for background work.
+fn pools(args: &BenchArgs, brokers: usize) -> anyhow::Result<Vec<mnemo_pg::PgStore>> {
+    let users_per_broker = args.users.div_ceil(brokers);
+    let in_flight = args.concurrency.unwrap_or(args.users).min(users_per_broker);
+    let store = crate::config::StoreConfig {
+        kind: crate::config::StoreKind::Postgres,
+        url_env: args.database_url_env.clone(),
+        max_connections: in_flight.clamp(4, 256) + 8,
+        ..crate::config::StoreConfig::default()
+    };
+    (0..brokers).map(|_| store.connect(&super::setup::env)).collect()
+}
+
+/// The table, then (postgres) each broker's share and what was stored.
 fn table(r: &Report) -> String {
+    let mut out = figures(r);
+    if r.store == "postgres" {
+        out.push_str(&format!(
+            "  brokers           {} (user u on broker u % {})\n",
+            r.brokers, r.brokers
+        ));
+        for b in &r.per_broker {
+            out.push_str(&format!(
+                "    broker {:<10} {} users, {} turns, {:.0} turns/s, p50 {} µs, p99 {} µs\n",
+                b.broker, b.users, b.total_turns, b.turns_per_s, b.p50_us, b.p99_us
+            ));
+        }
+        if let Some(stored) = r.stored_messages {
+            out.push_str(&format!(
+                "  stored messages   {stored} (2 per turn: {})\n",
+                if stored == 2 * r.total_turns as i64 {
+                    "none lost"
+                } else {
+                    "NOT 2 per turn"
+                }
+            ));
+        }
+    }
+    out
+}
+
+fn figures(r: &Report) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.1} {unit}"));
     format!(
         "mnemo bench: {store} store, {users} users × {turns} turns, fsync {fsync}, recall {recall}, \
