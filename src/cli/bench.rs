@@ -132,8 +132,13 @@ fn table(r: &Report) -> String {
         ));
         for b in &r.per_broker {
             out.push_str(&format!(
-                "    broker {:<10} {} users, {} turns, {:.0} turns/s, p50 {} µs, p99 {} µs\n",
-                b.broker, b.users, b.total_turns, b.turns_per_s, b.p50_us, b.p99_us
+                "    {:<16}{} users, {} turns, {:.0} turns/s, p50 {} µs, p99 {} µs\n",
+                format!("broker {}", b.broker),
+                b.users,
+                b.total_turns,
+                b.turns_per_s,
+                b.p50_us,
+                b.p99_us
             ));
         }
         if let Some(stored) = r.stored_messages {
