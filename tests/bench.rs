@@ -328,7 +328,7 @@ fn bench_runs_two_brokers_on_one_postgres_and_loses_no_turn() {
 
     // Each broker had its own state folder, and the memory went to the database.
     for b in 0..2 {
-        let layout = mnemo_sessions::Layout::new(&dir.path().join(format!("broker-{b}")), "bench");
+        let layout = mnemo_sessions::Layout::new(dir.path().join(format!("broker-{b}")), "bench");
         assert!(layout.config_path().exists(), "broker {b}'s state folder");
         assert!(!layout.stm_root().exists(), "broker {b} kept no memory in files");
     }
