@@ -1,4 +1,4 @@
-//! `mnemo sessions report|export|maintain|reindex`: the operator's view of
+//! `mnemo sessions report|export|maintain|reindex` (and `usage`, in `usage.rs`): the operator's view of
 //! stored memory. `report` and `export` only read (every file they read is
 //! replaced atomically, so a running bot cannot show them half a file);
 //! `maintain` and `reindex` write, so they take the instance lock and
@@ -27,12 +27,15 @@ pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCo
         SessionsCommand::Maintain { channel, json } => maintain(&setup, channel.as_deref(), json).await,
         SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
         SessionsCommand::Reindex { channel } => reindex(&setup, channel.as_deref()).await,
+        SessionsCommand::Usage { channel, since, json } => {
+            super::usage::usage(&setup, channel.as_deref(), since, json).await
+        }
     }
 }
 
 /// The channels with a sessions folder, by their on-disk (encoded) name,
 /// or just `only` when given (which must exist).
-fn channels(state_root: &Path, only: Option<&str>) -> Result<Vec<String>> {
+pub(super) fn channels(state_root: &Path, only: Option<&str>) -> Result<Vec<String>> {
     if let Some(name) = only {
         let layout = Layout::new(state_root, name);
         if !layout.root().is_dir() {
@@ -43,7 +46,7 @@ fn channels(state_root: &Path, only: Option<&str>) -> Result<Vec<String>> {
     Ok(report::known_channels(state_root)?)
 }
 
-fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
+pub(super) fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
     let layout = Layout::new(state_root, channel);
     let config = SessionConfig::load(&layout.config_path())?;
     Ok((Stm::new(layout, LockRegistry::new(), config.stm.fsync), config))
@@ -299,7 +302,11 @@ async fn maintain_database(
 
 /// The channels a database command covers: `only` (which must have users
 /// in the database, `place`), or every channel with users there.
-async fn database_channels(store: &mnemo_pg::PgStore, only: Option<&str>, place: &str) -> Result<Vec<String>> {
+pub(super) async fn database_channels(
+    store: &mnemo_pg::PgStore,
+    only: Option<&str>,
+    place: &str,
+) -> Result<Vec<String>> {
     let known = store.channels().await?;
     match only {
         Some(name) if !known.iter().any(|c| c == name) => {
