@@ -76,7 +76,8 @@ impl PgChannel {
         Ok(unsigned(row.get(0)))
     }
 
-    /// Every user's rows and the channel's totals from `since` on.
+    /// Every user's rows and the channel's totals from `since` on, in the
+    /// file store's order (users by encoded name, day, purpose).
     pub async fn usage_report(&self, since: NaiveDate) -> Result<Vec<UsageRow>, PgError> {
         let conn = self.store().conn().await?;
         let rows = conn
@@ -87,7 +88,8 @@ impl PgChannel {
                      UNION ALL
                      SELECT NULL, day, purpose, tokens_in, tokens_out, 1
                        FROM mnemo_channel_usage WHERE channel = $1 AND day >= $2
-                 ) u ORDER BY part, user_key, day, purpose",
+                 ) u ORDER BY part, user_key COLLATE \"C\", day,
+                   array_position(ARRAY['answer', 'tools', 'summary', 'digest'], purpose)",
                 &[&self.name(), &since],
             )
             .await?;
