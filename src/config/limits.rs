@@ -78,6 +78,15 @@ impl LimitsConfig {
         if self.user_queue_depth == 0 {
             return Err(FieldError::new("userQueueDepth", "must be at least 1".into()));
         }
+        if self.channel_tokens_per_day > 0 && self.user_tokens_per_day > self.channel_tokens_per_day {
+            return Err(FieldError::new(
+                "userTokensPerDay",
+                format!(
+                    "it is {}, more than channelTokensPerDay ({}): one user could never reach it; lower it, or set it to 0 for no per-user limit",
+                    self.user_tokens_per_day, self.channel_tokens_per_day
+                ),
+            ));
+        }
         Ok(())
     }
 
