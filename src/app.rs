@@ -106,7 +106,7 @@ impl App {
 
     /// Counts the day's model budget by `clock` instead of the wall clock
     /// (tests of `limits.userTokensPerDay`).
-    pub fn set_clock(&self, clock: crate::scheduler::Clock) {
+    pub fn set_clock(&self, clock: crate::pipeline::Clock) {
         self.pipeline.set_clock(clock);
     }
 

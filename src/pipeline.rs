@@ -30,7 +30,7 @@ mod no_model;
 mod reminding;
 
 pub(crate) use budget::spend;
-pub use budget::{channel_notice, user_notice};
+pub use budget::{Clock, channel_notice, user_notice};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
 
@@ -73,7 +73,7 @@ pub struct Pipeline {
     model_failed: AtomicUsize,
     /// The time the day's budget is counted by (the wall clock unless a
     /// test sets one).
-    clock: std::sync::RwLock<crate::scheduler::Clock>,
+    clock: std::sync::RwLock<budget::Clock>,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -116,7 +116,7 @@ impl Pipeline {
     }
 
     /// Reads the time of the day's model budget from `clock` (tests).
-    pub fn set_clock(&self, clock: crate::scheduler::Clock) {
+    pub fn set_clock(&self, clock: budget::Clock) {
         if let Ok(mut c) = self.clock.write() {
             *c = clock;
         }
@@ -254,8 +254,7 @@ impl Pipeline {
             return Ok(Outcome::Saved);
         }
         self.tell_missed(mine.as_mut(), &message).await;
-        let zone = self.zone(mine.as_mut()).await;
-        let days = self.days(zone, self.now());
+        let (zone, days) = self.today(mine.as_mut()).await;
         if let Some(notice) = self.over_budget(memory, &user, zone, days).await {
             return self
                 .refuse_spent(memory, mine.as_mut(), &message, notice, backlog, zone)

@@ -189,7 +189,6 @@ mod man;
 mod serve;
 mod setup;
 mod store;
-mod usage;
 
 pub use access::AccessCommand;
 pub use bench::BenchArgs;

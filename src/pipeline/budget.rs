@@ -25,6 +25,9 @@ use crate::dispatch::Backlog;
 use crate::ops::turn_log::Outcome;
 use mnemo_channels::Inbound;
 
+/// Where the day's budget reads the time (the wall clock, or a test's).
+pub type Clock = std::sync::Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
 impl Pipeline {
     /// The time for the day's budget (the injected clock, see
     /// [`Pipeline::set_clock`]).
@@ -37,6 +40,12 @@ impl Pipeline {
     /// day ends at its midnight.
     pub(super) async fn zone(&self, mine: &mut dyn UserMemory) -> Tz {
         remind::zone_of(mine, self.parts.tz).await.unwrap_or(self.parts.tz)
+    }
+
+    /// The user's timezone, and their day and the channel's now.
+    pub(super) async fn today(&self, mine: &mut dyn UserMemory) -> (Tz, Days) {
+        let zone = self.zone(mine).await;
+        (zone, self.days(zone, self.now()))
     }
 
     /// The user's and the channel's day at `now`.
