@@ -152,6 +152,25 @@ async fn session_subcommands_are_acknowledged_privately_and_become_plain_text() 
     let got = next(&mut rx).await;
     assert_eq!(got.text, "/session clear all");
     assert_eq!(got.chat_kind, ChatKind::Direct);
+
+    // Two options, in their order: `remind` reads as the text form.
+    let mut remind = fixture("interaction_clear_all.json");
+    remind["id"] = serde_json::json!("1400000000000000099");
+    remind["data"]["options"][0] = serde_json::json!({"name": "remind", "type": 1, "options": [
+        {"name": "when", "type": 3, "value": "+10m"},
+        {"name": "text", "type": 3, "value": "call the bank"}
+    ]});
+    let remind: Interaction = serde_json::from_value(remind).expect("interaction");
+    handler.on_interaction(remind).await;
+    assert_eq!(next(&mut rx).await.text, "/session remind +10m call the bank");
+    let mut cancel = fixture("interaction_clear_all.json");
+    cancel["id"] = serde_json::json!("1400000000000000098");
+    cancel["data"]["options"][0] = serde_json::json!({"name": "reminders-cancel", "type": 1, "options": [
+        {"name": "id", "type": 3, "value": "k3f9qa"}
+    ]});
+    let cancel: Interaction = serde_json::from_value(cancel).expect("interaction");
+    handler.on_interaction(cancel).await;
+    assert_eq!(next(&mut rx).await.text, "/session reminders cancel k3f9qa");
 }
 
 #[tokio::test]
@@ -189,6 +208,10 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
             "remember",
             "history",
             "undo",
+            "remind",
+            "reminders",
+            "reminders-cancel",
+            "timezone",
             "help"
         ]
     );
