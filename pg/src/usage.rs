@@ -3,7 +3,9 @@
 //! `mnemo_channel_usage` by its day. An addition is one statement per
 //! table (`INSERT … ON CONFLICT DO UPDATE SET tokens = tokens + …`) in one
 //! transaction, so brokers adding at once sum and a reader sees both or
-//! neither.
+//! neither. On the intake pool: the budget is read and spent while a
+//! turn holds its connection of the turns' pool, and waiting there for a
+//! second one could starve every turn at once.
 
 use crate::{PgChannel, PgError};
 use chrono::NaiveDate;
@@ -22,7 +24,7 @@ impl PgChannel {
     /// Adds `spent` to `user`'s row of `days.user` (if a user) and to the
     /// channel's total of `days.channel`.
     pub async fn add_usage(&self, user: Option<&SafeName>, days: Days, spent: Spent) -> Result<(), PgError> {
-        let mut conn = self.store().conn().await?;
+        let mut conn = self.store().intake_conn().await?;
         let (channel, purpose) = (self.name(), spent.purpose.as_str());
         let (tokens_in, tokens_out) = (signed(spent.tokens_in), signed(spent.tokens_out));
         let tx = conn.transaction().await?;
@@ -52,7 +54,7 @@ impl PgChannel {
 
     /// `user`'s tokens, in + out, on their day `day`.
     pub async fn usage(&self, user: &SafeName, day: NaiveDate) -> Result<u64, PgError> {
-        let conn = self.store().conn().await?;
+        let conn = self.store().intake_conn().await?;
         let row = conn
             .query_one(
                 "SELECT COALESCE(sum(tokens_in + tokens_out), 0)::bigint FROM mnemo_usage
@@ -65,7 +67,7 @@ impl PgChannel {
 
     /// The channel's tokens, in + out, on its day `day`.
     pub async fn channel_usage(&self, day: NaiveDate) -> Result<u64, PgError> {
-        let conn = self.store().conn().await?;
+        let conn = self.store().intake_conn().await?;
         let row = conn
             .query_one(
                 "SELECT COALESCE(sum(tokens_in + tokens_out), 0)::bigint FROM mnemo_channel_usage
@@ -79,7 +81,7 @@ impl PgChannel {
     /// Every user's rows and the channel's totals from `since` on, in the
     /// file store's order (users by encoded name, day, purpose).
     pub async fn usage_report(&self, since: NaiveDate) -> Result<Vec<UsageRow>, PgError> {
-        let conn = self.store().conn().await?;
+        let conn = self.store().intake_conn().await?;
         let rows = conn
             .query(
                 "SELECT user_key, day, purpose, tokens_in, tokens_out FROM (
@@ -114,7 +116,7 @@ impl PgChannel {
 
     /// Deletes `user`'s rows (the channel's totals stay).
     pub async fn forget_usage(&self, user: &SafeName) -> Result<(), PgError> {
-        let conn = self.store().conn().await?;
+        let conn = self.store().intake_conn().await?;
         conn.execute(
             "DELETE FROM mnemo_usage WHERE channel = $1 AND user_key = $2",
             &[&self.name(), &user.as_str()],
