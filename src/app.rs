@@ -104,6 +104,12 @@ impl App {
         self.pipeline.channel(name)
     }
 
+    /// Counts the day's model budget by `clock` instead of the wall clock
+    /// (tests of `limits.userTokensPerDay`).
+    pub fn set_clock(&self, clock: crate::pipeline::Clock) {
+        self.pipeline.set_clock(clock);
+    }
+
     /// Questions answered, and questions whose model call failed, since
     /// the app started.
     pub fn answers(&self) -> (usize, usize) {

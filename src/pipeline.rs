@@ -24,10 +24,13 @@
 //! settles a question (its answer, or the error shown) is stored right
 //! after it is shown, and a settled question is never answered again.
 
+mod budget;
 mod intake;
 mod no_model;
 mod reminding;
 
+pub(crate) use budget::spend;
+pub use budget::{Clock, channel_notice, user_notice};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
 
@@ -44,6 +47,7 @@ use mnemo_channels::{Channel, Inbound, LiveReply, Outbound, OutboundBody};
 use mnemo_sessions::context::{self, ContextInput};
 use mnemo_sessions::session::ContextView;
 use mnemo_sessions::store::{StoreError, UserMemory};
+use mnemo_sessions::usage::Purpose;
 use mnemo_sessions::{Record, SafeName};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,6 +71,9 @@ pub struct Pipeline {
     /// (a piped `mnemo chat` exits non-zero when none was answered).
     answered: AtomicUsize,
     model_failed: AtomicUsize,
+    /// The time the day's budget is counted by (the wall clock unless a
+    /// test sets one).
+    clock: std::sync::RwLock<budget::Clock>,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -95,6 +102,7 @@ impl Pipeline {
             background: tokio::sync::Mutex::new(tokio::task::JoinSet::new()),
             answered: AtomicUsize::new(0),
             model_failed: AtomicUsize::new(0),
+            clock: std::sync::RwLock::new(Arc::new(Utc::now)),
         }
     }
 
@@ -105,6 +113,13 @@ impl Pipeline {
     pub fn with_access_recheck(mut self, every: Duration) -> Self {
         self.access = self.access.with_recheck(every);
         self
+    }
+
+    /// Reads the time of the day's model budget from `clock` (tests).
+    pub fn set_clock(&self, clock: budget::Clock) {
+        if let Ok(mut c) = self.clock.write() {
+            *c = clock;
+        }
     }
 
     /// Questions answered and questions whose model call failed, so far.
@@ -239,6 +254,12 @@ impl Pipeline {
             return Ok(Outcome::Saved);
         }
         self.tell_missed(mine.as_mut(), &message).await;
+        let (zone, days) = self.today(mine.as_mut()).await;
+        if let Some(notice) = self.over_budget(memory, &user, zone, days).await {
+            return self
+                .refuse_spent(memory, mine.as_mut(), &message, notice, backlog, zone)
+                .await;
+        }
 
         let request = self.request_for(memory, mine.as_mut(), &message, view).await;
         trace.lap(Phase::Memory);
@@ -258,6 +279,7 @@ impl Pipeline {
             Err(e) => (e.user_message().to_string(), None, None, Some(e)),
         };
         trace.tokens(usage);
+        budget::spend(&*memory.store, Some(&user), days, Purpose::Answer, usage).await;
         let reply = reply_record(&message, text);
         // Shown first, stored second: a crash between the two (the store's
         // own instant) answers the question again at the next start; the
@@ -275,7 +297,7 @@ impl Pipeline {
         // The user's lock (on Postgres) is not held through the background work.
         drop(mine);
         trace.lap(Phase::Memory);
-        self.fold_if_due(memory, &user, due.now(backlog)).await;
+        self.fold_if_due(memory, &user, due.now(backlog), zone).await;
         if failed.is_none() {
             self.after_answer(memory, &user).await;
         }
@@ -418,9 +440,9 @@ impl Pipeline {
     /// Starts the fold the counters say is due, before the reply goes out:
     /// once a user has seen the answer, the fold it made due is already
     /// among the background work [`Pipeline::wait_background`] waits for.
-    async fn fold_if_due(&self, memory: &ChannelMemory, user: &SafeName, due: bool) {
+    async fn fold_if_due(&self, memory: &ChannelMemory, user: &SafeName, due: bool, zone: chrono_tz::Tz) {
         if due {
-            self.compact_later(memory, user.clone()).await;
+            self.compact_later(memory, user.clone(), zone).await;
         }
     }
 
@@ -436,15 +458,18 @@ impl Pipeline {
     }
 
     /// Folds the user's older messages in the background: the counters said
-    /// a fold is due.
-    async fn compact_later(&self, memory: &ChannelMemory, user: SafeName) {
+    /// a fold is due. The summarizer's tokens are the user's (`zone`: their day).
+    async fn compact_later(&self, memory: &ChannelMemory, user: SafeName, zone: chrono_tz::Tz) {
         let store = memory.store.clone();
+        let days = self.days(zone, self.now());
         let mut set = self.background.lock().await;
         // Reap finished ones so the set stays small on a long-running bot.
         while set.try_join_next().is_some() {}
         set.spawn(async move {
             let channel = store.channel();
-            match store.fold(&user, Utc::now()).await {
+            let (folded, spent) = crate::model::metered(store.fold(&user, Utc::now())).await;
+            budget::spend(&*store, Some(&user), days, Purpose::Summary, Some(spent)).await;
+            match folded {
                 Ok(Some(label)) => crate::ops::metrics::metrics().compaction(channel, label),
                 Ok(None) => {}
                 Err(e) => {

@@ -23,6 +23,7 @@
 use crate::app::App;
 use chrono::{DateTime, Utc};
 use mnemo_sessions::store::Maintained;
+use mnemo_sessions::usage::Purpose;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -49,9 +50,14 @@ impl Scheduler {
             loop {
                 let now = clock();
                 for (name, memory) in app.memories() {
-                    for run in memory.store.maintain(now).await {
+                    // The summaries maintenance writes (daily, weekly) are the channel's spending.
+                    let (runs, spent) = crate::model::metered(memory.store.maintain(now)).await;
+                    for run in runs {
                         report(name, &run);
                     }
+                    let tz = app.parts().tz;
+                    let days = mnemo_sessions::usage::Days::of(now, tz, tz);
+                    crate::pipeline::spend(&*memory.store, None, days, Purpose::Digest, Some(spent)).await;
                 }
                 let now = clock();
                 let next = app.memories().values().map(|m| m.store.next_due(now)).min();

@@ -12,7 +12,8 @@
 //! user never reaches another's memory: recall, search, commands, tools),
 //! `lifecycle` (clear, clear all, export, expiry and retention at
 //! maintenance), `access` (who may talk: the rules in `access.json` or in
-//! the database), `reminders` (set, claimed once, missed, told once).
+//! the database), `reminders` (set, claimed once, missed, told once),
+//! `usage` (tokens per user and day, the channel's total, kept and shared).
 
 mod access;
 mod commands;
@@ -23,6 +24,7 @@ mod reminders;
 mod scope;
 mod subject;
 mod turns;
+mod usage;
 
 /// Runs each spec (a function of this module's area taking a
 /// [`subject::Subject`]) once per store: `files::<spec>` and

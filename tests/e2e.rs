@@ -33,6 +33,7 @@ mod reminders;
 mod slack;
 mod store_copy;
 mod telegram;
+mod usage;
 
 /// `autotests = false` means a new `tests/*.rs` file is silently not run
 /// unless it is listed as a `[[test]]` or declared as a module of one: hold

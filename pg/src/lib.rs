@@ -49,6 +49,7 @@ pub mod seed;
 mod session;
 pub mod store;
 pub mod turn;
+pub mod usage;
 pub mod vectors;
 mod words;
 

@@ -55,6 +55,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "reminders, a user's timezone, undone versions kept",
         sql: include_str!("migrations/0007_reminders.sql"),
     },
+    Migration {
+        version: 8,
+        name: "model tokens spent per user, day and purpose",
+        sql: include_str!("migrations/0008_usage.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

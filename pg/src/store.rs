@@ -14,7 +14,7 @@
 use crate::memory::MemoryError;
 use crate::{PgChannel, PgError, PgTurn};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use mnemo_sessions::config::SessionConfig;
 use mnemo_sessions::edits::{FactLine, Forgotten};
 use mnemo_sessions::export::Export;
@@ -26,6 +26,7 @@ use mnemo_sessions::store::{
     Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory,
 };
 use mnemo_sessions::summarizer::FactSection;
+use mnemo_sessions::usage::{Days, Spent, UsageRow};
 use mnemo_sessions::versions::{Author, Version};
 use mnemo_sessions::{Layout, Record, SafeName};
 use std::future::Future;
@@ -208,6 +209,22 @@ impl MemoryStore for PgMemory {
             .await
             .map_err(db)
     }
+
+    async fn add_usage(&self, user: Option<&SafeName>, days: Days, spent: Spent) -> Result<(), StoreError> {
+        self.inner.channel.add_usage(user, days, spent).await.map_err(db)
+    }
+
+    async fn usage(&self, user: &SafeName, day: NaiveDate) -> Result<u64, StoreError> {
+        self.inner.channel.usage(user, day).await.map_err(db)
+    }
+
+    async fn channel_usage(&self, day: NaiveDate) -> Result<u64, StoreError> {
+        self.inner.channel.channel_usage(day).await.map_err(db)
+    }
+
+    async fn usage_report(&self, since: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
+        self.inner.channel.usage_report(since).await.map_err(db)
+    }
 }
 
 /// One user's turn on Postgres: the turn's connection, holding the user's
@@ -311,7 +328,10 @@ impl UserMemory for PgUser {
     }
 
     async fn clear_all(&mut self) -> Result<Held, StoreError> {
-        self.turn.clear_all().await.map_err(db)
+        let held = self.turn.clear_all().await.map_err(db)?;
+        let user = self.turn.user().clone();
+        self.memory.inner.channel.forget_usage(&user).await.map_err(db)?;
+        Ok(held)
     }
 
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError> {

@@ -221,6 +221,23 @@ impl Layout {
         self.reminders_root().join(format!("{user}.json"))
     }
 
+    /// `usage/`: model tokens spent, one file per user and the channel's total.
+    pub fn usage_root(&self) -> PathBuf {
+        self.root.join("usage")
+    }
+
+    /// `usage/<user>.json`: the user's tokens per day (their own day) and
+    /// purpose ([`crate::usage`]).
+    pub fn usage_path(&self, user: &SafeName) -> PathBuf {
+        self.usage_root().join(format!("{user}.json"))
+    }
+
+    /// `usage/channel.total`: the channel's tokens per day (the app's day)
+    /// and purpose; a name no user's file can have (theirs end in `.json`).
+    pub fn channel_usage_path(&self) -> PathBuf {
+        self.usage_root().join("channel.total")
+    }
+
     /// Where `/session export` bundles are written for the operator.
     pub fn exports_dir(&self) -> PathBuf {
         self.root.join("exports")

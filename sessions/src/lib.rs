@@ -38,6 +38,7 @@ pub mod reminders;
 pub mod summarizer;
 pub mod summary;
 pub mod topics;
+pub mod usage;
 pub mod versions;
 
 // Maintenance and the user-facing `/session` commands.

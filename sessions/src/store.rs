@@ -33,9 +33,10 @@ use crate::record::Record;
 use crate::reminders::{Claimed, Finish, Reminder};
 use crate::session::{Appended, ContextView};
 use crate::summarizer::FactSection;
+use crate::usage::{Days, Spent, UsageRow};
 use crate::versions::{Author, Version};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -233,6 +234,22 @@ pub trait MemoryStore: Send + Sync {
 
     /// Ends this broker's claim of `user`'s reminder `id` as `finish`.
     async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError>;
+
+    /// Adds `spent` to `user`'s tokens of their day `days.user` (no user:
+    /// the channel's own work, digests) and to the channel's total of its
+    /// day `days.channel`; every broker sharing the store sees the sum
+    /// ([`crate::usage`]).
+    async fn add_usage(&self, user: Option<&SafeName>, days: Days, spent: Spent) -> Result<(), StoreError>;
+
+    /// `user`'s tokens (in + out, every purpose) on their day `day`.
+    async fn usage(&self, user: &SafeName, day: NaiveDate) -> Result<u64, StoreError>;
+
+    /// The channel's tokens (every user's and its own) on its day `day`.
+    async fn channel_usage(&self, day: NaiveDate) -> Result<u64, StoreError>;
+
+    /// Every row from `since` on: each user's by their day, and the
+    /// channel's totals (`user: None`) by its day; by user, day, purpose.
+    async fn usage_report(&self, since: NaiveDate) -> Result<Vec<UsageRow>, StoreError>;
 }
 
 /// One user's memory during a turn. Every method reaches this user's
@@ -314,7 +331,8 @@ pub trait UserMemory: Send {
     /// How much is stored about the user (what `clear_all` would delete).
     async fn held(&mut self) -> Result<Held, StoreError>;
 
-    /// Deletes everything stored about the user; how much was there.
+    /// Deletes everything stored about the user (their usage rows too;
+    /// the channel's totals hold no user and stay); how much was there.
     async fn clear_all(&mut self) -> Result<Held, StoreError>;
 
     /// Everything stored about the user, bundled as the files hold it.

@@ -154,6 +154,20 @@ pub enum SessionsCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Model tokens spent per user and purpose (answer, tools, summary,
+    /// digest), and each channel's total, on the configured store.
+    Usage {
+        /// Only this channel.
+        #[arg(long)]
+        channel: Option<String>,
+        /// From this day on (YYYY-MM-DD; each user's own day). Default:
+        /// the last 30 days.
+        #[arg(long)]
+        since: Option<chrono::NaiveDate>,
+        /// One JSON document on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Rebuild every user's recall index from the stored files, with
     /// progress on stderr (the bot also rebuilds an index on its own when
     /// it finds it missing or damaged).

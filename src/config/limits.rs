@@ -28,6 +28,14 @@ pub struct LimitsConfig {
     /// a dead broker) is answered if it is younger than this; an older one
     /// is given up and its user told once that it was not answered.
     pub answer_stale_after_minutes: u64,
+    /// Model tokens (in + out: answers, tool rounds, the user's summaries)
+    /// one user may spend per day, their day (midnight in their
+    /// timezone); then questions get a short reply instead of a model
+    /// call. `0`: no limit.
+    pub user_tokens_per_day: u64,
+    /// Model tokens all users of one channel, and its daily and weekly
+    /// summaries, may spend per day (the app's timezone). `0`: no limit.
+    pub channel_tokens_per_day: u64,
 }
 
 impl Default for LimitsConfig {
@@ -40,6 +48,8 @@ impl Default for LimitsConfig {
             user_burst: None,
             user_queue_depth: 20,
             answer_stale_after_minutes: 30,
+            user_tokens_per_day: 0,
+            channel_tokens_per_day: 0,
         }
     }
 }
@@ -67,6 +77,15 @@ impl LimitsConfig {
         }
         if self.user_queue_depth == 0 {
             return Err(FieldError::new("userQueueDepth", "must be at least 1".into()));
+        }
+        if self.channel_tokens_per_day > 0 && self.user_tokens_per_day > self.channel_tokens_per_day {
+            return Err(FieldError::new(
+                "userTokensPerDay",
+                format!(
+                    "it is {}, more than channelTokensPerDay ({}): one user could never reach it; lower it, or set it to 0 for no per-user limit",
+                    self.user_tokens_per_day, self.channel_tokens_per_day
+                ),
+            ));
         }
         Ok(())
     }

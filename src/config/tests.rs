@@ -149,3 +149,25 @@ fn the_system_prompt_comes_from_the_file_relative_to_the_config() {
         DEFAULT_SYSTEM_PROMPT
     );
 }
+
+#[test]
+fn token_budgets_default_to_none_and_are_checked() {
+    let c = parse("{}").unwrap();
+    assert_eq!((c.limits.user_tokens_per_day, c.limits.channel_tokens_per_day), (0, 0));
+    let c = parse(r#"{"limits": {"userTokensPerDay": 50000, "channelTokensPerDay": 2000000}}"#).unwrap();
+    assert_eq!(c.limits.user_tokens_per_day, 50_000);
+    assert_eq!(c.limits.channel_tokens_per_day, 2_000_000);
+    // Only a user limit: fine.
+    assert!(parse(r#"{"limits": {"userTokensPerDay": 50000}}"#).is_ok());
+    assert_eq!(
+        field_error(r#"{"limits": {"userTokensPerDay": -1}}"#).0,
+        "limits.userTokensPerDay"
+    );
+    assert_eq!(
+        field_error(r#"{"limits": {"channelTokensPerDay": "lots"}}"#).0,
+        "limits.channelTokensPerDay"
+    );
+    let (field, reason) = field_error(r#"{"limits": {"userTokensPerDay": 10, "channelTokensPerDay": 5}}"#);
+    assert_eq!(field, "limits.userTokensPerDay");
+    assert!(reason.contains("more than channelTokensPerDay (5)"), "{reason}");
+}

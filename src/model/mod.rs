@@ -34,7 +34,7 @@ pub use build_error::BuildError;
 pub use config::{FieldError, ModelConfig, ModelOverride, NO_MODEL_HELP, Provider, from_env};
 pub use redact::redact;
 pub use retry::{RetryPolicy, Retrying, WithFallback, policy_for};
-pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer};
+pub use summarizer::{MAX_SUMMARY_CHARS, ModelSummarizer, metered};
 pub use tools::{ToolCall, ToolExecutor, ToolLimits, ToolOffer, ToolResult, ToolRound, ToolSpec};
 
 /// The parts of a streamed reply, in order. The stream ends with `None`

@@ -10,7 +10,7 @@
 //! It never writes memory files (the caller does, and changes nothing when
 //! this fails) and sees only the one user's data it is handed.
 
-use super::{Model, ModelError, ModelRequest};
+use super::{Model, ModelError, ModelRequest, Usage};
 use async_trait::async_trait;
 use mnemo_sessions::context::Context;
 use mnemo_sessions::summarizer::{
@@ -18,6 +18,37 @@ use mnemo_sessions::summarizer::{
 };
 use serde_json::Value;
 use std::sync::Arc;
+
+tokio::task_local! {
+    /// The tokens of the summarizer's calls made inside [`metered`].
+    static SPENT: std::sync::Mutex<Usage>;
+}
+
+/// Runs `work` (a fold, a maintenance run) and returns, beside its
+/// output, the tokens the [`ModelSummarizer`] reported for the calls it
+/// made inside it, on this task: whose spending they are is the caller's
+/// to say (a user's fold, the channel's digests). Calls a backend
+/// reports no usage for add nothing.
+pub async fn metered<F: std::future::Future>(work: F) -> (F::Output, Usage) {
+    SPENT
+        .scope(std::sync::Mutex::new(Usage::default()), async {
+            let out = work.await;
+            let spent = SPENT.with(|s| s.lock().map(|u| *u).unwrap_or_default());
+            (out, spent)
+        })
+        .await
+}
+
+/// Adds a call's tokens to the [`metered`] scope it runs in, if any.
+fn meter(usage: Option<Usage>) {
+    let Some(usage) = usage else { return };
+    let _ = SPENT.try_with(|s| {
+        if let Ok(mut total) = s.lock() {
+            total.input_tokens = total.input_tokens.saturating_add(usage.input_tokens);
+            total.output_tokens = total.output_tokens.saturating_add(usage.output_tokens);
+        }
+    });
+}
 
 /// Summaries and facts from a model. Build its model from the `summarizer`
 /// config section, which may name a cheaper model than chat uses.
@@ -210,6 +241,8 @@ impl Summarizer for ModelSummarizer {
             ModelError::Timeout { after } => SummarizeError::Timeout(after),
             other => SummarizeError::Failed(other.to_string()),
         })?;
+        // Spent even when the reply turns out unusable.
+        meter(reply.usage);
         parse_reply(&reply.text)
             .ok_or_else(|| SummarizeError::Failed("the model's reply had no summary in it; nothing was changed".into()))
     }

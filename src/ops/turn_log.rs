@@ -37,6 +37,9 @@ pub enum Outcome {
     /// Questions found unanswered after a restart were too old to answer:
     /// the user was told once.
     GaveUp,
+    /// The day's model budget (the user's or the channel's) was spent:
+    /// the question was stored and settled by a short notice, no model call.
+    OverBudget,
 }
 
 impl Outcome {
@@ -51,6 +54,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Duplicate => "duplicate",
             Outcome::GaveUp => "gave_up",
+            Outcome::OverBudget => "over_budget",
         }
     }
 }

@@ -87,7 +87,8 @@ impl Pipeline {
             tracing::info!(channel = %message.channel, user = %user.log_id(), msg_id = %msg_id, "recovery: a question too old to answer is given up; the user is told");
         }
         crate::ops::metrics::metrics().recovered(&message.channel, "stale", open.len());
-        self.fold_if_due(memory, &user, due.now(backlog)).await;
+        let zone = self.zone(mine).await;
+        self.fold_if_due(memory, &user, due.now(backlog), zone).await;
         self.reply(message, &text).await;
         Ok(Outcome::GaveUp)
     }

@@ -116,6 +116,29 @@ impl Subject {
         }
     }
 
+    /// The same channel's memory opened again, as a restarted broker (on
+    /// the files) or a second broker (on Postgres) opens it.
+    pub fn another_broker(&self) -> Arc<dyn MemoryStore> {
+        let name = self.store.channel().to_string();
+        let summarizer = self.summarizer.clone();
+        let memory = ChannelMemory::open(
+            self.state(),
+            &name,
+            &LockRegistry::new(),
+            chrono_tz::UTC,
+            summarizer.clone(),
+        )
+        .unwrap();
+        match &self.database {
+            Some(database) => {
+                memory
+                    .on_postgres(database, chrono_tz::UTC, summarizer, true, "spec-broker-2")
+                    .store
+            }
+            None => memory.store,
+        }
+    }
+
     /// The state folder.
     pub fn state(&self) -> &std::path::Path {
         self._state.path()

@@ -11,6 +11,7 @@
 //! change to a user's files drops it: [`Sessions::forget`]).
 
 mod reminders;
+mod usage;
 
 pub use reminders::{read_book, write_book};
 
@@ -28,10 +29,11 @@ use crate::reminders::{Claimed, Finish, Reminder};
 use crate::session::{Appended, ContextView, Sessions};
 use crate::stm::Stm;
 use crate::summarizer::{FactSection, NoModel, Summarizer};
+use crate::usage::{Days, Spent, UsageRow};
 use crate::versions::{self, Author, Version};
 use crate::{pending, profile, report, summary, topics};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use std::sync::Arc;
 
@@ -47,6 +49,7 @@ struct Inner {
     recall: Recall,
     maintenance: Maintenance,
     reminders: reminders::FileReminders,
+    usage: usage::FileUsage,
 }
 
 impl FileStore {
@@ -60,6 +63,7 @@ impl FileStore {
         let sessions = Sessions::new(stm.clone(), config.clone(), compactor);
         let maintenance = Maintenance::new(stm.clone(), config, tz, summarizer).rotating_logs(rotates_logs);
         let reminders = reminders::FileReminders::new(stm.layout().clone());
+        let usage = usage::FileUsage::new(stm.layout().clone());
         FileStore {
             inner: Arc::new(Inner {
                 stm,
@@ -67,6 +71,7 @@ impl FileStore {
                 recall,
                 maintenance,
                 reminders,
+                usage,
             }),
         }
     }
@@ -182,6 +187,22 @@ impl MemoryStore for FileStore {
 
     async fn finish_reminder(&self, user: &SafeName, id: &str, finish: Finish) -> Result<(), StoreError> {
         self.inner.reminders.finish(user, id, finish).await
+    }
+
+    async fn add_usage(&self, user: Option<&SafeName>, days: Days, spent: Spent) -> Result<(), StoreError> {
+        self.inner.usage.add(user, days, spent).await
+    }
+
+    async fn usage(&self, user: &SafeName, day: NaiveDate) -> Result<u64, StoreError> {
+        self.inner.usage.of_user(user, day).await
+    }
+
+    async fn channel_usage(&self, day: NaiveDate) -> Result<u64, StoreError> {
+        self.inner.usage.of_channel(day).await
+    }
+
+    async fn usage_report(&self, since: NaiveDate) -> Result<Vec<UsageRow>, StoreError> {
+        self.inner.usage.report(since).await
     }
 }
 
@@ -443,6 +464,7 @@ impl UserMemory for FileUser {
         drop(guard);
         self.store.inner.sessions.forget(user).await;
         self.store.inner.reminders.forget(user).await;
+        self.store.inner.usage.forget(user).await?;
         Ok(Held { count, unit: "file" })
     }
 
