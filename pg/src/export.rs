@@ -8,7 +8,8 @@
 //! their frontmatter, the fact log as `ltm/facts/<user>.jsonl`, topic
 //! notes under `ltm/topics/<user>/` and the kept versions as records under
 //! `ltm/versions/<user>/` (a profile's earlier body given the frontmatter
-//! the files would have), reminders and timezone as `reminders/<user>.json`
+//! the files would have), reminders and timezone as `reminders/<user>.json`,
+//! tokens spent as `usage/<user>.json`
 //! — with the same README, so an export reads the
 //! same whichever store made it.
 //!
@@ -32,7 +33,7 @@ pub async fn export(
     channel: &str,
     layout: &Layout,
     user: &SafeName,
-    book: &mnemo_sessions::reminders::Book,
+    (book, usage): (&mnemo_sessions::reminders::Book, &[mnemo_sessions::usage::UsageRow]),
     now: DateTime<Utc>,
 ) -> Result<Export, StoreError> {
     let stored = crate::copy::read_user(store, channel, user.as_str())
@@ -51,6 +52,10 @@ pub async fn export(
     if !book.is_empty() {
         let json = serde_json::to_vec_pretty(book).map_err(StoreError::storage)?;
         extra.push((relative(layout, layout.reminders_path(user))?, json));
+    }
+    if !usage.is_empty() {
+        let json = mnemo_sessions::usage::ledger_json(usage);
+        extra.push((relative(layout, layout.usage_path(user))?, json));
     }
     let (layout, user) = (layout.clone(), user.clone());
     tokio::task::spawn_blocking(move || export::export_user(&layout, &user, now, &extra))

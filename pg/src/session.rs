@@ -104,6 +104,7 @@ impl PgTurn {
                       + (SELECT count(*) FROM mnemo_topics WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_digests WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_reminders WHERE channel = $1 AND user_key = $2)
+                      + (SELECT count(*) FROM mnemo_usage WHERE channel = $1 AND user_key = $2)
                       + (u.profile IS NOT NULL)::int + (u.summary IS NOT NULL)::int
                       + (u.timezone IS NOT NULL)::int
                  FROM mnemo_users u WHERE u.channel = $1 AND u.user_key = $2",

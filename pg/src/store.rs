@@ -338,12 +338,13 @@ impl UserMemory for PgUser {
         let inner = &self.memory.inner;
         let user = self.turn.user().clone();
         let book = self.turn.book().await.map_err(db)?;
+        let usage = inner.channel.user_usage(&user).await.map_err(db)?;
         crate::export::export(
             inner.channel.store(),
             inner.channel.name(),
             &inner.layout,
             &user,
-            &book,
+            (&book, &usage),
             now,
         )
         .await

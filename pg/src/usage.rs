@@ -114,6 +114,30 @@ impl PgChannel {
         Ok(report)
     }
 
+    /// Every row of `user`, by day and purpose (their export).
+    pub async fn user_usage(&self, user: &SafeName) -> Result<Vec<UsageRow>, PgError> {
+        let conn = self.store().intake_conn().await?;
+        let rows = conn
+            .query(
+                "SELECT day, purpose, tokens_in, tokens_out FROM mnemo_usage
+                 WHERE channel = $1 AND user_key = $2 ORDER BY day, purpose",
+                &[&self.name(), &user.as_str()],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                Some(UsageRow {
+                    user: Some(user.clone()),
+                    day: row.get(0),
+                    purpose: Purpose::parse(&row.get::<_, String>(1))?,
+                    tokens_in: unsigned(row.get(2)),
+                    tokens_out: unsigned(row.get(3)),
+                })
+            })
+            .collect())
+    }
+
     /// Deletes `user`'s rows (the channel's totals stay).
     pub async fn forget_usage(&self, user: &SafeName) -> Result<(), PgError> {
         let conn = self.store().intake_conn().await?;

@@ -114,6 +114,7 @@ pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, Repo
     roots.push(layout.summaries_dir(user));
     roots.push(layout.archive_dir(user));
     roots.push(layout.reminders_path(user));
+    roots.push(layout.usage_path(user));
     roots.extend(bundles::user_exports(layout, user)?);
     Ok(roots)
 }

@@ -92,6 +92,21 @@ pub struct UsageRow {
     pub tokens_out: u64,
 }
 
+/// A user's rows as their `usage/<user>.json` holds them on the files:
+/// day → purpose → `{"in", "out"}` (what an export from another store
+/// writes, so a bundle reads the same whichever store made it).
+pub fn ledger_json(rows: &[UsageRow]) -> Vec<u8> {
+    let mut ledger: std::collections::BTreeMap<NaiveDate, std::collections::BTreeMap<Purpose, serde_json::Value>> =
+        Default::default();
+    for r in rows {
+        ledger
+            .entry(r.day)
+            .or_default()
+            .insert(r.purpose, serde_json::json!({"in": r.tokens_in, "out": r.tokens_out}));
+    }
+    serde_json::to_vec_pretty(&ledger).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,44 @@ specs![
     another_broker_sees_and_adds_to_the_same_count,
     the_report_lists_users_and_the_channel_total_since_a_day,
     clear_all_deletes_the_users_usage_only,
+    export_bundles_the_users_usage_as_the_files_hold_it,
 ];
+
+async fn export_bundles_the_users_usage_as_the_files_hold_it(s: Subject) {
+    let (ada, bob) = (SafeName::of("ada"), SafeName::of("bob"));
+    s.store
+        .add_usage(Some(&ada), on(5), spent(Purpose::Answer, 100, 20))
+        .await
+        .unwrap();
+    s.store
+        .add_usage(Some(&ada), on(6), spent(Purpose::Summary, 300, 30))
+        .await
+        .unwrap();
+    s.store
+        .add_usage(Some(&bob), on(5), spent(Purpose::Answer, 4242, 4343))
+        .await
+        .unwrap();
+    let bundle = s.say("ada", "export").await.export.unwrap();
+    let files = super::lifecycle::unpack(&bundle);
+    let (_, ledger) = files
+        .iter()
+        .find(|(name, _)| name.contains("usage/"))
+        .unwrap_or_else(|| panic!("{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>()));
+    let ledger: serde_json::Value = serde_json::from_str(ledger).unwrap();
+    assert_eq!(
+        ledger,
+        serde_json::json!({
+            "2026-12-05": {"answer": {"in": 100, "out": 20}},
+            "2026-12-06": {"summary": {"in": 300, "out": 30}}
+        })
+    );
+    assert!(
+        files.iter().all(|(_, text)| !text.contains("4242")),
+        "never another user's"
+    );
+    let preview = s.say("ada", "clear all").await.text;
+    assert!(!preview.contains(" 0 "), "{preview}");
+}
 
 fn day(d: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 12, d).unwrap()
