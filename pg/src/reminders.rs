@@ -134,12 +134,29 @@ pub(crate) async fn write_book(
     )
     .await?;
     for r in &book.reminders {
-        let attempts = i32::try_from(r.attempts).unwrap_or(i32::MAX);
-        db.execute(
+        if insert(db, channel, key, r).await? == 0 {
+            return Err(PgError::Invalid(format!("reminder {} is there already", r.id)));
+        }
+    }
+    Ok(())
+}
+
+/// Inserts `r` as a row of `user`'s (none if its id is taken); rows
+/// inserted.
+async fn insert(
+    db: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    key: &str,
+    r: &Reminder,
+) -> Result<u64, PgError> {
+    let attempts = i32::try_from(r.attempts).unwrap_or(i32::MAX);
+    Ok(db
+        .execute(
             "INSERT INTO mnemo_reminders
                 (channel, user_key, id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created,
                  state, claimed_at, attempts, missed)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             ON CONFLICT DO NOTHING",
             &[
                 &channel,
                 &key,
@@ -159,9 +176,7 @@ pub(crate) async fn write_book(
                 &r.missed,
             ],
         )
-        .await?;
-    }
-    Ok(())
+        .await?)
 }
 
 impl PgTurn {
@@ -235,27 +250,8 @@ impl PgTurn {
         if usize::try_from(waiting).unwrap_or(usize::MAX) >= max {
             return Ok(Err(BookError::Full));
         }
-        let added = tx
-            .execute(
-                "INSERT INTO mnemo_reminders
-                    (channel, user_key, id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active') ON CONFLICT DO NOTHING",
-                &[
-                    &channel,
-                    &key,
-                    &r.id,
-                    &r.text,
-                    &r.at,
-                    &r.due,
-                    &r.repeat,
-                    &r.timezone,
-                    &r.place.chat_id,
-                    &r.place.thread_id,
-                    &r.place.group,
-                    &r.created,
-                ],
-            )
-            .await?;
+        let client: &tokio_postgres::Transaction<'_> = &tx;
+        let added = insert(client, &channel, &key, r).await?;
         if added == 0 {
             return Ok(Err(BookError::Taken));
         }
