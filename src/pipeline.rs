@@ -261,7 +261,7 @@ impl Pipeline {
                 .await;
         }
 
-        let request = self.request_for(memory, mine.as_mut(), &message, view).await;
+        let request = self.request_for(memory, mine.as_mut(), &message, view, zone).await;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, mine, &request);
         let tools = self.with_reminders(tools, &message);
@@ -386,6 +386,7 @@ impl Pipeline {
         mine: &mut dyn UserMemory,
         message: &Inbound,
         view: ContextView,
+        zone: chrono_tz::Tz,
     ) -> ModelRequest {
         let config = memory.store.config();
         let recalled = if config.recall.enabled {
@@ -411,7 +412,7 @@ impl Pipeline {
             max_tokens: config.context.max_tokens,
         });
         if self.parts.max_tool_rounds > 0 {
-            context.system.push_str(&self.clock_line(mine, Utc::now()).await);
+            context.system.push_str(&Pipeline::clock_line(zone, self.now()));
         }
         ModelRequest::new(context, message.text.clone())
     }

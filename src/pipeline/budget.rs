@@ -25,8 +25,9 @@ use crate::dispatch::Backlog;
 use crate::ops::turn_log::Outcome;
 use mnemo_channels::Inbound;
 
-/// Where the day's budget reads the time (the wall clock, or a test's).
-pub type Clock = std::sync::Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+/// Where the day's budget reads the time (the wall clock, or a test's):
+/// the scheduler's clock type.
+pub use crate::scheduler::Clock;
 
 impl Pipeline {
     /// The time for the day's budget (the injected clock, see
@@ -37,9 +38,16 @@ impl Pipeline {
     }
 
     /// The user's timezone (`/session timezone`, else the app's): their
-    /// day ends at its midnight.
+    /// day ends at its midnight, and the model reads the time in it. Read
+    /// once per turn.
     pub(super) async fn zone(&self, mine: &mut dyn UserMemory) -> Tz {
-        remind::zone_of(mine, self.parts.tz).await.unwrap_or(self.parts.tz)
+        match remind::zone_of(mine, self.parts.tz).await {
+            Ok(zone) => zone,
+            Err(e) => {
+                tracing::warn!(user = %mine.user().log_id(), error = %e, "the user's timezone could not be read; the app's is used");
+                self.parts.tz
+            }
+        }
     }
 
     /// The user's timezone, and their day and the channel's now.

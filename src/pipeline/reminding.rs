@@ -10,6 +10,7 @@ use super::Pipeline;
 use super::no_model::place_of;
 use crate::memory_tools::{MemoryTools, Reminding};
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use mnemo_channels::Inbound;
 use mnemo_sessions::commands::remind;
 use mnemo_sessions::store::UserMemory;
@@ -24,15 +25,9 @@ impl Pipeline {
         })
     }
 
-    /// The line the model reads the time from: now, on the user's clock.
-    pub(super) async fn clock_line(&self, mine: &mut dyn UserMemory, now: DateTime<Utc>) -> String {
-        let zone = match remind::zone_of(mine, self.parts.tz).await {
-            Ok(zone) => zone,
-            Err(e) => {
-                tracing::warn!(user = %mine.user().log_id(), error = %e, "the user's timezone could not be read; the app's is used");
-                self.parts.tz
-            }
-        };
+    /// The line the model reads the time from: `now` on the user's clock
+    /// (`zone`, the turn's).
+    pub(super) fn clock_line(zone: Tz, now: DateTime<Utc>) -> String {
         format!(
             "\n\nThe current time is {} ({}, the user's timezone).",
             now.with_timezone(&zone)
