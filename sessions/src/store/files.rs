@@ -10,6 +10,7 @@
 //! the caller's own name, or keep a memory copy a write made stale (every
 //! change to a user's files drops it: [`Sessions::forget`]).
 
+mod loaded;
 mod reminders;
 mod usage;
 

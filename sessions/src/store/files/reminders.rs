@@ -9,6 +9,7 @@
 //! user's reminders are refused with a storage error until an operator
 //! fixes it; nothing overwrites it.
 
+use super::loaded::{Loaded, json_users};
 use crate::blocking::off_workers;
 use crate::fsutil::{self, remove_if_exists};
 use crate::layout::Layout;
@@ -17,12 +18,10 @@ use crate::reminders::{Book, BookError, Claimed, Finish, Reminder, State};
 use crate::store::StoreError;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
-use tokio::sync::Mutex;
 
 /// Every user's reminders in one channel's folder.
 pub(super) struct FileReminders {
-    layout: Layout,
-    books: Mutex<Option<Books>>,
+    books: Loaded<Books>,
 }
 
 #[derive(Default)]
@@ -44,22 +43,13 @@ fn storage(e: impl std::fmt::Display) -> StoreError {
 impl FileReminders {
     pub(super) fn new(layout: Layout) -> FileReminders {
         FileReminders {
-            layout,
-            books: Mutex::new(None),
+            books: Loaded::new(layout, read_all),
         }
     }
 
     /// Runs `f` on every book, read first if this is the first use.
     async fn with<T>(&self, f: impl FnOnce(&mut Books) -> T) -> Result<T, StoreError> {
-        let mut books = self.books.lock().await;
-        if books.is_none() {
-            let layout = self.layout.clone();
-            let read = off_workers(move || read_all(&layout))
-                .await
-                .ok_or_else(|| storage("shutting down"))?;
-            *books = Some(read?);
-        }
-        Ok(f(books.as_mut().ok_or_else(|| storage("not read"))?))
+        Ok(f(&mut *self.books.lock().await?))
     }
 
     /// Applies `change` to `user`'s book and writes it; the change's value.
@@ -68,19 +58,13 @@ impl FileReminders {
         user: &SafeName,
         change: impl FnOnce(&mut Book) -> T + Send,
     ) -> Result<T, StoreError> {
-        let mut guard = self.books.lock().await;
-        if guard.is_none() {
-            drop(guard);
-            self.with(|_| ()).await?;
-            guard = self.books.lock().await;
-        }
-        let books = guard.as_mut().ok_or_else(|| storage("not read"))?;
+        let mut books = self.books.lock().await?;
         if books.broken.contains(user) {
             return Err(storage("unreadable; an operator must fix or remove it"));
         }
         let mut book = books.readable.get(user).cloned().unwrap_or_default();
         let value = change(&mut book);
-        let (layout, who, written) = (self.layout.clone(), user.clone(), book.clone());
+        let (layout, who, written) = (self.books.layout().clone(), user.clone(), book.clone());
         off_workers(move || write(&layout, &who, &written))
             .await
             .ok_or_else(|| storage("shutting down"))??;
@@ -217,7 +201,7 @@ impl FileReminders {
 
     /// Drops `user`'s book from memory (their files were deleted).
     pub(super) async fn forget(&self, user: &SafeName) {
-        if let Some(books) = self.books.lock().await.as_mut() {
+        if let Some(books) = self.books.if_read().await.as_mut() {
             books.readable.remove(user);
             books.broken.remove(user);
         }
@@ -238,20 +222,7 @@ impl FileReminders {
 /// becomes a miss (and is written so).
 fn read_all(layout: &Layout) -> Result<Books, StoreError> {
     let mut books = Books::default();
-    let root = layout.reminders_root();
-    let entries = match fsutil::list_dir(layout.state_root(), &root) {
-        Ok(entries) => entries,
-        Err(e) => return Err(storage(e)),
-    };
-    for entry in entries {
-        let name = entry.file_name();
-        let Some(user) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(SafeName::from_encoded)
-        else {
-            continue;
-        };
+    for user in json_users(layout, &layout.reminders_root()).map_err(storage)? {
         let path = layout.reminders_path(&user);
         let parsed = fsutil::read_if_exists(layout.state_root(), &path)
             .map_err(|e| e.to_string())

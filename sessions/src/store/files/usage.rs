@@ -9,7 +9,7 @@
 //! then fails with a storage error (logged; answers go on unmetered)
 //! until an operator fixes or removes it; nothing overwrites it.
 
-use crate::blocking::off_workers;
+use super::loaded::{Loaded, json_users};
 use crate::fsutil::{self, remove_if_exists};
 use crate::layout::Layout;
 use crate::names::SafeName;
@@ -19,7 +19,6 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use tokio::sync::Mutex;
 
 /// Tokens in and out of one purpose on one day.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
@@ -50,30 +49,20 @@ fn storage(e: impl std::fmt::Display) -> StoreError {
 
 /// Every user's usage, and the channel's, in one channel's folder.
 pub(super) struct FileUsage {
-    layout: Layout,
-    ledgers: Mutex<Option<Ledgers>>,
+    ledgers: Loaded<Ledgers>,
 }
 
 impl FileUsage {
     pub(super) fn new(layout: Layout) -> FileUsage {
         FileUsage {
-            layout,
-            ledgers: Mutex::new(None),
+            ledgers: Loaded::new(layout, read_all),
         }
     }
 
     /// Runs `f` on the ledgers, read first if this is the first use.
     async fn with<T>(&self, f: impl FnOnce(&mut Ledgers, &Layout) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut guard = self.ledgers.lock().await;
-        if guard.is_none() {
-            let layout = self.layout.clone();
-            let read = off_workers(move || read_all(&layout))
-                .await
-                .ok_or_else(|| storage("shutting down"))?;
-            *guard = Some(read?);
-        }
-        let ledgers = guard.as_mut().ok_or_else(|| storage("not read"))?;
-        f(ledgers, &self.layout)
+        let mut ledgers = self.ledgers.lock().await?;
+        f(&mut ledgers, self.ledgers.layout())
     }
 
     pub(super) async fn add(&self, user: Option<&SafeName>, days: Days, spent: Spent) -> Result<(), StoreError> {
@@ -119,9 +108,9 @@ impl FileUsage {
     /// Deletes `user`'s file (at `/session clear all`); the channel's
     /// totals stay.
     pub(super) async fn forget(&self, user: &SafeName) -> Result<(), StoreError> {
-        let path = self.layout.usage_path(user);
-        remove_if_exists(self.layout.state_root(), &path).map_err(storage)?;
-        if let Some(ledgers) = self.ledgers.lock().await.as_mut() {
+        let layout = self.ledgers.layout();
+        remove_if_exists(layout.state_root(), &layout.usage_path(user)).map_err(storage)?;
+        if let Some(ledgers) = self.ledgers.if_read().await.as_mut() {
             ledgers.users.remove(user);
         }
         Ok(())
@@ -171,15 +160,7 @@ fn read(layout: &Layout, path: &Path) -> Result<Ledger, StoreError> {
 /// Every file under `usage/`.
 fn read_all(layout: &Layout) -> Result<Ledgers, StoreError> {
     let mut ledgers = Ledgers::default();
-    for entry in fsutil::list_dir(layout.state_root(), &layout.usage_root()).map_err(storage)? {
-        let name = entry.file_name();
-        let Some(user) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .and_then(SafeName::from_encoded)
-        else {
-            continue;
-        };
+    for user in json_users(layout, &layout.usage_root()).map_err(storage)? {
         let ledger = read(layout, &layout.usage_path(&user))?;
         ledgers.users.insert(user, ledger);
     }
