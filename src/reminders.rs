@@ -116,7 +116,8 @@ async fn deliver(
         return;
     }
     let zone = parse_zone(&r.timezone).unwrap_or(app.parts().tz);
-    let text = if late > Span::seconds(LATE_AFTER_SECS) {
+    let is_late = late > Span::seconds(LATE_AFTER_SECS);
+    let text = if is_late {
         format!(
             "⏰ Reminder: {} (late: the bot was offline at {})",
             r.text,
@@ -137,14 +138,7 @@ async fn deliver(
     };
     match channel.send(out).await {
         Ok(()) => {
-            metrics.reminder(
-                &name,
-                if late > Span::seconds(LATE_AFTER_SECS) {
-                    "late"
-                } else {
-                    "delivered"
-                },
-            );
+            metrics.reminder(&name, if is_late { "late" } else { "delivered" });
             tracing::info!(channel = %name, user = %user.log_id(), id = %r.id, "reminder posted");
             end(store, &user, &r.id, Finish::Posted { next }).await;
             let record = Record {

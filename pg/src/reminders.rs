@@ -275,6 +275,19 @@ impl PgTurn {
     /// The missed times of reminders set in `chat_id`, taken.
     pub async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, PgError> {
         let (channel, key) = self.keys();
+        // Asked at every turn, and almost always none: one statement, and
+        // a transaction only when there is something to take.
+        let any = self
+            .conn()
+            .query_opt(
+                "SELECT 1 FROM mnemo_reminders
+                 WHERE channel = $1 AND user_key = $2 AND chat_id = $3 AND missed IS NOT NULL LIMIT 1",
+                &[&channel, &key, &chat_id],
+            )
+            .await?;
+        if any.is_none() {
+            return Ok(Vec::new());
+        }
         let tx = self.conn().transaction().await?;
         let rows = tx
             .query(
