@@ -1,15 +1,24 @@
-//! The in-memory BM25 index of one owner (a user, or the channel's
-//! `_shared` notes): documents, postings and the statistics BM25 needs.
+//! The BM25 index of one owner (a user, or the channel's `_shared`
+//! notes): documents, postings and the statistics BM25 needs. A user's
+//! index may stand on an opened [`Segment`] (their stored messages, ids
+//! `0..base`, read from disk as a search needs them); what was added since
+//! (the tail: newer messages, the markdown sources) is in memory, with ids
+//! from `base` on. Every id, position and statistic is the one the same
+//! documents added in the same order to an index without a segment would
+//! have (the property test below): the segment changes where a document
+//! is read from, never what a search returns.
 //!
 //! Scope is structural: an index holds one owner's documents and nothing
 //! else, so a search over it cannot return another user's text. This module
 //! does no I/O; loading, saving and deciding what to index live in
 //! [`super::store`] and [`super::sources`], scoring in [`super::score`].
 
-use super::postings::Postings;
+use super::postings::{Listing, Postings};
+use super::segment::Segment;
 use super::tokenize;
 use chrono::{DateTime, NaiveDate, Utc};
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 
 /// Where a document came from; decides its label and whether a turn may
 /// recall it.
@@ -79,19 +88,38 @@ pub struct Doc {
     dead: bool,
 }
 
+impl Doc {
+    /// A message read back from a segment: its id is its position.
+    pub(super) fn stored(key: u64, at: DateTime<Utc>, source: Source, text: String, id: u32, len: u32) -> Doc {
+        Doc {
+            key,
+            at,
+            source,
+            text,
+            message_pos: Some(id),
+            len,
+            dead: false,
+        }
+    }
+}
+
 /// The entry of [`Bm25::lens`] for a removed document.
 pub(super) const DEAD: u32 = u32::MAX;
 
 /// One owner's documents and postings.
 #[derive(Debug, Default)]
 pub struct Bm25 {
+    /// The stored messages, ids `0..base` (see the module doc).
+    seg: Option<Segment>,
+    base: u32,
+    /// Documents from `base` on.
     docs: Vec<Doc>,
     /// Each document's number of terms, [`DEAD`] once removed: dense beside
     /// `docs`, so scoring reads four bytes a posting, not a whole [`Doc`].
     pub(super) lens: Vec<u32>,
-    /// term → the documents holding it, ids ascending.
+    /// term → the documents from `base` on holding it, ids ascending.
     pub(super) postings: FxHashMap<Box<str>, Postings>,
-    /// Message documents in the order they were said.
+    /// Message documents from `base` on in the order they were said.
     messages: Vec<u32>,
     keys: FxHashMap<u64, u32>,
     /// Live documents already in every context (profile, rolling
@@ -104,6 +132,9 @@ pub struct Bm25 {
     /// Bumped when compaction renumbers the documents, so a walk that
     /// remembers a position (the embeddings fill) starts over.
     generation: u32,
+    /// Bytes the documents from `base` on hold (their texts, entries and
+    /// postings, roughly), for the cache's budget.
+    tail_bytes: usize,
 }
 
 /// A scored document.
@@ -114,13 +145,61 @@ pub struct Hit {
 }
 
 impl Bm25 {
+    /// An index standing on `seg`, whose messages have the lengths `lens`.
+    pub fn over(seg: Segment, lens: Vec<u32>) -> Bm25 {
+        let base = u32::try_from(lens.len()).unwrap_or(u32::MAX);
+        Bm25 {
+            live_docs: base,
+            live_len: seg.total_len,
+            base,
+            seg: Some(seg),
+            lens,
+            ..Bm25::default()
+        }
+    }
+
+    /// The segment this index stands on, if any.
+    pub fn segment(&self) -> Option<&Segment> {
+        self.seg.as_ref()
+    }
+
+    /// Documents in the segment (ids below are its messages).
+    pub fn base(&self) -> u32 {
+        self.base
+    }
+
+    /// Messages added since the segment was written (the tail's), in order.
+    pub fn tail_messages(&self) -> impl Iterator<Item = &Doc> {
+        self.messages.iter().map(|&id| &self.docs[(id - self.base) as usize])
+    }
+
+    /// Number of the tail's messages.
+    pub fn tail_len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Bytes held in memory, roughly: the lengths, the tail, the
+    /// segment's sparse tables (for the cache's budget).
+    pub fn resident_bytes(&self) -> usize {
+        self.lens.capacity() * 4 + self.tail_bytes + self.seg.as_ref().map_or(0, Segment::resident_bytes)
+    }
+
+    /// True when the segment could not be read: the index is to be
+    /// rebuilt.
+    pub fn is_broken(&self) -> bool {
+        self.seg.as_ref().is_some_and(Segment::is_broken)
+    }
+
     pub fn contains(&self, key: u64) -> bool {
-        self.keys.contains_key(&key)
+        self.id_of(key).is_some()
     }
 
     /// The id of the live document with `key`, if any.
     pub fn id_of(&self, key: u64) -> Option<u32> {
-        self.keys.get(&key).copied()
+        self.keys
+            .get(&key)
+            .copied()
+            .or_else(|| self.seg.as_ref().and_then(|s| s.id_of(key)))
     }
 
     /// The live documents that are in every context anyway (see
@@ -129,8 +208,21 @@ impl Bm25 {
         &self.pinned
     }
 
-    pub fn doc(&self, id: u32) -> &Doc {
-        &self.docs[id as usize]
+    /// Document `id`: a segment's is read from disk (an empty message if
+    /// it cannot be, and the segment is marked broken).
+    pub fn doc(&self, id: u32) -> Cow<'_, Doc> {
+        match (id.checked_sub(self.base), &self.seg) {
+            (Some(tail), _) => Cow::Borrowed(&self.docs[tail as usize]),
+            (None, Some(seg)) => {
+                let len = self.lens[id as usize];
+                let source = Source::User;
+                Cow::Owned(
+                    seg.doc(id, len)
+                        .unwrap_or_else(|| Doc::stored(0, DateTime::UNIX_EPOCH, source, String::new(), id, len)),
+                )
+            }
+            (None, None) => Cow::Borrowed(&self.docs[id as usize]),
+        }
     }
 
     pub fn live_docs(&self) -> usize {
@@ -139,7 +231,7 @@ impl Bm25 {
 
     /// Ids issued so far, removed documents included: every id is below.
     pub fn id_bound(&self) -> u32 {
-        u32::try_from(self.docs.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.base as usize + self.docs.len()).unwrap_or(u32::MAX)
     }
 
     /// False for a removed document.
@@ -155,7 +247,7 @@ impl Bm25 {
     /// Adds a document unless one with its key is already there; returns
     /// its id either way.
     pub fn add(&mut self, key: u64, at: DateTime<Utc>, source: Source, text: String) -> u32 {
-        if let Some(&id) = self.keys.get(&key) {
+        if let Some(id) = self.id_of(key) {
             return id;
         }
         let terms = tokenize::terms(&text);
@@ -173,10 +265,11 @@ impl Bm25 {
         text: String,
         terms: &[T],
     ) -> u32 {
-        if let Some(&id) = self.keys.get(&key) {
+        if let Some(id) = self.id_of(key) {
             return id;
         }
-        let id = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+        let id = self.id_bound();
+        self.tail_bytes += text.len() + std::mem::size_of::<Doc>() + 24 + terms.len() * 8;
         let len = u32::try_from(terms.len()).unwrap_or(DEAD - 1).min(DEAD - 1);
         // Counted by sorting, not in a map: a message has a few dozen terms.
         let mut sorted: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
@@ -186,13 +279,14 @@ impl Bm25 {
             match self.postings.get_mut(term) {
                 Some(list) => list.push(id, n, len),
                 None => {
+                    self.tail_bytes += term.len() + 64;
                     self.postings.insert(term.into(), Postings::new(id, n, len));
                 }
             }
         }
         let message_pos = source.is_message().then(|| {
             self.messages.push(id);
-            u32::try_from(self.messages.len() - 1).unwrap_or(u32::MAX)
+            u32::try_from(self.base as usize + self.messages.len() - 1).unwrap_or(u32::MAX)
         });
         if source.always_in_context() {
             self.pinned.push(id);
@@ -216,8 +310,9 @@ impl Bm25 {
     /// Marks a document removed. Postings are compacted once the dead
     /// outnumber the living.
     pub fn remove(&mut self, key: u64) {
+        // A segment's messages are never removed one by one.
         let Some(id) = self.keys.remove(&key) else { return };
-        let doc = &mut self.docs[id as usize];
+        let doc = &mut self.docs[(id - self.base) as usize];
         if doc.dead {
             return;
         }
@@ -227,19 +322,29 @@ impl Bm25 {
         self.live_docs -= 1;
         self.live_len -= u64::from(doc.len);
         self.dead_docs += 1;
-        if self.dead_docs > self.live_docs.max(64) {
+        if self.dead_docs > (self.live_docs - self.base).max(64) {
             self.compact();
         }
     }
 
     /// The message said just before / after `id`, if any.
     pub fn neighbours(&self, id: u32) -> [Option<u32>; 2] {
-        let Some(pos) = self.docs[id as usize].message_pos else {
+        let base = self.base as usize;
+        let pos = match id.checked_sub(self.base) {
+            None => Some(id),
+            Some(tail) => self.docs[tail as usize].message_pos,
+        };
+        let Some(pos) = pos else {
             return [None, None];
         };
-        let at = |p: Option<usize>| {
-            p.and_then(|p| self.messages.get(p).copied())
-                .filter(|&n| !self.docs[n as usize].dead)
+        let at = |p: Option<usize>| match p {
+            Some(p) if p < base => Some(p as u32),
+            Some(p) => self
+                .messages
+                .get(p - base)
+                .copied()
+                .filter(|&n| !self.docs[(n - self.base) as usize].dead),
+            None => None,
         };
         [at((pos as usize).checked_sub(1)), at(Some(pos as usize + 1))]
     }
@@ -248,8 +353,13 @@ impl Bm25 {
     pub fn idf(&self, term: &str) -> f32 {
         // Postings still hold removed documents until compaction: count them
         // too, so a frequent term never gets a negative weight.
-        let n = self.docs.len().max(1) as f32;
-        let df = self.postings.get(term).map_or(0, Postings::len) as f32;
+        let n = (self.id_bound() as usize).max(1) as f32;
+        let stored = self
+            .seg
+            .as_ref()
+            .and_then(|s| s.term(term))
+            .map_or(0, |i| i.df as usize);
+        let df = (stored + self.postings.get(term).map_or(0, Postings::len)) as f32;
         if df == 0.0 {
             return 0.0;
         }
@@ -259,18 +369,43 @@ impl Bm25 {
     /// Which documents hold `term` (`None`: none does), to ask of many
     /// documents with [`Postings::contains`] after one lookup: no text is
     /// tokenized again.
-    pub fn postings_of(&self, term: &str) -> Option<&Postings> {
-        self.postings.get(term)
+    pub fn postings_of(&self, term: &str) -> Option<Listing<'_>> {
+        self.listing(term)
     }
 
-    /// Rebuilds postings without the dead documents (ids change).
+    /// A term's postings, the segment's joined to the tail's.
+    pub fn listing(&self, term: &str) -> Option<Listing<'_>> {
+        let tail = self.postings.get(term);
+        if let Some(seg) = &self.seg
+            && let Some(info) = seg.term(term)
+        {
+            return Some(Listing::joined(seg, info, tail, &self.lens));
+        }
+        tail.map(Listing::Mem)
+    }
+
+    /// Rebuilds the tail's postings without the dead documents (ids from
+    /// `base` on change).
     fn compact(&mut self) {
+        let seg = self.seg.take();
+        self.rebase(seg.map(|s| {
+            let lens = self.lens[..self.base as usize].to_vec();
+            (s, lens)
+        }));
+    }
+
+    /// Stands the index on `seg` (with its messages' lengths) instead,
+    /// keeping the tail's live documents that are not in it (all of them
+    /// for `None`... and for the same segment; the markdown sources after a
+    /// merge); ids from the segment's end on change.
+    pub fn rebase(&mut self, seg: Option<(Segment, Vec<u32>)>) {
         let docs = std::mem::take(&mut self.docs);
         let generation = self.generation.wrapping_add(1);
-        *self = Bm25 {
-            generation,
-            ..Bm25::default()
+        *self = match seg {
+            Some((seg, lens)) => Bm25::over(seg, lens),
+            None => Bm25::default(),
         };
+        self.generation = generation;
         for doc in docs.into_iter().filter(|d| !d.dead) {
             self.add(doc.key, doc.at, doc.source, doc.text);
         }

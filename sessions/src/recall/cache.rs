@@ -1,13 +1,15 @@
-//! Which users' recall indexes stay loaded: the least recently used go
-//! once more than [`MAX_CACHED_USERS`] are loaded, or once their messages
-//! together pass [`MAX_CACHED_DOCS`] — then only those idle for
-//! [`IDLE_BEFORE_DROP`] or more (their files stay and load again on use).
-//! Bounded by messages, not only by users, because an index's memory grows
-//! with its history: many users with short histories all stay (no reload
-//! from disk on every turn when more than a handful of users talk), and
-//! long histories of users who went quiet make room. Users in a
-//! conversation are not dropped for the message budget: reloading an index
-//! of 10⁵ messages on every turn costs far more than its memory.
+//! Which users' recall indexes stay open: the least recently used go once
+//! more than [`MAX_CACHED_USERS`] are open, or once the memory they hold
+//! together passes [`MAX_CACHED_BYTES`] — then only those idle for
+//! [`IDLE_BEFORE_DROP`] or more (their files stay and open again on use).
+//! Counted in what each index really holds resident
+//! ([`super::store::UserIndex::resident_bytes`]: 4 bytes a stored message,
+//! the in-memory tail, sparse tables, vectors), not in messages: an opened
+//! index of 10⁵ messages holds well under a megabyte, its postings and
+//! texts staying on disk (in the page cache, the kernel's to evict). Many
+//! users all stay (no reopening on every turn when more than a handful of
+//! users talk), and users who went quiet make room. Users in a
+//! conversation are not dropped for the budget.
 
 use super::store::UserIndex;
 use crate::names::SafeName;
@@ -19,12 +21,12 @@ use std::time::{Duration, Instant};
 /// states a channel keeps, `session::DEFAULT_MAX_ACTIVE`).
 pub const MAX_CACHED_USERS: usize = 4096;
 
-/// Messages (documents) the loaded indexes may hold together. At the
-/// ~800 bytes per message the 10⁶-message bench measured, ~200 MB. One
-/// user's index is kept whatever its size while it is in use.
-pub const MAX_CACHED_DOCS: usize = 250_000;
+/// Bytes the open indexes may hold resident together (it was 250,000
+/// messages, ~200 MB, when indexes were loaded whole). One user's index is
+/// kept whatever its size while it is in use.
+pub const MAX_CACHED_BYTES: usize = 200 << 20;
 
-/// How long a user's index must have gone unused before the message budget
+/// How long a user's index must have gone unused before the memory budget
 /// may drop it.
 pub const IDLE_BEFORE_DROP: Duration = Duration::from_secs(60);
 
@@ -40,8 +42,8 @@ pub(super) type Slot = Arc<Mutex<Option<UserIndex>>>;
 pub(super) struct Cache {
     entries: HashMap<SafeName, Entry>,
     tick: u64,
-    /// The sum of the entries' `docs`.
-    docs: usize,
+    /// The sum of the entries' `bytes`.
+    bytes: usize,
     /// No pass for the message budget before this (see [`RETRY_AFTER`]).
     quiet_until: Option<Instant>,
 }
@@ -51,8 +53,8 @@ struct Entry {
     used: u64,
     /// When it was last used.
     at: Instant,
-    /// Messages in the index when it was last used (0 before its load).
-    docs: usize,
+    /// Bytes the index held when it was last used (0 before it opened).
+    bytes: usize,
 }
 
 impl Cache {
@@ -65,7 +67,7 @@ impl Cache {
             slot: Slot::default(),
             used,
             at,
-            docs: 0,
+            bytes: 0,
         });
         entry.used = used;
         entry.at = at;
@@ -84,27 +86,27 @@ impl Cache {
     /// Takes the user's slot out (forget, reindex).
     pub(super) fn remove(&mut self, user: &SafeName) -> Option<Slot> {
         let entry = self.entries.remove(user)?;
-        self.docs -= entry.docs;
+        self.bytes -= entry.bytes;
         Some(entry.slot)
     }
 
-    /// Records that `slot`, the user's, now holds `docs` messages, then
+    /// Records that `slot`, the user's, now holds `bytes` resident, then
     /// drops the least recently used others while over the user bound, or
     /// over the message budget and idle (see the module doc).
-    pub(super) fn settle(&mut self, user: &SafeName, slot: &Slot, docs: usize) {
-        self.settle_at(user, slot, docs, Instant::now());
+    pub(super) fn settle(&mut self, user: &SafeName, slot: &Slot, bytes: usize) {
+        self.settle_at(user, slot, bytes, Instant::now());
     }
 
-    fn settle_at(&mut self, user: &SafeName, slot: &Slot, docs: usize, now: Instant) {
+    fn settle_at(&mut self, user: &SafeName, slot: &Slot, bytes: usize, now: Instant) {
         if let Some(entry) = self.entries.get_mut(user)
             && Arc::ptr_eq(&entry.slot, slot)
         {
-            self.docs = self.docs - entry.docs + docs;
-            entry.docs = docs;
+            self.bytes = self.bytes - entry.bytes + bytes;
+            entry.bytes = bytes;
         }
         let over_users = self.entries.len() > MAX_CACHED_USERS;
-        let over_docs = self.docs > MAX_CACHED_DOCS && self.quiet_until.is_none_or(|t| now >= t);
-        if !over_users && !over_docs {
+        let over_bytes = self.bytes > MAX_CACHED_BYTES && self.quiet_until.is_none_or(|t| now >= t);
+        if !over_users && !over_bytes {
             return;
         }
         // Down to seven eighths of each bound at once, so a full cache
@@ -116,17 +118,17 @@ impl Cache {
             .map(|(name, e)| (e.used, name.clone(), e.at))
             .collect();
         by_age.sort_unstable_by_key(|(used, _, _)| *used);
-        let (users, docs) = (MAX_CACHED_USERS / 8 * 7, MAX_CACHED_DOCS / 8 * 7);
+        let (users, bytes) = (MAX_CACHED_USERS / 8 * 7, MAX_CACHED_BYTES / 8 * 7);
         for (_, name, at) in by_age {
             let too_many = self.entries.len() > users;
-            let too_big = self.docs > docs && now.saturating_duration_since(at) >= IDLE_BEFORE_DROP;
+            let too_big = self.bytes > bytes && now.saturating_duration_since(at) >= IDLE_BEFORE_DROP;
             if too_many || too_big {
                 self.remove(&name);
-            } else if self.entries.len() <= users && self.docs <= docs {
+            } else if self.entries.len() <= users && self.bytes <= bytes {
                 break;
             }
         }
-        self.quiet_until = (self.docs > MAX_CACHED_DOCS).then(|| now + RETRY_AFTER);
+        self.quiet_until = (self.bytes > MAX_CACHED_BYTES).then(|| now + RETRY_AFTER);
     }
 
     #[cfg(test)]
@@ -143,16 +145,16 @@ mod tests {
         SafeName::of(&format!("u{i}"))
     }
 
-    /// Uses user `i` as `with_user` does: touch, then settle with `docs`,
+    /// Uses user `i` as `with_user` does: touch, then settle with `bytes`,
     /// `idle` after the use before.
-    fn use_user_at(cache: &mut Cache, i: usize, docs: usize, now: Instant) {
+    fn use_user_at(cache: &mut Cache, i: usize, bytes: usize, now: Instant) {
         let slot = cache.touch(&name(i));
         cache.entries.get_mut(&name(i)).unwrap().at = now;
-        cache.settle_at(&name(i), &slot, docs, now);
+        cache.settle_at(&name(i), &slot, bytes, now);
     }
 
-    fn use_user(cache: &mut Cache, i: usize, docs: usize) {
-        use_user_at(cache, i, docs, Instant::now());
+    fn use_user(cache: &mut Cache, i: usize, bytes: usize) {
+        use_user_at(cache, i, bytes, Instant::now());
     }
 
     #[test]
@@ -164,14 +166,14 @@ mod tests {
             }
         }
         assert!((0..1000).all(|i| cache.holds(&name(i))));
-        assert_eq!(cache.docs, 1000 * 22);
+        assert_eq!(cache.bytes, 1000 * 22);
     }
 
     #[test]
     fn past_the_message_budget_the_idle_go_oldest_first_and_the_active_stay() {
         let mut cache = Cache::default();
         let t0 = Instant::now();
-        let big = MAX_CACHED_DOCS / 4;
+        let big = MAX_CACHED_BYTES / 4;
         for i in 0..4 {
             use_user_at(&mut cache, i, big, t0);
         }
@@ -184,7 +186,7 @@ mod tests {
         let t2 = t0 + IDLE_BEFORE_DROP + Duration::from_secs(2);
         use_user_at(&mut cache, 3, big, t2 - Duration::from_secs(1));
         use_user_at(&mut cache, 4, big, t2);
-        assert!(cache.docs <= MAX_CACHED_DOCS / 8 * 7, "{}", cache.docs);
+        assert!(cache.bytes <= MAX_CACHED_BYTES / 8 * 7, "{}", cache.bytes);
         assert!(cache.holds(&name(3)) && cache.holds(&name(4)), "the active stay");
         assert!(
             !cache.holds(&name(0)) && !cache.holds(&name(1)),
@@ -197,7 +199,7 @@ mod tests {
         let mut cache = Cache::default();
         let t0 = Instant::now();
         use_user_at(&mut cache, 0, 10, t0);
-        use_user_at(&mut cache, 1, MAX_CACHED_DOCS * 2, t0 + IDLE_BEFORE_DROP);
+        use_user_at(&mut cache, 1, MAX_CACHED_BYTES * 2, t0 + IDLE_BEFORE_DROP);
         assert!(cache.holds(&name(1)) && !cache.holds(&name(0)));
     }
 
@@ -205,7 +207,7 @@ mod tests {
     fn a_budget_only_active_users_fill_is_not_sorted_again_on_every_use() {
         let mut cache = Cache::default();
         let t0 = Instant::now();
-        use_user_at(&mut cache, 0, MAX_CACHED_DOCS, t0);
+        use_user_at(&mut cache, 0, MAX_CACHED_BYTES, t0);
         use_user_at(&mut cache, 1, 10, t0);
         assert_eq!(cache.quiet_until, Some(t0 + RETRY_AFTER));
         use_user_at(&mut cache, 1, 11, t0 + RETRY_AFTER / 2);
@@ -228,11 +230,11 @@ mod tests {
         let old = cache.touch(&name(0));
         cache.settle(&name(0), &old, 50);
         cache.remove(&name(0));
-        assert_eq!(cache.docs, 0);
+        assert_eq!(cache.bytes, 0);
         let new = cache.touch(&name(0));
         cache.settle(&name(0), &old, 70);
-        assert_eq!(cache.docs, 0, "the slot of before the removal is not this entry's");
+        assert_eq!(cache.bytes, 0, "the slot of before the removal is not this entry's");
         cache.settle(&name(0), &new, 30);
-        assert_eq!(cache.docs, 30);
+        assert_eq!(cache.bytes, 30);
     }
 }

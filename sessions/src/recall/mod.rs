@@ -34,6 +34,8 @@ mod pack;
 mod plan;
 mod postings;
 mod score;
+mod segment;
+mod segwrite;
 mod sources;
 mod store;
 mod tokenize;
@@ -62,7 +64,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use cache::Cache;
-pub use cache::{MAX_CACHED_DOCS, MAX_CACHED_USERS};
+pub use cache::{MAX_CACHED_BYTES, MAX_CACHED_USERS};
 use store::UserIndex;
 use vectors::Vectors;
 
@@ -155,9 +157,14 @@ impl Recall {
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
         let index = held.get_or_insert_with(|| UserIndex::open(&self.inner.stm, user));
         let out = f(index);
-        let docs = index.bm25.live_docs();
+        let bytes = index.resident_bytes();
+        if index.is_broken()
+            && let Some(index) = held.take()
+        {
+            index.discard();
+        }
         drop(held);
-        self.cache().settle(user, &slot, docs);
+        self.cache().settle(user, &slot, bytes);
         out
     }
 
@@ -237,9 +244,9 @@ impl Recall {
             return false;
         };
         index.add_record(record);
-        let docs = index.bm25.live_docs();
+        let bytes = index.resident_bytes();
         drop(held);
-        self.cache().settle(user, &slot, docs);
+        self.cache().settle(user, &slot, bytes);
         true
     }
 
@@ -324,9 +331,10 @@ impl Recall {
     pub fn search(&self, user: &SafeName, words: &str, limit: usize) -> Vec<Item> {
         let terms: Vec<(String, f32)> = tokenize::query_terms(words).into_iter().map(|t| (t, 1.0)).collect();
         self.ranked(user, |user_index, shared| {
+            let mut scratch = score::Scratch::default();
             let mut hits: Vec<(f32, Pick)> = user_index
                 .bm25
-                .search(&terms, limit, |_| true)
+                .search_with(&mut scratch, &terms, limit, &[])
                 .into_iter()
                 .map(|h| {
                     (
@@ -338,15 +346,21 @@ impl Recall {
                     )
                 })
                 .collect();
-            hits.extend(shared.bm25.search(&terms, limit, |_| true).into_iter().map(|h| {
-                (
-                    h.score,
-                    Pick {
-                        side: Side::Shared,
-                        doc: h.doc,
-                    },
-                )
-            }));
+            hits.extend(
+                shared
+                    .bm25
+                    .search_with(&mut scratch, &terms, limit, &[])
+                    .into_iter()
+                    .map(|h| {
+                        (
+                            h.score,
+                            Pick {
+                                side: Side::Shared,
+                                doc: h.doc,
+                            },
+                        )
+                    }),
+            );
             hits.sort_by(|a, b| b.0.total_cmp(&a.0));
             hits.truncate(limit);
             hits.into_iter().map(|(_, p)| p).collect()
@@ -366,8 +380,8 @@ impl Recall {
             choose(index, shared)
                 .into_iter()
                 .map(|pick| match pick.side {
-                    Side::User => Item::of(index.bm25.doc(pick.doc)),
-                    Side::Shared => Item::of(shared.bm25.doc(pick.doc)),
+                    Side::User => Item::of(&index.bm25.doc(pick.doc)),
+                    Side::Shared => Item::of(&shared.bm25.doc(pick.doc)),
                 })
                 .collect()
         })

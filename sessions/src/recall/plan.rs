@@ -10,7 +10,7 @@
 //! Never sees another user's index, so it cannot return their text.
 
 use super::bm25::{Bm25, Doc, Hit};
-use super::postings::Postings;
+use super::postings::Listing;
 use super::score::Scratch;
 use super::tokenize::{self, QueryTermsCache};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -132,7 +132,7 @@ pub fn plan(
     let mut taken: FxHashSet<(Side, u32)> = FxHashSet::default();
     // The query's words as the user's index holds them, looked up once for
     // every hit's neighbours (a word no document has cannot be added).
-    let query_postings: Vec<&Postings> = main.iter().filter_map(|t| user.postings_of(t)).collect();
+    let query_postings: Vec<Listing> = main.iter().filter_map(|t| user.postings_of(t)).collect();
     for ((side, doc), _) in ranked {
         if taken.insert((side, doc)) {
             picks.push(Pick { side, doc });
@@ -241,7 +241,7 @@ pub fn widening_df_limit(docs: usize) -> usize {
 /// Neighbouring messages that carry the other half of an answer: one that
 /// has query words the hit lacks, the question an assistant hit answers,
 /// or the answer that follows a question.
-fn neighbours(index: &Bm25, doc: u32, query: &[&Postings], excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
+fn neighbours(index: &Bm25, doc: u32, query: &[Listing], excluded: &dyn Fn(&Doc) -> bool) -> Vec<u32> {
     let hit = index.doc(doc);
     if !hit.source.is_message() {
         return Vec::new();
@@ -251,7 +251,7 @@ fn neighbours(index: &Bm25, doc: u32, query: &[&Postings], excluded: &dyn Fn(&Do
     for (n, is_before) in [(before, true), (after, false)] {
         let Some(n) = n else { continue };
         let other = index.doc(n);
-        if excluded(other) || other.at.date_naive() != hit.at.date_naive() {
+        if excluded(&other) || other.at.date_naive() != hit.at.date_naive() {
             continue;
         }
         let answers = !is_before && hit.text.trim_end().ends_with('?');
@@ -396,7 +396,7 @@ mod tests {
         let sunny = user.add(3, at(1), Source::User, "Lisbon is sunny".into());
         let elsewhere = user.add(4, at(2), Source::User, "Ana phoned".into());
         let terms = tokenize::query_terms("Where in Lisbon does Ana live?");
-        let query: Vec<&Postings> = terms.iter().filter_map(|t| user.postings_of(t)).collect();
+        let query: Vec<Listing> = terms.iter().filter_map(|t| user.postings_of(t)).collect();
         let none = |_: &Doc| false;
         // Each half of the fact brings the other; the neighbour that only
         // repeats a word the hit has, or is of another day, does not come.

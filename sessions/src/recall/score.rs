@@ -47,8 +47,8 @@
 //! Pure CPU over [`Bm25`]; no I/O, no allocation proportional to the
 //! index (a turn's queries share one [`Scratch`]).
 
-use super::bm25::{Bm25, DEAD, Doc, Hit};
-use super::postings::{BLOCK, Peak, Postings};
+use super::bm25::{Bm25, DEAD, Hit};
+use super::postings::{Listing, Peak};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -138,9 +138,7 @@ impl Norm {
 /// One query term's walk through its postings, from the newest down.
 struct Cursor<'a> {
     term: &'a str,
-    list: &'a Postings,
-    ids: &'a [u32],
-    tfs: &'a [u16],
+    list: Listing<'a>,
     weight: f32,
     /// [`Norm::bound`] over the whole list.
     bound: f32,
@@ -150,25 +148,13 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn current(&self) -> Option<u32> {
-        self.end.checked_sub(1).map(|p| self.ids[p])
+        self.end.checked_sub(1).map(|p| self.list.id(p))
     }
 
     /// Moves down to the newest posting at or below `doc` (galloping: the
     /// cost is the log of the distance, not of the list).
     fn seek(&mut self, doc: u32) {
-        let ids = self.ids;
-        let mut hi = self.end;
-        if hi == 0 || ids[hi - 1] <= doc {
-            return;
-        }
-        let mut step = 1;
-        let mut lo = hi - 1;
-        while lo > 0 && ids[lo - 1] > doc {
-            hi = lo;
-            step *= 2;
-            lo = hi.saturating_sub(step);
-        }
-        self.end = lo + ids[lo..hi].partition_point(|&id| id <= doc);
+        self.end = self.list.seek(self.end, doc);
     }
 }
 
@@ -177,9 +163,10 @@ impl Bm25 {
     /// which `keep` holds, best first. Asks `keep` of every document: for
     /// `/session search` and tests; a turn names what it skips by id
     /// ([`Bm25::search_with`]).
-    pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&Doc) -> bool) -> Vec<Hit> {
+    #[cfg(test)]
+    pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&super::bm25::Doc) -> bool) -> Vec<Hit> {
         let skip: Vec<u32> = (0..self.lens.len() as u32)
-            .filter(|&id| self.lens[id as usize] != DEAD && !keep(self.doc(id)))
+            .filter(|&id| self.lens[id as usize] != DEAD && !keep(&self.doc(id)))
             .collect();
         self.search_with(&mut Scratch::default(), query, limit, &skip)
     }
@@ -202,7 +189,7 @@ impl Bm25 {
 
     /// The search itself, in at most twice `budget` steps: the hits, and
     /// where the walk was cut short (`None`: it was exact over everything).
-    fn walk(
+    pub(super) fn walk(
         &self,
         scratch: &mut Scratch,
         query: &[(String, f32)],
@@ -296,16 +283,17 @@ impl<'a> Terms<'a> {
         let cursors: Vec<Cursor> = query
             .iter()
             .filter_map(|(term, weight)| {
-                let list = index.postings.get(term.as_str())?;
                 let weight = index.idf(term) * weight;
-                (weight > 0.0).then(|| Cursor {
+                if weight <= 0.0 {
+                    return None;
+                }
+                let list = index.listing(term)?;
+                Some(Cursor {
                     term: term.as_str(),
-                    list,
-                    ids: list.ids(),
-                    tfs: list.tfs(),
-                    weight,
                     bound: norm.bound(weight, list.peak()),
                     end: list.len(),
+                    list,
+                    weight,
                 })
             })
             .collect();
@@ -367,7 +355,7 @@ impl<'a> Terms<'a> {
                 match cursor.current() {
                     Some(at) if at == doc => {
                         let pos = cursor.end - 1;
-                        from = from.max(cursor.ids[pos / BLOCK * BLOCK]);
+                        from = from.max(cursor.list.block_first(pos));
                         norm.bound(cursor.weight, cursor.list.block_peak(pos))
                     }
                     Some(at) => {
@@ -397,7 +385,7 @@ impl<'a> Terms<'a> {
                 cursor.seek(doc);
             }
             if cursor.current() == Some(doc) {
-                score += norm.score(cursor.weight, cursor.tfs[cursor.end - 1], len);
+                score += norm.score(cursor.weight, cursor.list.tf(cursor.end - 1), len);
             }
         }
         score
@@ -448,7 +436,7 @@ fn next_to_stop(terms: &[Cursor], essential: &[bool], weakest: &[usize], from: u
 /// the words `through` were candidates, down to `stopped` if the budget
 /// ran out again.
 #[derive(Debug, Clone, PartialEq)]
-struct Cut {
+pub(super) struct Cut {
     at: u32,
     through: Vec<String>,
     stopped: Option<u32>,

@@ -1,16 +1,25 @@
-//! One user's recall index on disk and in memory:
+//! One user's recall index on disk, opened rather than loaded:
 //! `recall/<user>/messages.tsv` (every message of the user's history, one
-//! line each in the order said, with its search terms already stemmed, so
-//! a load splits instead of tokenizing again: the line format is
-//! [`super::line`]'s tab-separated fields) and `recall/<user>/meta.json`
-//! (format version and the archive batches already read). An index stored
-//! under the file's former name, `messages.jsonl` (from when lines were
-//! JSON), is renamed in place the first time it is opened.
+//! line each in the order said, with its search terms already stemmed: the
+//! line format is [`super::line`]'s tab-separated fields),
+//! `recall/<user>/segment.bin` (the term dictionary, postings, lengths and
+//! keys of the messages of `messages.tsv` up to the byte it `covers`:
+//! [`super::segment`]) and `recall/<user>/meta.json` (format version and
+//! the archive batches already read). Opening reads the segment's header,
+//! lengths and sparse tables, then indexes in memory the lines after what
+//! it covers (the tail); once the tail holds [`merge_at`] messages it is
+//! merged into a new segment ([`super::segwrite`]), like an LSM's level.
+//! An index stored under the file's former name, `messages.jsonl` (from
+//! when lines were JSON), is renamed in place the first time it is opened
+//! (and then rebuilt: it is of an older version).
 //!
 //! Derived data, rebuilt from STM and the archive whenever it is missing,
-//! of another version, corrupt or half-written (a crash mid-append leaves a
-//! line without its newline): a broken index never fails a turn, it costs
+//! of another version or corrupt (a segment that does not add up, or whose
+//! reads fail during a turn): a broken index never fails a turn, it costs
 //! one rebuild and one warning (with progress logged for a long history).
+//! A crash mid-append leaves a line without its newline after what the
+//! segment covers: it is cut off at the next open, and the message comes
+//! back from the short-term log like any other not yet indexed.
 //! Messages are added as they are appended
 //! (one unsynced `write`: cheaper than the fsync'ed STM append it follows);
 //! archive batches written since the last load are caught up at load. The
@@ -21,6 +30,8 @@
 
 use super::bm25::{Bm25, Source};
 use super::line;
+use super::segment::Segment;
+use super::segwrite::Builder;
 use super::sources::{FileSet, Spec, user_specs};
 use super::tokenize::{self, QueryTermsCache};
 use super::vectors::{Vectors, file_in};
@@ -41,10 +52,13 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Bumped when the stored shape, the key or the tokenizer changes: another
-/// version is rebuilt. 2: lines carry their terms. 3: lines are
-/// [`super::line`]'s tab-separated fields instead of JSON.
-const VERSION: u32 = 3;
+/// version is rebuilt. 2: lines carry their terms.
+/// 3: lines are
+/// [`super::line`]'s tab-separated fields instead of JSON. 4: a segment
+/// (`segment.bin`) indexes them, opened instead of loaded.
+const VERSION: u32 = 4;
 const MESSAGES: &str = "messages.tsv";
+const SEGMENT: &str = "segment.bin";
 /// `MESSAGES` before the file was named for its tab-separated lines: state
 /// folders from then are migrated by [`migrate_former_name`].
 const FORMER_MESSAGES: &str = "messages.jsonl";
@@ -105,7 +119,7 @@ pub fn message_key(record: &Record) -> u64 {
     key_of_message(record.ts, record.role, &record.msg_id, &record.text)
 }
 
-fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u64 {
+pub(super) fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u64 {
     let ts = ts.timestamp_millis().to_le_bytes();
     let role: &[u8] = match role {
         Role::User => b"u",
@@ -114,7 +128,14 @@ fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u6
     key_of(&[&ts, role, msg_id.as_bytes(), text.as_bytes()])
 }
 
-/// A user's index, loaded.
+/// Tail messages that make a new segment: an eighth of the segment's,
+/// within 1,024 and 8,192 (so a merge rewrites at most ~9 times what it
+/// adds, and the tail in memory stays small).
+pub fn merge_at(base: u32) -> usize {
+    (base as usize / 8).clamp(1024, 8192)
+}
+
+/// A user's index, opened.
 #[derive(Debug)]
 pub struct UserIndex {
     pub bm25: Bm25,
@@ -133,6 +154,13 @@ pub struct UserIndex {
     /// The user's markdown sources, whose paths every turn checks: built
     /// once, not for every turn.
     specs: Vec<Spec>,
+    /// The length of `messages.tsv` (where the next line goes) and where
+    /// each of the tail's messages' lines starts.
+    log_len: u64,
+    tail_offsets: Vec<u64>,
+    /// Whether a new segment is synced before it replaces the old (see
+    /// [`Meta::needs_durability`]).
+    durable: bool,
 }
 
 impl UserIndex {
@@ -195,7 +223,68 @@ impl UserIndex {
             tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
             self.log = None;
             let _ = remove_nofollow(&self.root, &in_dir(&self.dir, META));
+            return;
         }
+        self.tail_offsets.push(self.log_len);
+        self.log_len += line.len() as u64;
+        if self.bm25.tail_len() >= merge_at(self.bm25.base()) {
+            self.merge_tail();
+        }
+    }
+
+    /// Writes the segment and the tail's messages as one new segment and
+    /// stands the index on it (the tail keeps the markdown sources). A
+    /// failure is logged and changes nothing: the tail stays in memory and
+    /// the merge is tried again at the next open.
+    fn merge_tail(&mut self) {
+        if self.log.is_none() || self.tail_offsets.len() != self.bm25.tail_len() {
+            return;
+        }
+        let merged = (|| -> Result<(Segment, Vec<u32>), String> {
+            let target = in_dir(&self.dir, SEGMENT);
+            let mut builder = match self.bm25.segment() {
+                Some(seg) => Builder::over(&self.root, &target, seg, &self.bm25.lens[..self.bm25.base() as usize])
+                    .map_err(|e| e.to_string())?,
+                None => Builder::new(&self.root, &target),
+            };
+            for (doc, &offset) in self.bm25.tail_messages().zip(&self.tail_offsets) {
+                builder
+                    .add(doc.key, offset, &tokenize::terms(&doc.text))
+                    .map_err(|e| e.to_string())?;
+            }
+            builder.finish(self.log_len, self.durable).map_err(|e| e.to_string())?;
+            open_segment(&self.root, &self.dir)
+        })();
+        match merged {
+            Ok(seg) => {
+                self.bm25.rebase(Some(seg));
+                self.tail_offsets.clear();
+            }
+            Err(reason) => {
+                tracing::warn!(index = %self.dir.display(), %reason, "recall tail not merged into a new segment; it stays in memory")
+            }
+        }
+    }
+
+    /// True when the stored index turned out unreadable during a search:
+    /// it is dropped (see [`UserIndex::discard`]) and rebuilt at the next
+    /// open.
+    pub fn is_broken(&self) -> bool {
+        self.bm25.is_broken()
+    }
+
+    /// Marks the stored index for a rebuild at the next open (its meta
+    /// removed), with a warning.
+    pub fn discard(self) {
+        tracing::warn!(index = %self.dir.display(), "recall index unreadable; it is rebuilt at the next use");
+        let _ = remove_nofollow(&self.root, &in_dir(&self.dir, META));
+    }
+
+    /// Bytes this index keeps in memory, roughly (for the cache's budget).
+    pub fn resident_bytes(&self) -> usize {
+        self.bm25.resident_bytes()
+            + self.tail_offsets.capacity() * 8
+            + self.vectors.as_ref().map_or(0, Vectors::resident_bytes)
     }
 
     /// The BM25 index and the vectors (loaded from `vectors.bin` on first
@@ -295,10 +384,10 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     if let Some(gone) = meta.archives.iter().find(|n| !present.contains(n)) {
         return Err(Stale::Broken(format!("archive batch {gone} is gone")));
     }
-    let messages_path = in_dir(dir, MESSAGES);
-    let file = open_nofollow(root, &messages_path).map_err(|e| Stale::Broken(format!("{MESSAGES}: {e}")))?;
+    let (seg, lens) = open_segment(root, dir).map_err(Stale::Broken)?;
+    let covers = seg.covers;
     let mut index = UserIndex {
-        bm25: Bm25::default(),
+        bm25: Bm25::over(seg, lens),
         files: FileSet::default(),
         log: None,
         dir: dir.to_path_buf(),
@@ -306,32 +395,21 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         vectors: None,
         query_terms: QueryTermsCache::default(),
         specs: user_specs(stm.layout(), user),
+        log_len: covers,
+        tail_offsets: Vec::new(),
+        durable: meta.needs_durability(),
     };
-    // Streamed: one line in memory at a time, not the whole file.
-    let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut buf = Vec::new();
-    for number in 1.. {
-        buf.clear();
-        let read = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Stale::Broken(format!("{MESSAGES}: {e}")))?;
-        if read == 0 {
-            break;
-        }
-        let Some(line) = buf.strip_suffix(b"\n") else {
-            return Err(Stale::Broken(format!("{MESSAGES} ends in a half-written line")));
-        };
-        if line.is_empty() {
-            continue;
-        }
-        let stored = line::decode(line).map_err(|e| Stale::Broken(format!("{MESSAGES} line {number}: {e}")))?;
-        let terms: Vec<&str> = stored.terms.split(' ').filter(|t| !t.is_empty()).collect();
-        let key = key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text);
-        index
-            .bm25
-            .add_terms(key, stored.ts, source_of_role(stored.role), stored.text, &terms);
-    }
+    let messages_path = in_dir(dir, MESSAGES);
+    let torn = read_tail(&mut index, root, &messages_path, covers)?;
     index.log = open_append_nofollow(root, &messages_path).ok();
+    if let Some(log) = &index.log
+        && torn
+    {
+        // The line a crash cut short: its message is in the short-term
+        // log or its archive batch, and is caught up below.
+        log.set_len(index.log_len)
+            .map_err(|e| Stale::Broken(format!("{MESSAGES}: {e}")))?;
+    }
     // Catch up: batches archived since the last load, then the live log.
     let known: HashSet<&String> = meta.archives.iter().collect();
     let fresh: Vec<&String> = on_disk.iter().filter(|n| !known.contains(n)).collect();
@@ -346,6 +424,9 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     for record in &live.records {
         index.add_record(record);
     }
+    if index.bm25.tail_len() >= merge_at(index.bm25.base()) {
+        index.merge_tail();
+    }
     if !fresh.is_empty() && index.log.is_some() {
         let meta = Meta {
             version: VERSION,
@@ -357,6 +438,51 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     }
     index.refresh_files();
     Ok(index)
+}
+
+/// Opens the folder's segment (and `messages.tsv`, which it reads
+/// messages from); the error says what is wrong.
+fn open_segment(root: &Path, dir: &Path) -> Result<(Segment, Vec<u32>), String> {
+    let file = open_nofollow(root, &in_dir(dir, SEGMENT)).map_err(|e| format!("{SEGMENT}: {e}"))?;
+    let messages = open_nofollow(root, &in_dir(dir, MESSAGES)).map_err(|e| format!("{MESSAGES}: {e}"))?;
+    Segment::open(file, messages).map_err(|e| format!("{SEGMENT}: {e}"))
+}
+
+/// Indexes in memory the lines of `messages.tsv` after the segment's
+/// `covers` bytes (one line in memory at a time); true when the last one
+/// was cut short by a crash (`index.log_len` then ends before it).
+fn read_tail(index: &mut UserIndex, root: &Path, path: &Path, covers: u64) -> Result<bool, Stale> {
+    let broken = |e: io::Error| Stale::Broken(format!("{MESSAGES}: {e}"));
+    let mut file = open_nofollow(root, path).map_err(broken)?;
+    io::Seek::seek(&mut file, io::SeekFrom::Start(covers)).map_err(broken)?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    let mut offset = covers;
+    loop {
+        buf.clear();
+        let read = reader.read_until(b'\n', &mut buf).map_err(broken)?;
+        if read == 0 {
+            return Ok(false);
+        }
+        let Some(line) = buf.strip_suffix(b"\n") else {
+            return Ok(true);
+        };
+        let at = offset;
+        offset += read as u64;
+        index.log_len = offset;
+        if line.is_empty() {
+            continue;
+        }
+        let stored = line::decode(line).map_err(|e| Stale::Broken(format!("{MESSAGES} at byte {at}: {e}")))?;
+        let terms: Vec<&str> = stored.terms.split(' ').filter(|t| !t.is_empty()).collect();
+        let key = key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text);
+        if !index.bm25.contains(key) {
+            index
+                .bm25
+                .add_terms(key, stored.ts, source_of_role(stored.role), stored.text, &terms);
+            index.tail_offsets.push(at);
+        }
+    }
 }
 
 /// Built from the files, stored nowhere: the last resort when the index
@@ -371,6 +497,9 @@ fn in_memory(stm: &Stm, user: &SafeName, dir: PathBuf) -> UserIndex {
         vectors: None,
         query_terms: QueryTermsCache::default(),
         specs: user_specs(stm.layout(), user),
+        log_len: 0,
+        tail_offsets: Vec::new(),
+        durable: false,
     };
     let mut add = |records: Vec<Record>| {
         for record in &records {
@@ -400,25 +529,35 @@ fn archive_names(stm: &Stm, user: &SafeName) -> Result<Vec<String>, archive::Arc
 
 /// Rewrites the user's stored index from the archive (batch by batch, in
 /// the order said) and the live log, calling `progress` with the number of
-/// messages written so far after each batch. Holds one batch in memory,
-/// plus a set of 8-byte keys. Returns the number of messages.
+/// messages written so far after each batch: `messages.tsv` and its
+/// segment, both streamed (one batch in memory, a set of 8-byte keys, and
+/// the segment's bounded runs: [`super::segwrite`]). Returns the number of
+/// messages.
 pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
     let root = stm.layout().state_root();
     let dir = stm.layout().recall_dir(user);
     let target = in_dir(&dir, MESSAGES);
+    let seg_target = in_dir(&dir, SEGMENT);
     let temp = unique_temp_path(&target);
+    let seg_temp = unique_temp_path(&seg_target);
     let result = (|| {
         let file = create_new_private(root, &temp).map_err(FileError::with("create", &temp))?;
         let mut out = BufWriter::new(file);
+        let mut segment = Builder::new(root, &seg_temp);
         let mut seen = rustc_hash::FxHashSet::default();
-        let mut written = 0u64;
+        let (mut written, mut bytes) = (0u64, 0u64);
         let mut line = Vec::new();
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {
-                if seen.insert(message_key(record)) {
+                let key = message_key(record);
+                if seen.insert(key) {
                     line.clear();
-                    line_of(record, &mut line);
+                    let terms = line_of(record, &mut line);
                     out.write_all(&line).map_err(FileError::with("write", &temp))?;
+                    segment
+                        .add(key, bytes, &terms)
+                        .map_err(FileError::with("write", &seg_temp))?;
+                    bytes += line.len() as u64;
                     written += 1;
                 }
             }
@@ -433,6 +572,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
             progress(so_far);
         }
         let written = write(&stm.read_all(user)?.records, &mut out)?;
+        drop(seen);
         let file = out
             .into_inner()
             .map_err(|e| FileError::with("write", &temp)(e.into_error()))?;
@@ -443,7 +583,14 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         if meta.needs_durability() {
             file.sync_data().map_err(FileError::with("sync", &temp))?;
         }
+        segment
+            .finish(bytes, meta.needs_durability())
+            .map_err(FileError::with("write", &seg_temp))?;
+        // No meta while the two files are replaced: a crash in between
+        // leaves a folder that is rebuilt, never a segment of other lines.
+        remove_if_exists(root, &in_dir(&dir, META))?;
         fs::rename(&temp, &target).map_err(FileError::with("rename", &target))?;
+        fs::rename(&seg_temp, &seg_target).map_err(FileError::with("rename", &seg_target))?;
         write_meta(root, &dir, &meta)?;
         // An index under the former name (`mnemo sessions reindex` before
         // any open migrated it) is stale now; the rebuild stands either way.
@@ -454,6 +601,7 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
+        let _ = fs::remove_file(&seg_temp);
     }
     result
 }

@@ -129,6 +129,11 @@ impl Vectors {
         };
     }
 
+    /// Bytes held in memory (for the cache's budget).
+    pub fn resident_bytes(&self) -> usize {
+        self.keys.capacity() * 8 + self.data.capacity() * 4 + self.held.capacity() * 9
+    }
+
     /// Number of vectors held.
     pub fn len(&self) -> usize {
         self.keys.len()
