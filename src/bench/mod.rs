@@ -108,8 +108,12 @@ pub struct Report {
     /// until the background work the turns caused (folds) is done, divided
     /// by the turns; `None` where `/proc` is not available.
     pub cpu_us_per_turn: Option<f64>,
-    /// Peak resident memory of the process (`VmHWM`), MB.
+    /// Peak resident memory of the process (`VmHWM`), MB, over the whole
+    /// run: the broker, seeding the history (the recall index written
+    /// through `Recall::reindex`, in this process) and every turn.
     pub peak_rss_mb: Option<f64>,
+    /// The same, read when seeding was done, before the first turn.
+    pub seed_peak_rss_mb: Option<f64>,
     /// How long seeding the history took.
     pub seed_s: f64,
     /// Brokers that served the turns (`--brokers`; 1 on the files store).
@@ -161,6 +165,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
         seed(first, memory, options, progress).await?;
     }
     let seed_s = seeding.elapsed().as_secs_f64();
+    let seed_peak_rss_mb = peak_rss_mb();
 
     let stored_before = match options.stores.first() {
         Some(store) => Some(store.counts().await?.messages),
@@ -193,6 +198,7 @@ pub async fn run(options: &Options, progress: &mut dyn FnMut(String)) -> Result<
     report.max_in_flight = max_in_flight;
     report.per_broker = per_broker;
     report.stored_messages = stored_messages;
+    report.seed_peak_rss_mb = seed_peak_rss_mb;
     Ok(report)
 }
 
@@ -547,6 +553,7 @@ fn summarize(options: &Options, latencies: Latencies, elapsed: Duration, cpu: Op
         later_p99_us: later.at(99),
         cpu_us_per_turn: cpu.map(|c| c.as_secs_f64() * 1e6 / n.max(1) as f64),
         peak_rss_mb: peak_rss_mb(),
+        seed_peak_rss_mb: None,
         seed_s,
         brokers: options.brokers(),
         per_broker: Vec::new(),

@@ -383,6 +383,9 @@ impl Recall {
                     Side::User => Item::of(&index.bm25.doc(pick.doc)),
                     Side::Shared => Item::of(&shared.bm25.doc(pick.doc)),
                 })
+                // A stored message that could not be read back (the index
+                // is rebuilt after this turn) is left out, not shown empty.
+                .filter(|item| !item.text.is_empty())
                 .collect()
         })
     }

@@ -151,9 +151,14 @@ pub struct Joined<'a> {
     skips: Vec<Skip>,
     head: Option<Postings>,
     peak: Peak,
-    /// The disk block read last: its number, ids and counts.
+    /// The disk blocks read last: the first one's number, their ids and
+    /// counts.
     cache: RefCell<(usize, Vec<u32>, Vec<u16>)>,
 }
+
+/// Disk blocks read at once: the block needed and those below it (see
+/// [`Segment::blocks`]).
+const READ_AHEAD: usize = 16;
 
 impl<'a> Listing<'a> {
     /// `info`'s list in `seg` joined to `tail` (ids above every id in the
@@ -311,12 +316,15 @@ impl Joined<'_> {
         }
         let b = pos / BLOCK;
         let mut cache = self.cache.borrow_mut();
-        if cache.0 != b {
+        let held = cache.1.len() / BLOCK;
+        if b < cache.0 || b >= cache.0 + held {
+            let from = (b + 1).saturating_sub(READ_AHEAD);
             let (_, ids, tfs) = &mut *cache;
-            self.seg.block(&self.info, b, ids, tfs);
-            cache.0 = b;
+            self.seg.blocks(&self.info, from, b + 1 - from, ids, tfs);
+            cache.0 = from;
         }
-        disk(&cache.1, &cache.2, pos % BLOCK)
+        let i = pos - cache.0 * BLOCK;
+        disk(&cache.1, &cache.2, i)
     }
 }
 

@@ -43,6 +43,7 @@ use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub const MAGIC: &[u8; 8] = b"MNRSEG04";
@@ -58,6 +59,8 @@ pub const ENTRY: u64 = 1 + 4 + 8 + 2 + 4;
 pub const KEY: u64 = 12;
 /// Term infos a segment remembers between lookups before it forgets them.
 const TERM_CACHE: usize = 1024;
+/// Messages a segment remembers once read, likewise.
+const DOC_CACHE: usize = 256;
 
 /// Where a term's postings are and what bounds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +111,8 @@ pub struct Sections {
 #[derive(Debug)]
 pub struct Segment {
     file: File,
-    messages: File,
+    /// `messages.tsv`, shared with the index's appends.
+    messages: Arc<File>,
     pub docs: u32,
     pub total_len: u64,
     pub covers: u64,
@@ -117,6 +121,7 @@ pub struct Segment {
     sparse: Vec<(Box<str>, u64)>,
     keysparse: Vec<u64>,
     infos: RefCell<FxHashMap<Box<str>, Option<TermInfo>>>,
+    docs_read: RefCell<FxHashMap<u32, Doc>>,
     broken: AtomicBool,
 }
 
@@ -162,7 +167,7 @@ impl Segment {
     /// Opens and checks the segment (its shape, not every byte: what a
     /// later read finds wrong marks it broken); the error says what is
     /// wrong. Also returns every message's length, which the caller keeps.
-    pub fn open(file: File, messages: File) -> Result<(Segment, Vec<u32>), String> {
+    pub fn open(file: File, messages: Arc<File>) -> Result<(Segment, Vec<u32>), String> {
         let len = file.metadata().map_err(|e| e.to_string())?.len();
         if len < HEADER {
             return Err("segment shorter than its header".into());
@@ -239,6 +244,7 @@ impl Segment {
             sparse,
             keysparse,
             infos: RefCell::default(),
+            docs_read: RefCell::default(),
             broken: AtomicBool::new(false),
         };
         Ok((segment, lens))
@@ -339,24 +345,33 @@ impl Segment {
     /// Block `b` of a term's postings into `ids` and `tfs` (cleared
     /// first); on a failed read they hold zeros, which score nothing.
     pub fn block(&self, info: &TermInfo, b: usize, ids: &mut Vec<u32>, tfs: &mut Vec<u16>) {
-        let n = info.block_len(b);
+        self.blocks(info, b, 1, ids, tfs);
+    }
+
+    /// Blocks `from..from + count` of a term's postings, in one read (a
+    /// walk goes down a list: the blocks below the one it needs are the
+    /// next it will need), as [`Segment::block`].
+    pub fn blocks(&self, info: &TermInfo, from: usize, count: usize, ids: &mut Vec<u32>, tfs: &mut Vec<u16>) {
         ids.clear();
         tfs.clear();
-        match self.read(info.block_at(b), n as u64 * 6) {
-            Some(raw) => {
-                ids.extend(raw[..4 * n].chunks_exact(4).map(|c| u32_at(c, 0)));
-                tfs.extend(raw[4 * n..].chunks_exact(2).map(|c| u16_at(c, 0)));
-                let ordered = ids.windows(2).all(|w| w[0] < w[1]);
-                if !ordered || ids.last().is_some_and(|&id| id >= self.docs) {
-                    self.fail::<()>("postings block");
-                    ids.iter_mut().for_each(|id| *id = 0);
-                    tfs.iter_mut().for_each(|tf| *tf = 0);
-                }
-            }
-            None => {
-                ids.resize(n, 0);
-                tfs.resize(n, 0);
-            }
+        let lens: Vec<usize> = (from..from + count).map(|b| info.block_len(b)).collect();
+        let total: usize = lens.iter().sum();
+        let Some(raw) = self.read(info.block_at(from), total as u64 * 6) else {
+            ids.resize(total, 0);
+            tfs.resize(total, 0);
+            return;
+        };
+        let mut at = 0;
+        for n in lens {
+            ids.extend(raw[at..at + 4 * n].chunks_exact(4).map(|c| u32_at(c, 0)));
+            tfs.extend(raw[at + 4 * n..at + 6 * n].chunks_exact(2).map(|c| u16_at(c, 0)));
+            at += 6 * n;
+        }
+        let ordered = ids.windows(2).all(|w| w[0] < w[1]);
+        if !ordered || ids.last().is_some_and(|&id| id >= self.docs) {
+            self.fail::<()>("postings block");
+            ids.iter_mut().for_each(|id| *id = 0);
+            tfs.iter_mut().for_each(|tf| *tf = 0);
         }
     }
 
@@ -387,8 +402,23 @@ impl Segment {
     }
 
     /// Message `id` read back from its line (`len` its number of terms);
-    /// `None` if it cannot be read (the segment is then broken).
+    /// `None` if it cannot be read (the segment is then broken). The last
+    /// [`DOC_CACHE`] read are remembered: a turn asks for the same few
+    /// (a hit, its neighbours, its day, its item) several times.
     pub fn doc(&self, id: u32, len: u32) -> Option<Doc> {
+        if let Some(doc) = self.docs_read.borrow().get(&id) {
+            return Some(doc.clone());
+        }
+        let doc = self.read_doc(id, len)?;
+        let mut cache = self.docs_read.borrow_mut();
+        if cache.len() >= DOC_CACHE {
+            cache.clear();
+        }
+        cache.insert(id, doc.clone());
+        Some(doc)
+    }
+
+    fn read_doc(&self, id: u32, len: u32) -> Option<Doc> {
         let at = self.read(self.at.offsets + 8 * u64::from(id), 16)?;
         let (from, to) = (u64_at(&at, 0), u64_at(&at, 8));
         if to <= from || to > self.covers {
@@ -457,7 +487,8 @@ impl Segment {
     /// Bytes this segment keeps in memory (its sparse tables), for the
     /// cache's budget.
     pub fn resident_bytes(&self) -> usize {
-        self.sparse.iter().map(|(t, _)| t.len() + 32).sum::<usize>() + self.keysparse.len() * 8 + 1024
+        let docs: usize = self.docs_read.borrow().values().map(|d| d.text.len() + 96).sum();
+        self.sparse.iter().map(|(t, _)| t.len() + 32).sum::<usize>() + self.keysparse.len() * 8 + docs + 1024
     }
 }
 

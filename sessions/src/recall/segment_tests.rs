@@ -70,7 +70,7 @@ fn write_lines(dir: &Path, msgs: &[Msg]) -> (Vec<u64>, u64) {
 fn open(dir: &Path) -> (Segment, Vec<u32>) {
     let seg = std::fs::File::open(file(dir, "segment.bin")).unwrap();
     let tsv = std::fs::File::open(file(dir, "messages.tsv")).unwrap();
-    Segment::open(seg, tsv).unwrap()
+    Segment::open(seg, Arc::new(tsv)).unwrap()
 }
 
 /// The index of `msgs` standing on a segment of the first `first`, then
@@ -182,7 +182,7 @@ fn a_segment_that_does_not_add_up_is_refused_and_a_bad_read_marks_it_broken() {
     let good = std::fs::read(&path).unwrap();
     // Cut short, or a different magic: refused at open.
     std::fs::write(&path, &good[..good.len() - 3]).unwrap();
-    let tsv = || std::fs::File::open(file(dir.path(), "messages.tsv")).unwrap();
+    let tsv = || Arc::new(std::fs::File::open(file(dir.path(), "messages.tsv")).unwrap());
     assert!(Segment::open(std::fs::File::open(&path).unwrap(), tsv()).is_err());
     let mut other = good.clone();
     other[7] = b'3';

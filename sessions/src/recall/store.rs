@@ -50,6 +50,7 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bumped when the stored shape, the key or the tokenizer changes: another
 /// version is rebuilt. 2: lines carry their terms.
@@ -142,7 +143,7 @@ pub struct UserIndex {
     pub files: FileSet,
     /// Appends go here; `None` when the folder cannot be written (the index
     /// then lives in memory only, and is rebuilt at the next load).
-    log: Option<File>,
+    log: Option<Arc<File>>,
     dir: PathBuf,
     /// The state root, below which nothing is touched through a link.
     root: PathBuf,
@@ -218,8 +219,8 @@ impl UserIndex {
         let terms = line_of(record, &mut line);
         self.bm25
             .add_terms(key, record.ts, source_of(record), record.text.clone(), &terms);
-        let Some(log) = self.log.as_mut() else { return };
-        if let Err(e) = log.write_all(&line) {
+        let Some(log) = self.log.as_deref() else { return };
+        if let Err(e) = (&*log).write_all(&line) {
             tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
             self.log = None;
             let _ = remove_nofollow(&self.root, &in_dir(&self.dir, META));
@@ -253,7 +254,7 @@ impl UserIndex {
                     .map_err(|e| e.to_string())?;
             }
             builder.finish(self.log_len, self.durable).map_err(|e| e.to_string())?;
-            open_segment(&self.root, &self.dir)
+            open_segment(&self.root, &self.dir, self.log.clone())
         })();
         match merged {
             Ok(seg) => {
@@ -384,7 +385,12 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
     if let Some(gone) = meta.archives.iter().find(|n| !present.contains(n)) {
         return Err(Stale::Broken(format!("archive batch {gone} is gone")));
     }
-    let (seg, lens) = open_segment(root, dir).map_err(Stale::Broken)?;
+    let messages_path = in_dir(dir, MESSAGES);
+    // One handle appends lines and reads them back for the segment (an
+    // open index costs two descriptors: this and the segment's); read
+    // only when the folder cannot be written.
+    let log = open_append_nofollow(root, &messages_path).map(Arc::new).ok();
+    let (seg, lens) = open_segment(root, dir, log.clone()).map_err(Stale::Broken)?;
     let covers = seg.covers;
     let mut index = UserIndex {
         bm25: Bm25::over(seg, lens),
@@ -399,9 +405,8 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
         tail_offsets: Vec::new(),
         durable: meta.needs_durability(),
     };
-    let messages_path = in_dir(dir, MESSAGES);
     let torn = read_tail(&mut index, root, &messages_path, covers)?;
-    index.log = open_append_nofollow(root, &messages_path).ok();
+    index.log = log;
     if let Some(log) = &index.log
         && torn
     {
@@ -442,9 +447,12 @@ fn load(stm: &Stm, user: &SafeName, dir: &Path) -> Result<UserIndex, Stale> {
 
 /// Opens the folder's segment (and `messages.tsv`, which it reads
 /// messages from); the error says what is wrong.
-fn open_segment(root: &Path, dir: &Path) -> Result<(Segment, Vec<u32>), String> {
+fn open_segment(root: &Path, dir: &Path, messages: Option<Arc<File>>) -> Result<(Segment, Vec<u32>), String> {
     let file = open_nofollow(root, &in_dir(dir, SEGMENT)).map_err(|e| format!("{SEGMENT}: {e}"))?;
-    let messages = open_nofollow(root, &in_dir(dir, MESSAGES)).map_err(|e| format!("{MESSAGES}: {e}"))?;
+    let messages = match messages {
+        Some(log) => log,
+        None => Arc::new(open_nofollow(root, &in_dir(dir, MESSAGES)).map_err(|e| format!("{MESSAGES}: {e}"))?),
+    };
     Segment::open(file, messages).map_err(|e| format!("{SEGMENT}: {e}"))
 }
 
