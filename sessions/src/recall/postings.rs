@@ -148,7 +148,7 @@ pub struct Joined<'a> {
     seg: &'a Segment,
     info: TermInfo,
     split: usize,
-    skips: Vec<Skip>,
+    skips: std::sync::Arc<[Skip]>,
     head: Option<Postings>,
     peak: Peak,
     /// The disk blocks read last: the first one's number, their ids and
@@ -189,15 +189,10 @@ impl<'a> Listing<'a> {
                 push(id, tf);
             }
         }
-        let mut peak: Option<Peak> = None;
-        for p in skips
-            .iter()
-            .take(split / BLOCK)
-            .map(|s| s.peak)
-            .chain(head.as_ref().map(Postings::peak))
-        {
-            let w = peak.get_or_insert(p);
-            w.widen(p.max_tf, p.min_len);
+        // The segment's whole list, widened by the tail's.
+        let mut peak = info.peak;
+        if let Some(tail) = tail.map(Postings::peak) {
+            peak.widen(tail.max_tf, tail.min_len);
         }
         Listing::Joined(Box::new(Joined {
             seg,
@@ -205,7 +200,7 @@ impl<'a> Listing<'a> {
             split,
             skips,
             head,
-            peak: peak.unwrap_or(info.peak),
+            peak,
             cache: RefCell::new((usize::MAX, Vec::new(), Vec::new())),
         }))
     }

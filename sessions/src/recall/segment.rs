@@ -61,6 +61,11 @@ pub const KEY: u64 = 12;
 const TERM_CACHE: usize = 1024;
 /// Messages a segment remembers once read, likewise.
 const DOC_CACHE: usize = 256;
+/// Key lookups a segment remembers, likewise.
+const KEY_CACHE: usize = 1024;
+/// Bytes of skip tables a segment remembers, likewise (a term in every
+/// other message of 10⁵ has a table of ~8 KB).
+const SKIP_CACHE_BYTES: usize = 256 << 10;
 
 /// Where a term's postings are and what bounds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +127,9 @@ pub struct Segment {
     keysparse: Vec<u64>,
     infos: RefCell<FxHashMap<Box<str>, Option<TermInfo>>>,
     docs_read: RefCell<FxHashMap<u32, Doc>>,
+    ids_read: RefCell<FxHashMap<u64, Option<u32>>>,
+    /// Skip tables read, by term, while they hold [`SKIP_CACHE_BYTES`].
+    skips_read: RefCell<(usize, FxHashMap<u64, std::sync::Arc<[Skip]>>)>,
     broken: AtomicBool,
 }
 
@@ -245,6 +253,8 @@ impl Segment {
             keysparse,
             infos: RefCell::default(),
             docs_read: RefCell::default(),
+            ids_read: RefCell::default(),
+            skips_read: RefCell::default(),
             broken: AtomicBool::new(false),
         };
         Ok((segment, lens))
@@ -318,8 +328,26 @@ impl Segment {
         None
     }
 
-    /// The skip entries of a term's blocks.
-    pub fn skips(&self, info: &TermInfo) -> Vec<Skip> {
+    /// The skip entries of a term's blocks (remembered: the terms of a
+    /// turn's queries come back in its other queries and the next turns).
+    pub fn skips(&self, info: &TermInfo) -> std::sync::Arc<[Skip]> {
+        if let Some(known) = self.skips_read.borrow().1.get(&info.at) {
+            return known.clone();
+        }
+        let skips: std::sync::Arc<[Skip]> = self.read_skips(info).into();
+        let mut cache = self.skips_read.borrow_mut();
+        let size = skips.len() * std::mem::size_of::<Skip>() + 64;
+        if cache.0 + size > SKIP_CACHE_BYTES {
+            *cache = Default::default();
+        }
+        if size <= SKIP_CACHE_BYTES {
+            cache.0 += size;
+            cache.1.insert(info.at, skips.clone());
+        }
+        skips
+    }
+
+    fn read_skips(&self, info: &TermInfo) -> Vec<Skip> {
         let n = info.blocks();
         let Some(raw) = self.read(info.at, n as u64 * SKIP) else {
             return Vec::new();
@@ -375,8 +403,23 @@ impl Segment {
         }
     }
 
-    /// The id of the message with `key`, if the segment holds it.
+    /// The id of the message with `key`, if the segment holds it. The
+    /// last [`KEY_CACHE`] answers are remembered: a turn asks for the keys
+    /// of its recent window, which the next turn asks for again.
     pub fn id_of(&self, key: u64) -> Option<u32> {
+        if let Some(&known) = self.ids_read.borrow().get(&key) {
+            return known;
+        }
+        let found = self.lookup_key(key);
+        let mut cache = self.ids_read.borrow_mut();
+        if cache.len() >= KEY_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, found);
+        found
+    }
+
+    fn lookup_key(&self, key: u64) -> Option<u32> {
         let i = self.keysparse.partition_point(|&k| k <= key).checked_sub(1)?;
         let from = i * KEY_EVERY;
         let n = (self.docs as usize - from).min(KEY_EVERY);
@@ -488,7 +531,8 @@ impl Segment {
     /// cache's budget.
     pub fn resident_bytes(&self) -> usize {
         let docs: usize = self.docs_read.borrow().values().map(|d| d.text.len() + 96).sum();
-        self.sparse.iter().map(|(t, _)| t.len() + 32).sum::<usize>() + self.keysparse.len() * 8 + docs + 1024
+        let caches = docs + self.ids_read.borrow().len() * 24 + self.skips_read.borrow().0;
+        self.sparse.iter().map(|(t, _)| t.len() + 32).sum::<usize>() + self.keysparse.len() * 8 + caches + 1024
     }
 }
 

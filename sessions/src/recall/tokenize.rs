@@ -40,13 +40,20 @@ fn stemmer() -> &'static Stemmer {
 }
 
 /// Distinct words whose stems a thread remembers; past this the memory is
-/// emptied and fills again (chat reuses few words, so it rarely is).
-const STEM_CACHE_WORDS: usize = 1 << 16;
+/// emptied and fills again (chat reuses few words, so it rarely is). ~2 MB
+/// when full: the memory stays with the thread (a rebuild's peak).
+const STEM_CACHE_WORDS: usize = 1 << 14;
 
 /// `word` stemmed, from this thread's memory of words seen before:
 /// Snowball costs far more than a lookup, and a rebuild of 10⁵ messages
-/// stems the same few thousand words a million times.
+/// stems the same few thousand words a million times. A word with a digit
+/// (a number, an id: rarely said twice) is stemmed without being
+/// remembered, so a history full of numbers does not fill the memory with
+/// them (10⁵ of them held ~10 MB).
 fn stem(word: &str) -> String {
+    if word.bytes().any(|b| b.is_ascii_digit()) {
+        return stemmer().stem(word).into_owned();
+    }
     thread_local! {
         static STEMS: std::cell::RefCell<rustc_hash::FxHashMap<String, String>> =
             std::cell::RefCell::new(rustc_hash::FxHashMap::default());
