@@ -13,7 +13,8 @@
 //! does no I/O; loading, saving and deciding what to index live in
 //! [`super::store`] and [`super::sources`], scoring in [`super::score`].
 
-use super::postings::{Listing, Postings};
+use super::listing::Listing;
+use super::postings::Postings;
 use super::segment::Segment;
 use super::tokenize;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -51,6 +52,14 @@ pub enum Source {
 }
 
 impl Source {
+    /// A message's source.
+    pub fn of_role(role: crate::record::Role) -> Source {
+        match role {
+            crate::record::Role::User => Source::User,
+            crate::record::Role::Assistant => Source::Assistant,
+        }
+    }
+
     pub fn is_message(&self) -> bool {
         matches!(self, Source::User | Source::Assistant)
     }
@@ -215,11 +224,10 @@ impl Bm25 {
             (Some(tail), _) => Cow::Borrowed(&self.docs[tail as usize]),
             (None, Some(seg)) => {
                 let len = self.lens[id as usize];
-                let source = Source::User;
-                Cow::Owned(
-                    seg.doc(id, len)
-                        .unwrap_or_else(|| Doc::stored(0, DateTime::UNIX_EPOCH, source, String::new(), id, len)),
-                )
+                Cow::Owned(match seg.doc(id) {
+                    Some(m) => Doc::stored(m.key, m.ts, Source::of_role(m.role), m.text, id, len),
+                    None => Doc::stored(0, DateTime::UNIX_EPOCH, Source::User, String::new(), id, len),
+                })
             }
             (None, None) => Cow::Borrowed(&self.docs[id as usize]),
         }

@@ -15,9 +15,35 @@
 //! format 2 (a JSON object per line) is rebuilt, not read (see
 //! [`super::store`]).
 
-use crate::record::Role;
+use super::tokenize;
+use crate::record::{Record, Role};
+use crate::stable_key::key_of;
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
+
+/// The identity of a message: the same record from STM and from its
+/// archive batch is one document.
+pub fn message_key(record: &Record) -> u64 {
+    key_of_message(record.ts, record.role, &record.msg_id, &record.text)
+}
+
+/// [`message_key`] of a message read back from its line.
+pub(super) fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u64 {
+    let ts = ts.timestamp_millis().to_le_bytes();
+    let role: &[u8] = match role {
+        Role::User => b"u",
+        Role::Assistant => b"a",
+    };
+    key_of(&[&ts, role, msg_id.as_bytes(), text.as_bytes()])
+}
+
+/// `record` as a stored line (newline included) appended to `out`, and its
+/// terms.
+pub(super) fn line_of(record: &Record, out: &mut Vec<u8>) -> Vec<String> {
+    let terms = tokenize::terms(&record.text);
+    encode(record.ts, record.role, &record.msg_id, &terms, &record.text, out);
+    terms
+}
 
 /// A message read back from its line.
 #[derive(Debug, PartialEq)]

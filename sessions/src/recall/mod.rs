@@ -30,6 +30,7 @@ mod cache;
 mod dense;
 mod embed;
 mod line;
+mod listing;
 mod pack;
 mod plan;
 mod postings;
@@ -46,10 +47,11 @@ pub use dense::{
     strong_dense,
 };
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
+pub use line::message_key;
 pub use pack::{Item, Recalled, pack};
 pub use plan::{fuse_by_rank, widening_df_limit};
 pub use sources::fact_items;
-pub use store::{RecallError, message_key};
+pub use store::RecallError;
 
 use crate::layout::Layout;
 use crate::names::SafeName;

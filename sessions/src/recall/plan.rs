@@ -10,7 +10,7 @@
 //! Never sees another user's index, so it cannot return their text.
 
 use super::bm25::{Bm25, Doc, Hit};
-use super::postings::Listing;
+use super::listing::Listing;
 use super::score::Scratch;
 use super::tokenize::{self, QueryTermsCache};
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -48,7 +48,8 @@
 //! index (a turn's queries share one [`Scratch`]).
 
 use super::bm25::{Bm25, DEAD, Hit};
-use super::postings::{Listing, Peak};
+use super::listing::Listing;
+use super::postings::Peak;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 

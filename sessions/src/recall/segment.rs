@@ -34,11 +34,10 @@
 //! test). A read that fails or finds nonsense marks the segment broken:
 //! the turn goes on without it, and the index is rebuilt at the next load.
 
-use super::bm25::{Doc, Source};
-use super::line;
+use super::line::{self, key_of_message};
 use super::postings::{BLOCK, Peak};
-use super::store::key_of_message;
 use crate::record::Role;
+use chrono::{DateTime, Utc};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::fs::File;
@@ -92,6 +91,15 @@ impl TermInfo {
     }
 }
 
+/// A message read back from its line.
+#[derive(Clone, Debug)]
+pub struct Message {
+    pub key: u64,
+    pub ts: DateTime<Utc>,
+    pub role: Role,
+    pub text: String,
+}
+
 /// One block's skip entry: its first id and its peak.
 #[derive(Clone, Copy, Debug)]
 pub struct Skip {
@@ -126,7 +134,7 @@ pub struct Segment {
     sparse: Vec<(Box<str>, u64)>,
     keysparse: Vec<u64>,
     infos: RefCell<FxHashMap<Box<str>, Option<TermInfo>>>,
-    docs_read: RefCell<FxHashMap<u32, Doc>>,
+    docs_read: RefCell<FxHashMap<u32, Message>>,
     ids_read: RefCell<FxHashMap<u64, Option<u32>>>,
     /// Skip tables read, by term, while they hold [`SKIP_CACHE_BYTES`].
     skips_read: RefCell<(usize, FxHashMap<u64, std::sync::Arc<[Skip]>>)>,
@@ -444,15 +452,14 @@ impl Segment {
         None
     }
 
-    /// Message `id` read back from its line (`len` its number of terms);
-    /// `None` if it cannot be read (the segment is then broken). The last
+    /// Message `id` read back from its line; `None` if it cannot be read (the segment is then broken). The last
     /// [`DOC_CACHE`] read are remembered: a turn asks for the same few
     /// (a hit, its neighbours, its day, its item) several times.
-    pub fn doc(&self, id: u32, len: u32) -> Option<Doc> {
+    pub fn doc(&self, id: u32) -> Option<Message> {
         if let Some(doc) = self.docs_read.borrow().get(&id) {
             return Some(doc.clone());
         }
-        let doc = self.read_doc(id, len)?;
+        let doc = self.read_doc(id)?;
         let mut cache = self.docs_read.borrow_mut();
         if cache.len() >= DOC_CACHE {
             cache.clear();
@@ -461,7 +468,7 @@ impl Segment {
         Some(doc)
     }
 
-    fn read_doc(&self, id: u32, len: u32) -> Option<Doc> {
+    fn read_doc(&self, id: u32) -> Option<Message> {
         let at = self.read(self.at.offsets + 8 * u64::from(id), 16)?;
         let (from, to) = (u64_at(&at, 0), u64_at(&at, 8));
         if to <= from || to > self.covers {
@@ -474,18 +481,12 @@ impl Segment {
         let Some(stored) = raw.strip_suffix(b"\n").and_then(|l| line::decode(l).ok()) else {
             return self.fail("messages.tsv line");
         };
-        let source = match stored.role {
-            Role::User => Source::User,
-            Role::Assistant => Source::Assistant,
-        };
-        Some(Doc::stored(
-            key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text),
-            stored.ts,
-            source,
-            stored.text,
-            id,
-            len,
-        ))
+        Some(Message {
+            key: key_of_message(stored.ts, stored.role, &stored.msg_id, &stored.text),
+            ts: stored.ts,
+            role: stored.role,
+            text: stored.text,
+        })
     }
 
     /// The dictionary entries under sparse entry `i` (at most

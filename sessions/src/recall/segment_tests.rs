@@ -6,9 +6,9 @@
 use super::*;
 use crate::recall::bm25::tests::at;
 use crate::recall::bm25::{Bm25, Source};
+use crate::recall::line::key_of_message;
 use crate::recall::score::{Cut, Scratch};
 use crate::recall::segwrite::Builder;
-use crate::recall::store::key_of_message;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 

@@ -193,10 +193,29 @@ impl<'a> Builder<'a> {
         }
         drop(sources);
         dict.flush()?;
+        let header = self.tables(&mut out, &dict_path, &sparse, terms, covers)?;
+        let file = out.into_file()?;
+        file.write_all_at(&header, 0)?;
+        if durable {
+            file.sync_data()?;
+        }
+        fs::rename(&temp, &self.target)
+    }
+
+    /// Writes the sections after the postings (the dictionary from its
+    /// temp file, then the tables); returns the header to write at 0.
+    fn tables(
+        &self,
+        out: &mut Counted,
+        dict_path: &Path,
+        sparse: &[(Box<str>, u64)],
+        terms: u32,
+        covers: u64,
+    ) -> io::Result<Vec<u8>> {
         let dict_at = out.at;
-        io::copy(&mut open_nofollow(&self.root, &dict_path)?, &mut out)?;
+        io::copy(&mut open_nofollow(&self.root, dict_path)?, &mut *out)?;
         let sparse_at = out.at;
-        for (term, rel) in &sparse {
+        for (term, rel) in sparse {
             out.write_all(&(dict_at + rel).to_le_bytes())?;
             out.write_all(&[term.len() as u8])?;
             out.write_all(term.as_bytes())?;
@@ -241,12 +260,7 @@ impl<'a> Builder<'a> {
         ] {
             header.extend_from_slice(&at.to_le_bytes());
         }
-        let file = out.into_file()?;
-        file.write_all_at(&header, 0)?;
-        if durable {
-            file.sync_data()?;
-        }
-        fs::rename(&temp, &self.target)
+        Ok(header)
     }
 }
 

@@ -29,7 +29,7 @@
 //! alone: its keys are the same).
 
 use super::bm25::{Bm25, Source};
-use super::line;
+use super::line::{self, key_of_message, line_of, message_key};
 use super::segment::Segment;
 use super::segwrite::Builder;
 use super::sources::{FileSet, Spec, user_specs};
@@ -41,10 +41,8 @@ use crate::fsutil::{
     remove_if_exists, remove_nofollow, replace_unsynced, unique_temp_path,
 };
 use crate::names::SafeName;
-use crate::record::{Record, Role};
-use crate::stable_key::key_of;
+use crate::record::Record;
 use crate::stm::Stm;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -105,29 +103,6 @@ impl Meta {
 
 /// Messages between two progress lines of a rebuild at load.
 const PROGRESS_EVERY: u64 = 100_000;
-
-/// `record` as a stored line (newline included) appended to `out`, and its
-/// terms.
-fn line_of(record: &Record, out: &mut Vec<u8>) -> Vec<String> {
-    let terms = tokenize::terms(&record.text);
-    line::encode(record.ts, record.role, &record.msg_id, &terms, &record.text, out);
-    terms
-}
-
-/// The identity of a message: the same record from STM and from its
-/// archive batch is one document.
-pub fn message_key(record: &Record) -> u64 {
-    key_of_message(record.ts, record.role, &record.msg_id, &record.text)
-}
-
-pub(super) fn key_of_message(ts: DateTime<Utc>, role: Role, msg_id: &str, text: &str) -> u64 {
-    let ts = ts.timestamp_millis().to_le_bytes();
-    let role: &[u8] = match role {
-        Role::User => b"u",
-        Role::Assistant => b"a",
-    };
-    key_of(&[&ts, role, msg_id.as_bytes(), text.as_bytes()])
-}
 
 /// Tail messages that make a new segment: an eighth of the segment's,
 /// within 1,024 and 8,192 (so a merge rewrites at most ~9 times what it
@@ -217,8 +192,13 @@ impl UserIndex {
         }
         let mut line = Vec::with_capacity(record.text.len() * 2 + 64);
         let terms = line_of(record, &mut line);
-        self.bm25
-            .add_terms(key, record.ts, source_of(record), record.text.clone(), &terms);
+        self.bm25.add_terms(
+            key,
+            record.ts,
+            Source::of_role(record.role),
+            record.text.clone(),
+            &terms,
+        );
         let Some(log) = self.log.as_deref() else { return };
         if let Err(e) = (&*log).write_all(&line) {
             tracing::warn!(index = %self.dir.display(), error = %e, "recall index append failed; it will be rebuilt at the next load");
@@ -313,17 +293,6 @@ impl UserIndex {
     /// Brings the markdown sources up to date (see [`super::sources`]).
     pub fn refresh_files(&mut self) {
         self.files.refresh(&mut self.bm25, &self.specs);
-    }
-}
-
-fn source_of(record: &Record) -> Source {
-    source_of_role(record.role)
-}
-
-fn source_of_role(role: Role) -> Source {
-    match role {
-        Role::User => Source::User,
-        Role::Assistant => Source::Assistant,
     }
 }
 
@@ -487,7 +456,7 @@ fn read_tail(index: &mut UserIndex, root: &Path, path: &Path, covers: u64) -> Re
         if !index.bm25.contains(key) {
             index
                 .bm25
-                .add_terms(key, stored.ts, source_of_role(stored.role), stored.text, &terms);
+                .add_terms(key, stored.ts, Source::of_role(stored.role), stored.text, &terms);
             index.tail_offsets.push(at);
         }
     }
