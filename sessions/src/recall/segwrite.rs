@@ -4,8 +4,10 @@
 //! postings in memory, spills them as a sorted run to a temp file beside
 //! the index, and at the end merges the runs (and, for a tail merge, the
 //! old segment's postings, read term by term) into the new file. What it
-//! holds besides: 4 bytes of length, 8 of offset and 8 of key per message
-//! (the sections written last) and one term's postings at a time.
+//! holds besides: per message 4 bytes of length, 8 of key and a 4-byte
+//! slot or two of the table that finds a key again (a rebuild drops a
+//! message it already has); the line offsets go to a temp file as they
+//! come; and one term's postings at a time.
 //!
 //! The new file is written under a temp name and renamed over the target;
 //! every temp file (runs, dictionary) is removed whatever happens.
@@ -19,9 +21,11 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// Postings held in memory before they are spilled as a run (~1.5 MB
+/// Postings held in memory before they are spilled as a run (~0.5 MB
 /// with their terms).
-pub const RUN_POSTINGS: usize = 1 << 17;
+pub const RUN_POSTINGS: usize = 1 << 15;
+/// Read buffer of each run in the final merge.
+const RUN_BUFFER: usize = 16 << 10;
 
 /// Temp files removed when dropped.
 struct Temps(Vec<PathBuf>);
@@ -40,8 +44,11 @@ pub struct Builder<'a> {
     target: PathBuf,
     base: Option<&'a Segment>,
     lens: Vec<u32>,
-    offsets: Vec<u64>,
+    /// The line offsets so far, in a temp file (with its path).
+    offsets: Option<(PathBuf, BufWriter<File>)>,
     keys: Vec<u64>,
+    /// Ids + 1 by key hash (0: empty), open addressing over `keys`.
+    seen: Vec<u32>,
     total_len: u64,
     run: FxHashMap<Box<str>, (Vec<u32>, Vec<u16>)>,
     run_postings: usize,
@@ -63,8 +70,9 @@ impl<'a> Builder<'a> {
             target: target.to_path_buf(),
             base: None,
             lens: Vec::new(),
-            offsets: Vec::new(),
+            offsets: None,
             keys: Vec::new(),
+            seen: Vec::new(),
             total_len: 0,
             run: FxHashMap::default(),
             run_postings: 0,
@@ -80,8 +88,11 @@ impl<'a> Builder<'a> {
         let mut builder = Builder::new(root, target);
         let mut offsets = base.offsets().map_err(bad)?;
         offsets.pop();
+        for offset in offsets {
+            builder.offset(offset)?;
+        }
         builder.keys = base.keys_by_id().map_err(bad)?;
-        builder.offsets = offsets;
+        builder.reseat();
         builder.lens = lens.to_vec();
         builder.total_len = base.total_len;
         builder.base = Some(base);
@@ -95,9 +106,61 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// Adds the next message: its key, the offset of its line in
-    /// `messages.tsv`, its terms (repeats kept).
+    /// True when a message with `key` was added already.
+    pub fn has(&self, key: u64) -> bool {
+        if self.seen.is_empty() {
+            return false;
+        }
+        let mask = self.seen.len() - 1;
+        let mut at = slot_of(key) & mask;
+        loop {
+            match self.seen[at] {
+                0 => return false,
+                id if self.keys[id as usize - 1] == key => return true,
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// Puts id `id` (its key in `keys`) in the table.
+    fn remember(&mut self, id: u32) {
+        let mask = self.seen.len() - 1;
+        let mut at = slot_of(self.keys[id as usize]) & mask;
+        while self.seen[at] != 0 {
+            at = (at + 1) & mask;
+        }
+        self.seen[at] = id + 1;
+    }
+
+    /// Makes the table twice the keys held (at least 1,024 slots) and
+    /// fills it again.
+    fn reseat(&mut self) {
+        self.seen = vec![0; (self.keys.len() * 2).next_power_of_two().max(1024)];
+        for id in 0..self.keys.len() as u32 {
+            self.remember(id);
+        }
+    }
+
+    fn offset(&mut self, offset: u64) -> io::Result<()> {
+        if self.offsets.is_none() {
+            let path = unique_temp_path(&self.target);
+            let file = create_new_private(&self.root, &path)?;
+            self.temps.0.push(path.clone());
+            self.offsets = Some((path, BufWriter::with_capacity(RUN_BUFFER, file)));
+        }
+        match &mut self.offsets {
+            Some((_, out)) => out.write_all(&offset.to_le_bytes()),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds the next message: its key (one already added is refused: see
+    /// [`Builder::has`]), the offset of its line in `messages.tsv`, its
+    /// terms (repeats kept).
     pub fn add<T: AsRef<str>>(&mut self, key: u64, offset: u64, terms: &[T]) -> io::Result<()> {
+        if self.has(key) {
+            return Err(bad("a message added twice"));
+        }
         let id = u32::try_from(self.lens.len()).map_err(|_| bad("too many messages"))?;
         let len = u32::try_from(terms.len()).unwrap_or(u32::MAX - 1).min(u32::MAX - 1);
         let mut sorted: Vec<&str> = terms.iter().map(AsRef::as_ref).collect();
@@ -113,8 +176,13 @@ impl<'a> Builder<'a> {
             self.run_postings += 1;
         }
         self.lens.push(len);
-        self.offsets.push(offset);
+        self.offset(offset)?;
         self.keys.push(key);
+        if self.keys.len() * 2 > self.seen.len() {
+            self.reseat();
+        } else {
+            self.remember(id);
+        }
         self.total_len += u64::from(len);
         if self.run_postings >= self.run_limit {
             self.spill()?;
@@ -146,6 +214,9 @@ impl<'a> Builder<'a> {
     /// and renames it into place; synced first when `durable`.
     pub fn finish(mut self, covers: u64, durable: bool) -> io::Result<()> {
         self.spill()?;
+        if let Some((_, out)) = &mut self.offsets {
+            out.flush()?;
+        }
         let temp = unique_temp_path(&self.target);
         self.temps.0.push(temp.clone());
         let dict_path = unique_temp_path(&self.target);
@@ -162,7 +233,7 @@ impl<'a> Builder<'a> {
         }
         for run in &self.runs {
             let file = open_nofollow(&self.root, run)?;
-            sources.push(Box::new(RunTerms::new(BufReader::with_capacity(1 << 16, file))?));
+            sources.push(Box::new(RunTerms::new(BufReader::with_capacity(RUN_BUFFER, file))?));
         }
         let (mut ids, mut tfs) = (Vec::new(), Vec::new());
         while let Some(term) = sources.iter().filter_map(|s| s.term()).min().map(str::to_string) {
@@ -225,9 +296,10 @@ impl<'a> Builder<'a> {
             out.write_all(&len.to_le_bytes())?;
         }
         let offsets_at = out.at;
-        for offset in self.offsets.iter().chain([&covers]) {
-            out.write_all(&offset.to_le_bytes())?;
+        if let Some((path, _)) = &self.offsets {
+            io::copy(&mut open_nofollow(&self.root, path)?, &mut *out)?;
         }
+        out.write_all(&covers.to_le_bytes())?;
         let keys_at = out.at;
         let mut by_key: Vec<u32> = (0..self.keys.len() as u32).collect();
         by_key.sort_unstable_by_key(|&id| self.keys[id as usize]);
@@ -262,6 +334,11 @@ impl<'a> Builder<'a> {
         }
         Ok(header)
     }
+}
+
+/// Where a key starts looking in the table (keys are hashes already).
+fn slot_of(key: u64) -> usize {
+    (key ^ (key >> 32)) as usize
 }
 
 /// A writer that counts the bytes through it.

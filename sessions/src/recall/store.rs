@@ -507,7 +507,7 @@ fn archive_names(stm: &Stm, user: &SafeName) -> Result<Vec<String>, archive::Arc
 /// Rewrites the user's stored index from the archive (batch by batch, in
 /// the order said) and the live log, calling `progress` with the number of
 /// messages written so far after each batch: `messages.tsv` and its
-/// segment, both streamed (one batch in memory, a set of 8-byte keys, and
+/// segment, both streamed (one batch in memory, ~20 bytes a message, and
 /// the segment's bounded runs: [`super::segwrite`]). Returns the number of
 /// messages.
 pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Result<u64, RecallError> {
@@ -521,13 +521,12 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
         let file = create_new_private(root, &temp).map_err(FileError::with("create", &temp))?;
         let mut out = BufWriter::new(file);
         let mut segment = Builder::new(root, &seg_temp);
-        let mut seen = rustc_hash::FxHashSet::default();
         let (mut written, mut bytes) = (0u64, 0u64);
         let mut line = Vec::new();
         let mut write = |records: &[Record], out: &mut BufWriter<File>| -> Result<u64, RecallError> {
             for record in records {
                 let key = message_key(record);
-                if seen.insert(key) {
+                if !segment.has(key) {
                     line.clear();
                     let terms = line_of(record, &mut line);
                     out.write_all(&line).map_err(FileError::with("write", &temp))?;
@@ -549,7 +548,6 @@ pub fn rebuild(stm: &Stm, user: &SafeName, progress: &mut dyn FnMut(u64)) -> Res
             progress(so_far);
         }
         let written = write(&stm.read_all(user)?.records, &mut out)?;
-        drop(seen);
         let file = out
             .into_inner()
             .map_err(|e| FileError::with("write", &temp)(e.into_error()))?;
