@@ -10,11 +10,15 @@
 //! memory and under `recall/<user>/`), and a query reads the caller's index
 //! and the shared one, never a global index filtered afterwards. Deleting a
 //! user's memory deletes their index ([`Recall::forget`]). Code map:
-//! `tokenize` (text → terms), `bm25` (one owner's in-memory index),
-//! `postings` (one term's postings and their block bounds), `score` (the
+//! `tokenize` (text → terms), `bm25` (one owner's index: a user's stands
+//! on an opened segment plus an in-memory tail), `postings` (one term's
+//! in-memory postings and their block bounds), `listing` (a term's
+//! postings as a search reads them, segment and tail joined), `score` (the
 //! exact top-k with pruning, within a bounded walk), `store` (a user's
-//! index on disk: load, catch up, rebuild) and `line` (its line format),
-//! `sources`
+//! index on disk: open, catch up, merge the tail, rebuild), `segment` (the
+//! stored term dictionary and postings, read with positioned reads),
+//! `segwrite` (writing one in bounded memory) and `line` (the message
+//! lines), `sources`
 //! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`

@@ -5,7 +5,7 @@
 //! the index, and at the end merges the runs (and, for a tail merge, the
 //! old segment's postings, read term by term) into the new file. What it
 //! holds besides: per message 4 bytes of length, 8 of key and a 4-byte
-//! slot or two of the table that finds a key again (a rebuild drops a
+//! slot or so of the table that finds a key again (a rebuild drops a
 //! message it already has); the line offsets go to a temp file as they
 //! come; and one term's postings at a time.
 //!
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 /// with their terms).
 pub const RUN_POSTINGS: usize = 1 << 15;
 /// Read buffer of each run in the final merge.
-const RUN_BUFFER: usize = 16 << 10;
+const RUN_BUFFER: usize = 8 << 10;
 
 /// Temp files removed when dropped.
 struct Temps(Vec<PathBuf>);
@@ -132,10 +132,10 @@ impl<'a> Builder<'a> {
         self.seen[at] = id + 1;
     }
 
-    /// Makes the table twice the keys held (at least 1,024 slots) and
-    /// fills it again.
+    /// Makes the table at least 8/7 of the keys held, in a power of two
+    /// (at least 1,024 slots), and fills it again.
     fn reseat(&mut self) {
-        self.seen = vec![0; (self.keys.len() * 2).next_power_of_two().max(1024)];
+        self.seen = vec![0; (self.keys.len() * 8 / 7 + 1).next_power_of_two().max(1024)];
         for id in 0..self.keys.len() as u32 {
             self.remember(id);
         }
@@ -178,7 +178,7 @@ impl<'a> Builder<'a> {
         self.lens.push(len);
         self.offset(offset)?;
         self.keys.push(key);
-        if self.keys.len() * 2 > self.seen.len() {
+        if self.keys.len() * 8 > self.seen.len() * 7 {
             self.reseat();
         } else {
             self.remember(id);
