@@ -145,17 +145,41 @@ struct Cursor<'a> {
     bound: f32,
     /// Postings `[0, end)` are still ahead; the current one is `end - 1`.
     end: usize,
+    /// The id at `end - 1`, kept: a walk asks for it several times a step,
+    /// and a stored list's id costs more than a read from memory.
+    at: Option<u32>,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    fn new(term: &'a str, list: Listing<'a>, weight: f32, bound: f32) -> Cursor<'a> {
+        let mut cursor = Cursor {
+            term,
+            end: list.len(),
+            list,
+            weight,
+            bound,
+            at: None,
+        };
+        cursor.move_to(cursor.end);
+        cursor
+    }
+
     fn current(&self) -> Option<u32> {
-        self.end.checked_sub(1).map(|p| self.list.id(p))
+        self.at
+    }
+
+    fn move_to(&mut self, end: usize) {
+        self.end = end;
+        self.at = end.checked_sub(1).map(|p| self.list.id(p));
     }
 
     /// Moves down to the newest posting at or below `doc` (galloping: the
     /// cost is the log of the distance, not of the list).
     fn seek(&mut self, doc: u32) {
-        self.end = self.list.seek(self.end, doc);
+        if self.at.is_some_and(|at| at > doc) {
+            let end = self.list.seek(self.end, doc);
+            self.move_to(end);
+        }
     }
 }
 
@@ -289,13 +313,8 @@ impl<'a> Terms<'a> {
                     return None;
                 }
                 let list = index.listing(term)?;
-                Some(Cursor {
-                    term: term.as_str(),
-                    bound: norm.bound(weight, list.peak()),
-                    end: list.len(),
-                    list,
-                    weight,
-                })
+                let bound = norm.bound(weight, list.peak());
+                Some(Cursor::new(term.as_str(), list, weight, bound))
             })
             .collect();
         let mut weakest: Vec<usize> = (0..cursors.len()).collect();
@@ -405,7 +424,7 @@ impl<'a> Terms<'a> {
     fn pass(&mut self, doc: u32) {
         for (cursor, _) in self.cursors.iter_mut().zip(&self.essential).filter(|(_, e)| **e) {
             if cursor.current() == Some(doc) {
-                cursor.end -= 1;
+                cursor.move_to(cursor.end - 1);
             }
         }
     }

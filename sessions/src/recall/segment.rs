@@ -120,6 +120,10 @@ pub struct Sections {
     pub end: u64,
 }
 
+/// Skip tables read (their bytes, and each by where its term's postings
+/// start).
+type SkipCache = (usize, FxHashMap<u64, std::sync::Arc<[Skip]>>);
+
 /// An opened segment.
 #[derive(Debug)]
 pub struct Segment {
@@ -137,7 +141,7 @@ pub struct Segment {
     docs_read: RefCell<FxHashMap<u32, Message>>,
     ids_read: RefCell<FxHashMap<u64, Option<u32>>>,
     /// Skip tables read, by term, while they hold [`SKIP_CACHE_BYTES`].
-    skips_read: RefCell<(usize, FxHashMap<u64, std::sync::Arc<[Skip]>>)>,
+    skips_read: RefCell<SkipCache>,
     broken: AtomicBool,
 }
 

@@ -27,6 +27,9 @@ pub const RUN_POSTINGS: usize = 1 << 15;
 /// Read buffer of each run in the final merge.
 const RUN_BUFFER: usize = 8 << 10;
 
+/// One term's postings in a run: ids and counts.
+type RunList = (Vec<u32>, Vec<u16>);
+
 /// Temp files removed when dropped.
 struct Temps(Vec<PathBuf>);
 
@@ -50,7 +53,7 @@ pub struct Builder<'a> {
     /// Ids + 1 by key hash (0: empty), open addressing over `keys`.
     seen: Vec<u32>,
     total_len: u64,
-    run: FxHashMap<Box<str>, (Vec<u32>, Vec<u16>)>,
+    run: FxHashMap<Box<str>, RunList>,
     run_postings: usize,
     /// [`RUN_POSTINGS`] but in tests.
     run_limit: usize,
@@ -199,7 +202,7 @@ impl<'a> Builder<'a> {
         let file = create_new_private(&self.root, &path)?;
         self.temps.0.push(path.clone());
         let mut out = BufWriter::with_capacity(1 << 16, file);
-        let mut terms: Vec<(Box<str>, (Vec<u32>, Vec<u16>))> = self.run.drain().collect();
+        let mut terms: Vec<(Box<str>, RunList)> = self.run.drain().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (term, (ids, tfs)) in terms {
             write_record(&mut out, &term, &ids, &tfs)?;
@@ -244,7 +247,7 @@ impl<'a> Builder<'a> {
                     source.take(&mut ids, &mut tfs)?;
                 }
             }
-            if terms as usize % DICT_EVERY == 0 {
+            if (terms as usize).is_multiple_of(DICT_EVERY) {
                 sparse.push((term.as_str().into(), dict.at));
             }
             let at = out.at;
