@@ -402,10 +402,10 @@ impl Bm25 {
         }));
     }
 
-    /// Stands the index on `seg` (with its messages' lengths) instead,
-    /// keeping the tail's live documents that are not in it (all of them
-    /// for `None`... and for the same segment; the markdown sources after a
-    /// merge); ids from the segment's end on change.
+    /// Stands the index on `seg` (with its messages' lengths; `None`: no
+    /// segment) and adds again the tail's live documents it does not hold:
+    /// after a merge, the markdown sources; after a compaction (the same
+    /// segment), the whole tail. Ids from the segment's end on change.
     pub fn rebase(&mut self, seg: Option<(Segment, Vec<u32>)>) {
         let docs = std::mem::take(&mut self.docs);
         let generation = self.generation.wrapping_add(1);

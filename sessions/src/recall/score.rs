@@ -185,9 +185,9 @@ impl<'a> Cursor<'a> {
 
 impl Bm25 {
     /// BM25 over weighted query terms; the `limit` best live documents for
-    /// which `keep` holds, best first. Asks `keep` of every document: for
-    /// `/session search` and tests; a turn names what it skips by id
-    /// ([`Bm25::search_with`]).
+    /// which `keep` holds, best first. Asks `keep` of every document (a
+    /// stored one is read back for it): for tests; a turn and `/session
+    /// search` name what they skip by id ([`Bm25::search_with`]).
     #[cfg(test)]
     pub fn search(&self, query: &[(String, f32)], limit: usize, keep: impl Fn(&super::bm25::Doc) -> bool) -> Vec<Hit> {
         let skip: Vec<u32> = (0..self.lens.len() as u32)
