@@ -25,6 +25,7 @@
 //! after it is shown, and a settled question is never answered again.
 
 mod budget;
+pub mod documents;
 mod intake;
 mod no_model;
 mod reminding;

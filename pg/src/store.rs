@@ -16,6 +16,7 @@ use crate::{PgChannel, PgError, PgTurn};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::documents::{Document, DocumentMeta};
 use mnemo_sessions::edits::{FactLine, Forgotten};
 use mnemo_sessions::export::Export;
 use mnemo_sessions::maintenance::Maintenance;
@@ -376,5 +377,17 @@ impl UserMemory for PgUser {
 
     async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
         self.turn.take_missed(chat_id).await.map_err(db)
+    }
+
+    async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
+        self.turn.add_document(doc).await.map_err(db)
+    }
+
+    async fn documents(&mut self) -> Result<Vec<DocumentMeta>, StoreError> {
+        self.turn.documents().await.map_err(db)
+    }
+
+    async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.turn.forget_document(id).await.map_err(db)
     }
 }

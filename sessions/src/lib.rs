@@ -29,6 +29,7 @@ pub mod store;
 
 // Summaries and long-term memory.
 pub mod compaction;
+pub mod documents;
 pub mod edits;
 pub mod facts;
 pub mod frontmatter;

@@ -25,6 +25,7 @@
 pub mod files;
 
 use crate::config::SessionConfig;
+use crate::documents::{Document, DocumentMeta};
 use crate::edits::{EditError, FactLine, Forgotten};
 use crate::export::Export;
 use crate::names::SafeName;
@@ -121,6 +122,8 @@ pub struct Status {
     pub timezone: Option<String>,
     /// Reminders waiting for their time.
     pub reminders: usize,
+    /// Documents the user sent that memory keeps.
+    pub documents: usize,
 }
 
 /// What `/session clear` removed.
@@ -356,4 +359,15 @@ pub trait UserMemory: Send {
 
     /// The missed times of reminders set in `chat_id`, each given once.
     async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError>;
+
+    /// Keeps a document the caller took the text out of, findable by
+    /// recall and search at once; `false` when the same file (same id) is
+    /// kept already, which is left as it is.
+    async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError>;
+
+    /// The user's documents, oldest first.
+    async fn documents(&mut self) -> Result<Vec<DocumentMeta>, StoreError>;
+
+    /// Deletes document `id` and its text; whether there was one.
+    async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError>;
 }

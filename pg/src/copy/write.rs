@@ -210,6 +210,9 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
         .await?;
     }
     crate::digests::insert_rows(tx, channel, user, &memory.digests).await?;
+    for doc in &memory.documents {
+        crate::documents::insert(tx, channel, user, doc).await?;
+    }
     crate::reminders::write_book(tx, channel, user, &memory.reminders).await
 }
 

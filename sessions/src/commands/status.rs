@@ -47,6 +47,13 @@ pub(super) async fn status(
         status.reminders,
         plural(status.reminders)
     ));
+    if status.documents > 0 {
+        text.push_str(&format!(
+            "\n• {} document{} (see /session documents)",
+            status.documents,
+            plural(status.documents)
+        ));
+    }
     if let Some((bytes, files)) = status.storage {
         text.push_str(&format!(
             "\n• storage: {} in {files} file{}",

@@ -15,7 +15,7 @@
 //! exact top-k with pruning, within a bounded walk), `store` (a user's
 //! index on disk: load, catch up, rebuild) and `line` (its line format),
 //! `sources`
-//! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
+//! (the markdown files, the user's documents and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`
 //! (each owner's dense vectors, searched by cosine and fused with BM25) and
@@ -46,7 +46,7 @@ pub use dense::{
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
 pub use plan::{fuse_by_rank, widening_df_limit};
-pub use sources::fact_items;
+pub use sources::{fact_items, pieces as text_pieces};
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;

@@ -44,6 +44,8 @@ pub enum Kind {
     Weekly,
     /// The user's fact log (`ltm/facts/<user>.jsonl`).
     Facts,
+    /// The documents the user sent (`ltm/documents/<user>/`).
+    Document,
 }
 
 /// One file, or a folder of `*.md` files, that feeds an owner's index.
@@ -85,6 +87,7 @@ pub fn user_specs(layout: &Layout, user: &SafeName) -> Vec<Spec> {
         dir(Kind::Weekly, layout.weekly_dir(user)),
     ];
     specs.extend(layout.user_topics_dir(user).map(|p| dir(Kind::Note, p)));
+    specs.push(dir(Kind::Document, layout.documents_dir(user)));
     specs
 }
 
@@ -197,6 +200,9 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
         #[serde(default)]
         updated: Option<DateTime<Utc>>,
     }
+    if kind == Kind::Document {
+        return document_pieces(root, path);
+    }
     if kind == Kind::Facts {
         let bytes = crate::fsutil::read_nofollow(root, path).ok()?;
         let pieces = fact_pieces(&crate::facts::parse(path, &bytes).entries);
@@ -236,10 +242,39 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
             let kind = if kind == Kind::Daily { "daily" } else { "weekly" };
             (Period::parse(kind, &stem)?.noon()?, Source::Summary(stem))
         }
-        // Read above, entry by entry.
-        Kind::Facts => return None,
+        // Read above, entry by entry, or page by page.
+        Kind::Facts | Kind::Document => return None,
     };
     Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
+}
+
+/// A document's pieces, each dated by when it was sent and labelled with
+/// its name and page; `None` (warned) if the file does not parse.
+fn document_pieces(root: &Path, path: &Path) -> Option<Vec<(DateTime<Utc>, Source, String)>> {
+    let text = crate::fsutil::read_to_string_nofollow(root, path).ok()?;
+    let doc = match frontmatter::parse::<crate::documents::DocumentMeta>(path, &text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            tracing::warn!(error = %e, "a document is not searchable until its file is fixed");
+            return None;
+        }
+    };
+    let (name, at) = (doc.meta.name, doc.meta.added);
+    Some(
+        crate::documents::pieces(&doc.body)
+            .into_iter()
+            .map(|(page, text)| {
+                (
+                    at,
+                    Source::Document {
+                        name: name.clone(),
+                        page,
+                    },
+                    text,
+                )
+            })
+            .collect(),
+    )
 }
 
 /// What recall shows of a fact log held outside the files (the Postgres
