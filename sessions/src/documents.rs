@@ -150,7 +150,7 @@ pub fn pieces(text: &str) -> Vec<(Option<u32>, String)> {
     let mut page = None;
     let mut current = String::new();
     let mut flush = |page: Option<u32>, current: &mut String| {
-        for piece in crate::recall::text_pieces(current) {
+        for piece in crate::pieces::pieces(current) {
             out.push((page, piece));
         }
         current.clear();

@@ -46,7 +46,7 @@ pub use dense::{
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use pack::{Item, Recalled, pack};
 pub use plan::{fuse_by_rank, widening_df_limit};
-pub use sources::{fact_items, pieces as text_pieces};
+pub use sources::fact_items;
 pub use store::{RecallError, message_key};
 
 use crate::layout::Layout;
