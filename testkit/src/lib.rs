@@ -20,6 +20,7 @@ pub mod discord;
 pub mod embeddings;
 pub mod html_check;
 pub mod model;
+pub mod pdf;
 pub mod pg;
 pub mod slack;
 pub mod telegram;
