@@ -12,6 +12,7 @@ pub mod format;
 pub mod http1;
 mod link;
 pub mod live;
+pub mod download;
 mod message;
 pub mod printable;
 pub mod retry;
@@ -22,7 +23,8 @@ pub mod telegram;
 
 pub use link::{Link, LinkState, LinkStatus};
 pub use live::{LiveReply, SendAtFinish};
-pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
+pub use download::{DownloadError, DownloadLimits};
+pub use message::{ASK_PRIVATELY, Attachment, AttachmentKind, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};
@@ -120,5 +122,14 @@ pub trait Channel: Send + Sync + 'static {
     /// check --online`: who the platform says we are, or why it refused.
     async fn probe(&self) -> Result<String, ChannelError> {
         Ok("nothing remote to check".into())
+    }
+
+    /// Downloads one of an [`Inbound`]'s attachments: at most
+    /// `limits.max_bytes` (a larger file is refused, declared or as it
+    /// streams in, and the buffer never grows past the limit), giving up
+    /// when no bytes come for `limits.stall`. A channel that cannot fetch
+    /// files says so.
+    async fn download(&self, _attachment: &Attachment, _limits: DownloadLimits) -> Result<Vec<u8>, DownloadError> {
+        Err(DownloadError::Unsupported)
     }
 }

@@ -479,6 +479,7 @@ pub fn message(u: usize, t: usize) -> Inbound {
         ts: Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -104,6 +104,7 @@ pub fn dm(channel: &str, user: &str, msg_id: &str, text: &str) -> Inbound {
         ts: chrono::Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 
