@@ -24,11 +24,14 @@
 //! settles a question (its answer, or the error shown) is stored right
 //! after it is shown, and a settled question is never answered again.
 
+mod attachments;
 mod budget;
+pub mod documents;
 mod intake;
 mod no_model;
 mod reminding;
 
+pub use attachments::{AttachmentSettings, NO_VISION, NOT_AN_IMAGE, VOICE_NOT_SET_UP};
 pub(crate) use budget::spend;
 pub use budget::{Clock, channel_notice, user_notice};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
@@ -230,7 +233,12 @@ impl Pipeline {
         backlog: &Backlog,
         trace: &mut TurnTrace,
     ) -> Result<Outcome, TurnError> {
-        let Taken { message, user, work } = taken;
+        let Taken {
+            message,
+            user,
+            work,
+            images,
+        } = taken;
         // The user's memory for this turn; on a store several brokers
         // share, the user's turn lock is held from here to its end, so
         // another broker never interleaves this user's turns.
@@ -261,7 +269,9 @@ impl Pipeline {
                 .await;
         }
 
-        let request = self.request_for(memory, mine.as_mut(), &message, view, zone).await;
+        let mut request = self.request_for(memory, mine.as_mut(), &message, view, zone).await;
+        // This turn's photos: in this request only, never in memory.
+        request.images = images;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, mine, &request);
         let tools = self.with_reminders(tools, &message);

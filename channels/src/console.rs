@@ -9,7 +9,9 @@
 //! pipe (for scripts and tests): no banner, prompt or indicator then, and
 //! end of input ends the channel cleanly.
 
-use crate::{Attachment, AttachmentKind, Channel, ChannelError, ChatKind, Inbound, LiveReply, Outbound, OutboundBody, Shutdown};
+use crate::{
+    Attachment, AttachmentKind, Channel, ChannelError, ChatKind, Inbound, LiveReply, Outbound, OutboundBody, Shutdown,
+};
 use async_trait::async_trait;
 use chrono::Utc;
 use std::io::IsTerminal;
@@ -346,13 +348,25 @@ mod tests {
     #[test]
     fn attach_takes_a_path_its_words_and_guesses_the_kind_from_the_extension() {
         let (a, words) = attach_command("/attach /tmp/note.ogg remind me of this").unwrap();
-        assert_eq!((a.kind, a.source.as_str(), a.name.as_deref()), (AttachmentKind::Voice, "/tmp/note.ogg", Some("note.ogg")));
+        assert_eq!(
+            (a.kind, a.source.as_str(), a.name.as_deref()),
+            (AttachmentKind::Voice, "/tmp/note.ogg", Some("note.ogg"))
+        );
         assert_eq!(words, "remind me of this");
         let (a, words) = attach_command("/attach \"/tmp/my cat.JPG\"").unwrap();
-        assert_eq!((a.kind, a.mime.as_deref(), a.source.as_str()), (AttachmentKind::Photo, Some("image/jpeg"), "/tmp/my cat.JPG"));
+        assert_eq!(
+            (a.kind, a.mime.as_deref(), a.source.as_str()),
+            (AttachmentKind::Photo, Some("image/jpeg"), "/tmp/my cat.JPG")
+        );
         assert_eq!(words, "");
-        assert_eq!(attach_command("/attach lease.pdf").unwrap().0.kind, AttachmentKind::Document);
-        assert_eq!(attach_command("/attach talk.mp3").unwrap().0.kind, AttachmentKind::Audio);
+        assert_eq!(
+            attach_command("/attach lease.pdf").unwrap().0.kind,
+            AttachmentKind::Document
+        );
+        assert_eq!(
+            attach_command("/attach talk.mp3").unwrap().0.kind,
+            AttachmentKind::Audio
+        );
         assert!(attach_command("/attach").is_none());
         assert!(attach_command("/attachment x").is_none());
         assert!(attach_command("please /attach x").is_none());

@@ -181,7 +181,10 @@ mod tests {
                     "late"
                 }),
             )
-            .route("/secret-token/gone", get(|| async { axum::http::StatusCode::NOT_FOUND }));
+            .route(
+                "/secret-token/gone",
+                get(|| async { axum::http::StatusCode::NOT_FOUND }),
+            );
         let url = serve(app).await;
         let client = reqwest::Client::new();
         let stalled = fetch(client.get(format!("{url}/slow")), limits(10)).await;

@@ -8,11 +8,11 @@
 pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
+pub mod download;
 pub mod format;
 pub mod http1;
 mod link;
 pub mod live;
-pub mod download;
 mod message;
 pub mod printable;
 pub mod retry;
@@ -21,10 +21,12 @@ pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
+pub use download::{DownloadError, DownloadLimits};
 pub use link::{Link, LinkState, LinkStatus};
 pub use live::{LiveReply, SendAtFinish};
-pub use download::{DownloadError, DownloadLimits};
-pub use message::{ASK_PRIVATELY, Attachment, AttachmentKind, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
+pub use message::{
+    ASK_PRIVATELY, Attachment, AttachmentKind, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY,
+};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};

@@ -47,7 +47,8 @@ pub(crate) const CHANNEL: &str = "telegram";
 const DEFAULT_API_URL: &str = "https://api.telegram.org";
 
 /// What a sticker, video or the like without a caption gets back.
-pub const TEXT_ONLY_REPLY: &str = "I can't take this kind of message. I understand text, voice notes, audio files, photos and documents.";
+pub const TEXT_ONLY_REPLY: &str =
+    "I can't take this kind of message. I understand text, voice notes, audio files, photos and documents.";
 
 /// The description of `/session` in Telegram's command menu.
 const SESSION_COMMAND_DESCRIPTION: &str =

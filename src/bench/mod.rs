@@ -401,6 +401,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         model,
         streaming: Default::default(),
         store: None,
+        attachments: Default::default(),
     }
 }
 

@@ -30,6 +30,9 @@ pub struct Taken {
     /// Whose memory it is: the name the store keys the user by.
     pub(super) user: SafeName,
     pub(super) work: Work,
+    /// Photos the message brought, for its model call only (never stored:
+    /// a question recovered after a restart has none).
+    pub(super) images: Vec<crate::model::image::Image>,
 }
 
 /// What a taken message's turn does.
@@ -56,6 +59,7 @@ impl Taken {
             message,
             user,
             work: Work::Recovered,
+            images: Vec::new(),
         }
     }
 
@@ -66,6 +70,7 @@ impl Taken {
             message: last,
             user,
             work: Work::GiveUp { earlier },
+            images: Vec::new(),
         }
     }
 }
@@ -119,7 +124,7 @@ impl Pipeline {
     /// its text), then the message stored (durable) and indexed before it
     /// waits for its turn, and its platform told it is safe. A `/session`
     /// command waits unstored.
-    async fn intake(&self, message: Inbound) -> Option<Taken> {
+    async fn intake(&self, mut message: Inbound) -> Option<Taken> {
         let Some(memory) = self.memories.get(&message.channel) else {
             tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
             let _ = self.settle(&message.channel, &message.msg_id, false);
@@ -128,13 +133,13 @@ impl Pipeline {
         let user = SafeName::of(&message.user_id);
         // A message that ends here (refused, a repeat, not stored) is logged
         // and counted as a turn; one that goes on is, by its turn.
-        let ended = |outcome| TurnTrace::start(&message).finish(outcome);
+        let ended = |message: &Inbound, outcome| TurnTrace::start(message).finish(outcome);
         match self.access.admit(&message, Utc::now()).await {
             Admission::Refused { reply } => {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
                 }
-                ended(Outcome::Refused);
+                ended(&message, Outcome::Refused);
                 // Refused on purpose and answered: not to be delivered again.
                 self.settle(&message.channel, &message.msg_id, true);
                 return None;
@@ -146,7 +151,7 @@ impl Pipeline {
             // back once the database answers.
             Admission::Unavailable => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
-                ended(Outcome::Failed);
+                ended(&message, Outcome::Failed);
                 let _ = self.settle(&message.channel, &message.msg_id, false);
                 return None;
             }
@@ -157,8 +162,25 @@ impl Pipeline {
                 message,
                 user,
                 work: Work::Command(command),
+                images: Vec::new(),
             });
         }
+        let images = if message.attachments.is_empty() {
+            Vec::new()
+        } else {
+            let prepared = self.take_attachments(memory, &user, &message).await;
+            for note in &prepared.notes {
+                self.reply(&message, note).await;
+            }
+            if prepared.text.trim().is_empty() {
+                // Nothing the user said is left to keep or answer; they were told why.
+                ended(&message, Outcome::Refused);
+                self.settle(&message.channel, &message.msg_id, true);
+                return None;
+            }
+            message.text = prepared.text;
+            prepared.images
+        };
         let record = Record {
             ts: message.ts,
             role: Role::User,
@@ -177,18 +199,19 @@ impl Pipeline {
                 self.settle(&message.channel, &message.msg_id, true);
                 if intake == Intake::Repeat {
                     tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
-                    ended(Outcome::Duplicate);
+                    ended(&message, Outcome::Duplicate);
                     return None;
                 }
                 Some(Taken {
                     message,
                     user,
                     work: Work::Question,
+                    images,
                 })
             }
             Err(e) => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "message could not be stored");
-                ended(Outcome::Failed);
+                ended(&message, Outcome::Failed);
                 // The platform brings it back: asking the user to send it
                 // again would only double it (and repeat at every retry).
                 if !self.settle(&message.channel, &message.msg_id, false) {

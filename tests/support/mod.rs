@@ -207,6 +207,7 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         model: chat,
         streaming: Default::default(),
         store: None,
+        attachments: Default::default(),
     }
 }
 

@@ -99,7 +99,9 @@ fn attachment(a: &serenity::all::Attachment) -> Attachment {
         name: Some(a.filename.clone()),
         mime,
         size: Some(u64::from(a.size)),
-        duration_secs: a.duration_secs.map(|d| d.round().clamp(0.0, f64::from(u32::MAX)) as u32),
+        duration_secs: a
+            .duration_secs
+            .map(|d| d.round().clamp(0.0, f64::from(u32::MAX)) as u32),
         source: a.url.clone(),
     }
 }

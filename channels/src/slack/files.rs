@@ -32,7 +32,11 @@ impl Files {
         }
     }
 
-    pub(crate) async fn download(&self, attachment: &Attachment, limits: DownloadLimits) -> Result<Vec<u8>, DownloadError> {
+    pub(crate) async fn download(
+        &self,
+        attachment: &Attachment,
+        limits: DownloadLimits,
+    ) -> Result<Vec<u8>, DownloadError> {
         if attachment.size.is_some_and(|size| size > limits.max_bytes) {
             return Err(DownloadError::TooLarge {
                 limit: limits.max_bytes,

@@ -4,8 +4,8 @@
 //! ([`BOT_API_DOWNLOAD_LIMIT`]); a larger one is refused before any byte
 //! moves. The token is in both URLs: no error here carries a URL.
 
-use crate::download::{self, DownloadError, DownloadLimits};
 use crate::Attachment;
+use crate::download::{self, DownloadError, DownloadLimits};
 use serde::Deserialize;
 
 /// The most a bot may download through the public Bot API (20 MB).
@@ -48,7 +48,11 @@ impl Files {
         })
     }
 
-    pub(crate) async fn download(&self, attachment: &Attachment, limits: DownloadLimits) -> Result<Vec<u8>, DownloadError> {
+    pub(crate) async fn download(
+        &self,
+        attachment: &Attachment,
+        limits: DownloadLimits,
+    ) -> Result<Vec<u8>, DownloadError> {
         let limits = DownloadLimits {
             max_bytes: limits.max_bytes.min(BOT_API_DOWNLOAD_LIMIT),
             ..limits
@@ -82,7 +86,12 @@ impl Files {
         let path = info
             .file_path
             .ok_or_else(|| DownloadError::Failed("getFile gave no file_path".into()))?;
-        let url = format!("{}/file/bot{}/{}", self.api_url, self.token, path.trim_start_matches('/'));
+        let url = format!(
+            "{}/file/bot{}/{}",
+            self.api_url,
+            self.token,
+            path.trim_start_matches('/')
+        );
         download::fetch(self.client.get(url), limits).await
     }
 }

@@ -130,7 +130,10 @@ fn attachment(media: &MediaKind) -> Option<Attachment> {
             Some(a.audio.duration.seconds()),
         ),
         MediaKind::Photo(p) => {
-            let largest = p.photo.iter().max_by_key(|s| u64::from(s.width) * u64::from(s.height))?;
+            let largest = p
+                .photo
+                .iter()
+                .max_by_key(|s| u64::from(s.width) * u64::from(s.height))?;
             (AttachmentKind::Photo, &largest.file, None, None, None)
         }
         MediaKind::Document(d) => (
@@ -464,13 +467,24 @@ mod tests {
         let inbound = message(route(&update(media("audio", audio, Some("my talk"))), &me()));
         assert_eq!(inbound.text, "my talk");
         let a = &inbound.attachments[0];
-        assert_eq!((a.kind, a.name.as_deref(), a.duration_secs), (AttachmentKind::Audio, Some("talk.mp3"), Some(190)));
+        assert_eq!(
+            (a.kind, a.name.as_deref(), a.duration_secs),
+            (AttachmentKind::Audio, Some("talk.mp3"), Some(190))
+        );
 
         let document = json!({ "file_id": "D", "file_unique_id": "u", "file_name": "lease.pdf",
                                "mime_type": "application/pdf", "file_size": 3000 });
         let inbound = message(route(&update(media("document", document, None)), &me()));
         let d = &inbound.attachments[0];
-        assert_eq!((d.kind, d.name.as_deref(), d.mime.as_deref(), d.size), (AttachmentKind::Document, Some("lease.pdf"), Some("application/pdf"), Some(3000)));
+        assert_eq!(
+            (d.kind, d.name.as_deref(), d.mime.as_deref(), d.size),
+            (
+                AttachmentKind::Document,
+                Some("lease.pdf"),
+                Some("application/pdf"),
+                Some(3000)
+            )
+        );
 
         let sizes = json!([
             { "file_id": "small", "file_unique_id": "u1", "width": 90, "height": 60 },
@@ -480,7 +494,10 @@ mod tests {
         let inbound = message(route(&update(media("photo", sizes, Some("what is this?"))), &me()));
         assert_eq!(inbound.text, "what is this?");
         let p = &inbound.attachments[0];
-        assert_eq!((p.kind, p.source.as_str(), p.size), (AttachmentKind::Photo, "large", Some(120_000)));
+        assert_eq!(
+            (p.kind, p.source.as_str(), p.size),
+            (AttachmentKind::Photo, "large", Some(120_000))
+        );
     }
 
     #[test]
