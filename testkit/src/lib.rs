@@ -23,6 +23,7 @@ pub mod model;
 pub mod pg;
 pub mod slack;
 pub mod telegram;
+pub mod transcription;
 
 use std::fmt::Display;
 use std::time::Duration;

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
+mod files;
 mod payloads;
 pub use payloads::{
     blocked_by_user, bot_user, chat, sticker_message, text_message, too_many_requests, topic_message, user,
@@ -84,6 +85,9 @@ struct Inner {
     /// The `secret_token` and `max_connections` of the latest
     /// `setWebhook` call.
     webhook: Option<(String, Option<String>)>,
+    /// Files by `file_id` ([`FakeBotApi::add_file`]) and downloads made.
+    files: HashMap<String, files::FakeFile>,
+    file_downloads: usize,
 }
 
 /// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
@@ -135,6 +139,7 @@ impl FakeBotApi {
         };
         let app = Router::new()
             .route("/{token}/{method}", post(handle))
+            .route("/file/{token}/{*path}", axum::routing::get(files::download))
             .with_state(api.clone());
         #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -511,8 +516,9 @@ async fn handle(
         api.record(&method, params, file, status);
         return reply(status, body);
     }
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 10] = [
         "getMe",
+        "getFile",
         "getUpdates",
         "sendMessage",
         "editMessageText",
@@ -560,6 +566,15 @@ async fn handle(
         }),
         "getUpdates" => return reply(200, format!(r#"{{"ok":true,"result":{}}}"#, api.updates(&params).await)),
         "sendMessage" => api.sent_message(&params, ("text", params["text"].clone())),
+        "getFile" => match files::get_file(&api, &params) {
+            Ok(file) => file,
+            Err(description) => {
+                return reply(
+                    400,
+                    json!({"ok": false, "error_code": 400, "description": description}).to_string(),
+                );
+            }
+        },
         "sendDocument" => api.sent_message(&params, ("document", json!({"file_id": "doc", "file_unique_id": "d"}))),
         _ => json!(true),
     };

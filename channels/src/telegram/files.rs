@@ -67,7 +67,12 @@ impl Files {
             .client
             .post(format!("{}/bot{}/getFile", self.api_url, self.token))
             .json(&serde_json::json!({ "file_id": attachment.source }));
-        let body = download::fetch_answer(request, limits).await?;
+        // getFile's answer is a small JSON object, whatever the file's size.
+        let answer_limits = DownloadLimits {
+            max_bytes: 64 * 1024,
+            ..limits
+        };
+        let body = download::fetch_answer(request, answer_limits).await?;
         let answer: Answer = serde_json::from_slice(&body)
             .map_err(|_| DownloadError::Failed("getFile answered something unreadable".into()))?;
         let info = match (answer.ok, answer.result) {

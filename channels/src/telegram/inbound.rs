@@ -149,8 +149,8 @@ fn attachment(media: &MediaKind) -> Option<Attachment> {
         kind,
         name,
         mime,
-        // Telegram reports 0 when it does not know.
-        size: (file.size > 0).then_some(u64::from(file.size)),
+        // teloxide reads a missing `file_size` as u32::MAX (and 0 says nothing).
+        size: (file.size > 0 && file.size < u32::MAX).then_some(u64::from(file.size)),
         duration_secs: duration,
         source: file.id.0.clone(),
     })
@@ -458,6 +458,9 @@ mod tests {
                 source: "VOICE-1".into(),
             }]
         );
+        let unsized_voice = json!({ "file_id": "VOICE-2", "file_unique_id": "u", "duration": 1 });
+        let inbound = message(route(&update(media("voice", unsized_voice, None)), &me()));
+        assert_eq!(inbound.attachments[0].size, None, "no file_size is no declared size");
     }
 
     #[test]
