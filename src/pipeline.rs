@@ -238,7 +238,14 @@ impl Pipeline {
             user,
             work,
             images,
+            notes,
         } = taken;
+        for note in &notes {
+            self.reply(&message, note).await;
+        }
+        if matches!(work, Work::Notes) {
+            return Ok(Outcome::Refused);
+        }
         // The user's memory for this turn; on a store several brokers
         // share, the user's turn lock is held from here to its end, so
         // another broker never interleaves this user's turns.
@@ -246,7 +253,7 @@ impl Pipeline {
         match work {
             Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
             Work::GiveUp { earlier } => return self.give_up(memory, mine.as_mut(), &message, &earlier, backlog).await,
-            Work::Question | Work::Recovered => {}
+            Work::Question | Work::Recovered | Work::Notes => {}
         }
         let config = memory.store.config();
         let keep = recent_keep(config, &self.parts.limits);

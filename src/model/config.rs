@@ -310,6 +310,12 @@ impl ModelConfig {
                 );
             }
         }
+        if self.vision && self.provider == Provider::Command {
+            return fail(
+                "vision",
+                "a command model is given text only; use openai or anthropic to send photos, or remove it".into(),
+            );
+        }
         match self.provider {
             Provider::Command => self.validate_command(&fail)?,
             Provider::Openai | Provider::Anthropic => self.validate_http(&fail)?,

@@ -498,6 +498,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn attachments_and_transcriptions_show_by_kind_outcome_and_reason() {
+        let m = Metrics::new();
+        m.attachment("telegram", "voice", "transcribed");
+        m.attachment("slack", "photo", "not_an_image");
+        m.transcribed(Duration::from_millis(700));
+        m.transcription_failed("timeout");
+        let text = m.encode();
+        for line in [
+            r#"mnemo_attachments_total{channel="telegram",kind="voice",outcome="transcribed"} 1"#,
+            r#"mnemo_attachments_total{channel="slack",kind="photo",outcome="not_an_image"} 1"#,
+            "mnemo_transcription_seconds_count 1",
+            r#"mnemo_transcription_failures_total{reason="timeout"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
+
+    #[test]
     fn recorded_events_show_in_the_exposition_with_their_labels() {
         let m = Metrics::new();
         m.turn("telegram", "answered", Duration::from_millis(20));

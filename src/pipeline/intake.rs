@@ -33,6 +33,9 @@ pub struct Taken {
     /// Photos the message brought, for its model call only (never stored:
     /// a question recovered after a restart has none).
     pub(super) images: Vec<crate::model::image::Image>,
+    /// What its files could not be (too large, not set up …), said at the
+    /// start of its turn, so it follows the answers to earlier messages.
+    pub(super) notes: Vec<String>,
 }
 
 /// What a taken message's turn does.
@@ -46,6 +49,9 @@ pub(super) enum Work {
     /// A question found stored and unanswered at start (or left by a dead
     /// broker): answered like a question, unless something settled it.
     Recovered,
+    /// A message with nothing left to keep or answer (its files could not
+    /// be taken and it had no words): its turn only says why.
+    Notes,
     /// The last of the questions found unanswered and older than
     /// `limits.answerStaleAfterMinutes` (`earlier`: the others' ids): its
     /// user is told once.
@@ -60,6 +66,7 @@ impl Taken {
             user,
             work: Work::Recovered,
             images: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -71,6 +78,7 @@ impl Taken {
             user,
             work: Work::GiveUp { earlier },
             images: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }
@@ -163,23 +171,27 @@ impl Pipeline {
                 user,
                 work: Work::Command(command),
                 images: Vec::new(),
+                notes: Vec::new(),
             });
         }
-        let images = if message.attachments.is_empty() {
-            Vec::new()
+        let (images, notes) = if message.attachments.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
             let prepared = self.take_attachments(memory, &user, &message).await;
-            for note in &prepared.notes {
-                self.reply(&message, note).await;
-            }
             if prepared.text.trim().is_empty() {
-                // Nothing the user said is left to keep or answer; they were told why.
-                ended(&message, Outcome::Refused);
+                // Nothing the user said is left to keep or answer: not
+                // stored, and its turn says why.
                 self.settle(&message.channel, &message.msg_id, true);
-                return None;
+                return Some(Taken {
+                    message,
+                    user,
+                    work: Work::Notes,
+                    images: Vec::new(),
+                    notes: prepared.notes,
+                });
             }
             message.text = prepared.text;
-            prepared.images
+            (prepared.images, prepared.notes)
         };
         let record = Record {
             ts: message.ts,
@@ -207,6 +219,7 @@ impl Pipeline {
                     user,
                     work: Work::Question,
                     images,
+                    notes,
                 })
             }
             Err(e) => {
