@@ -240,10 +240,7 @@ impl Pipeline {
             images,
             notes,
         } = taken;
-        for note in &notes {
-            self.reply(&message, note).await;
-        }
-        if matches!(work, Work::Notes) {
+        if self.tell(&message, &notes, &work).await {
             return Ok(Outcome::Refused);
         }
         // The user's memory for this turn; on a store several brokers
@@ -326,19 +323,33 @@ impl Pipeline {
             &self.answered
         };
         counter.fetch_add(1, Ordering::SeqCst);
-        let outcome = match (failed, broken) {
+        Ok(self.answered_as(&message, failed, broken).await)
+    }
+
+    /// What became of an answered turn: the model failed, its stream broke
+    /// (the user is told), or it answered.
+    async fn answered_as(&self, message: &Inbound, failed: Option<ModelError>, broken: Option<ModelError>) -> Outcome {
+        match (failed, broken) {
             (Some(e), _) => {
                 tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model call failed; message kept in STM");
                 Outcome::ModelFailed
             }
             (None, Some(e)) => {
                 tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model stream broke; the answer so far is kept, marked as cut");
-                self.reply(&message, e.user_message()).await;
+                self.reply(message, e.user_message()).await;
                 Outcome::Cut
             }
             (None, None) => Outcome::Answered,
-        };
-        Ok(outcome)
+        }
+    }
+
+    /// Says what a message's files could not be; whether that was all its
+    /// turn had to do.
+    async fn tell(&self, message: &Inbound, notes: &[String], work: &Work) -> bool {
+        for note in notes {
+            self.reply(message, note).await;
+        }
+        matches!(work, Work::Notes)
     }
 
     /// The model's answer to `request`, with the memory tools. On a

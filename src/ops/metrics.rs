@@ -200,21 +200,7 @@ impl Metrics {
             self.first_text_seconds.clone(),
         );
         self.register_model(&mut registry);
-        registry.register(
-            "attachments",
-            "Files that came with messages, by channel, kind (voice, audio, photo, document) and outcome",
-            self.attachments.clone(),
-        );
-        registry.register(
-            "transcription_seconds",
-            "Voice and audio transcription calls that answered, by latency",
-            self.transcription_seconds.clone(),
-        );
-        registry.register(
-            "transcription_failures",
-            "Transcription calls that failed, by reason (timeout, connect, status, unreadable)",
-            self.transcription_failures.clone(),
-        );
+        self.register_attachments(&mut registry);
         registry.register(
             "recovered_questions",
             "Questions found stored but unanswered after a restart (or a dead broker), by channel and outcome: answered or stale (given up, the user told)",
@@ -276,6 +262,25 @@ impl Metrics {
             self.ready.clone(),
         );
         registry
+    }
+
+    /// Files with messages, and their transcription.
+    fn register_attachments(&self, registry: &mut Registry) {
+        registry.register(
+            "attachments",
+            "Files that came with messages, by channel, kind (voice, audio, photo, document) and outcome",
+            self.attachments.clone(),
+        );
+        registry.register(
+            "transcription_seconds",
+            "Voice and audio transcription calls that answered, by latency",
+            self.transcription_seconds.clone(),
+        );
+        registry.register(
+            "transcription_failures",
+            "Transcription calls that failed, by reason (timeout, connect, status, unreadable)",
+            self.transcription_failures.clone(),
+        );
     }
 
     /// The model's families: latency, failures, health, tokens.

@@ -12,6 +12,7 @@
 
 use super::{Pipeline, QUEUE_FULL, SAVED_WHILE_STOPPING, TurnError};
 use crate::access::Admission;
+use crate::channel_memory::ChannelMemory;
 use crate::config::LimitsConfig;
 use crate::dispatch::{Backlog, TurnHandler};
 use crate::ops::turn_log::{Outcome, TurnTrace};
@@ -174,24 +175,22 @@ impl Pipeline {
                 notes: Vec::new(),
             });
         }
-        let (images, notes) = if message.attachments.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            let prepared = self.take_attachments(memory, &user, &message).await;
-            if prepared.text.trim().is_empty() {
+        let (images, notes) = match self.attachments_of(memory, &user, &mut message).await {
+            Ok(taken) => taken,
+            Err(notes) => {
                 // Nothing the user said is left to keep or answer: not
                 // stored, and its turn says why.
                 self.settle(&message.channel, &message.msg_id, true);
+                let work = Work::Notes;
+                let images = Vec::new();
                 return Some(Taken {
                     message,
                     user,
-                    work: Work::Notes,
-                    images: Vec::new(),
-                    notes: prepared.notes,
+                    work,
+                    images,
+                    notes,
                 });
             }
-            message.text = prepared.text;
-            (prepared.images, prepared.notes)
         };
         let record = Record {
             ts: message.ts,
@@ -233,6 +232,28 @@ impl Pipeline {
                 None
             }
         }
+    }
+}
+
+impl Pipeline {
+    /// `message`'s files taken (its text now the markers and the caption):
+    /// the photos for its model call and the notes for its turn; `Err`
+    /// with the notes when nothing is left to keep.
+    async fn attachments_of(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        message: &mut Inbound,
+    ) -> Result<(Vec<crate::model::image::Image>, Vec<String>), Vec<String>> {
+        if message.attachments.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let prepared = self.take_attachments(memory, user, message).await;
+        if prepared.text.trim().is_empty() {
+            return Err(prepared.notes);
+        }
+        message.text = prepared.text;
+        Ok((prepared.images, prepared.notes))
     }
 }
 
