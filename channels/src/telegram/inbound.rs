@@ -458,7 +458,8 @@ mod tests {
                 source: "VOICE-1".into(),
             }]
         );
-        let unsized_voice = json!({ "file_id": "VOICE-2", "file_unique_id": "u", "duration": 1 });
+        let unsized_voice =
+            json!({ "file_id": "VOICE-2", "file_unique_id": "u", "duration": 1, "mime_type": "audio/ogg" });
         let inbound = message(route(&update(media("voice", unsized_voice, None)), &me()));
         assert_eq!(inbound.attachments[0].size, None, "no file_size is no declared size");
     }
