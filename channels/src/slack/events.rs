@@ -180,8 +180,8 @@ fn from_mention<'a>(m: &'a SlackAppMentionEvent, me: &Identity) -> Result<Candid
             ChatKind::Group
         },
         addressed: true,
-        // The `message` copy of a mention carries its files.
-        attachments: Vec::new(),
+        // Either copy of a mention may come first: both carry the files.
+        attachments: super::files::attachments(m.content.files.as_ref()),
     })
 }
 

@@ -229,3 +229,17 @@ fn a_shared_file_arrives_as_an_attachment_with_its_caption_or_none() {
     assert_eq!(m.text, "what breed?");
     assert_eq!(m.attachments[0].kind, crate::AttachmentKind::Audio);
 }
+
+#[test]
+fn a_mention_with_a_file_carries_it_whichever_copy_comes_first() {
+    let mut mention =
+        json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> look", "ts": "9.5"});
+    mention["files"] = json!([{
+        "id": "F2", "name": "plan.pdf", "mimetype": "application/pdf",
+        "url_private_download": "https://files.slack.com/files-pri/T1-F2/download/plan.pdf",
+    }]);
+    let m = delivered(on_event(&callback("Ev11", mention), &me(), &mut Memory::default()));
+    assert_eq!(m.text, "look");
+    assert_eq!(m.attachments.len(), 1);
+    assert_eq!(m.attachments[0].kind, crate::AttachmentKind::Document);
+}
