@@ -401,6 +401,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         model,
         streaming: Default::default(),
         store: None,
+        attachments: Default::default(),
     }
 }
 
@@ -479,6 +480,7 @@ pub fn message(u: usize, t: usize) -> Inbound {
         ts: Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod pdf;
 pub mod pg;
 pub mod slack;
 pub mod telegram;
+pub mod transcription;
 
 use std::fmt::Display;
 use std::time::Duration;
