@@ -2,7 +2,7 @@
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
 //! archived ones grouped into folds, the summary and profile bodies, the
 //! fact log, the versions, the topic notes, the daily and weekly
-//! summaries, the reminders and timezone, the documents),
+//! summaries, the reminders and timezone, the documents and kept files),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -76,6 +76,8 @@ pub struct UserMemory {
     pub reminders: mnemo_sessions::reminders::Book,
     /// Documents the user sent, oldest first.
     pub documents: Vec<mnemo_sessions::documents::Document>,
+    /// Files kept as they were sent, oldest first.
+    pub kept: Vec<mnemo_sessions::kept::KeptFile>,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -122,6 +124,7 @@ impl UserMemory {
             && self.digests.is_empty()
             && self.reminders.is_empty()
             && self.documents.is_empty()
+            && self.kept.is_empty()
     }
 
     /// How many of the messages are archived (the folds' total).
@@ -157,6 +160,7 @@ impl UserMemory {
             && same_digests(&self.digests, &other.digests)
             && self.reminders == other.reminders
             && self.documents == other.documents
+            && self.kept == other.kept
     }
 
     /// Timestamps cut to the microsecond, text as the database keeps it
@@ -236,6 +240,12 @@ impl UserMemory {
             stored(&mut d.text);
         }
         self.documents
+            .sort_by(|a, b| a.meta.added.cmp(&b.meta.added).then_with(|| a.meta.id.cmp(&b.meta.id)));
+        for f in &mut self.kept {
+            f.meta.added = micros(f.meta.added);
+            stored(&mut f.meta.name);
+        }
+        self.kept
             .sort_by(|a, b| a.meta.added.cmp(&b.meta.added).then_with(|| a.meta.id.cmp(&b.meta.id)));
         self
     }

@@ -1,13 +1,16 @@
-//! Documents on Postgres ([`mnemo_sessions::documents`]): a row of
+//! Documents and kept files on Postgres ([`mnemo_sessions::documents`],
+//! [`mnemo_sessions::kept`]): a row of
 //! `mnemo_documents` per document (its record and whole text) and a row of
 //! `mnemo_document_pieces` per piece the files store would index (with its
-//! page), searched by full text as the topic notes are. Every statement is
-//! scoped to the turn's channel and user.
+//! page), searched by full text as the topic notes are; a row of
+//! `mnemo_kept_files` per file kept as it was. Every statement is scoped to
+//! the turn's channel and user.
 
 use crate::turn::PgTurn;
 use crate::{PgError, pg_text};
 use chrono::{DateTime, Utc};
 use mnemo_sessions::documents::{DocKind, Document, DocumentMeta};
+use mnemo_sessions::kept::{KeptFile, KeptMeta};
 use mnemo_sessions::recall::Item;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
@@ -125,6 +128,64 @@ pub(crate) async fn read_all(client: &impl GenericClient, channel: &str, key: &s
         .collect())
 }
 
+const KEPT_COLUMNS: &str = "id, name, kind, mime, bytes, added_at";
+
+fn kept_of(row: &tokio_postgres::Row) -> KeptMeta {
+    let bytes: i64 = row.get(4);
+    KeptMeta {
+        id: row.get(0),
+        name: row.get(1),
+        kind: row.get(2),
+        mime: row.get(3),
+        bytes: u64::try_from(bytes).unwrap_or(0),
+        added: row.get(5),
+    }
+}
+
+/// Inserts kept `file` for the user unless one of its id is there;
+/// whether it was inserted. The user's row must exist.
+pub(crate) async fn insert_kept(
+    client: &impl GenericClient,
+    channel: &str,
+    key: &str,
+    file: &KeptFile,
+) -> Result<bool, PgError> {
+    let m = &file.meta;
+    let bytes = i64::try_from(m.bytes).unwrap_or(i64::MAX);
+    let (name, mime) = (pg_text(&m.name), m.mime.as_deref().map(pg_text));
+    let params: [&(dyn ToSql + Sync); 9] = [
+        &channel, &key, &m.id, &name, &m.kind, &mime, &bytes, &m.added, &file.data,
+    ];
+    let added = client
+        .execute(
+            "INSERT INTO mnemo_kept_files (channel, user_key, id, name, kind, mime, bytes, added_at, data)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+            &params,
+        )
+        .await?;
+    Ok(added > 0)
+}
+
+/// Every kept file of the user with its bytes, oldest first (export, store
+/// copy).
+pub(crate) async fn read_kept(client: &impl GenericClient, channel: &str, key: &str) -> Result<Vec<KeptFile>, PgError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {KEPT_COLUMNS}, data FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
+            ),
+            &[&channel, &key],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| KeptFile {
+            meta: kept_of(row),
+            data: row.get(6),
+        })
+        .collect())
+}
+
 impl PgTurn {
     fn doc_keys(&self) -> (String, String) {
         (self.channel_name().to_string(), self.user().as_str().to_string())
@@ -167,6 +228,49 @@ impl PgTurn {
             .conn()
             .execute(
                 "DELETE FROM mnemo_documents WHERE channel = $1 AND user_key = $2 AND id = $3",
+                &[&channel, &key, &id],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Keeps `file` (see [`insert_kept`]), creating the user's row if needed.
+    pub async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, PgError> {
+        let (channel, key) = self.doc_keys();
+        let tx = self.conn().transaction().await?;
+        tx.execute(
+            "INSERT INTO mnemo_users (channel, user_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&channel, &key],
+        )
+        .await?;
+        let client: &tokio_postgres::Transaction<'_> = &tx;
+        let added = insert_kept(client, &channel, &key, file).await?;
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// The user's kept files, oldest first (without their bytes).
+    pub async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, PgError> {
+        let (channel, key) = self.doc_keys();
+        let rows = self
+            .conn()
+            .query(
+                &format!(
+                    "SELECT {KEPT_COLUMNS} FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
+                ),
+                &[&channel, &key],
+            )
+            .await?;
+        Ok(rows.iter().map(kept_of).collect())
+    }
+
+    /// Deletes kept file `id`; whether there was one.
+    pub async fn forget_kept(&mut self, id: &str) -> Result<bool, PgError> {
+        let (channel, key) = self.doc_keys();
+        let n = self
+            .conn()
+            .execute(
+                "DELETE FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 AND id = $3",
                 &[&channel, &key, &id],
             )
             .await?;

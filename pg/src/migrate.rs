@@ -62,7 +62,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 9,
-        name: "documents a user sent, and their pieces for recall",
+        name: "documents a user sent, their pieces for recall, and kept files",
         sql: include_str!("migrations/0009_documents.sql"),
     },
 ];

@@ -166,6 +166,18 @@ impl Layout {
         self.documents_dir(user).join(format!("{id}.md"))
     }
 
+    /// `ltm/attachments/<user>/`: the files the user sent, kept when
+    /// `attachments.keep` is on ([`crate::kept`]).
+    pub fn kept_dir(&self, user: &SafeName) -> PathBuf {
+        self.ltm_root().join("attachments").join(user)
+    }
+
+    /// A file of [`Layout::kept_dir`]; `name` is made by [`crate::kept`]
+    /// from a checked id.
+    pub fn kept_path(&self, user: &SafeName, name: &str) -> PathBuf {
+        self.kept_dir(user).join(name)
+    }
+
     /// `summaries/`: one folder per user with daily and weekly summaries.
     pub fn summaries_root(&self) -> PathBuf {
         self.root.join("summaries")

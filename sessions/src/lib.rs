@@ -33,6 +33,7 @@ pub mod documents;
 pub mod edits;
 pub mod facts;
 pub mod frontmatter;
+pub mod kept;
 pub mod pieces;
 pub mod profile;
 pub mod recall;

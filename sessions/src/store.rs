@@ -28,6 +28,7 @@ use crate::config::SessionConfig;
 use crate::documents::{Document, DocumentMeta};
 use crate::edits::{EditError, FactLine, Forgotten};
 use crate::export::Export;
+use crate::kept::{KeptFile, KeptMeta};
 use crate::names::SafeName;
 use crate::recall::{Item, Recalled};
 use crate::record::Record;
@@ -124,6 +125,8 @@ pub struct Status {
     pub reminders: usize,
     /// Documents the user sent that memory keeps.
     pub documents: usize,
+    /// Files the user sent, kept as they were (`attachments.keep`).
+    pub kept_files: usize,
 }
 
 /// What `/session clear` removed.
@@ -370,4 +373,14 @@ pub trait UserMemory: Send {
 
     /// Deletes document `id` and its text; whether there was one.
     async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError>;
+
+    /// Keeps a file the user sent as it was (`attachments.keep`); `false`
+    /// when one of its id is kept already.
+    async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, StoreError>;
+
+    /// The user's kept files, oldest first.
+    async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, StoreError>;
+
+    /// Deletes kept file `id`; whether there was one.
+    async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError>;
 }

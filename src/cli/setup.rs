@@ -200,6 +200,7 @@ impl Setup {
                 max_pages: self.config.limits.max_document_pages,
                 max_inflated: crate::documents::Bounds::MAX_INFLATED,
             },
+            keep: self.config.attachments.keep,
         })
     }
 }

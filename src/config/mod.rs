@@ -7,6 +7,7 @@
 //! to defaults. With no file at all, the model comes from the environment
 //! (see [`crate::model::config::from_env`]).
 
+mod attachments;
 mod channels;
 mod limits;
 mod logging;
@@ -14,6 +15,7 @@ mod ops;
 mod reminders;
 mod store;
 
+pub use attachments::AttachmentsConfig;
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
 pub use limits::{DEFAULT_MAX_ATTACHMENT_BYTES, LimitsConfig};
 pub use logging::{LogFormat, LoggingConfig, parse_filter};
@@ -74,6 +76,9 @@ pub struct AppConfig {
     /// Reminders users set (`/session remind`, the model's tools).
     #[serde(default)]
     pub reminders: RemindersConfig,
+    /// The files people send: whether they are kept as they were.
+    #[serde(default)]
+    pub attachments: AttachmentsConfig,
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -102,6 +107,7 @@ impl Default for AppConfig {
             ops: OpsConfig::default(),
             store: StoreConfig::default(),
             reminders: RemindersConfig::default(),
+            attachments: AttachmentsConfig::default(),
         }
     }
 }

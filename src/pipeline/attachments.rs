@@ -18,6 +18,8 @@ use crate::model::image::Image;
 use crate::model::transcribe::{TranscribeError, Transcriber};
 use mnemo_channels::{Attachment, AttachmentKind, Channel, DownloadError, DownloadLimits, Inbound};
 use mnemo_sessions::SafeName;
+use mnemo_sessions::documents::{clean_name, id_of};
+use mnemo_sessions::kept::{KeptFile, KeptMeta};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +36,8 @@ pub struct AttachmentSettings {
     pub transcriber: Option<Arc<Transcriber>>,
     /// What reading one document may cost (`limits.maxDocumentPages`).
     pub documents: Bounds,
+    /// `attachments.keep`: the files themselves are kept as the sender's.
+    pub keep: bool,
 }
 
 impl Default for AttachmentSettings {
@@ -47,6 +51,7 @@ impl Default for AttachmentSettings {
                 max_pages: 300,
                 max_inflated: Bounds::MAX_INFLATED,
             },
+            keep: false,
         }
     }
 }
@@ -58,6 +63,41 @@ pub const NOT_AN_IMAGE: &str =
     "That photo's file is not an image I can read (JPEG, PNG, GIF or WebP), so I didn't look at it.";
 pub const TRANSCRIPTION_FAILED: &str = "I couldn't transcribe your voice message just now";
 pub const NOTHING_HEARD: &str = "I couldn't make out any words in your voice message.";
+
+pub const NOT_KEPT_FILE: &str =
+    "I took what your file says, but could not keep the file itself because of a storage problem on my side.";
+
+/// Keeps the file `data` of `attachment` as the sender's
+/// (`attachments.keep`); a failure is told, the turn goes on.
+async fn keep_file(
+    memory: &ChannelMemory,
+    user: &SafeName,
+    message: &Inbound,
+    attachment: &Attachment,
+    data: Vec<u8>,
+    prepared: &mut Prepared,
+) {
+    let kind = attachment.kind.as_str();
+    let file = KeptFile {
+        meta: KeptMeta {
+            id: id_of(&data),
+            name: clean_name(attachment.name.as_deref().unwrap_or(kind)),
+            kind: kind.to_string(),
+            mime: attachment.mime.clone(),
+            bytes: data.len() as u64,
+            added: message.ts,
+        },
+        data,
+    };
+    let kept = match memory.store.user(user).await {
+        Ok(mut mine) => mine.keep_file(&file).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = kept {
+        tracing::warn!(user = %user.log_id(), kind, error = %e, "attachment not kept");
+        prepared.notes.push(NOT_KEPT_FILE.into());
+    }
+}
 
 /// What a message's files made of it.
 #[derive(Debug, Default)]
@@ -143,7 +183,8 @@ impl Pipeline {
             }
         };
         tracing::debug!(channel = %message.channel, kind = what, bytes = bytes.len(), "attachment downloaded");
-        match attachment.kind {
+        let copy = settings.keep.then(|| bytes.clone());
+        let (outcome, piece) = match attachment.kind {
             AttachmentKind::Voice | AttachmentKind::Audio => {
                 let Some(transcriber) = transcriber else {
                     return ("not_set_up", None);
@@ -183,7 +224,12 @@ impl Pipeline {
                     }
                 }
             }
+        };
+        // Only a file whose content was taken is kept.
+        if let (Some(data), Some(_)) = (copy, &piece) {
+            keep_file(memory, user, message, attachment, data, prepared).await;
         }
+        (outcome, piece)
     }
 
     /// A voice note or audio file as text behind its marker.

@@ -2,11 +2,13 @@
 //! file again changes nothing), listed, counted by `/session status`,
 //! found by recall and search by its content with its name and page,
 //! exported as the files hold it, forgotten by id, deleted by `clear
-//! all`, and never reaches another user.
+//! all`, and never reaches another user; so does a file kept as it was
+//! sent (`attachments.keep`), its bytes exported unchanged.
 
 use super::specs;
 use super::subject::{Subject, at};
 use mnemo_sessions::documents::{DocKind, Document, DocumentMeta, id_of, page_mark};
+use mnemo_sessions::kept::{KeptFile, KeptMeta};
 
 specs![
     a_document_is_recalled_and_searched_by_its_content_with_its_page,
@@ -14,6 +16,7 @@ specs![
     forget_by_id_removes_the_document_and_what_recall_found_in_it,
     export_holds_the_document_and_clear_all_deletes_it,
     another_user_never_finds_the_document,
+    a_kept_file_is_listed_exported_forgotten_and_never_anothers,
 ];
 
 /// A two-page lease whose second page holds the deposit.
@@ -146,4 +149,53 @@ async fn another_user_never_finds_the_document(s: Subject) {
     let reply = s.say("bob", &format!("forget {}", lease().meta.id)).await.text;
     assert!(!reply.contains("Forgot the document"), "{reply}");
     assert_eq!(s.user("ada").await.documents().await.unwrap().len(), 1);
+}
+
+fn photo() -> KeptFile {
+    let data = b"\xff\xd8\xff\xe0 a photo of the lease's signature page \x00\x01\xfe".to_vec();
+    KeptFile {
+        meta: KeptMeta {
+            id: id_of(&data),
+            name: "photo".into(),
+            kind: "photo".into(),
+            mime: Some("image/jpeg".into()),
+            bytes: data.len() as u64,
+            added: at(7),
+        },
+        data,
+    }
+}
+
+async fn a_kept_file_is_listed_exported_forgotten_and_never_anothers(s: Subject) {
+    let file = photo();
+    let mut ada = s.user("ada").await;
+    assert!(ada.keep_file(&file).await.unwrap());
+    assert!(!ada.keep_file(&file).await.unwrap(), "the same file twice is kept once");
+    assert_eq!(ada.kept_files().await.unwrap(), vec![file.meta.clone()]);
+    drop(ada);
+    let status = s.say("ada", "status").await.text;
+    assert!(status.contains("1 file you sent, kept as it was"), "{status}");
+    let list = s.say("ada", "documents").await.text;
+    assert!(
+        list.contains("photo (photo, ") && list.contains(&format!("id {}", file.meta.id)),
+        "{list}"
+    );
+    assert!(s.user("bob").await.kept_files().await.unwrap().is_empty());
+    let reply = s.say("bob", &format!("forget {}", file.meta.id)).await.text;
+    assert!(!reply.starts_with("Deleted"), "{reply}");
+
+    let bundle = s.say("ada", "export").await.export.unwrap();
+    let raw = super::lifecycle::unpack_bytes(&bundle);
+    let (_, data) = raw
+        .iter()
+        .find(|(name, _)| name.ends_with(&format!("ltm/attachments/ada/{}.bin", file.meta.id)))
+        .unwrap_or_else(|| panic!("{:?}", raw.iter().map(|f| &f.0).collect::<Vec<_>>()));
+    assert_eq!(data, &file.data, "the bytes as they were sent");
+
+    let reply = s.say("ada", &format!("forget {}", file.meta.id)).await.text;
+    assert_eq!(reply, "Deleted the photo you sent (photo).");
+    assert!(s.user("ada").await.kept_files().await.unwrap().is_empty());
+    s.user("ada").await.keep_file(&file).await.unwrap();
+    s.say("ada", "clear all confirm").await;
+    assert!(s.user("ada").await.kept_files().await.unwrap().is_empty());
 }

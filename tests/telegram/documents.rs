@@ -174,3 +174,39 @@ async fn a_document_that_cannot_be_read_gets_a_short_reply_and_its_caption_is_an
     }
     mnemo.stop(&api).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_attachments_keep_the_files_themselves_are_kept_privately_and_forgotten_by_id() {
+    let (_model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let list = b"- Pack the blue raincoat.\n".to_vec();
+    api.add_file("DOC-MD", "documents/file_1.md", list.clone(), "text/markdown");
+    let mnemo = Mnemo::launch(
+        &api,
+        &model_url,
+        json!({}),
+        json!({ "attachments": { "keep": true }, "limits": { "userMessagesPerMinute": 0 } }),
+        json!({}),
+        &[],
+    );
+    api.push_message(document(ADA, "DOC-MD", "packing.md", "text/markdown", list.len(), None));
+    api.wait_for_calls("sendMessage", 1).await;
+
+    let id = mnemo_sessions::documents::id_of(&list);
+    let layout = mnemo_sessions::Layout::new(&mnemo.state(), "telegram");
+    let ada = mnemo_sessions::SafeName::of(&ADA.to_string());
+    let kept = layout.kept_path(&ada, &format!("{id}.bin"));
+    assert_eq!(std::fs::read(&kept).unwrap(), list, "the file as it was sent");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&kept).unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "private to the bot's account");
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), &format!("/session forget {id}")));
+    api.wait_for_calls("sendMessage", 2).await;
+    assert_eq!(
+        texts(&api.calls("sendMessage")).pop().unwrap(),
+        "Forgot the document packing.md and everything I took from it, and the file itself."
+    );
+    assert!(!kept.exists());
+    assert!(!layout.document_path(&ada, &id).exists());
+    mnemo.stop(&api).await;
+}

@@ -106,6 +106,7 @@ pub(super) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> 
     memory.digests = crate::digests::read_rows(tx, channel, &key).await?;
     memory.reminders = crate::reminders::read_book(tx, channel, user).await?;
     memory.documents = crate::documents::read_all(tx, channel, user).await?;
+    memory.kept = crate::documents::read_kept(tx, channel, user).await?;
     Ok(Some(memory))
 }
 

@@ -34,3 +34,19 @@ CREATE TABLE mnemo_document_pieces (
 -- A turn's search of one user's pieces: the primary key narrows to the
 -- user, this to the words.
 CREATE INDEX mnemo_document_pieces_tsv ON mnemo_document_pieces USING gin (tsv);
+
+-- The files themselves, when the operator keeps them (`attachments.keep`;
+-- `ltm/attachments/<user>/` on the files): the record and the bytes.
+CREATE TABLE mnemo_kept_files (
+    channel   text        NOT NULL,
+    user_key  text        NOT NULL,
+    id        text        NOT NULL,
+    name      text        NOT NULL,
+    kind      text        NOT NULL,
+    mime      text,
+    bytes     bigint      NOT NULL,
+    added_at  timestamptz NOT NULL,
+    data      bytea       NOT NULL,
+    PRIMARY KEY (channel, user_key, id),
+    FOREIGN KEY (channel, user_key) REFERENCES mnemo_users ON DELETE CASCADE
+);

@@ -23,6 +23,7 @@ use crate::documents::{self, Document, DocumentMeta};
 use crate::edits::{Editor, FactLine, Forgotten};
 use crate::export::{self, Export};
 use crate::fsutil::remove_if_exists;
+use crate::kept::{self, KeptFile, KeptMeta};
 use crate::maintenance::Maintenance;
 use crate::names::SafeName;
 use crate::recall::{Item, Recall, Recalled, TurnQuery};
@@ -416,6 +417,7 @@ impl UserMemory for FileUser {
             timezone: self.store.inner.reminders.timezone(user).await?,
             reminders: self.store.inner.reminders.pending(user).await?.len(),
             documents: documents::list(layout, user).map_err(StoreError::storage)?.len(),
+            kept_files: kept::list(layout, user).map_err(StoreError::storage)?.len(),
         })
     }
 
@@ -526,6 +528,20 @@ impl UserMemory for FileUser {
     async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError> {
         let _guard = self.stm().lock(&self.user).await;
         documents::remove(self.stm().layout(), &self.user, id).map_err(StoreError::storage)
+    }
+
+    async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        kept::keep(self.stm().layout(), &self.user, file).map_err(StoreError::storage)
+    }
+
+    async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, StoreError> {
+        kept::list(self.stm().layout(), &self.user).map_err(StoreError::storage)
+    }
+
+    async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        kept::remove(self.stm().layout(), &self.user, id).map_err(StoreError::storage)
     }
 }
 

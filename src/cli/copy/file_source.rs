@@ -90,6 +90,11 @@ pub(super) fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
     }
     read_long_term(layout, user, &mut memory)?;
     memory.reminders = mnemo_sessions::store::files::read_book(layout, user)?;
+    for meta in mnemo_sessions::kept::list(layout, user)? {
+        if let Some(file) = mnemo_sessions::kept::read(layout, user, &meta.id)? {
+            memory.kept.push(file);
+        }
+    }
     for meta in documents::list(layout, user)? {
         if let Some(doc) = documents::read(layout, user, &meta.id)? {
             memory.documents.push(doc);
