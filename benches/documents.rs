@@ -57,6 +57,7 @@ fn message(user: &str) -> Inbound {
         ts: Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 
