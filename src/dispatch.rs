@@ -337,6 +337,7 @@ mod tests {
             ts: Utc::now(),
             addressed: true,
             interaction: None,
+            attachments: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod channel_memory;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
+pub mod documents;
 pub mod instance;
 pub mod logging;
 pub mod memory_tools;

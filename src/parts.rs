@@ -32,4 +32,7 @@ pub struct AppParts {
     /// `store.kind: postgres`: the database pool (checked at start by
     /// `serve`); `None` keeps memory in the files.
     pub store: Option<mnemo_pg::PgStore>,
+    /// What files with messages may be and what becomes of them
+    /// (`limits.maxAttachmentBytes`, `model.vision`, `transcription`).
+    pub attachments: crate::pipeline::AttachmentSettings,
 }

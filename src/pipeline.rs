@@ -24,11 +24,14 @@
 //! settles a question (its answer, or the error shown) is stored right
 //! after it is shown, and a settled question is never answered again.
 
+mod attachments;
 mod budget;
+pub mod documents;
 mod intake;
 mod no_model;
 mod reminding;
 
+pub use attachments::{AttachmentSettings, NO_VISION, NOT_AN_IMAGE, VOICE_NOT_SET_UP};
 pub(crate) use budget::spend;
 pub use budget::{Clock, channel_notice, user_notice};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
@@ -230,7 +233,16 @@ impl Pipeline {
         backlog: &Backlog,
         trace: &mut TurnTrace,
     ) -> Result<Outcome, TurnError> {
-        let Taken { message, user, work } = taken;
+        let Taken {
+            message,
+            user,
+            work,
+            images,
+            notes,
+        } = taken;
+        if self.tell(&message, &notes, &work).await {
+            return Ok(Outcome::Refused);
+        }
         // The user's memory for this turn; on a store several brokers
         // share, the user's turn lock is held from here to its end, so
         // another broker never interleaves this user's turns.
@@ -238,7 +250,7 @@ impl Pipeline {
         match work {
             Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
             Work::GiveUp { earlier } => return self.give_up(memory, mine.as_mut(), &message, &earlier, backlog).await,
-            Work::Question | Work::Recovered => {}
+            Work::Question | Work::Recovered | Work::Notes => {}
         }
         let config = memory.store.config();
         let keep = recent_keep(config, &self.parts.limits);
@@ -261,7 +273,9 @@ impl Pipeline {
                 .await;
         }
 
-        let request = self.request_for(memory, mine.as_mut(), &message, view, zone).await;
+        let mut request = self.request_for(memory, mine.as_mut(), &message, view, zone).await;
+        // This turn's photos: in this request only, never in memory.
+        request.images = images;
         trace.lap(Phase::Memory);
         let (tools, limits) = self.memory_tools(memory, mine, &request);
         let tools = self.with_reminders(tools, &message);
@@ -309,19 +323,33 @@ impl Pipeline {
             &self.answered
         };
         counter.fetch_add(1, Ordering::SeqCst);
-        let outcome = match (failed, broken) {
+        Ok(self.answered_as(&message, failed, broken).await)
+    }
+
+    /// What became of an answered turn: the model failed, its stream broke
+    /// (the user is told), or it answered.
+    async fn answered_as(&self, message: &Inbound, failed: Option<ModelError>, broken: Option<ModelError>) -> Outcome {
+        match (failed, broken) {
             (Some(e), _) => {
                 tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model call failed; message kept in STM");
                 Outcome::ModelFailed
             }
             (None, Some(e)) => {
                 tracing::warn!(channel = %message.channel, user = %crate::ops::turn_log::user_hash(&message.user_id), error = %e, "model stream broke; the answer so far is kept, marked as cut");
-                self.reply(&message, e.user_message()).await;
+                self.reply(message, e.user_message()).await;
                 Outcome::Cut
             }
             (None, None) => Outcome::Answered,
-        };
-        Ok(outcome)
+        }
+    }
+
+    /// Says what a message's files could not be; whether that was all its
+    /// turn had to do.
+    async fn tell(&self, message: &Inbound, notes: &[String], work: &Work) -> bool {
+        for note in notes {
+            self.reply(message, note).await;
+        }
+        matches!(work, Work::Notes)
     }
 
     /// The model's answer to `request`, with the memory tools. On a

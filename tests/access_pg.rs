@@ -38,6 +38,7 @@ fn broker(store: &PgStore, url: &str, recheck: Option<Duration>) -> Broker {
     let state = tempfile::tempdir().unwrap();
     let parts = Arc::new(AppParts {
         store: Some(store.clone()),
+        attachments: Default::default(),
         ..app_parts(state.path(), url, LimitsConfig::default())
     });
     let memory = ChannelMemory::open(

@@ -2,6 +2,7 @@
 //! CLI): the real `mnemo` binary or the real `App`, with fakes only at the
 //! network edge (a model server on 127.0.0.1, a stand-in channel).
 
+mod attachments;
 mod deadline;
 mod streaming;
 use crate::support;

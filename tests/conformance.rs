@@ -13,10 +13,12 @@
 //! `lifecycle` (clear, clear all, export, expiry and retention at
 //! maintenance), `access` (who may talk: the rules in `access.json` or in
 //! the database), `reminders` (set, claimed once, missed, told once),
-//! `usage` (tokens per user and day, the channel's total, kept and shared).
+//! `usage` (tokens per user and day, the channel's total, kept and shared),
+//! `documents` (kept once, recalled by content, forgotten, exported, scoped).
 
 mod access;
 mod commands;
+mod documents;
 mod edits;
 mod folds;
 mod lifecycle;

@@ -6,6 +6,7 @@
 
 use crate::support;
 use mnemo_testkit::discord as fake;
+mod attachments;
 mod reminders;
 mod streaming;
 

@@ -5,6 +5,7 @@
 //! between is the real broker and the real Slack adapter.
 
 use mnemo_testkit::slack as fake;
+mod attachments;
 mod reminders;
 mod streaming;
 use crate::support;
@@ -34,13 +35,18 @@ impl Bot {
     }
 
     /// The same with `groups` as the `groups` of slack's `access.json`.
+    fn start_with_groups(model_url: &str, slack: Value, groups: Value) -> Bot {
+        Bot::start_with_model(model_url, slack, groups, json!({}))
+    }
+
+    /// The same with `model` merged into the `model` section.
     #[allow(
         clippy::disallowed_methods,
         reason = "the child process gets the real PATH to find its tools"
     )]
-    fn start_with_groups(model_url: &str, slack: Value, groups: Value) -> Bot {
+    fn start_with_model(model_url: &str, slack: Value, groups: Value, model: Value) -> Bot {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config_path = support::write_config(dir.path(), model_url, json!({}));
+        let config_path = support::write_config(dir.path(), model_url, model);
         let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).expect("config")).expect("json");
         config["channels"] = json!({"console": {"enabled": false}, "slack": slack});
         std::fs::write(&config_path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");

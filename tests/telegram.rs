@@ -8,6 +8,8 @@
 
 use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
+mod attachments;
+mod documents;
 mod reminders;
 mod streaming;
 use crate::support;

@@ -158,6 +158,7 @@ impl Broker {
             ts: at,
             addressed: true,
             interaction: None,
+            attachments: Vec::new(),
         };
         self.app.submit(message).await;
         self.channel.0.notified().await;

@@ -9,7 +9,9 @@
 //! pipe (for scripts and tests): no banner, prompt or indicator then, and
 //! end of input ends the channel cleanly.
 
-use crate::{Channel, ChannelError, ChatKind, Inbound, LiveReply, Outbound, OutboundBody, Shutdown};
+use crate::{
+    Attachment, AttachmentKind, Channel, ChannelError, ChatKind, Inbound, LiveReply, Outbound, OutboundBody, Shutdown,
+};
 use async_trait::async_trait;
 use chrono::Utc;
 use std::io::IsTerminal;
@@ -88,7 +90,10 @@ impl ConsoleChannel {
     }
 
     fn inbound(&self, text: String) -> Inbound {
-        let text = help_as_session_help(text);
+        let (text, attachments) = match attach_command(&text) {
+            Some((attachment, words)) => (words, vec![attachment]),
+            None => (help_as_session_help(text), Vec::new()),
+        };
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         Inbound {
             channel: "console".to_string(),
@@ -102,8 +107,62 @@ impl ConsoleChannel {
             ts: Utc::now(),
             addressed: true,
             interaction: None,
+            attachments,
         }
     }
+}
+
+/// `/attach PATH [words]` (a path with spaces in double quotes): the file
+/// as an attachment, the words as the message. Its kind and type come from
+/// the file's extension; the broker checks a photo's bytes itself.
+fn attach_command(line: &str) -> Option<(Attachment, String)> {
+    let rest = line.trim().strip_prefix("/attach")?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let (path, words) = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split_once('"')?,
+        None => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
+    };
+    if path.is_empty() {
+        return None;
+    }
+    let name = std::path::Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let extension = name
+        .as_deref()
+        .and_then(|n| n.rsplit_once('.'))
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    let (kind, mime) = match extension.as_str() {
+        "ogg" | "oga" | "opus" => (AttachmentKind::Voice, "audio/ogg"),
+        "mp3" => (AttachmentKind::Audio, "audio/mpeg"),
+        "m4a" => (AttachmentKind::Audio, "audio/mp4"),
+        "wav" => (AttachmentKind::Audio, "audio/wav"),
+        "webm" => (AttachmentKind::Audio, "audio/webm"),
+        "flac" => (AttachmentKind::Audio, "audio/flac"),
+        "png" => (AttachmentKind::Photo, "image/png"),
+        "jpg" | "jpeg" => (AttachmentKind::Photo, "image/jpeg"),
+        "gif" => (AttachmentKind::Photo, "image/gif"),
+        "webp" => (AttachmentKind::Photo, "image/webp"),
+        "pdf" => (AttachmentKind::Document, "application/pdf"),
+        "md" | "markdown" => (AttachmentKind::Document, "text/markdown"),
+        "csv" => (AttachmentKind::Document, "text/csv"),
+        "json" => (AttachmentKind::Document, "application/json"),
+        "txt" => (AttachmentKind::Document, "text/plain"),
+        _ => (AttachmentKind::Document, "application/octet-stream"),
+    };
+    let attachment = Attachment {
+        kind,
+        name,
+        mime: Some(mime.to_string()),
+        size: std::fs::metadata(path).ok().map(|m| m.len()),
+        duration_secs: None,
+        source: path.to_string(),
+    };
+    Some((attachment, words.trim().to_string()))
 }
 
 #[async_trait]
@@ -114,6 +173,15 @@ impl Channel for ConsoleChannel {
 
     fn max_message_chars(&self) -> usize {
         CONSOLE_MAX_CHARS
+    }
+
+    /// `/attach PATH`: the local file, read within the limit.
+    async fn download(
+        &self,
+        attachment: &Attachment,
+        limits: crate::DownloadLimits,
+    ) -> Result<Vec<u8>, crate::DownloadError> {
+        crate::download::read_file(std::path::Path::new(&attachment.source), limits).await
     }
 
     async fn receive(&self, inbox: mpsc::Sender<Inbound>, mut shutdown: Shutdown) -> Result<(), ChannelError> {
@@ -276,6 +344,33 @@ fn help_as_session_help(text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attach_takes_a_path_its_words_and_guesses_the_kind_from_the_extension() {
+        let (a, words) = attach_command("/attach /tmp/note.ogg remind me of this").unwrap();
+        assert_eq!(
+            (a.kind, a.source.as_str(), a.name.as_deref()),
+            (AttachmentKind::Voice, "/tmp/note.ogg", Some("note.ogg"))
+        );
+        assert_eq!(words, "remind me of this");
+        let (a, words) = attach_command("/attach \"/tmp/my cat.JPG\"").unwrap();
+        assert_eq!(
+            (a.kind, a.mime.as_deref(), a.source.as_str()),
+            (AttachmentKind::Photo, Some("image/jpeg"), "/tmp/my cat.JPG")
+        );
+        assert_eq!(words, "");
+        assert_eq!(
+            attach_command("/attach lease.pdf").unwrap().0.kind,
+            AttachmentKind::Document
+        );
+        assert_eq!(
+            attach_command("/attach talk.mp3").unwrap().0.kind,
+            AttachmentKind::Audio
+        );
+        assert!(attach_command("/attach").is_none());
+        assert!(attach_command("/attachment x").is_none());
+        assert!(attach_command("please /attach x").is_none());
+    }
 
     #[test]
     fn help_is_the_brokers_help_and_other_text_is_kept() {

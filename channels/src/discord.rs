@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     /// Up on READY / RESUMED and a connected shard, down when the shard
     /// drops: the broker's readiness reads it.
     pub(crate) link: crate::Link,
+    /// Downloads of message attachments from the CDN (no token needed).
+    files: reqwest::Client,
 }
 
 impl Shared {
@@ -145,6 +147,9 @@ impl Shared {
     }
 }
 
+/// Where Discord serves message attachments.
+const CDN_HOSTS: [&str; 2] = ["cdn.discordapp.com", "media.discordapp.net"];
+
 /// The Discord adapter. Cheap to share: the broker holds it in an `Arc`.
 pub struct DiscordChannel {
     shared: Arc<Shared>,
@@ -178,6 +183,10 @@ impl DiscordChannel {
                 guild_id,
                 me: RwLock::new(None),
                 link: crate::Link::default(),
+                files: reqwest::Client::builder()
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .build()
+                    .unwrap_or_default(),
             }),
         })
     }
@@ -252,6 +261,35 @@ impl Channel for DiscordChannel {
 
     /// A failure comes back with its reason (status, Discord's message, a
     /// hint; secrets redacted) for the broker to log.
+    /// The attachment's CDN URL (Discord's or the configured `apiUrl`'s host).
+    async fn download(
+        &self,
+        attachment: &crate::Attachment,
+        limits: crate::DownloadLimits,
+    ) -> Result<Vec<u8>, crate::DownloadError> {
+        use crate::DownloadError;
+        if attachment.size.is_some_and(|size| size > limits.max_bytes) {
+            return Err(DownloadError::TooLarge {
+                limit: limits.max_bytes,
+            });
+        }
+        let url = reqwest::Url::parse(&attachment.source)
+            .map_err(|_| DownloadError::Failed("the attachment's address is not a URL".into()))?;
+        let host = url.host_str().unwrap_or("");
+        let cdn = url.scheme() == "https" && CDN_HOSTS.contains(&host);
+        let configured = self
+            .shared
+            .settings
+            .api_url
+            .as_deref()
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .is_some_and(|api| api.host_str() == Some(host));
+        if !(cdn || configured) {
+            return Err(DownloadError::Failed("the attachment is not on Discord's CDN".into()));
+        }
+        crate::download::fetch(self.shared.files.get(url), limits).await
+    }
+
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
         outbound::send(&self.shared, out).await
     }

@@ -8,6 +8,7 @@
 pub mod console;
 #[cfg(feature = "discord")]
 pub mod discord;
+pub mod download;
 pub mod format;
 pub mod http1;
 mod link;
@@ -20,9 +21,12 @@ pub mod slack;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 
+pub use download::{DownloadError, DownloadLimits};
 pub use link::{Link, LinkState, LinkStatus};
 pub use live::{LiveReply, SendAtFinish};
-pub use message::{ASK_PRIVATELY, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY};
+pub use message::{
+    ASK_PRIVATELY, Attachment, AttachmentKind, ChatKind, Inbound, Outbound, OutboundBody, SENT_PRIVATELY,
+};
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, watch};
@@ -120,5 +124,14 @@ pub trait Channel: Send + Sync + 'static {
     /// check --online`: who the platform says we are, or why it refused.
     async fn probe(&self) -> Result<String, ChannelError> {
         Ok("nothing remote to check".into())
+    }
+
+    /// Downloads one of an [`Inbound`]'s attachments: at most
+    /// `limits.max_bytes` (a larger file is refused, declared or as it
+    /// streams in, and the buffer never grows past the limit), giving up
+    /// when no bytes come for `limits.stall`. A channel that cannot fetch
+    /// files says so.
+    async fn download(&self, _attachment: &Attachment, _limits: DownloadLimits) -> Result<Vec<u8>, DownloadError> {
+        Err(DownloadError::Unsupported)
     }
 }

@@ -38,6 +38,57 @@ pub struct Inbound {
     /// slash command's `response_url`, a Discord interaction token): an
     /// opaque handle the adapter answers through, ephemerally.
     pub interaction: Option<String>,
+    /// Files sent with the message (a voice note, a photo, a document), in
+    /// the platform's order; [`Inbound::text`] is the caption or the words
+    /// sent with them. Described only: the broker asks the adapter to
+    /// download one ([`crate::Channel::download`]) when it wants it.
+    pub attachments: Vec<Attachment>,
+}
+
+/// What kind of file an [`Attachment`] is, as the broker treats it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttachmentKind {
+    /// A voice note recorded in the app (Telegram `voice`, a Discord voice
+    /// message).
+    Voice,
+    /// An audio file (Telegram `audio`, an `audio/*` file elsewhere).
+    Audio,
+    /// A picture (Telegram `photo`, an `image/*` file elsewhere).
+    Photo,
+    /// Any other file.
+    Document,
+}
+
+impl AttachmentKind {
+    /// Lowercase, for metrics labels, logs and markers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachmentKind::Voice => "voice",
+            AttachmentKind::Audio => "audio",
+            AttachmentKind::Photo => "photo",
+            AttachmentKind::Document => "document",
+        }
+    }
+}
+
+/// One file that came with an [`Inbound`], as the platform described it.
+/// Nothing here is downloaded yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    pub kind: AttachmentKind,
+    /// The file's name, when the platform gives one.
+    pub name: Option<String>,
+    /// The MIME type the platform declared (not trusted: the broker checks
+    /// a photo's bytes itself).
+    pub mime: Option<String>,
+    /// The size in bytes the platform declared, if any.
+    pub size: Option<u64>,
+    /// Voice and audio: the length in seconds the platform declared.
+    pub duration_secs: Option<u32>,
+    /// Where the adapter fetches it from, in the adapter's own terms (a
+    /// Telegram `file_id`, a Slack `url_private_download`, a Discord CDN
+    /// URL, a console path). Opaque to the broker; never logged.
+    pub source: String,
 }
 
 /// What a reply carries.

@@ -16,6 +16,7 @@
 //! tokens, the signing secret or a `response_url`: ids, counts and reasons.
 
 mod events;
+mod files;
 mod http;
 mod live;
 mod receipts;
@@ -88,6 +89,8 @@ pub struct SlackChannel {
 /// State shared by the receiving loop and the senders.
 struct Shared {
     web: Web,
+    /// Downloads of shared files, with the bot token.
+    files: files::Files,
     /// Known after `auth.test` at the start of [`Channel::receive`].
     identity: Mutex<Option<Identity>>,
     memory: Mutex<Memory>,
@@ -172,6 +175,7 @@ impl SlackChannel {
         Ok(SlackChannel {
             shared: Arc::new(Shared {
                 web: Web::new(connector, &settings.bot_token),
+                files: files::Files::new(&settings.bot_token, settings.api_url.as_deref()),
                 identity: Mutex::new(None),
                 memory: Mutex::new(Memory::default()),
                 receipts: Receipts::new(),
@@ -409,6 +413,15 @@ impl Channel for SlackChannel {
                 .map_err(|e| fail("apps.connections.open (app token)", &e))?;
         }
         Ok(format!("auth.test: bot user {}", me.user_id))
+    }
+
+    /// `url_private_download` with the bot token.
+    async fn download(
+        &self,
+        attachment: &crate::Attachment,
+        limits: crate::DownloadLimits,
+    ) -> Result<Vec<u8>, crate::DownloadError> {
+        self.shared.files.download(attachment, limits).await
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

@@ -12,6 +12,7 @@
 //! text is never logged.
 
 mod api;
+mod files;
 mod inbound;
 mod live;
 mod polling;
@@ -19,6 +20,7 @@ mod unconfirmed;
 mod updates;
 mod webhook;
 
+pub use files::BOT_API_DOWNLOAD_LIMIT;
 pub use webhook::{Receipt, WebhookIntake, WebhookRejection};
 
 use crate::format::{self, TELEGRAM_MAX_CHARS, TelegramHtml};
@@ -44,9 +46,9 @@ pub(crate) const CHANNEL: &str = "telegram";
 /// The Bot API everyone uses unless `apiUrl` says otherwise.
 const DEFAULT_API_URL: &str = "https://api.telegram.org";
 
-/// What a photo, sticker or voice note without a caption gets back.
+/// What a sticker, video or the like without a caption gets back.
 pub const TEXT_ONLY_REPLY: &str =
-    "I can only read text for now. Please write your message as text (a caption on a photo works too).";
+    "I can't take this kind of message. I understand text, voice notes, audio files, photos and documents.";
 
 /// The description of `/session` in Telegram's command menu.
 const SESSION_COMMAND_DESCRIPTION: &str =
@@ -129,6 +131,8 @@ pub struct TelegramChannel {
     /// Up after each answered `getMe`/`getUpdates`/webhook registration,
     /// down after a failed one: the broker's readiness reads it.
     link: Link,
+    /// Downloads of the files messages carry (`getFile` and the file URL).
+    files: files::Files,
 }
 
 impl TelegramChannel {
@@ -145,6 +149,7 @@ impl TelegramChannel {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| TelegramError::Client(e.to_string()))?;
+        let files = files::Files::new(&api_url, &settings.token).map_err(|e| TelegramError::Client(e.to_string()))?;
         let bot = Bot::with_client(settings.token.trim(), client).set_api_url(api_url);
         let webhook = match settings.mode {
             TelegramMode::Polling => None,
@@ -171,6 +176,7 @@ impl TelegramChannel {
             webhook,
             unconfirmed: unconfirmed::Unconfirmed::default(),
             link: Link::default(),
+            files,
         })
     }
 
@@ -319,6 +325,15 @@ impl Channel for TelegramChannel {
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {
         send(&self.api, out).await
+    }
+
+    /// `getFile`, then the file URL; never more than the Bot API's 20 MB.
+    async fn download(
+        &self,
+        attachment: &crate::Attachment,
+        limits: crate::DownloadLimits,
+    ) -> Result<Vec<u8>, crate::DownloadError> {
+        self.files.download(attachment, limits).await
     }
 
     fn live(&self, out: Outbound) -> Box<dyn crate::LiveReply + '_> {

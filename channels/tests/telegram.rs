@@ -630,3 +630,63 @@ fn outbound(chat: i64, body: &str) -> Outbound {
         body: OutboundBody::Text(body.into()),
     }
 }
+
+mod files {
+    use super::*;
+    use mnemo_channels::{Attachment, AttachmentKind, DownloadError, DownloadLimits};
+
+    fn attachment(file_id: &str, size: Option<u64>) -> Attachment {
+        Attachment {
+            kind: AttachmentKind::Voice,
+            name: None,
+            mime: Some("audio/ogg".into()),
+            size,
+            duration_secs: Some(3),
+            source: file_id.into(),
+        }
+    }
+
+    fn limits(max_bytes: u64) -> DownloadLimits {
+        DownloadLimits {
+            max_bytes,
+            stall: Duration::from_millis(500),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_is_fetched_through_get_file_and_the_file_url_within_the_limits() {
+        let api = FakeBotApi::start().await;
+        api.add_file("V1", "voice/file_1.oga", b"OggS-voice".to_vec(), "audio/ogg");
+        api.add_stalling_file("SLOW", "voice/slow.oga");
+        let channel = TelegramChannel::new(settings(&api)).unwrap();
+        let got = channel.download(&attachment("V1", None), limits(100)).await;
+        assert_eq!(got.as_deref(), Ok(&b"OggS-voice"[..]));
+        assert_eq!(api.calls("getFile")[0].params["file_id"], "V1");
+        assert_eq!(
+            channel.download(&attachment("V1", None), limits(5)).await,
+            Err(DownloadError::TooLarge { limit: 5 })
+        );
+        assert_eq!(
+            channel
+                .download(&attachment("V1", Some(50 * 1024 * 1024)), limits(u64::MAX))
+                .await,
+            Err(DownloadError::TooLarge {
+                limit: mnemo_channels::telegram::BOT_API_DOWNLOAD_LIMIT
+            }),
+            "the Bot API's 20 MB bound holds whatever the broker allows"
+        );
+        assert_eq!(
+            channel.download(&attachment("SLOW", None), limits(5000)).await,
+            Err(DownloadError::Stalled(Duration::from_millis(500)))
+        );
+        let gone = channel
+            .download(&attachment("NOPE", None), limits(100))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            gone,
+            DownloadError::Failed("getFile: Bad Request: invalid file_id".into())
+        );
+        assert!(!gone.to_string().contains(TOKEN));
+    }
+}

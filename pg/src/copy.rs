@@ -2,7 +2,7 @@
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
 //! archived ones grouped into folds, the summary and profile bodies, the
 //! fact log, the versions, the topic notes, the daily and weekly
-//! summaries, the reminders and timezone),
+//! summaries, the reminders and timezone, the documents and kept files),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -74,6 +74,10 @@ pub struct UserMemory {
     pub digests: Vec<crate::digests::StoredDigest>,
     /// Reminders (by id) and the user's timezone.
     pub reminders: mnemo_sessions::reminders::Book,
+    /// Documents the user sent, oldest first.
+    pub documents: Vec<mnemo_sessions::documents::Document>,
+    /// Files kept as they were sent, oldest first.
+    pub kept: Vec<mnemo_sessions::kept::KeptFile>,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -119,6 +123,8 @@ impl UserMemory {
             && self.topics.is_empty()
             && self.digests.is_empty()
             && self.reminders.is_empty()
+            && self.documents.is_empty()
+            && self.kept.is_empty()
     }
 
     /// How many of the messages are archived (the folds' total).
@@ -153,6 +159,8 @@ impl UserMemory {
             && self.topics == other.topics
             && same_digests(&self.digests, &other.digests)
             && self.reminders == other.reminders
+            && self.documents == other.documents
+            && self.kept == other.kept
     }
 
     /// Timestamps cut to the microsecond, text as the database keeps it
@@ -226,6 +234,19 @@ impl UserMemory {
             }
         }
         self.reminders.reminders.sort_by(|a, b| a.id.cmp(&b.id));
+        for d in &mut self.documents {
+            d.meta.added = micros(d.meta.added);
+            stored(&mut d.meta.name);
+            stored(&mut d.text);
+        }
+        self.documents
+            .sort_by(|a, b| a.meta.added.cmp(&b.meta.added).then_with(|| a.meta.id.cmp(&b.meta.id)));
+        for f in &mut self.kept {
+            f.meta.added = micros(f.meta.added);
+            stored(&mut f.meta.name);
+        }
+        self.kept
+            .sort_by(|a, b| a.meta.added.cmp(&b.meta.added).then_with(|| a.meta.id.cmp(&b.meta.id)));
         self
     }
 }

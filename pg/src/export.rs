@@ -108,6 +108,24 @@ fn files_of(layout: &Layout, user: &SafeName, stored: &Stored) -> Result<Vec<(Pa
             files.push((relative(layout, path)?, document.clone().into_bytes()));
         }
     }
+    for doc in &stored.documents {
+        if !mnemo_sessions::documents::is_id(&doc.meta.id) {
+            continue; // not a name the files could hold
+        }
+        let path = layout.document_path(user, &doc.meta.id);
+        let text = mnemo_sessions::documents::file_text(&path, doc).map_err(StoreError::storage)?;
+        files.push((relative(layout, path)?, text.into_bytes()));
+    }
+    for file in &stored.kept {
+        if !mnemo_sessions::documents::is_id(&file.meta.id) {
+            continue; // not a name the files could hold
+        }
+        let meta = serde_json::to_vec_pretty(&file.meta).map_err(StoreError::storage)?;
+        let data = layout.kept_path(user, &format!("{}.bin", file.meta.id));
+        let record = layout.kept_path(user, &format!("{}.json", file.meta.id));
+        files.push((relative(layout, data)?, file.data.clone()));
+        files.push((relative(layout, record)?, meta));
+    }
     let profile_file = Layout::profile_file(user);
     for version in &stored.versions {
         let mut version = version.clone();

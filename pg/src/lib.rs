@@ -37,6 +37,7 @@ pub mod access;
 pub mod channel;
 pub mod copy;
 pub mod digests;
+pub mod documents;
 pub mod export;
 pub mod fold;
 pub mod maintain;

@@ -60,6 +60,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "model tokens spent per user, day and purpose",
         sql: include_str!("migrations/0008_usage.sql"),
     },
+    Migration {
+        version: 9,
+        name: "documents a user sent, their pieces for recall, and kept files",
+        sql: include_str!("migrations/0009_documents.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

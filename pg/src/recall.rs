@@ -6,7 +6,7 @@
 //! 1. the question's stemmed terms and how many of the user's messages
 //!    each matches (counted up to [`RARE`], from the per-user index; not
 //!    counted for a user with fewer messages than that in all), pipelined
-//!    with the searches of the user's topic notes and fact log (a few of
+//!    with the searches of the user's topic notes, documents and fact log (a few of
 //!    each go ahead of the messages, see [`crate::memory`]);
 //! 2. one statement: the search by the rare terms ranked by all of them
 //!    ([`plan`]; the newest [`RANKED`] matches at most are ranked) and, as
@@ -174,8 +174,8 @@ impl PgTurn {
         Ok(mnemo_sessions::recall::pack(items, max_tokens))
     }
 
-    /// The full-text ranking (best first): the user's matching topic notes
-    /// and fact-log entries (a few each, ahead), then the messages matching
+    /// The full-text ranking (best first): the user's matching topic notes,
+    /// document pieces and fact-log entries (a few each, ahead), then the messages matching
     /// the question, the second round's, and the matching pieces of their
     /// daily and weekly summaries.
     async fn full_text(&mut self, message: &str, skip: &[String]) -> Result<Vec<Item>, PgError> {
@@ -185,12 +185,13 @@ impl PgTurn {
         }
         let conn = self.client();
         let (channel, user) = (self.channel().name(), self.user().as_str());
-        let (counting, recall, digests, notes, facts) = futures_util::try_join!(
+        let (counting, recall, digests, notes, facts, documents) = futures_util::try_join!(
             conn.prepare_cached(TERM_COUNTS),
             conn.prepare_cached(RECALL),
             conn.prepare_cached(RECALL_DIGESTS),
             conn.prepare_cached(crate::memory::NOTES_MATCHING),
-            conn.prepare_cached(crate::memory::FACTS_MATCHING)
+            conn.prepare_cached(crate::memory::FACTS_MATCHING),
+            conn.prepare_cached(crate::documents::PIECES_MATCHING)
         )?;
         // The term counts, and the user's topic notes and fact-log entries
         // that match (a few of each go ahead of the messages), in one
@@ -202,13 +203,17 @@ impl PgTurn {
         let count_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &joined, &crate::recall::RARE];
         let note_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &query, &note_limit];
         let fact_params: [&(dyn ToSql + Sync); 3] = [&channel, &user, &query];
-        let (rows, note_rows, fact_rows) = futures_util::try_join!(
+        let piece_limit = crate::documents::RECALLED_PIECES as i64;
+        let piece_params: [&(dyn ToSql + Sync); 4] = [&channel, &user, &query, &piece_limit];
+        let (rows, note_rows, fact_rows, piece_rows) = futures_util::try_join!(
             conn.query(&counting, &count_params),
             conn.query(&notes, &note_params),
             conn.query(&facts, &fact_params),
+            conn.query(&documents, &piece_params),
         )?;
         let matched: Vec<i64> = fact_rows.iter().map(|row| row.get(0)).collect();
         let mut notes = crate::memory::note_items(&note_rows);
+        notes.extend(crate::documents::piece_items(&piece_rows));
         notes.extend(crate::memory::fact_hits(&***conn, channel, user, &matched, RECALLED_FACTS).await?);
         let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
         let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));

@@ -25,7 +25,11 @@ impl PgTurn {
                          WHERE t.channel = $1 AND t.user_key = $2),
                         u.timezone,
                         (SELECT count(*) FROM mnemo_reminders r
-                         WHERE r.channel = $1 AND r.user_key = $2 AND r.state <> 'done')
+                         WHERE r.channel = $1 AND r.user_key = $2 AND r.state <> 'done'),
+                        (SELECT count(*) FROM mnemo_documents d
+                         WHERE d.channel = $1 AND d.user_key = $2),
+                        (SELECT count(*) FROM mnemo_kept_files k
+                         WHERE k.channel = $1 AND k.user_key = $2)
                  FROM mnemo_users u LEFT JOIN mnemo_messages m USING (channel, user_key)
                  WHERE u.channel = $1 AND u.user_key = $2 GROUP BY u.summary_at, u.profile, u.timezone",
                 &[&channel, &key],
@@ -42,6 +46,8 @@ impl PgTurn {
         let profile: Option<String> = row.get(3);
         let notes: i64 = row.get(4);
         let reminders: i64 = row.get(6);
+        let documents: i64 = row.get(7);
+        let kept_files: i64 = row.get(8);
         Ok(Status {
             stm_messages: count(short),
             archived_messages: count(all - short),
@@ -51,6 +57,8 @@ impl PgTurn {
             storage: None,
             timezone: row.get(5),
             reminders: count(reminders),
+            documents: count(documents),
+            kept_files: count(kept_files),
         })
     }
 
@@ -93,8 +101,8 @@ impl PgTurn {
     }
 
     /// What `clear all` would delete, counted as items: each message
-    /// (short-term and archived), topic note, daily or weekly summary and
-    /// reminder, and the profile, rolling summary and timezone if there are.
+    /// (short-term and archived), topic note, daily or weekly summary,
+    /// reminder, document and kept file, and the profile, rolling summary and timezone if there are.
     pub async fn held(&mut self) -> Result<Held, PgError> {
         let (channel, key) = (self.channel_name().to_string(), self.user().as_str().to_string());
         let n: i64 = self
@@ -105,6 +113,8 @@ impl PgTurn {
                       + (SELECT count(*) FROM mnemo_digests WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_reminders WHERE channel = $1 AND user_key = $2)
                       + (SELECT count(*) FROM mnemo_usage WHERE channel = $1 AND user_key = $2)
+                      + (SELECT count(*) FROM mnemo_documents WHERE channel = $1 AND user_key = $2)
+                      + (SELECT count(*) FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2)
                       + (u.profile IS NOT NULL)::int + (u.summary IS NOT NULL)::int
                       + (u.timezone IS NOT NULL)::int
                  FROM mnemo_users u WHERE u.channel = $1 AND u.user_key = $2",

@@ -16,8 +16,10 @@ use crate::{PgChannel, PgError, PgTurn};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use mnemo_sessions::config::SessionConfig;
+use mnemo_sessions::documents::{Document, DocumentMeta};
 use mnemo_sessions::edits::{FactLine, Forgotten};
 use mnemo_sessions::export::Export;
+use mnemo_sessions::kept::{KeptFile, KeptMeta};
 use mnemo_sessions::maintenance::Maintenance;
 use mnemo_sessions::recall::{Item, Recall, Recalled};
 use mnemo_sessions::reminders::{BookError, Claimed, Finish, Reminder};
@@ -376,5 +378,29 @@ impl UserMemory for PgUser {
 
     async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
         self.turn.take_missed(chat_id).await.map_err(db)
+    }
+
+    async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
+        self.turn.add_document(doc).await.map_err(db)
+    }
+
+    async fn documents(&mut self) -> Result<Vec<DocumentMeta>, StoreError> {
+        self.turn.documents().await.map_err(db)
+    }
+
+    async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.turn.forget_document(id).await.map_err(db)
+    }
+
+    async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, StoreError> {
+        self.turn.keep_file(file).await.map_err(db)
+    }
+
+    async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, StoreError> {
+        self.turn.kept_files().await.map_err(db)
+    }
+
+    async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.turn.forget_kept(id).await.map_err(db)
     }
 }

@@ -11,6 +11,7 @@
 //! another user; the details of a failure go to the log.
 
 mod clear;
+pub mod documents;
 pub mod memory;
 pub mod parse;
 pub mod remind;
@@ -91,6 +92,7 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session undo — take back the last change to your long-term memory\n\
 /session export — everything I store about you, as one archive file\n\
 /session search <words> — find what you told me before, with its date\n\
+/session documents — the documents you sent me that I keep; `/session forget <id>` forgets one\n\
 /session remind <when> <text> — I message you then, here (when: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00)\n\
 /session reminders — your reminders; `/session reminders cancel <id>` cancels one\n\
 /session timezone [zone] — your timezone for reminders (an IANA name like Europe/Lisbon)\n\
@@ -149,6 +151,7 @@ pub async fn try_execute(
             }
         }
         SessionCommand::Reminders => Reply::text(remind::list(memory, caller).await?),
+        SessionCommand::Documents => Reply::text(documents::list(memory).await?),
         SessionCommand::CancelReminder { id } => Reply::text(remind::cancel(memory, id).await?),
         SessionCommand::Timezone { zone } => Reply::text(remind::timezone(memory, caller, zone.as_deref()).await?),
         SessionCommand::Help => Reply::text(HELP),

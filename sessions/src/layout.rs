@@ -154,6 +154,30 @@ impl Layout {
         self.user_topics_dir(user).map(|d| d.join(format!("{slug}.md")))
     }
 
+    /// `ltm/documents/<user>/`: the documents the user sent, one
+    /// `<id>.md` each ([`crate::documents`]).
+    pub fn documents_dir(&self, user: &SafeName) -> PathBuf {
+        self.ltm_root().join("documents").join(user)
+    }
+
+    /// `ltm/documents/<user>/<id>.md`; `id` is checked by the caller
+    /// ([`crate::documents::is_id`]).
+    pub fn document_path(&self, user: &SafeName, id: &str) -> PathBuf {
+        self.documents_dir(user).join(format!("{id}.md"))
+    }
+
+    /// `ltm/attachments/<user>/`: the files the user sent, kept when
+    /// `attachments.keep` is on ([`crate::kept`]).
+    pub fn kept_dir(&self, user: &SafeName) -> PathBuf {
+        self.ltm_root().join("attachments").join(user)
+    }
+
+    /// A file of [`Layout::kept_dir`]; `name` is made by [`crate::kept`]
+    /// from a checked id.
+    pub fn kept_path(&self, user: &SafeName, name: &str) -> PathBuf {
+        self.kept_dir(user).join(name)
+    }
+
     /// `summaries/`: one folder per user with daily and weekly summaries.
     pub fn summaries_root(&self) -> PathBuf {
         self.root.join("summaries")

@@ -29,9 +29,12 @@ pub mod store;
 
 // Summaries and long-term memory.
 pub mod compaction;
+pub mod documents;
 pub mod edits;
 pub mod facts;
 pub mod frontmatter;
+pub mod kept;
+pub mod pieces;
 pub mod profile;
 pub mod recall;
 pub mod reminders;

@@ -110,6 +110,8 @@ impl std::fmt::Display for ChannelStorage {
 pub fn user_roots(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, ReportError> {
     let mut roots = vec![layout.stm_dir(user), layout.profile_path(user), layout.facts_path(user)];
     roots.extend(layout.user_topics_dir(user));
+    roots.push(layout.documents_dir(user));
+    roots.push(layout.kept_dir(user));
     roots.push(layout.versions_dir(user));
     roots.push(layout.summaries_dir(user));
     roots.push(layout.archive_dir(user));

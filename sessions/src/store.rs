@@ -25,8 +25,10 @@
 pub mod files;
 
 use crate::config::SessionConfig;
+use crate::documents::{Document, DocumentMeta};
 use crate::edits::{EditError, FactLine, Forgotten};
 use crate::export::Export;
+use crate::kept::{KeptFile, KeptMeta};
 use crate::names::SafeName;
 use crate::recall::{Item, Recalled};
 use crate::record::Record;
@@ -121,6 +123,10 @@ pub struct Status {
     pub timezone: Option<String>,
     /// Reminders waiting for their time.
     pub reminders: usize,
+    /// Documents the user sent that memory keeps.
+    pub documents: usize,
+    /// Files the user sent, kept as they were (`attachments.keep`).
+    pub kept_files: usize,
 }
 
 /// What `/session clear` removed.
@@ -356,4 +362,25 @@ pub trait UserMemory: Send {
 
     /// The missed times of reminders set in `chat_id`, each given once.
     async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError>;
+
+    /// Keeps a document the caller took the text out of, findable by
+    /// recall and search at once; `false` when the same file (same id) is
+    /// kept already, which is left as it is.
+    async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError>;
+
+    /// The user's documents, oldest first.
+    async fn documents(&mut self) -> Result<Vec<DocumentMeta>, StoreError>;
+
+    /// Deletes document `id` and its text; whether there was one.
+    async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError>;
+
+    /// Keeps a file the user sent as it was (`attachments.keep`); `false`
+    /// when one of its id is kept already.
+    async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, StoreError>;
+
+    /// The user's kept files, oldest first.
+    async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, StoreError>;
+
+    /// Deletes kept file `id`; whether there was one.
+    async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError>;
 }

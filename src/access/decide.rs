@@ -138,6 +138,7 @@ mod tests {
             ts: Utc::now(),
             addressed,
             interaction: None,
+            attachments: Vec::new(),
         }
     }
 

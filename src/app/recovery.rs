@@ -147,5 +147,6 @@ fn inbound_of(channel: &str, user: &SafeName, question: &Record) -> Inbound {
         ts: question.ts,
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }

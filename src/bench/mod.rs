@@ -407,6 +407,7 @@ pub fn app_parts(root: &Path) -> AppParts {
         model,
         streaming: Default::default(),
         store: None,
+        attachments: Default::default(),
     }
 }
 
@@ -485,6 +486,7 @@ pub fn message(u: usize, t: usize) -> Inbound {
         ts: Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -180,6 +180,27 @@ impl Setup {
                 crate::config::StoreKind::Files => None,
                 crate::config::StoreKind::Postgres => Some(self.config.store.connect(&env)?),
             },
+            attachments: self.attachments(&model_config)?,
+        })
+    }
+
+    /// How files with messages are taken: the limits, `model.vision`, and
+    /// the `transcription` client (its key read now).
+    fn attachments(&self, model_config: &ModelConfig) -> Result<crate::pipeline::AttachmentSettings> {
+        let transcriber = match &self.config.transcription {
+            Some(cfg) => Some(Arc::new(model::transcribe::Transcriber::build(cfg, &env)?)),
+            None => None,
+        };
+        Ok(crate::pipeline::AttachmentSettings {
+            max_bytes: self.config.limits.max_attachment_bytes,
+            stall: std::time::Duration::from_secs(self.config.limits.attachment_stall_secs),
+            vision: model_config.vision,
+            transcriber,
+            documents: crate::documents::Bounds {
+                max_pages: self.config.limits.max_document_pages,
+                max_inflated: crate::documents::Bounds::MAX_INFLATED,
+            },
+            keep: self.config.attachments.keep,
         })
     }
 }

@@ -36,7 +36,20 @@ pub struct LimitsConfig {
     /// Model tokens all users of one channel, and its daily and weekly
     /// summaries, may spend per day (the app's timezone). `0`: no limit.
     pub channel_tokens_per_day: u64,
+    /// The largest file (voice note, photo, document) a message may bring,
+    /// in bytes, declared or downloaded; a larger one gets a short reply.
+    /// Telegram's Bot API serves bots at most 20 MB whatever this says.
+    pub max_attachment_bytes: u64,
+    /// A download that brings no bytes for this long is given up (the
+    /// sender is told).
+    pub attachment_stall_secs: u64,
+    /// The most pages a PDF sent as a document may have; a longer one gets
+    /// a short reply and is not read.
+    pub max_document_pages: u32,
 }
+
+/// `limits.maxAttachmentBytes` when not set: 20 MB.
+pub const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
 
 impl Default for LimitsConfig {
     fn default() -> Self {
@@ -50,6 +63,9 @@ impl Default for LimitsConfig {
             answer_stale_after_minutes: 30,
             user_tokens_per_day: 0,
             channel_tokens_per_day: 0,
+            max_attachment_bytes: DEFAULT_MAX_ATTACHMENT_BYTES,
+            attachment_stall_secs: 30,
+            max_document_pages: 300,
         }
     }
 }
@@ -74,6 +90,15 @@ impl LimitsConfig {
                 "userBurst",
                 "must be at least 1 (or leave it out to use userMessagesPerMinute)".into(),
             ));
+        }
+        if self.max_attachment_bytes == 0 {
+            return Err(FieldError::new("maxAttachmentBytes", "must be at least 1".into()));
+        }
+        if self.attachment_stall_secs == 0 {
+            return Err(FieldError::new("attachmentStallSecs", "must be at least 1".into()));
+        }
+        if self.max_document_pages == 0 {
+            return Err(FieldError::new("maxDocumentPages", "must be at least 1".into()));
         }
         if self.user_queue_depth == 0 {
             return Err(FieldError::new("userQueueDepth", "must be at least 1".into()));

@@ -7,6 +7,7 @@
 //! to defaults. With no file at all, the model comes from the environment
 //! (see [`crate::model::config::from_env`]).
 
+mod attachments;
 mod channels;
 mod limits;
 mod logging;
@@ -14,14 +15,16 @@ mod ops;
 mod reminders;
 mod store;
 
+pub use attachments::AttachmentsConfig;
 pub use channels::{ChannelsConfig, ConsoleConfig, DiscordConfig, SlackConfig, TelegramConfig};
-pub use limits::LimitsConfig;
+pub use limits::{DEFAULT_MAX_ATTACHMENT_BYTES, LimitsConfig};
 pub use logging::{LogFormat, LoggingConfig, parse_filter};
 pub use ops::OpsConfig;
 pub use reminders::RemindersConfig;
 pub use store::{StoreConfig, StoreKind};
 
 use crate::model::config::{ModelConfig, ModelOverride};
+use crate::model::transcribe::TranscriptionConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -53,6 +56,11 @@ pub struct AppConfig {
     /// omitted is taken from `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<ModelOverride>,
+    /// Voice notes and audio files to text (an OpenAI-compatible
+    /// `/audio/transcriptions` endpoint). Absent: voice is not set up, and
+    /// a voice note gets a reply saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<TranscriptionConfig>,
     #[serde(default)]
     pub channels: ChannelsConfig,
     #[serde(default)]
@@ -68,6 +76,9 @@ pub struct AppConfig {
     /// Reminders users set (`/session remind`, the model's tools).
     #[serde(default)]
     pub reminders: RemindersConfig,
+    /// The files people send: whether they are kept as they were.
+    #[serde(default)]
+    pub attachments: AttachmentsConfig,
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -89,12 +100,14 @@ impl Default for AppConfig {
             system_prompt_file: None,
             model: None,
             summarizer: None,
+            transcription: None,
             channels: ChannelsConfig::default(),
             limits: LimitsConfig::default(),
             logging: LoggingConfig::default(),
             ops: OpsConfig::default(),
             store: StoreConfig::default(),
             reminders: RemindersConfig::default(),
+            attachments: AttachmentsConfig::default(),
         }
     }
 }
@@ -168,6 +181,9 @@ impl AppConfig {
             if let Some(over) = &self.summarizer {
                 model.with_override(over).validate_at("summarizer")?;
             }
+        }
+        if let Some(transcription) = &self.transcription {
+            transcription.validate().map_err(|e| e.within("transcription"))?;
         }
         self.limits.validate().map_err(|e| e.within("limits"))?;
         self.channels.validate().map_err(|e| e.within("channels"))?;

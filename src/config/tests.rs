@@ -171,3 +171,25 @@ fn token_budgets_default_to_none_and_are_checked() {
     assert_eq!(field, "limits.userTokensPerDay");
     assert!(reason.contains("more than channelTokensPerDay (5)"), "{reason}");
 }
+
+#[test]
+fn attachments_settings_have_documented_defaults_and_bad_values_are_refused_by_field() {
+    let c = parse("{}").unwrap();
+    assert_eq!(c.limits.max_attachment_bytes, 20_971_520);
+    assert_eq!(c.limits.attachment_stall_secs, 30);
+    assert!(c.transcription.is_none());
+    let c = parse(
+        r#"{"transcription": {"provider": "openai", "baseUrl": "http://127.0.0.1:8080/v1", "model": "whisper-1"},
+            "model": {"provider": "openai", "model": "gpt-4o-mini", "vision": true}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.transcription.unwrap().timeout_secs, 60);
+    assert!(c.model.unwrap().vision);
+    let (field, _) = field_error(r#"{"limits": {"maxAttachmentBytes": 0}}"#);
+    assert_eq!(field, "limits.maxAttachmentBytes");
+    let (field, _) = field_error(r#"{"transcription": {"provider": "openai", "model": ""}}"#);
+    assert_eq!(field, "transcription.model");
+    let (field, reason) = field_error(r#"{"model": {"provider": "command", "command": ["x"], "vision": true}}"#);
+    assert_eq!(field, "model.vision");
+    assert!(reason.contains("text only"), "{reason}");
+}

@@ -111,6 +111,11 @@ pub struct ModelConfig {
     /// [`DEFAULT_MAX_TOOL_ROUNDS`]; only in the `model` section.
     #[serde(default)]
     pub max_tool_rounds: Option<u32>,
+    /// The model reads images: a photo sent with a message goes with that
+    /// turn's request as an image part (openai and anthropic). Off: the
+    /// sender is told the model cannot see images. Only in `model`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vision: bool,
 }
 
 /// Tool rounds per answer when `model.maxToolRounds` is not set.
@@ -159,6 +164,7 @@ impl ModelConfig {
             command: None,
             fallback: None,
             max_tool_rounds: None,
+            vision: false,
         }
     }
 
@@ -250,8 +256,9 @@ impl ModelConfig {
             extra_headers: o.extra_headers.clone().unwrap_or(base.extra_headers),
             command: o.command.clone().or(base.command),
             fallback: o.fallback.clone().or(base.fallback),
-            // The summarizer is never offered tools.
+            // The summarizer is never offered tools, nor images.
             max_tool_rounds: None,
+            vision: false,
         }
     }
 
@@ -302,6 +309,12 @@ impl ModelConfig {
                     ),
                 );
             }
+        }
+        if self.vision && self.provider == Provider::Command {
+            return fail(
+                "vision",
+                "a command model is given text only; use openai or anthropic to send photos, or remove it".into(),
+            );
         }
         match self.provider {
             Provider::Command => self.validate_command(&fail)?,

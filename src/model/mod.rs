@@ -17,12 +17,14 @@ mod command;
 pub mod config;
 pub mod embeddings;
 mod http;
+pub mod image;
 mod openai;
 pub mod redact;
 mod retry;
 mod sse;
 mod summarizer;
 pub mod tools;
+pub mod transcribe;
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -109,6 +111,9 @@ pub struct ModelRequest {
     pub tools: Option<ToolOffer>,
     /// Tool rounds of this turn so far, sent after the message.
     pub rounds: Vec<ToolRound>,
+    /// Photos sent with the message, for a model that sees images: part of
+    /// the last user turn of this request only, never of memory.
+    pub images: Vec<image::Image>,
 }
 
 impl ModelRequest {
@@ -119,6 +124,7 @@ impl ModelRequest {
             format: ReplyFormat::Text,
             tools: None,
             rounds: Vec::new(),
+            images: Vec::new(),
         }
     }
 

@@ -67,6 +67,18 @@ struct TokenLabels {
     purpose: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttachmentLabels {
+    channel: String,
+    kind: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every metric mnemo exports. Cheap to record into from any task: the
@@ -104,6 +116,10 @@ pub struct Metrics {
     queued_messages: Gauge,
     /// 1 when every readiness check passed at the last scrape.
     ready: Gauge,
+    /// Files that came with messages, by channel, kind and outcome.
+    attachments: Family<AttachmentLabels, Counter>,
+    transcription_seconds: Histogram,
+    transcription_failures: Family<ReasonLabel, Counter>,
 }
 
 fn fine_buckets() -> Histogram {
@@ -141,6 +157,9 @@ impl Metrics {
             queue_users: Gauge::default(),
             queued_messages: Gauge::default(),
             ready: Gauge::default(),
+            attachments: Family::default(),
+            transcription_seconds: seconds_buckets(),
+            transcription_failures: Family::default(),
             registry: Registry::default(),
             process: Registry::default(),
         };
@@ -181,6 +200,7 @@ impl Metrics {
             self.first_text_seconds.clone(),
         );
         self.register_model(&mut registry);
+        self.register_attachments(&mut registry);
         registry.register(
             "recovered_questions",
             "Questions found stored but unanswered after a restart (or a dead broker), by channel and outcome: answered or stale (given up, the user told)",
@@ -242,6 +262,25 @@ impl Metrics {
             self.ready.clone(),
         );
         registry
+    }
+
+    /// Files with messages, and their transcription.
+    fn register_attachments(&self, registry: &mut Registry) {
+        registry.register(
+            "attachments",
+            "Files that came with messages, by channel, kind (voice, audio, photo, document) and outcome",
+            self.attachments.clone(),
+        );
+        registry.register(
+            "transcription_seconds",
+            "Voice and audio transcription calls that answered, by latency",
+            self.transcription_seconds.clone(),
+        );
+        registry.register(
+            "transcription_failures",
+            "Transcription calls that failed, by reason (timeout, connect, status, unreadable)",
+            self.transcription_failures.clone(),
+        );
     }
 
     /// The model's families: latency, failures, health, tokens.
@@ -392,6 +431,30 @@ impl Metrics {
             .inc();
     }
 
+    /// One file of a message: `kind` an `AttachmentKind` name, `outcome`
+    /// a fixed code (`transcribed`, `seen`, `stored`, `too_large`, …).
+    pub fn attachment(&self, channel: &str, kind: &'static str, outcome: &'static str) {
+        self.attachments
+            .get_or_create(&AttachmentLabels {
+                channel: channel.into(),
+                kind: kind.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// A transcription call answered after `took`.
+    pub fn transcribed(&self, took: Duration) {
+        self.transcription_seconds.observe(took.as_secs_f64());
+    }
+
+    /// A transcription call failed; `reason` a fixed code.
+    pub fn transcription_failed(&self, reason: &'static str) {
+        self.transcription_failures
+            .get_or_create(&ReasonLabel { reason: reason.into() })
+            .inc();
+    }
+
     /// `outcome`: `set`, `delivered`, `late`, `missed` or `failed`.
     pub fn reminder(&self, channel: &str, outcome: &'static str) {
         self.reminders.get_or_create(&channel_outcome(channel, outcome)).inc();
@@ -438,6 +501,24 @@ pub fn metrics() -> &'static Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_and_transcriptions_show_by_kind_outcome_and_reason() {
+        let m = Metrics::new();
+        m.attachment("telegram", "voice", "transcribed");
+        m.attachment("slack", "photo", "not_an_image");
+        m.transcribed(Duration::from_millis(700));
+        m.transcription_failed("timeout");
+        let text = m.encode();
+        for line in [
+            r#"mnemo_attachments_total{channel="telegram",kind="voice",outcome="transcribed"} 1"#,
+            r#"mnemo_attachments_total{channel="slack",kind="photo",outcome="not_an_image"} 1"#,
+            "mnemo_transcription_seconds_count 1",
+            r#"mnemo_transcription_failures_total{reason="timeout"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+    }
 
     #[test]
     fn recorded_events_show_in_the_exposition_with_their_labels() {

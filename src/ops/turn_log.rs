@@ -178,6 +178,7 @@ mod tests {
             ts: Utc::now(),
             addressed: true,
             interaction: None,
+            attachments: Vec::new(),
         };
         let mut trace = TurnTrace::start(&message);
         std::thread::sleep(Duration::from_millis(2));

@@ -12,6 +12,7 @@
 
 use super::{Pipeline, QUEUE_FULL, SAVED_WHILE_STOPPING, TurnError};
 use crate::access::Admission;
+use crate::channel_memory::ChannelMemory;
 use crate::config::LimitsConfig;
 use crate::dispatch::{Backlog, TurnHandler};
 use crate::ops::turn_log::{Outcome, TurnTrace};
@@ -30,6 +31,12 @@ pub struct Taken {
     /// Whose memory it is: the name the store keys the user by.
     pub(super) user: SafeName,
     pub(super) work: Work,
+    /// Photos the message brought, for its model call only (never stored:
+    /// a question recovered after a restart has none).
+    pub(super) images: Vec<crate::model::image::Image>,
+    /// What its files could not be (too large, not set up …), said at the
+    /// start of its turn, so it follows the answers to earlier messages.
+    pub(super) notes: Vec<String>,
 }
 
 /// What a taken message's turn does.
@@ -43,6 +50,9 @@ pub(super) enum Work {
     /// A question found stored and unanswered at start (or left by a dead
     /// broker): answered like a question, unless something settled it.
     Recovered,
+    /// A message with nothing left to keep or answer (its files could not
+    /// be taken and it had no words): its turn only says why.
+    Notes,
     /// The last of the questions found unanswered and older than
     /// `limits.answerStaleAfterMinutes` (`earlier`: the others' ids): its
     /// user is told once.
@@ -56,6 +66,8 @@ impl Taken {
             message,
             user,
             work: Work::Recovered,
+            images: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -66,6 +78,8 @@ impl Taken {
             message: last,
             user,
             work: Work::GiveUp { earlier },
+            images: Vec::new(),
+            notes: Vec::new(),
         }
     }
 }
@@ -119,7 +133,7 @@ impl Pipeline {
     /// its text), then the message stored (durable) and indexed before it
     /// waits for its turn, and its platform told it is safe. A `/session`
     /// command waits unstored.
-    async fn intake(&self, message: Inbound) -> Option<Taken> {
+    async fn intake(&self, mut message: Inbound) -> Option<Taken> {
         let Some(memory) = self.memories.get(&message.channel) else {
             tracing::error!(channel = %message.channel, "message from a channel with no memory; dropped");
             let _ = self.settle(&message.channel, &message.msg_id, false);
@@ -128,13 +142,13 @@ impl Pipeline {
         let user = SafeName::of(&message.user_id);
         // A message that ends here (refused, a repeat, not stored) is logged
         // and counted as a turn; one that goes on is, by its turn.
-        let ended = |outcome| TurnTrace::start(&message).finish(outcome);
+        let ended = |message: &Inbound, outcome| TurnTrace::start(message).finish(outcome);
         match self.access.admit(&message, Utc::now()).await {
             Admission::Refused { reply } => {
                 if let Some(text) = reply {
                     self.reply(&message, &text).await;
                 }
-                ended(Outcome::Refused);
+                ended(&message, Outcome::Refused);
                 // Refused on purpose and answered: not to be delivered again.
                 self.settle(&message.channel, &message.msg_id, true);
                 return None;
@@ -146,7 +160,7 @@ impl Pipeline {
             // back once the database answers.
             Admission::Unavailable => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
-                ended(Outcome::Failed);
+                ended(&message, Outcome::Failed);
                 let _ = self.settle(&message.channel, &message.msg_id, false);
                 return None;
             }
@@ -157,8 +171,27 @@ impl Pipeline {
                 message,
                 user,
                 work: Work::Command(command),
+                images: Vec::new(),
+                notes: Vec::new(),
             });
         }
+        let (images, notes) = match self.attachments_of(memory, &user, &mut message).await {
+            Ok(taken) => taken,
+            Err(notes) => {
+                // Nothing the user said is left to keep or answer: not
+                // stored, and its turn says why.
+                self.settle(&message.channel, &message.msg_id, true);
+                let work = Work::Notes;
+                let images = Vec::new();
+                return Some(Taken {
+                    message,
+                    user,
+                    work,
+                    images,
+                    notes,
+                });
+            }
+        };
         let record = Record {
             ts: message.ts,
             role: Role::User,
@@ -177,18 +210,20 @@ impl Pipeline {
                 self.settle(&message.channel, &message.msg_id, true);
                 if intake == Intake::Repeat {
                     tracing::info!(channel = %message.channel, msg_id = %message.msg_id, "a repeated delivery of a stored message; not queued again");
-                    ended(Outcome::Duplicate);
+                    ended(&message, Outcome::Duplicate);
                     return None;
                 }
                 Some(Taken {
                     message,
                     user,
                     work: Work::Question,
+                    images,
+                    notes,
                 })
             }
             Err(e) => {
                 tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "message could not be stored");
-                ended(Outcome::Failed);
+                ended(&message, Outcome::Failed);
                 // The platform brings it back: asking the user to send it
                 // again would only double it (and repeat at every retry).
                 if !self.settle(&message.channel, &message.msg_id, false) {
@@ -197,6 +232,28 @@ impl Pipeline {
                 None
             }
         }
+    }
+}
+
+impl Pipeline {
+    /// `message`'s files taken (its text now the markers and the caption):
+    /// the photos for its model call and the notes for its turn; `Err`
+    /// with the notes when nothing is left to keep.
+    async fn attachments_of(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        message: &mut Inbound,
+    ) -> Result<(Vec<crate::model::image::Image>, Vec<String>), Vec<String>> {
+        if message.attachments.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let prepared = self.take_attachments(memory, user, message).await;
+        if prepared.text.trim().is_empty() {
+            return Err(prepared.notes);
+        }
+        message.text = prepared.text;
+        Ok((prepared.images, prepared.notes))
     }
 }
 

@@ -14,6 +14,7 @@
 //! headers, and keeps answering 429 until that time has passed. Shared by
 //! the adapter tests and the end-to-end tests of the binary.
 
+mod cdn;
 use crate::PATIENCE;
 use axum::Router;
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
@@ -101,6 +102,9 @@ struct Inner {
     /// Dispatches waiting for the gateway session; taken by it after READY.
     dispatches: Mutex<Option<mpsc::UnboundedReceiver<(String, Value)>>>,
     dispatch_tx: mpsc::UnboundedSender<(String, Value)>,
+    /// Attachments the CDN serves, by path, and the downloads made.
+    cdn: Mutex<std::collections::HashMap<String, (Vec<u8>, String)>>,
+    cdn_downloads: Mutex<Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -127,9 +131,12 @@ impl FakeDiscord {
             kick: tokio::sync::Notify::new(),
             dispatches: Mutex::new(Some(dispatch_rx)),
             dispatch_tx,
+            cdn: Mutex::new(std::collections::HashMap::new()),
+            cdn_downloads: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/ws", get(gateway))
+            .route("/attachments/{*path}", get(cdn::attachment))
             .fallback(rest)
             .with_state(inner.clone());
         let listener = listener.tap_io(|tcp| {

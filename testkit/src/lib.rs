@@ -20,9 +20,11 @@ pub mod discord;
 pub mod embeddings;
 pub mod html_check;
 pub mod model;
+pub mod pdf;
 pub mod pg;
 pub mod slack;
 pub mod telegram;
+pub mod transcription;
 
 use std::fmt::Display;
 use std::time::Duration;

@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod parts;
+pub use parts::{content_text, request_images};
+
 /// A fake `/v1/chat/completions` (OpenAI-compatible) and `/v1/messages`
 /// (Anthropic). It answers `echo: <last user message>` (plus ` | tools: …`
 /// with this turn's tool results), records every request body, and counts
@@ -209,14 +212,14 @@ pub fn request_text(request: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The last user message of a request.
+/// The last user message of a request (its text parts, when it has
+/// image parts too).
 pub fn last_user_message(request: &Value) -> String {
     request["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|x| x["role"] == "user"))
-        .and_then(|x| x["content"].as_str())
+        .and_then(|x| content_text(&x["content"]))
         .unwrap_or_default()
-        .to_string()
 }
 
 /// The tool results after the last user turn, on one line (for the echo).
@@ -268,6 +271,10 @@ fn openai_tool_order(messages: &[Value]) -> Result<(), String> {
 }
 
 async fn complete(State(fake): State<FakeModel>, Json(body): Json<Value>) -> Response {
+    if let Err(e) = request_images(&body) {
+        fake.requests.lock().unwrap().push(body.clone());
+        return bad_request(e);
+    }
     fake.requests.lock().unwrap().push(body.clone());
     if fake.down.load(Ordering::SeqCst) {
         return (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance").into_response();
@@ -372,6 +379,9 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
     if let Err(e) = anthropic_order(&messages) {
         return bad_request(e);
     }
+    if let Err(e) = request_images(&body) {
+        return bad_request(e);
+    }
     let usage = json!({"input_tokens": 10, "output_tokens": 5});
     if let Some(round) = fake.next_tool_round(&body) {
         let turn = messages.len();
@@ -397,9 +407,13 @@ async fn anthropic_messages(State(fake): State<FakeModel>, Json(body): Json<Valu
     let last_text = messages
         .iter()
         .rev()
-        .find_map(|m| m["content"].as_str().filter(|_| m["role"] == "user"))
+        .filter(|m| m["role"] == "user")
+        .find_map(|m| content_text(&m["content"]))
         .unwrap_or_default();
-    let last_user = messages.iter().rposition(|m| m["content"].is_string()).unwrap_or(0);
+    let last_user = messages
+        .iter()
+        .rposition(|m| m["role"] == "user" && content_text(&m["content"]).is_some())
+        .unwrap_or(0);
     let results: Vec<String> = messages[last_user..]
         .iter()
         .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())

@@ -21,6 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
+mod files;
+pub use files::SIGN_IN_PAGE;
+
 pub const BOT_TOKEN: &str = "xoxb-test-bot-token";
 pub const APP_TOKEN: &str = "xapp-test-app-token";
 pub const BOT_USER: &str = "UBOT";
@@ -50,6 +53,9 @@ struct Inner {
     ts: AtomicU64,
     /// Messages posted and not deleted, in order: (channel, ts, text now).
     messages: Mutex<Vec<(String, String, String)>>,
+    /// Private files by path ([`FakeSlack::add_file`]) and downloads made.
+    files: Mutex<HashMap<String, (Vec<u8>, String)>>,
+    file_downloads: Mutex<Vec<(String, bool)>>,
 }
 
 #[derive(Clone)]
@@ -73,6 +79,7 @@ impl FakeSlack {
             .route("/api/{method}", any(api))
             .route("/socket", get(socket))
             .route("/upload/{file}", post(upload))
+            .route("/files-pri/{*path}", get(files::download))
             .route("/respond/{id}", post(respond))
             .with_state(inner.clone());
         #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners

@@ -24,8 +24,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Multipart, Path, Request, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -33,10 +32,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
+mod files;
 mod payloads;
+mod wire;
 pub use payloads::{
     blocked_by_user, bot_user, chat, sticker_message, text_message, too_many_requests, topic_message, user,
 };
+use wire::{lower_camel, read_multipart, reply};
 
 /// The token the fake accepts (any other gets Telegram's 404).
 pub const TOKEN: &str = "4242:AAtest-SECRET_token";
@@ -84,6 +86,8 @@ struct Inner {
     /// The `secret_token` and `max_connections` of the latest
     /// `setWebhook` call.
     webhook: Option<(String, Option<String>)>,
+    /// Files by `file_id` ([`FakeBotApi::add_file`]) and downloads made.
+    files: files::Files,
 }
 
 /// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
@@ -135,6 +139,7 @@ impl FakeBotApi {
         };
         let app = Router::new()
             .route("/{token}/{method}", post(handle))
+            .route("/file/{token}/{*path}", axum::routing::get(files::download))
             .with_state(api.clone());
         #[allow(clippy::disallowed_methods)] // a fake platform, not one of mnemo's listeners
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -511,8 +516,9 @@ async fn handle(
         api.record(&method, params, file, status);
         return reply(status, body);
     }
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 10] = [
         "getMe",
+        "getFile",
         "getUpdates",
         "sendMessage",
         "editMessageText",
@@ -560,36 +566,9 @@ async fn handle(
         }),
         "getUpdates" => return reply(200, format!(r#"{{"ok":true,"result":{}}}"#, api.updates(&params).await)),
         "sendMessage" => api.sent_message(&params, ("text", params["text"].clone())),
+        "getFile" => return files::get_file(&api, &params),
         "sendDocument" => api.sent_message(&params, ("document", json!({"file_id": "doc", "file_unique_id": "d"}))),
         _ => json!(true),
     };
     reply(200, json!({ "ok": true, "result": result }).to_string())
-}
-
-fn lower_camel(method: &str) -> String {
-    let mut chars = method.chars();
-    chars
-        .next()
-        .map(|first| first.to_ascii_lowercase().to_string() + chars.as_str())
-        .unwrap_or_default()
-}
-
-async fn read_multipart(mut form: Multipart) -> (Value, Option<(String, Vec<u8>)>) {
-    let mut fields = serde_json::Map::new();
-    let mut file = None;
-    while let Some(field) = form.next_field().await.unwrap() {
-        let name = field.name().unwrap_or_default().to_string();
-        match field.file_name().map(str::to_string) {
-            Some(file_name) => file = Some((file_name, field.bytes().await.unwrap().to_vec())),
-            None => {
-                fields.insert(name, Value::String(field.text().await.unwrap()));
-            }
-        }
-    }
-    (Value::Object(fields), file)
-}
-
-fn reply(status: u16, body: String) -> Response {
-    let status = StatusCode::from_u16(status).unwrap();
-    (status, [("content-type", "application/json")], body).into_response()
 }

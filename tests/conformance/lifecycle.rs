@@ -33,6 +33,21 @@ async fn clear_all_leaves_nothing_for_recall_or_search(s: Subject) {
     assert_eq!(view.recent.len(), 4, "the other user keeps theirs");
 }
 
+/// The names and bytes of the files in a `.tar.gz` bundle, as stored.
+pub fn unpack_bytes(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let file = std::fs::File::open(path).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut out = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).unwrap();
+        out.push((name, bytes));
+    }
+    out
+}
+
 /// The names and contents of the files in a `.tar.gz` bundle.
 pub fn unpack(path: &std::path::Path) -> Vec<(String, String)> {
     let file = std::fs::File::open(path).unwrap();

@@ -104,6 +104,7 @@ pub fn dm(channel: &str, user: &str, msg_id: &str, text: &str) -> Inbound {
         ts: chrono::Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 
@@ -206,6 +207,7 @@ pub fn app_parts(state: &std::path::Path, url: &str, limits: mnemo::config::Limi
         model: chat,
         streaming: Default::default(),
         store: None,
+        attachments: Default::default(),
     }
 }
 

@@ -10,7 +10,7 @@ pub const NAME: &str = "session";
 /// Subcommands and their descriptions. `clear-all` reaches the broker as
 /// `/session clear all` and `forget-confirm` as `/session forget confirm …`
 /// (Discord names cannot contain spaces).
-const SUBCOMMANDS: [(&str, &str); 16] = [
+const SUBCOMMANDS: [(&str, &str); 17] = [
     (
         "status",
         "Your message count, summary age, long-term entries and storage use",
@@ -26,7 +26,7 @@ const SUBCOMMANDS: [(&str, &str); 16] = [
     ("profile", "Show your long-term profile"),
     (
         "forget",
-        "Forget a fact (by key, or list the ones matching words) or a topic note",
+        "Forget a fact (by key, or list the ones matching words), a topic note or a document (by id)",
     ),
     ("forget-confirm", "Forget every fact matching these words (undoable)"),
     ("export", "All your data as one archive file"),
@@ -44,6 +44,7 @@ const SUBCOMMANDS: [(&str, &str); 16] = [
         "timezone",
         "Show or set your timezone (an IANA name like Europe/Lisbon)",
     ),
+    ("documents", "The documents you sent me that I keep, with their ids"),
     ("help", "What these commands do"),
 ];
 
@@ -124,6 +125,7 @@ mod tests {
                 "reminders",
                 "reminders-cancel",
                 "timezone",
+                "documents",
                 "help"
             ]
         );

@@ -9,7 +9,7 @@
 //! them for that setting to mean anything. Pure conversion: no network, no
 //! logging of message text.
 
-use crate::{ChatKind, Inbound};
+use crate::{Attachment, AttachmentKind, ChatKind, Inbound};
 use chrono::{DateTime, Utc};
 use serenity::all::{
     ApplicationId, CommandDataOption, CommandDataOptionValue, CommandInteraction, InteractionId, Message, MessageType,
@@ -55,7 +55,8 @@ pub fn message(msg: &Message, me: Option<&Me>) -> Result<Inbound, Skip> {
         }
     };
     let text = readable_mentions(&msg.content, msg, me.map(|m| m.id));
-    if text.is_empty() {
+    let attachments: Vec<Attachment> = msg.attachments.iter().map(attachment).collect();
+    if text.is_empty() && attachments.is_empty() {
         return Err(Skip::Empty);
     }
     Ok(Inbound {
@@ -75,7 +76,34 @@ pub fn message(msg: &Message, me: Option<&Me>) -> Result<Inbound, Skip> {
         ts: utc(&msg.timestamp),
         addressed,
         interaction: None,
+        attachments,
     })
+}
+
+/// A message attachment as the broker sees it: a voice message (Discord
+/// gives it a `duration_secs`), an audio file, an image or a document,
+/// fetched from its CDN `url`.
+fn attachment(a: &serenity::all::Attachment) -> Attachment {
+    let mime = a
+        .content_type
+        .as_deref()
+        .map(|m| m.split(';').next().unwrap_or("").trim().to_string());
+    let kind = match (a.duration_secs, mime.as_deref().unwrap_or("")) {
+        (Some(_), _) => AttachmentKind::Voice,
+        (None, m) if m.starts_with("audio/") => AttachmentKind::Audio,
+        (None, m) if m.starts_with("image/") => AttachmentKind::Photo,
+        _ => AttachmentKind::Document,
+    };
+    Attachment {
+        kind,
+        name: Some(a.filename.clone()),
+        mime,
+        size: Some(u64::from(a.size)),
+        duration_secs: a
+            .duration_secs
+            .map(|d| d.round().clamp(0.0, f64::from(u32::MAX)) as u32),
+        source: a.url.clone(),
+    }
 }
 
 /// `content` with the bot's own mention removed and other users' mentions
@@ -129,6 +157,7 @@ pub fn command(cmd: &CommandInteraction) -> Option<Inbound> {
         ts: utc(&cmd.id.created_at()),
         addressed: true,
         interaction: Some(handle(cmd.application_id, cmd.id, &cmd.token)),
+        attachments: Vec::new(),
     })
 }
 
@@ -170,6 +199,57 @@ fn utc(ts: &Timestamp) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn dm_with(content: &str, attachments: serde_json::Value, flags: u64) -> Message {
+        serde_json::from_value(serde_json::json!({
+            "id": "900", "channel_id": "77", "content": content, "type": 0,
+            "author": { "id": "42", "username": "ada", "discriminator": "0", "global_name": "Ada", "avatar": null },
+            "timestamp": "2026-03-23T03:28:32.000000+00:00", "edited_timestamp": null, "tts": false,
+            "mention_everyone": false, "mentions": [], "mention_roles": [], "attachments": attachments,
+            "embeds": [], "pinned": false, "flags": flags, "components": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_voice_message_and_an_image_become_attachments_from_the_cdn() {
+        let voice = serde_json::json!([{
+            "id": "1", "filename": "voice-message.ogg", "size": 5120, "content_type": "audio/ogg",
+            "url": "https://cdn.discordapp.com/attachments/77/1/voice-message.ogg?ex=1",
+            "proxy_url": "https://media.discordapp.net/attachments/77/1/voice-message.ogg",
+            "duration_secs": 3.6, "waveform": "AAAA"
+        }]);
+        let m = message(&dm_with("", voice, 8192), None).unwrap();
+        assert_eq!(m.text, "");
+        assert_eq!(
+            m.attachments,
+            vec![Attachment {
+                kind: AttachmentKind::Voice,
+                name: Some("voice-message.ogg".into()),
+                mime: Some("audio/ogg".into()),
+                size: Some(5120),
+                duration_secs: Some(4),
+                source: "https://cdn.discordapp.com/attachments/77/1/voice-message.ogg?ex=1".into(),
+            }]
+        );
+        let image = serde_json::json!([
+            { "id": "2", "filename": "cat.png", "size": 10, "content_type": "image/png",
+              "url": "https://cdn.discordapp.com/attachments/77/2/cat.png", "proxy_url": "https://media.discordapp.net/x" },
+            { "id": "3", "filename": "notes.md", "size": 10, "content_type": "text/markdown; charset=utf-8",
+              "url": "https://cdn.discordapp.com/attachments/77/3/notes.md", "proxy_url": "https://media.discordapp.net/y" },
+        ]);
+        let m = message(&dm_with("what is this?", image, 0), None).unwrap();
+        assert_eq!(m.text, "what is this?");
+        let kinds: Vec<_> = m.attachments.iter().map(|a| (a.kind, a.mime.clone())).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (AttachmentKind::Photo, Some("image/png".into())),
+                (AttachmentKind::Document, Some("text/markdown".into()))
+            ]
+        );
+        assert_eq!(message(&dm_with("", serde_json::json!([]), 0), None), Err(Skip::Empty));
+    }
 
     #[test]
     fn a_handle_round_trips_and_garbage_is_refused() {

@@ -67,6 +67,8 @@ struct Candidate<'a> {
     kind: ChatKind,
     /// Meant for the bot: a DM, a mention, or a reply in the bot's thread.
     addressed: bool,
+    /// The files shared with the message (`file_share`).
+    attachments: Vec<crate::Attachment>,
 }
 
 /// Decides on one Events API callback (Socket Mode or HTTP alike).
@@ -81,7 +83,7 @@ pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory)
         Err(reason) => return Decision::Ignore(reason),
     };
     let text = clean_text(c.text, &me.user_id);
-    if text.is_empty() {
+    if text.is_empty() && c.attachments.is_empty() {
         return Decision::Ignore("no text");
     }
     let thread_id = match c.kind {
@@ -108,6 +110,7 @@ pub fn on_event(cb: &SlackPushEventCallback, me: &Identity, memory: &mut Memory)
         ts: ts_to_time(c.ts),
         addressed: c.addressed,
         interaction: None,
+        attachments: c.attachments,
     }))
 }
 
@@ -154,6 +157,7 @@ fn from_message<'a>(m: &'a SlackMessageEvent, me: &Identity, memory: &Memory) ->
         text,
         kind,
         addressed,
+        attachments: super::files::attachments(m.content.as_ref().and_then(|c| c.files.as_ref())),
     })
 }
 
@@ -176,6 +180,8 @@ fn from_mention<'a>(m: &'a SlackAppMentionEvent, me: &Identity) -> Result<Candid
             ChatKind::Group
         },
         addressed: true,
+        // Either copy of a mention may come first: both carry the files.
+        attachments: super::files::attachments(m.content.files.as_ref()),
     })
 }
 
@@ -208,6 +214,7 @@ pub fn on_command(ev: &SlackCommandEvent, memory: &mut Memory) -> Decision {
         ts: Utc::now(),
         addressed: true,
         interaction: Some(ev.response_url.0.to_string()),
+        attachments: Vec::new(),
     }))
 }
 

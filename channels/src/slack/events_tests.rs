@@ -200,3 +200,46 @@ fn slack_markup_in_incoming_text_is_made_readable() {
     assert_eq!(clean_text("a &lt;b&gt; &amp; c", "UBOT"), "a <b> & c");
     assert_eq!(clean_text("keep\n    indented code", "UBOT"), "keep\n    indented code");
 }
+
+#[test]
+fn a_shared_file_arrives_as_an_attachment_with_its_caption_or_none() {
+    let mut event = dm("1700000000.000300", "");
+    event["subtype"] = json!("file_share");
+    event["files"] = json!([{
+        "id": "F1", "name": "cat.png", "mimetype": "image/png", "filetype": "png",
+        "url_private": "https://files.slack.com/files-pri/T1-F1/cat.png",
+        "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/cat.png",
+    }]);
+    let m = delivered(on_event(&callback("Ev9", event.clone()), &me(), &mut Memory::default()));
+    assert_eq!(m.text, "");
+    assert_eq!(
+        m.attachments,
+        vec![crate::Attachment {
+            kind: crate::AttachmentKind::Photo,
+            name: Some("cat.png".into()),
+            mime: Some("image/png".into()),
+            size: None,
+            duration_secs: None,
+            source: "https://files.slack.com/files-pri/T1-F1/download/cat.png".into(),
+        }]
+    );
+    event["text"] = json!("what breed?");
+    event["files"][0]["mimetype"] = json!("audio/webm");
+    let m = delivered(on_event(&callback("Ev10", event), &me(), &mut Memory::default()));
+    assert_eq!(m.text, "what breed?");
+    assert_eq!(m.attachments[0].kind, crate::AttachmentKind::Audio);
+}
+
+#[test]
+fn a_mention_with_a_file_carries_it_whichever_copy_comes_first() {
+    let mut mention =
+        json!({"type": "app_mention", "channel": "C1", "user": "U1", "text": "<@UBOT> look", "ts": "9.5"});
+    mention["files"] = json!([{
+        "id": "F2", "name": "plan.pdf", "mimetype": "application/pdf",
+        "url_private_download": "https://files.slack.com/files-pri/T1-F2/download/plan.pdf",
+    }]);
+    let m = delivered(on_event(&callback("Ev11", mention), &me(), &mut Memory::default()));
+    assert_eq!(m.text, "look");
+    assert_eq!(m.attachments.len(), 1);
+    assert_eq!(m.attachments[0].kind, crate::AttachmentKind::Document);
+}

@@ -219,6 +219,7 @@ mod tests {
             ts: chrono::Utc::now(),
             addressed: true,
             interaction: None,
+            attachments: Vec::new(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! Deciding what one Telegram update means for the broker: a message to
-//! answer (as an [`Inbound`]), a photo or sticker that only gets the "text
-//! only" note, or nothing at all. Pure: no network, no logging of text.
+//! answer (as an [`Inbound`], with its voice note, audio, photo or
+//! document as an [`Attachment`] and its caption as the text), a sticker,
+//! video or the like that only gets the "text only" note, or nothing at
+//! all. Pure: no network, no logging of text.
 //!
 //! Private chats: every message, addressed. Groups and supergroups: every
 //! message from a person, with [`Inbound::addressed`] set when the bot is
@@ -12,7 +14,7 @@
 //! "text only" note is for people talking to us). Forum topics keep their
 //! `message_thread_id` so the reply lands in the same topic.
 
-use crate::{ChatKind, Inbound};
+use crate::{Attachment, AttachmentKind, ChatKind, Inbound};
 use teloxide::types::{MediaKind, Message, MessageCommon, MessageKind, Update, UpdateKind};
 
 /// The bot itself, as `getMe` describes it.
@@ -28,8 +30,8 @@ pub(crate) struct Me {
 pub(crate) enum Routed {
     /// A message for the broker.
     Message(Inbound),
-    /// A photo, sticker, voice note … without a caption: the sender is told
-    /// that only text is understood (the [`Inbound`] says where; its text
+    /// A sticker, video, location … without a caption: the sender is told
+    /// that only text (and voice, audio, photos, documents) is understood (the [`Inbound`] says where; its text
     /// is empty).
     TextOnly(Inbound),
     /// Not for us; the reason is for the debug log.
@@ -89,9 +91,15 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
         ts: message.date,
         addressed,
         interaction: None,
+        attachments: attachment(media_kind).into_iter().collect(),
     };
+    // Media without a caption, in a group, is for the bot only when it
+    // addresses it (a reply to the bot).
+    if !addressed && inbound.text.trim().is_empty() {
+        return Routed::Ignored("group message without text, not addressed to the bot");
+    }
     match (
-        inbound.text.trim().is_empty(),
+        inbound.text.trim().is_empty() && inbound.attachments.is_empty(),
         addressed,
         matches!(media_kind, MediaKind::Text(_)),
     ) {
@@ -100,6 +108,58 @@ pub(crate) fn route(update: &Update, me: &Me) -> Routed {
         (true, true, false) => Routed::TextOnly(inbound),
         (true, true, true) => Routed::Ignored("nothing left but the mention"),
     }
+}
+
+/// The file a message carries that the broker takes: a voice note, an
+/// audio file, a photo (its largest size) or a document. The source is the
+/// `file_id` that `getFile` resolves.
+fn attachment(media: &MediaKind) -> Option<Attachment> {
+    let (kind, file, name, mime, duration) = match media {
+        MediaKind::Voice(v) => (
+            AttachmentKind::Voice,
+            &v.voice.file,
+            None,
+            mime(&v.voice.mime_type),
+            Some(v.voice.duration.seconds()),
+        ),
+        MediaKind::Audio(a) => (
+            AttachmentKind::Audio,
+            &a.audio.file,
+            a.audio.file_name.clone(),
+            mime(&a.audio.mime_type),
+            Some(a.audio.duration.seconds()),
+        ),
+        MediaKind::Photo(p) => {
+            let largest = p
+                .photo
+                .iter()
+                .max_by_key(|s| u64::from(s.width) * u64::from(s.height))?;
+            (AttachmentKind::Photo, &largest.file, None, None, None)
+        }
+        MediaKind::Document(d) => (
+            AttachmentKind::Document,
+            &d.document.file,
+            d.document.file_name.clone(),
+            mime(&d.document.mime_type),
+            None,
+        ),
+        _ => return None,
+    };
+    Some(Attachment {
+        kind,
+        name,
+        mime,
+        // teloxide reads a missing `file_size` as u32::MAX (and 0 says nothing).
+        size: (file.size > 0 && file.size < u32::MAX).then_some(u64::from(file.size)),
+        duration_secs: duration,
+        source: file.id.0.clone(),
+    })
+}
+
+/// A declared MIME type without its parameters.
+fn mime<T: std::fmt::Display>(m: &Option<T>) -> Option<String> {
+    let text = m.as_ref()?.to_string();
+    Some(text.split(';').next().unwrap_or("").trim().to_string())
 }
 
 /// Telegram's conventional `/start` (sent when someone opens the bot, maybe
@@ -363,13 +423,98 @@ mod tests {
     }
 
     #[test]
-    fn media_without_a_caption_gets_the_text_only_note_and_a_caption_is_used() {
-        let mut photo = private("");
+    fn media_we_do_not_take_gets_the_text_only_note() {
+        let mut location = private("");
+        location.as_object_mut().unwrap().remove("text");
+        location["location"] = json!({ "latitude": 52.5, "longitude": 13.4 });
+        let routed = route(&update(location), &me());
+        assert!(matches!(routed, Routed::TextOnly(i) if i.msg_id == "42:7" && i.attachments.is_empty()));
+    }
+
+    fn media(field: &str, value: Value, caption: Option<&str>) -> Value {
+        let mut m = private("");
+        m.as_object_mut().unwrap().remove("text");
+        m[field] = value;
+        if let Some(caption) = caption {
+            m["caption"] = json!(caption);
+        }
+        m
+    }
+
+    #[test]
+    fn a_voice_note_becomes_an_attachment_with_its_duration_and_no_text() {
+        let voice = json!({ "file_id": "VOICE-1", "file_unique_id": "u", "duration": 42,
+                            "mime_type": "audio/ogg", "file_size": 9000 });
+        let inbound = message(route(&update(media("voice", voice, None)), &me()));
+        assert_eq!(inbound.text, "");
+        assert_eq!(
+            inbound.attachments,
+            vec![Attachment {
+                kind: AttachmentKind::Voice,
+                name: None,
+                mime: Some("audio/ogg".into()),
+                size: Some(9000),
+                duration_secs: Some(42),
+                source: "VOICE-1".into(),
+            }]
+        );
+        let unsized_voice =
+            json!({ "file_id": "VOICE-2", "file_unique_id": "u", "duration": 1, "mime_type": "audio/ogg" });
+        let inbound = message(route(&update(media("voice", unsized_voice, None)), &me()));
+        assert_eq!(inbound.attachments[0].size, None, "no file_size is no declared size");
+    }
+
+    #[test]
+    fn audio_a_document_and_the_largest_photo_size_are_taken_with_their_caption() {
+        let audio = json!({ "file_id": "A", "file_unique_id": "u", "duration": 190,
+                            "file_name": "talk.mp3", "mime_type": "audio/mpeg", "file_size": 12 });
+        let inbound = message(route(&update(media("audio", audio, Some("my talk"))), &me()));
+        assert_eq!(inbound.text, "my talk");
+        let a = &inbound.attachments[0];
+        assert_eq!(
+            (a.kind, a.name.as_deref(), a.duration_secs),
+            (AttachmentKind::Audio, Some("talk.mp3"), Some(190))
+        );
+
+        let document = json!({ "file_id": "D", "file_unique_id": "u", "file_name": "lease.pdf",
+                               "mime_type": "application/pdf", "file_size": 3000 });
+        let inbound = message(route(&update(media("document", document, None)), &me()));
+        let d = &inbound.attachments[0];
+        assert_eq!(
+            (d.kind, d.name.as_deref(), d.mime.as_deref(), d.size),
+            (
+                AttachmentKind::Document,
+                Some("lease.pdf"),
+                Some("application/pdf"),
+                Some(3000)
+            )
+        );
+
+        let sizes = json!([
+            { "file_id": "small", "file_unique_id": "u1", "width": 90, "height": 60 },
+            { "file_id": "large", "file_unique_id": "u3", "width": 1280, "height": 853, "file_size": 120_000 },
+            { "file_id": "medium", "file_unique_id": "u2", "width": 320, "height": 213 },
+        ]);
+        let inbound = message(route(&update(media("photo", sizes, Some("what is this?"))), &me()));
+        assert_eq!(inbound.text, "what is this?");
+        let p = &inbound.attachments[0];
+        assert_eq!(
+            (p.kind, p.source.as_str(), p.size),
+            (AttachmentKind::Photo, "large", Some(120_000))
+        );
+    }
+
+    #[test]
+    fn a_photo_without_a_caption_in_a_group_is_ignored_unless_it_replies_to_the_bot() {
+        let mut photo = group("");
         photo.as_object_mut().unwrap().remove("text");
         photo["photo"] = json!([{ "file_id": "f", "file_unique_id": "u", "width": 1, "height": 1 }]);
-        assert!(matches!(route(&update(photo.clone()), &me()), Routed::TextOnly(i) if i.msg_id == "42:7"));
-        photo["caption"] = json!("what is this?");
-        assert_eq!(message(route(&update(photo), &me())).text, "what is this?");
+        assert!(matches!(route(&update(photo.clone()), &me()), Routed::Ignored(_)));
+        photo["caption"] = json!("@mnemo_bot what is this?");
+        let inbound = message(route(&update(photo), &me()));
+        assert!(inbound.addressed);
+        assert_eq!(inbound.text, "what is this?");
+        assert_eq!(inbound.attachments.len(), 1);
     }
 
     #[test]

@@ -212,6 +212,7 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
             "reminders",
             "reminders-cancel",
             "timezone",
+            "documents",
             "help"
         ]
     );

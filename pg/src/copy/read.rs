@@ -105,6 +105,8 @@ pub(super) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> 
         mnemo_sessions::SafeName::from_encoded(user).ok_or_else(|| PgError::Invalid(format!("user key {user:?}")))?;
     memory.digests = crate::digests::read_rows(tx, channel, &key).await?;
     memory.reminders = crate::reminders::read_book(tx, channel, user).await?;
+    memory.documents = crate::documents::read_all(tx, channel, user).await?;
+    memory.kept = crate::documents::read_kept(tx, channel, user).await?;
     Ok(Some(memory))
 }
 

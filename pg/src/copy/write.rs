@@ -210,6 +210,12 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
         .await?;
     }
     crate::digests::insert_rows(tx, channel, user, &memory.digests).await?;
+    for doc in &memory.documents {
+        crate::documents::insert(tx, channel, user, doc).await?;
+    }
+    for file in &memory.kept {
+        crate::documents::insert_kept(tx, channel, user, file).await?;
+    }
     crate::reminders::write_book(tx, channel, user, &memory.reminders).await
 }
 

@@ -95,7 +95,7 @@ impl PgTurn {
 
     /// `memory_search` on the database: the profile's facts holding every
     /// word (`[profile] key: value`, so the model has the key to update or
-    /// forget), then the topic notes, the fact log's earlier values and the
+    /// forget), then the topic notes, the documents' pieces, the fact log's earlier values and the
     /// messages holding any, at most `limit` in all.
     pub async fn search(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
         let mut found: Vec<Item> = self
@@ -111,6 +111,8 @@ impl PgTurn {
             .collect();
         let rest = limit.saturating_sub(found.len());
         found.extend(self.search_notes(words, rest).await?);
+        let rest = limit.saturating_sub(found.len());
+        found.extend(self.search_documents(words, rest).await?);
         let rest = limit.saturating_sub(found.len());
         found.extend(self.search_facts(words, rest).await?);
         let rest = i64::try_from(limit.saturating_sub(found.len())).unwrap_or(0);
@@ -160,6 +162,23 @@ impl PgTurn {
         let statement = conn.prepare_cached(NOTES_MATCHING).await?;
         let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
         Ok(note_items(&rows))
+    }
+
+    /// The pieces of the user's documents holding any of the words, best
+    /// first, at most `limit` (`[document name, p. 3, sent day] text`).
+    pub async fn search_documents(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
+        let Some(query) = crate::words::tsquery(words) else {
+            return Ok(Vec::new());
+        };
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = self.conn();
+        let statement = conn.prepare_cached(crate::documents::PIECES_MATCHING).await?;
+        let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
+        Ok(crate::documents::piece_items(&rows))
     }
 }
 

@@ -170,6 +170,9 @@ pub(super) async fn forget(
     what: &str,
     now: DateTime<Utc>,
 ) -> Result<String, StoreError> {
+    if let Some(reply) = super::documents::forget(memory, what).await? {
+        return Ok(reply);
+    }
     match memory.forget(by_command(caller, now), what).await {
         Ok(forgotten) => return Ok(forgot(&forgotten)),
         Err(StoreError::NotFound | StoreError::Invalid(_)) => {}

@@ -41,6 +41,8 @@ pub enum SessionCommand {
     Remind { when: String, text: String },
     /// `reminders`: your reminders waiting for their time.
     Reminders,
+    /// `documents`: the documents you sent that memory keeps.
+    Documents,
     /// `reminders cancel <id>`.
     CancelReminder { id: String },
     /// `timezone [zone]`: show, or set to an IANA zone name.
@@ -69,6 +71,7 @@ impl SessionCommand {
             | SessionCommand::Forget { .. }
             | SessionCommand::History { .. }
             | SessionCommand::Reminders
+            | SessionCommand::Documents
             | SessionCommand::Timezone { .. }
             | SessionCommand::Undo => true,
             // `remember` echoes only a key made of what the user just typed.
@@ -184,6 +187,7 @@ fn parse_action(rest: &str) -> SessionCommand {
             }
         }
         "reminders" if args.is_empty() => SessionCommand::Reminders,
+        "documents" if args.is_empty() => SessionCommand::Documents,
         "reminders" => match args.split_whitespace().collect::<Vec<_>>()[..] {
             [cancel, id] if cancel.eq_ignore_ascii_case("cancel") => {
                 SessionCommand::CancelReminder { id: id.to_string() }
@@ -246,6 +250,8 @@ mod tests {
             })
         );
         assert_eq!(p("/session reminders"), Some(Reminders));
+        assert_eq!(p("/session documents"), Some(Documents));
+        assert!(matches!(p("/session documents all"), Some(Unknown { .. })));
         assert_eq!(
             p("/session reminders CANCEL k3f9qa"),
             Some(CancelReminder { id: "k3f9qa".into() })

@@ -47,6 +47,21 @@ pub(super) async fn status(
         status.reminders,
         plural(status.reminders)
     ));
+    if status.documents > 0 {
+        text.push_str(&format!(
+            "\n• {} document{} (see /session documents)",
+            status.documents,
+            plural(status.documents)
+        ));
+    }
+    if status.kept_files > 0 {
+        text.push_str(&format!(
+            "\n• {} file{} you sent, kept as {} (see /session documents)",
+            status.kept_files,
+            plural(status.kept_files),
+            if status.kept_files == 1 { "it was" } else { "they were" }
+        ));
+    }
     if let Some((bytes, files)) = status.storage {
         text.push_str(&format!(
             "\n• storage: {} in {files} file{}",

@@ -40,6 +40,9 @@ pub enum Source {
     Note(String),
     /// An operator note from `_shared` (slug).
     SharedNote(String),
+    /// A piece of a document the user sent: its name, and its page when
+    /// it has pages ([`crate::documents`]).
+    Document { name: String, page: Option<u32> },
     /// An entry of the fact log: `was` the value it replaced, `until` the
     /// day a later entry replaced it; `in_profile` while the profile shows
     /// it (then turns skip it unless it replaced something, as the

@@ -19,7 +19,7 @@
 //! stored term dictionary and postings, read with positioned reads),
 //! `segwrite` (writing one in bounded memory) and `line` (the message
 //! lines), `sources`
-//! (the markdown files and the fact log, kept in step by stamps), `plan` (queries, fusion,
+//! (the markdown files, the user's documents and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
 //! `recall.embeddings` on, `embed` (the [`Embedder`] seam), `vectors`
 //! (each owner's dense vectors, searched by cosine and fused with BM25) and

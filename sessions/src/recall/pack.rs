@@ -43,6 +43,7 @@ impl Item {
             Source::Profile => "[profile]".to_string(),
             Source::Note(slug) => return Item::note(at, slug, text),
             Source::SharedNote(slug) => return Item::shared_note(at, slug, text),
+            Source::Document { name, page } => return Item::document(at, name, *page, text),
             Source::Fact { was: Some(old), .. } => {
                 format!("[{day}, fact; was: {}]", clipped_line(old, WAS_CHARS))
             }
@@ -95,6 +96,21 @@ impl Item {
         Item {
             at,
             label: format!("[shared note: {slug}]"),
+            text: clipped_line(text, ITEM_CHARS),
+        }
+    }
+
+    /// A piece of a document the user sent:
+    /// `[document lease.pdf, p. 3, sent 2026-03-07] …`.
+    pub fn document(at: DateTime<Utc>, name: &str, page: Option<u32>, text: &str) -> Item {
+        let day = Day(at);
+        let label = match page {
+            Some(page) => format!("[document {name}, p. {page}, sent {day}]"),
+            None => format!("[document {name}, sent {day}]"),
+        };
+        Item {
+            at,
+            label,
             text: clipped_line(text, ITEM_CHARS),
         }
     }

@@ -22,16 +22,13 @@ use crate::frontmatter;
 use crate::layout::Layout;
 use crate::maintenance::digests::Period;
 use crate::names::SafeName;
+use crate::pieces::pieces;
 use crate::profile::normalized;
 use crate::stable_key::key_of;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
-
-/// Longest piece of a note or summary, in characters: a recalled item
-/// should cost a few dozen tokens, not a whole file.
-const PIECE_CHARS: usize = 480;
 
 /// What kind of file a source is, deciding its label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +41,8 @@ pub enum Kind {
     Weekly,
     /// The user's fact log (`ltm/facts/<user>.jsonl`).
     Facts,
+    /// The documents the user sent (`ltm/documents/<user>/`).
+    Document,
 }
 
 /// One file, or a folder of `*.md` files, that feeds an owner's index.
@@ -85,6 +84,7 @@ pub fn user_specs(layout: &Layout, user: &SafeName) -> Vec<Spec> {
         dir(Kind::Weekly, layout.weekly_dir(user)),
     ];
     specs.extend(layout.user_topics_dir(user).map(|p| dir(Kind::Note, p)));
+    specs.push(dir(Kind::Document, layout.documents_dir(user)));
     specs
 }
 
@@ -197,6 +197,9 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
         #[serde(default)]
         updated: Option<DateTime<Utc>>,
     }
+    if kind == Kind::Document {
+        return document_pieces(root, path);
+    }
     if kind == Kind::Facts {
         let bytes = crate::fsutil::read_nofollow(root, path).ok()?;
         let pieces = fact_pieces(&crate::facts::parse(path, &bytes).entries);
@@ -236,10 +239,39 @@ fn read_pieces(kind: Kind, root: &Path, path: &Path, stamp: Stamp) -> Option<Vec
             let kind = if kind == Kind::Daily { "daily" } else { "weekly" };
             (Period::parse(kind, &stem)?.noon()?, Source::Summary(stem))
         }
-        // Read above, entry by entry.
-        Kind::Facts => return None,
+        // Read above, entry by entry, or page by page.
+        Kind::Facts | Kind::Document => return None,
     };
     Some(pieces(&doc.body).into_iter().map(|p| (at, source.clone(), p)).collect())
+}
+
+/// A document's pieces, each dated by when it was sent and labelled with
+/// its name and page; `None` (warned) if the file does not parse.
+fn document_pieces(root: &Path, path: &Path) -> Option<Vec<(DateTime<Utc>, Source, String)>> {
+    let text = crate::fsutil::read_to_string_nofollow(root, path).ok()?;
+    let doc = match frontmatter::parse::<crate::documents::DocumentMeta>(path, &text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            tracing::warn!(error = %e, "a document is not searchable until its file is fixed");
+            return None;
+        }
+    };
+    let (name, at) = (doc.meta.name, doc.meta.added);
+    Some(
+        crate::documents::pieces(&doc.body)
+            .into_iter()
+            .map(|(page, text)| {
+                (
+                    at,
+                    Source::Document {
+                        name: name.clone(),
+                        page,
+                    },
+                    text,
+                )
+            })
+            .collect(),
+    )
 }
 
 /// What recall shows of a fact log held outside the files (the Postgres
@@ -290,42 +322,6 @@ fn fact_pieces(entries: &[FactEntry]) -> Vec<(usize, DateTime<Utc>, Source, Stri
     out
 }
 
-/// Splits a markdown body into paragraphs and bullets, each a piece of at
-/// most [`PIECE_CHARS`] (a longer one is cut at a word). Headings are
-/// dropped.
-pub fn pieces(body: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let push = |current: &mut String, out: &mut Vec<String>| {
-        let piece = current.trim().to_string();
-        if !piece.is_empty() {
-            out.push(piece);
-        }
-        current.clear();
-    };
-    for line in body.lines() {
-        let line = line.trim();
-        let new_block = line.is_empty() || line.starts_with('#') || line.starts_with("- ") || line.starts_with("* ");
-        if new_block {
-            push(&mut current, &mut out);
-        }
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        for word in line.split_whitespace() {
-            if current.chars().count() + word.chars().count() + 1 > PIECE_CHARS {
-                push(&mut current, &mut out);
-            }
-            if !current.is_empty() {
-                current.push(' ');
-            }
-            current.extend(word.chars().take(PIECE_CHARS));
-        }
-    }
-    push(&mut current, &mut out);
-    out
-}
-
 /// `None` for a missing file and for a link (never read through; the
 /// readers that show it to the user log the refusal).
 fn stamp_of(path: &Path) -> Option<Stamp> {
@@ -368,15 +364,6 @@ fn md_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
     use chrono::NaiveDate;
-
-    #[test]
-    fn bullets_become_pieces_and_headings_are_dropped() {
-        let body = "## Facts\n- sister: Ana, lives in Lisbon and teaches music to children every weekday afternoon\n- dog: a greyhound called Pixel who is afraid of thunderstorms and bicycles\n## Notes\n- likes tea";
-        let p = pieces(body);
-        assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("- sister: Ana"));
-        assert!(p[1].contains("Pixel") && p[2] == "- likes tea");
-    }
 
     #[test]
     fn fact_entries_are_dated_and_say_what_they_replaced_or_until_when_they_held() {
@@ -423,13 +410,5 @@ mod tests {
         assert!(shown[2].2.always_in_context(), "the profile shows it as it is");
         assert_eq!(shown[3].1, "dog: Pixel");
         assert!(!shown[3].2.always_in_context(), "dropped from the profile, still true");
-    }
-
-    #[test]
-    fn a_long_paragraph_is_cut_into_bounded_pieces() {
-        let body = "word ".repeat(1000);
-        let p = pieces(&body);
-        assert!(p.len() > 5);
-        assert!(p.iter().all(|piece| piece.chars().count() <= PIECE_CHARS));
     }
 }

@@ -19,9 +19,11 @@ pub use reminders::{read_book, write_book};
 use super::{Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory};
 use crate::compaction::{CompactionOutcome, Compactor, unfolded_recent};
 use crate::config::SessionConfig;
+use crate::documents::{self, Document, DocumentMeta};
 use crate::edits::{Editor, FactLine, Forgotten};
 use crate::export::{self, Export};
 use crate::fsutil::remove_if_exists;
+use crate::kept::{self, KeptFile, KeptMeta};
 use crate::maintenance::Maintenance;
 use crate::names::SafeName;
 use crate::recall::{Item, Recall, Recalled, TurnQuery};
@@ -414,6 +416,8 @@ impl UserMemory for FileUser {
             storage: Some((storage.bytes, storage.files)),
             timezone: self.store.inner.reminders.timezone(user).await?,
             reminders: self.store.inner.reminders.pending(user).await?.len(),
+            documents: documents::list(layout, user).map_err(StoreError::storage)?.len(),
+            kept_files: kept::list(layout, user).map_err(StoreError::storage)?.len(),
         })
     }
 
@@ -499,6 +503,45 @@ impl UserMemory for FileUser {
 
     async fn take_missed(&mut self, chat_id: &str) -> Result<Vec<Reminder>, StoreError> {
         self.store.inner.reminders.take_missed(&self.user, chat_id).await
+    }
+
+    /// Written under the user's lock, like every other change to their
+    /// memory; recall sees the file at its next refresh (the folder's stamp
+    /// moved).
+    async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        let layout = self.stm().layout();
+        if documents::read(layout, &self.user, &doc.meta.id)
+            .map_err(StoreError::storage)?
+            .is_some()
+        {
+            return Ok(false);
+        }
+        documents::write(layout, &self.user, doc).map_err(StoreError::storage)?;
+        Ok(true)
+    }
+
+    async fn documents(&mut self) -> Result<Vec<DocumentMeta>, StoreError> {
+        documents::list(self.stm().layout(), &self.user).map_err(StoreError::storage)
+    }
+
+    async fn forget_document(&mut self, id: &str) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        documents::remove(self.stm().layout(), &self.user, id).map_err(StoreError::storage)
+    }
+
+    async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        kept::keep(self.stm().layout(), &self.user, file).map_err(StoreError::storage)
+    }
+
+    async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, StoreError> {
+        kept::list(self.stm().layout(), &self.user).map_err(StoreError::storage)
+    }
+
+    async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        kept::remove(self.stm().layout(), &self.user, id).map_err(StoreError::storage)
     }
 }
 

@@ -33,6 +33,7 @@ fn dm(channel: &str, user: &str, text: &str) -> Inbound {
         ts: Utc::now(),
         addressed: true,
         interaction: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -17,7 +17,7 @@ use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::digests::{self, DigestMeta, Period};
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::versions;
-use mnemo_sessions::{Layout, Record, SafeName, archive, facts, fsutil, profile, summary, topics};
+use mnemo_sessions::{Layout, Record, SafeName, archive, documents, facts, fsutil, profile, summary, topics};
 use std::collections::HashMap;
 
 /// A user's memory read from files, and what reading it skipped.
@@ -90,6 +90,16 @@ pub(super) fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
     }
     read_long_term(layout, user, &mut memory)?;
     memory.reminders = mnemo_sessions::store::files::read_book(layout, user)?;
+    for meta in mnemo_sessions::kept::list(layout, user)? {
+        if let Some(file) = mnemo_sessions::kept::read(layout, user, &meta.id)? {
+            memory.kept.push(file);
+        }
+    }
+    for meta in documents::list(layout, user)? {
+        if let Some(doc) = documents::read(layout, user, &meta.id)? {
+            memory.documents.push(doc);
+        }
+    }
     Ok(FileRead {
         memory: memory.as_stored(),
         skipped_lines,

@@ -99,6 +99,12 @@ pub(super) fn write_files(
     }
     write_long_term(layout, user, memory, now)?;
     mnemo_sessions::store::files::write_book(layout, user, &memory.reminders)?;
+    for doc in &memory.documents {
+        mnemo_sessions::documents::write(layout, user, doc)?;
+    }
+    for file in &memory.kept {
+        mnemo_sessions::kept::keep(layout, user, file)?;
+    }
     let log = &memory.messages[start..];
     if !log.is_empty() {
         let mut bytes = Vec::new();
@@ -194,6 +200,8 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     fsutil::remove_if_exists(root, &layout.daily_dir(user))?;
     fsutil::remove_if_exists(root, &layout.weekly_dir(user))?;
     fsutil::remove_if_exists(root, &layout.reminders_path(user))?;
+    fsutil::remove_if_exists(root, &layout.documents_dir(user))?;
+    fsutil::remove_if_exists(root, &layout.kept_dir(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }

@@ -28,6 +28,8 @@ pub(super) struct Totals {
     pub(super) topic_notes: usize,
     pub(super) digests: usize,
     pub(super) shared_notes: usize,
+    pub(super) documents: usize,
+    pub(super) kept_files: usize,
     pub(super) skipped_lines: usize,
     pub(super) duplicates: usize,
     pub(super) access: super::access::AccessTotals,
@@ -44,6 +46,8 @@ pub(super) fn count(totals: &mut Totals, memory: &UserMemory, skipped_lines: usi
     totals.versions += memory.versions.len();
     totals.topic_notes += memory.topics.len();
     totals.digests += memory.digests.len();
+    totals.documents += memory.documents.len();
+    totals.kept_files += memory.kept.len();
     totals.skipped_lines += skipped_lines;
     totals.duplicates += duplicates;
 }
@@ -88,6 +92,8 @@ pub(super) fn print_summary(args: &CopyArgs, t: &Totals) {
             "topicNotes": t.topic_notes,
             "dailyWeeklySummaries": t.digests,
             "sharedNotes": t.shared_notes,
+            "documents": t.documents,
+            "keptFiles": t.kept_files,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
@@ -125,12 +131,14 @@ pub(super) fn print_summary(args: &CopyArgs, t: &Totals) {
         t.profiles
     );
     println!(
-        "  {} fact log entries, {} kept versions, {} topic notes, {} daily/weekly summaries, {} shared notes",
+        "  {} fact log entries, {} kept versions, {} topic notes, {} daily/weekly summaries, {} shared notes, {} documents, {} kept files",
         thousands(t.facts as u64),
         thousands(t.versions as u64),
         t.topic_notes,
         t.digests,
-        t.shared_notes
+        t.shared_notes,
+        t.documents,
+        t.kept_files
     );
     if t.skipped_lines + t.duplicates > 0 {
         println!(

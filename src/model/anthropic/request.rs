@@ -100,6 +100,14 @@ enum BlockOut<'a> {
     Text {
         text: &'a str,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
+    /// A text block whose text may be merged from several turns.
+    #[serde(rename = "text")]
+    Caption {
+        text: Cow<'a, str>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -110,6 +118,15 @@ enum BlockOut<'a> {
         content: &'a str,
         is_error: bool,
     },
+}
+
+/// An image block's `source`: the bytes inline, as base64.
+#[derive(Debug, PartialEq, Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'static str,
+    data: &'a str,
 }
 
 fn role_name(role: Role) -> &'static str {
@@ -147,6 +164,29 @@ fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
             content: Content::Text(content),
         })
         .collect();
+    // Photos sent with the message: image blocks, then its text, in the
+    // last user message (the message being answered is always in it).
+    if !request.images.is_empty()
+        && let Some(last) = out.last_mut().filter(|m| m.role == "user")
+    {
+        let text = match std::mem::replace(&mut last.content, Content::Blocks(Vec::new())) {
+            Content::Text(text) => text,
+            Content::Blocks(_) => Cow::Borrowed(""),
+        };
+        let mut blocks: Vec<BlockOut<'_>> = request
+            .images
+            .iter()
+            .map(|image| BlockOut::Image {
+                source: ImageSource {
+                    kind: "base64",
+                    media_type: image.mime(),
+                    data: image.base64(),
+                },
+            })
+            .collect();
+        blocks.push(BlockOut::Caption { text });
+        last.content = Content::Blocks(blocks);
+    }
     // Each tool round: the assistant's `tool_use` blocks, then one user
     // message with a `tool_result` block per call (the API's alternation).
     for round in &request.rounds {
@@ -189,6 +229,31 @@ mod tests {
     use super::*;
     use mnemo_sessions::context::{Context, Turn};
     use serde_json::json;
+
+    #[test]
+    fn a_photo_goes_with_the_message_as_a_base64_image_block() {
+        let context = Context {
+            turns: vec![Turn {
+                role: Role::Assistant,
+                content: "earlier answer".into(),
+            }],
+            ..Default::default()
+        };
+        let mut request = ModelRequest::new(context, "[photo] what is this?");
+        request.images = vec![crate::model::image::Image::from_bytes(&[0xFF, 0xD8, 0xFF, 1]).unwrap()];
+        let sent = serde_json::to_value(messages(&request)).unwrap();
+        assert_eq!(
+            sent,
+            json!([
+                {"role": "user", "content": LEADING_USER_TURN},
+                {"role": "assistant", "content": "earlier answer"},
+                {"role": "user", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AQ=="}},
+                    {"type": "text", "text": "[photo] what is this?"},
+                ]},
+            ])
+        );
+    }
 
     #[test]
     fn a_context_opening_with_the_assistant_gets_a_user_turn_first() {

@@ -71,7 +71,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContent<'a>,
     },
     /// An earlier answer (`tool_calls` empty), or this turn's round of
     /// calls with any text written beside them (`content` null if none).
@@ -84,6 +84,27 @@ enum WireMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A user turn's content: its text, or (the message being answered, with
+/// photos) a text part and an `image_url` part per photo.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 /// A call the model made, sent back with its round.
@@ -139,16 +160,25 @@ fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
     }
     for turn in &request.context.turns {
         out.push(match turn.role {
-            Role::User => WireMessage::User { content: &turn.content },
+            Role::User => WireMessage::User {
+                content: UserContent::Text(&turn.content),
+            },
             Role::Assistant => WireMessage::Assistant {
                 content: Some(&turn.content),
                 tool_calls: Vec::new(),
             },
         });
     }
-    out.push(WireMessage::User {
-        content: &request.message,
-    });
+    let content = if request.images.is_empty() {
+        UserContent::Text(&request.message)
+    } else {
+        let mut parts = vec![Part::Text { text: &request.message }];
+        parts.extend(request.images.iter().map(|image| Part::ImageUrl {
+            image_url: ImageUrl { url: image.data_url() },
+        }));
+        UserContent::Parts(parts)
+    };
+    out.push(WireMessage::User { content });
     for round in &request.rounds {
         let calls = round
             .calls
@@ -175,4 +205,31 @@ fn messages(request: &ModelRequest) -> Vec<WireMessage<'_>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::image::Image;
+    use serde_json::json;
+
+    #[test]
+    fn a_photo_goes_with_the_message_as_an_image_url_part_and_nowhere_else() {
+        let mut request = ModelRequest::new(Default::default(), "[photo] what is this?");
+        request.images = vec![Image::from_bytes(b"\x89PNG\r\n\x1a\nabc").unwrap()];
+        let body = serde_json::to_value(Body::new("m", None, None, &request, false)).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([{ "role": "user", "content": [
+                { "type": "text", "text": "[photo] what is this?" },
+                { "type": "image_url", "image_url": { "url": "data:image/png;base64,iVBORw0KGgphYmM=" } },
+            ] }])
+        );
+        request.images.clear();
+        let body = serde_json::to_value(Body::new("m", None, None, &request, false)).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([{ "role": "user", "content": "[photo] what is this?" }])
+        );
+    }
 }
