@@ -170,11 +170,38 @@ impl<'a> Listing<'a> {
         }
     }
 
-    /// True when document `id` is in the list.
+    /// True when document `id` is in the list. Asked of hits anywhere in
+    /// the history (a turn's neighbours): a stored list reads the one
+    /// block that could hold `id`, not a window of them.
     pub fn contains(&self, id: u32) -> bool {
-        let end = self.len();
-        let at = self.seek(end, id);
-        at > 0 && self.id(at - 1) == id
+        let Listing::Joined(j) = self else {
+            let end = self.len();
+            let at = self.seek(end, id);
+            return at > 0 && self.id(at - 1) == id;
+        };
+        if let Some(head) = &j.head
+            && head.ids().first().is_some_and(|&first| first <= id)
+        {
+            return head.ids().binary_search(&id).is_ok();
+        }
+        let skips = j.skips.get(..j.split / BLOCK).unwrap_or(&[]);
+        let Some(b) = skips.partition_point(|s| s.first <= id).checked_sub(1) else {
+            return false;
+        };
+        if skips[b].first == id {
+            return true;
+        }
+        {
+            let cache = j.cache.borrow();
+            let held = cache.1.len() / BLOCK;
+            if b >= cache.0 && b < cache.0 + held {
+                let from = (b - cache.0) * BLOCK;
+                return cache.1[from..from + BLOCK].binary_search(&id).is_ok();
+            }
+        }
+        let (mut ids, mut tfs) = (Vec::new(), Vec::new());
+        j.seg.block(&j.info, b, &mut ids, &mut tfs);
+        ids.binary_search(&id).is_ok()
     }
 }
 
