@@ -111,14 +111,7 @@ pub(crate) async fn insert(
 
 /// Every document of the user, whole, oldest first (export, store copy).
 pub(crate) async fn read_all(client: &impl GenericClient, channel: &str, key: &str) -> Result<Vec<Document>, PgError> {
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {COLUMNS}, body FROM mnemo_documents WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
-            ),
-            &[&channel, &key],
-        )
-        .await?;
+    let rows = rows_of(client, &format!("{COLUMNS}, body"), "mnemo_documents", channel, key).await?;
     Ok(rows
         .iter()
         .map(|row| Document {
@@ -169,14 +162,14 @@ pub(crate) async fn insert_kept(
 /// Every kept file of the user with its bytes, oldest first (export, store
 /// copy).
 pub(crate) async fn read_kept(client: &impl GenericClient, channel: &str, key: &str) -> Result<Vec<KeptFile>, PgError> {
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {KEPT_COLUMNS}, data FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
-            ),
-            &[&channel, &key],
-        )
-        .await?;
+    let rows = rows_of(
+        client,
+        &format!("{KEPT_COLUMNS}, data"),
+        "mnemo_kept_files",
+        channel,
+        key,
+    )
+    .await?;
     Ok(rows
         .iter()
         .map(|row| KeptFile {
@@ -186,20 +179,23 @@ pub(crate) async fn read_kept(client: &impl GenericClient, channel: &str, key: &
         .collect())
 }
 
-impl PgTurn {
-    fn doc_keys(&self) -> (String, String) {
-        (self.channel_name().to_string(), self.user().as_str().to_string())
-    }
+/// `columns` of the user's rows of `table` (one of ours), oldest first.
+async fn rows_of(
+    client: &impl GenericClient,
+    columns: &str,
+    table: &'static str,
+    channel: &str,
+    key: &str,
+) -> Result<Vec<tokio_postgres::Row>, PgError> {
+    let sql = format!("SELECT {columns} FROM {table} WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id");
+    Ok(client.query(&sql, &[&channel, &key]).await?)
+}
 
+impl PgTurn {
     /// Keeps `doc` (see [`insert`]), creating the user's row if needed.
     pub async fn add_document(&mut self, doc: &Document) -> Result<bool, PgError> {
-        let (channel, key) = self.doc_keys();
-        let tx = self.conn().transaction().await?;
-        tx.execute(
-            "INSERT INTO mnemo_users (channel, user_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&channel, &key],
-        )
-        .await?;
+        let (channel, key) = self.keys();
+        let tx = self.with_user_row().await?;
         let client: &tokio_postgres::Transaction<'_> = &tx;
         let added = insert(client, &channel, &key, doc).await?;
         tx.commit().await?;
@@ -208,41 +204,20 @@ impl PgTurn {
 
     /// The user's documents, oldest first.
     pub async fn documents(&mut self) -> Result<Vec<DocumentMeta>, PgError> {
-        let (channel, key) = self.doc_keys();
-        let rows = self
-            .conn()
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM mnemo_documents WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
-                ),
-                &[&channel, &key],
-            )
-            .await?;
+        let (channel, key) = self.keys();
+        let rows = rows_of(&***self.conn(), COLUMNS, "mnemo_documents", &channel, &key).await?;
         Ok(rows.iter().map(meta_of).collect())
     }
 
     /// Deletes document `id` (its pieces go with it); whether there was one.
     pub async fn forget_document(&mut self, id: &str) -> Result<bool, PgError> {
-        let (channel, key) = self.doc_keys();
-        let n = self
-            .conn()
-            .execute(
-                "DELETE FROM mnemo_documents WHERE channel = $1 AND user_key = $2 AND id = $3",
-                &[&channel, &key, &id],
-            )
-            .await?;
-        Ok(n > 0)
+        self.delete_by_id("mnemo_documents", id).await
     }
 
     /// Keeps `file` (see [`insert_kept`]), creating the user's row if needed.
     pub async fn keep_file(&mut self, file: &KeptFile) -> Result<bool, PgError> {
-        let (channel, key) = self.doc_keys();
-        let tx = self.conn().transaction().await?;
-        tx.execute(
-            "INSERT INTO mnemo_users (channel, user_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&channel, &key],
-        )
-        .await?;
+        let (channel, key) = self.keys();
+        let tx = self.with_user_row().await?;
         let client: &tokio_postgres::Transaction<'_> = &tx;
         let added = insert_kept(client, &channel, &key, file).await?;
         tx.commit().await?;
@@ -251,29 +226,21 @@ impl PgTurn {
 
     /// The user's kept files, oldest first (without their bytes).
     pub async fn kept_files(&mut self) -> Result<Vec<KeptMeta>, PgError> {
-        let (channel, key) = self.doc_keys();
-        let rows = self
-            .conn()
-            .query(
-                &format!(
-                    "SELECT {KEPT_COLUMNS} FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 ORDER BY added_at, id"
-                ),
-                &[&channel, &key],
-            )
-            .await?;
+        let (channel, key) = self.keys();
+        let rows = rows_of(&***self.conn(), KEPT_COLUMNS, "mnemo_kept_files", &channel, &key).await?;
         Ok(rows.iter().map(kept_of).collect())
     }
 
     /// Deletes kept file `id`; whether there was one.
     pub async fn forget_kept(&mut self, id: &str) -> Result<bool, PgError> {
-        let (channel, key) = self.doc_keys();
-        let n = self
-            .conn()
-            .execute(
-                "DELETE FROM mnemo_kept_files WHERE channel = $1 AND user_key = $2 AND id = $3",
-                &[&channel, &key, &id],
-            )
-            .await?;
-        Ok(n > 0)
+        self.delete_by_id("mnemo_kept_files", id).await
+    }
+
+    /// Deletes the user's row `id` of `table` (one of ours); whether there
+    /// was one.
+    async fn delete_by_id(&mut self, table: &'static str, id: &str) -> Result<bool, PgError> {
+        let (channel, key) = self.keys();
+        let sql = format!("DELETE FROM {table} WHERE channel = $1 AND user_key = $2 AND id = $3");
+        Ok(self.conn().execute(&sql, &[&channel, &key, &id]).await? > 0)
     }
 }

@@ -180,10 +180,6 @@ async fn insert(
 }
 
 impl PgTurn {
-    fn keys(&self) -> (String, String) {
-        (self.channel_name().to_string(), self.user().as_str().to_string())
-    }
-
     /// The user's own timezone.
     pub async fn timezone(&mut self) -> Result<Option<String>, PgError> {
         let (channel, key) = self.keys();
@@ -228,12 +224,7 @@ impl PgTurn {
     /// Adds `r` unless `max` are waiting.
     pub async fn add_reminder(&mut self, r: &Reminder, max: usize) -> Result<Result<(), BookError>, PgError> {
         let (channel, key) = self.keys();
-        let tx = self.conn().transaction().await?;
-        tx.execute(
-            "INSERT INTO mnemo_users (channel, user_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&channel, &key],
-        )
-        .await?;
+        let tx = self.with_user_row().await?;
         // The user's row, locked: two adds cannot both see room for one.
         tx.execute(
             "SELECT 1 FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",

@@ -162,6 +162,24 @@ impl PgTurn {
         self.channel.name()
     }
 
+    /// The channel's name and the user's key, as the rows are keyed.
+    pub(crate) fn keys(&self) -> (String, String) {
+        (self.channel_name().to_string(), self.user.as_str().to_string())
+    }
+
+    /// A transaction on the turn's connection in which the user's row
+    /// exists (made if it did not), for a write that references it.
+    pub(crate) async fn with_user_row(&mut self) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
+        let (channel, key) = self.keys();
+        let tx = self.conn().transaction().await?;
+        tx.execute(
+            "INSERT INTO mnemo_users (channel, user_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&channel, &key],
+        )
+        .await?;
+        Ok(tx)
+    }
+
     #[expect(
         clippy::expect_used,
         reason = "`conn` is Some from `begin` until `drop` takes it, and no method runs after drop"

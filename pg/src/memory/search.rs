@@ -150,35 +150,38 @@ impl PgTurn {
     /// the words, best first, at most `limit` (`[note: slug] body`,
     /// `[shared note: slug] body`).
     pub async fn search_notes(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
-        let Some(query) = crate::words::tsquery(words) else {
-            return Ok(Vec::new());
-        };
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let conn = self.conn();
-        let statement = conn.prepare_cached(NOTES_MATCHING).await?;
-        let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
-        Ok(note_items(&rows))
+        Ok(note_items(&self.best_matching(NOTES_MATCHING, words, limit).await?))
     }
 
     /// The pieces of the user's documents holding any of the words, best
     /// first, at most `limit` (`[document name, p. 3, sent day] text`).
     pub async fn search_documents(&mut self, words: &str, limit: usize) -> Result<Vec<Item>, PgError> {
+        let rows = self
+            .best_matching(crate::documents::PIECES_MATCHING, words, limit)
+            .await?;
+        Ok(crate::documents::piece_items(&rows))
+    }
+
+    /// The rows of `statement` (its parameters: channel, user, a
+    /// [`crate::words::tsquery`] of `words`, at most `limit`); none when
+    /// `words` has no word to look for or `limit` is 0.
+    async fn best_matching(
+        &mut self,
+        statement: &str,
+        words: &str,
+        limit: usize,
+    ) -> Result<Vec<tokio_postgres::Row>, PgError> {
         let Some(query) = crate::words::tsquery(words) else {
             return Ok(Vec::new());
         };
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let (channel, user) = (self.channel_name().to_string(), self.user().as_str().to_string());
+        let (channel, user) = self.keys();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let conn = self.conn();
-        let statement = conn.prepare_cached(crate::documents::PIECES_MATCHING).await?;
-        let rows = conn.query(&statement, &[&channel, &user, &query, &limit]).await?;
-        Ok(crate::documents::piece_items(&rows))
+        let statement = conn.prepare_cached(statement).await?;
+        Ok(conn.query(&statement, &[&channel, &user, &query, &limit]).await?)
     }
 }
 
