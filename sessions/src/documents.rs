@@ -236,6 +236,13 @@ pub fn read(layout: &Layout, user: &SafeName, id: &str) -> Result<Option<Documen
     }))
 }
 
+/// Whether `user` has document `id` (its file, not read).
+pub fn has(layout: &Layout, user: &SafeName, id: &str) -> bool {
+    path_of(layout, user, id)
+        .and_then(|path| std::fs::symlink_metadata(path).ok())
+        .is_some_and(|m| m.is_file())
+}
+
 /// Removes document `id` of `user`; whether there was one.
 pub fn remove(layout: &Layout, user: &SafeName, id: &str) -> Result<bool, DocumentError> {
     let Some(path) = path_of(layout, user, id) else {
@@ -254,24 +261,29 @@ fn read_meta(layout: &Layout, path: &Path) -> Result<DocumentMeta, DocumentError
     Ok(frontmatter::parse::<DocumentMeta>(path, &text)?.meta)
 }
 
-/// The `<id>.md` files of the user's folder (temp files and strays
-/// skipped; links never followed).
+/// The `<id>.md` files of the user's folder.
 fn files(layout: &Layout, user: &SafeName) -> Result<Vec<PathBuf>, DocumentError> {
-    let dir = layout.documents_dir(user);
-    let entries = match fsutil::read_dir_nofollow(layout.state_root(), &dir) {
+    Ok(ids_in(layout, &layout.documents_dir(user), "md")?
+        .iter()
+        .filter_map(|id| path_of(layout, user, id))
+        .collect())
+}
+
+/// The ids of the `<id>.<ext>` files of `dir`, sorted (temp files and
+/// strays skipped, links never followed; a missing folder has none).
+pub(crate) fn ids_in(layout: &Layout, dir: &Path, ext: &str) -> Result<Vec<String>, FileError> {
+    let entries = match fsutil::read_dir_nofollow(layout.state_root(), dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(FileError::new("list", &dir, e).into()),
+        Err(e) => return Err(FileError::new("list", dir, e)),
     };
-    let mut out: Vec<PathBuf> = entries
+    let mut out: Vec<String> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".md"))
-                .is_some_and(is_id)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let id = name.strip_suffix(ext)?.strip_suffix('.')?;
+            is_id(id).then(|| id.to_string())
         })
         .collect();
     out.sort();

@@ -80,45 +80,35 @@ pub fn keep(layout: &Layout, user: &SafeName, file: &KeptFile) -> Result<bool, F
 /// The user's kept files, oldest first; an unreadable record is skipped
 /// with a warning.
 pub fn list(layout: &Layout, user: &SafeName) -> Result<Vec<KeptMeta>, FileError> {
-    let dir = layout.kept_dir(user);
-    let entries = match fsutil::read_dir_nofollow(layout.state_root(), &dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(FileError::new("list", &dir, e)),
-    };
     let mut out = Vec::new();
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(id) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
-            .filter(|id| is_id(id))
-        else {
-            continue;
-        };
-        let Some(path) = meta_path(layout, user, id) else {
-            continue;
-        };
-        let parsed = fsutil::read_string_if_exists(layout.state_root(), &path)?
-            .map(|text| serde_json::from_str::<KeptMeta>(&text));
-        match parsed {
-            Some(Ok(meta)) => out.push(meta),
-            Some(Err(e)) => {
-                tracing::warn!(user = %user.log_id(), error = %e, "a kept file's record does not parse; skipped")
-            }
-            None => {}
-        }
+    for id in crate::documents::ids_in(layout, &layout.kept_dir(user), "json")? {
+        out.extend(read_meta(layout, user, &id)?);
     }
     out.sort_by(|a, b| a.added.cmp(&b.added).then_with(|| a.id.cmp(&b.id)));
     Ok(out)
 }
 
-/// Kept file `id` with its bytes, if there is one.
-pub fn read(layout: &Layout, user: &SafeName, id: &str) -> Result<Option<KeptFile>, FileError> {
-    let Some(meta) = list(layout, user)?.into_iter().find(|m| m.id == id) else {
+/// The record of kept file `id`; `None` when there is none, or it does not
+/// parse (warned).
+fn read_meta(layout: &Layout, user: &SafeName, id: &str) -> Result<Option<KeptMeta>, FileError> {
+    let Some(path) = meta_path(layout, user, id) else {
         return Ok(None);
     };
-    let Some(path) = data_path(layout, user, id) else {
+    let Some(text) = fsutil::read_string_if_exists(layout.state_root(), &path)? else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<KeptMeta>(&text) {
+        Ok(meta) => Ok(Some(meta)),
+        Err(e) => {
+            tracing::warn!(user = %user.log_id(), error = %e, "a kept file's record does not parse; skipped");
+            Ok(None)
+        }
+    }
+}
+
+/// Kept file `id` with its bytes, if there is one.
+pub fn read(layout: &Layout, user: &SafeName, id: &str) -> Result<Option<KeptFile>, FileError> {
+    let (Some(meta), Some(path)) = (read_meta(layout, user, id)?, data_path(layout, user, id)) else {
         return Ok(None);
     };
     let data = fsutil::read_nofollow(layout.state_root(), &path).map_err(FileError::with("read", &path))?;

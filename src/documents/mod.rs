@@ -64,6 +64,23 @@ pub enum Refusal {
     TooLong { bytes: usize },
 }
 
+impl Refusal {
+    /// What kind of refusal this is, for the log and metrics (never the
+    /// content).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Unsupported { .. } => "unsupported",
+            Refusal::Mismatch { .. } => "mismatch",
+            Refusal::Corrupt => "corrupt",
+            Refusal::Encrypted => "encrypted",
+            Refusal::TooManyPages { .. } => "too_many_pages",
+            Refusal::Bomb => "bomb",
+            Refusal::NoText { .. } => "no_text",
+            Refusal::TooLong { .. } => "too_long",
+        }
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -57,7 +57,7 @@ pub async fn take(
     let (id, extracted) = match tokio::time::timeout(EXTRACT_TIMEOUT, work).await {
         Ok(Ok(Ok(done))) => done,
         Ok(Ok(Err(refusal))) => {
-            tracing::info!(user = %user.log_id(), bytes = size, refusal = refusal_kind(&refusal), "document refused");
+            tracing::info!(user = %user.log_id(), bytes = size, refusal = refusal.kind(), "document refused");
             return DocumentOutcome::Refused {
                 reply: refusal.to_string(),
             };
@@ -109,19 +109,5 @@ pub fn marker(meta: &DocumentMeta) -> String {
         Some(1) => format!("[document {}, 1 page]", meta.name),
         Some(n) => format!("[document {}, {n} pages]", meta.name),
         None => format!("[document {}]", meta.name),
-    }
-}
-
-/// The refusal's kind, for the log (never the content).
-fn refusal_kind(refusal: &Refusal) -> &'static str {
-    match refusal {
-        Refusal::Unsupported { .. } => "unsupported",
-        Refusal::Mismatch { .. } => "mismatch",
-        Refusal::Corrupt => "corrupt",
-        Refusal::Encrypted => "encrypted",
-        Refusal::TooManyPages { .. } => "too_many_pages",
-        Refusal::Bomb => "bomb",
-        Refusal::NoText { .. } => "no_text",
-        Refusal::TooLong { .. } => "too_long",
     }
 }

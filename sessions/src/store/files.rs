@@ -511,10 +511,7 @@ impl UserMemory for FileUser {
     async fn add_document(&mut self, doc: &Document) -> Result<bool, StoreError> {
         let _guard = self.stm().lock(&self.user).await;
         let layout = self.stm().layout();
-        if documents::read(layout, &self.user, &doc.meta.id)
-            .map_err(StoreError::storage)?
-            .is_some()
-        {
+        if documents::has(layout, &self.user, &doc.meta.id) {
             return Ok(false);
         }
         documents::write(layout, &self.user, doc).map_err(StoreError::storage)?;
