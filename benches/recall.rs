@@ -54,7 +54,8 @@ const SMALL: Size = Size {
 enum Mode<'a> {
     Window,
     Recall,
-    Embeddings(&'a str),
+    /// `recall.embeddings` at this base URL with this model name.
+    Embeddings(&'a str, &'a str),
     /// Recall on the Postgres store (full text, `ts_rank`), on a throwaway
     /// PostgreSQL from the test kit.
     Postgres,
@@ -68,8 +69,8 @@ fn config(mode: Mode) -> String {
     let recall = match mode {
         Mode::Window => r#"{"enabled": false}"#.to_string(),
         Mode::Recall | Mode::Postgres => r#"{"enabled": true}"#.to_string(),
-        Mode::Embeddings(url) => format!(
-            r#"{{"enabled": true, "embeddings": {{"provider": "openai", "baseUrl": "{url}", "apiKeyEnv": "", "model": "fake-embed"}}}}"#
+        Mode::Embeddings(url, model) => format!(
+            r#"{{"enabled": true, "embeddings": {{"provider": "openai", "baseUrl": "{url}", "apiKeyEnv": "", "model": "{model}", "queryTimeoutMs": 5000}}}}"#
         ),
     };
     format!(r#"{{"stm": {{"fsync": false, "maxAgeMinutes": 100000000}}, "recall": {recall}}}"#)
@@ -125,7 +126,7 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
     for (user, turn) in turns {
         broker.say(user, &turn.id, turn.at, &turn.text).await;
     }
-    if matches!(mode, Mode::Embeddings(_)) {
+    if matches!(mode, Mode::Embeddings(..)) {
         broker.embed_all(conversations.iter().map(|c| c.user.as_str())).await;
     }
     let mut tally: BTreeMap<Kind, Tally> = BTreeMap::new();
@@ -141,8 +142,17 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
             let t = tally.entry(q.kind).or_default();
             t.asked += 1;
             t.tokens += seen.tokens;
-            if q.answer_ids.iter().all(|id| seen.text.contains(texts[id.as_str()])) {
+            let missing: Vec<&str> = q
+                .answer_ids
+                .iter()
+                .map(|id| texts[id.as_str()])
+                .filter(|text| !seen.text.contains(text))
+                .collect();
+            if missing.is_empty() {
                 t.answered += 1;
+            } else if std::env::var("RECALL_BENCH_MISSES").is_ok() {
+                // Which answer turns a question missed, for looking into a kind.
+                eprintln!("miss [{}] {:?}: {missing:?}", q.kind.name(), q.text);
             }
             // Another user's planted fact (one this user never said) in
             // this user's request would be a leak.
@@ -161,7 +171,9 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
                 leaks += 1;
             }
             // `cargo bench --bench recall -- --show` prints every request.
-            if std::env::args().any(|a| a == "--show") {
+            // `RECALL_BENCH_SHOW=words` those of the questions holding them.
+            let show = std::env::var("RECALL_BENCH_SHOW").is_ok_and(|w| q.text.contains(&w));
+            if show || std::env::args().any(|a| a == "--show") {
                 eprintln!(
                     "--- {} asks {:?} ({} tokens)\n{}",
                     c.user, q.text, seen.tokens, seen.text
@@ -193,6 +205,19 @@ fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
     })
 }
 
+/// The modes run: all but the real embedder by default; the environment's
+/// `RECALL_BENCH_MODES` (comma-separated: window, recall, fake, real, pg)
+/// picks some. `real` needs `MNEMO_BENCH_EMBEDDINGS_URL`: an
+/// OpenAI-compatible `/v1/embeddings` of a real model on the loopback
+/// (`scripts/minilm_embeddings.py`).
+fn wanted(name: &str) -> bool {
+    match std::env::var("RECALL_BENCH_MODES") {
+        Ok(modes) => modes.split(',').any(|m| m.trim() == name),
+        Err(_) => name != "real" || std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").is_ok(),
+    }
+}
+
+// size: the benchmark's report and its checks, in the order they print.
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let size = if full { FULL } else { SMALL };
@@ -207,95 +232,102 @@ fn main() {
         .expect("a runtime");
     let clock = std::time::Instant::now();
     let (_fake, embed_url) = runtime.block_on(mnemo_testkit::embeddings::FakeEmbeddings::start());
-    let window = runtime.block_on(measure(&conversations, Mode::Window));
-    let recall = runtime.block_on(measure(&conversations, Mode::Recall));
-    let dense = runtime.block_on(measure(&conversations, Mode::Embeddings(&embed_url)));
-    let pg = runtime.block_on(measure(&conversations, Mode::Postgres));
+    let real_url = std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").unwrap_or_default();
+    let modes: Vec<(&str, &str, Mode)> = vec![
+        ("window", "window-only", Mode::Window),
+        ("recall", "recall (BM25)", Mode::Recall),
+        (
+            "fake",
+            "recall + fake embeddings",
+            Mode::Embeddings(&embed_url, "fake-embed"),
+        ),
+        (
+            "real",
+            "recall + all-MiniLM-L6-v2",
+            Mode::Embeddings(&real_url, "all-MiniLM-L6-v2"),
+        ),
+        ("pg", "recall on Postgres (full text)", Mode::Postgres),
+    ];
+    let measured: Vec<(&str, &str, Measured)> = modes
+        .into_iter()
+        .filter(|(key, _, _)| wanted(key))
+        .map(|(key, name, mode)| (key, name, runtime.block_on(measure(&conversations, mode))))
+        .collect();
     let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
-
+    let questions: usize = conversations.iter().map(|c| c.questions.len()).sum();
     println!(
-        "recall benchmark: {} users, {} days, {turns} history turns, {} questions ({} s)",
+        "recall benchmark: {} users, {} days, {turns} history turns, {questions} questions ({} s)",
         size.users,
         size.days,
-        total(&recall.tally).asked,
         clock.elapsed().as_secs()
     );
-    println!(
-        "| kind | questions | window-only: all answer turns | tokens/request | recall: all answer turns | tokens/request | recall + fake embeddings: all answer turns | tokens/request | recall on Postgres (full text): all answer turns | tokens/request |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut header = "| kind | questions |".to_string();
+    let mut rule = "|---|---|".to_string();
+    for (_, name, _) in &measured {
+        header.push_str(&format!(" {name}: all answer turns | tokens/request |"));
+        rule.push_str("---|---|");
+    }
+    println!("{header}\n{rule}");
     let row = |m: &Measured, k: &Kind| m.tally.get(k).map_or_else(Tally::default, |t| *t);
-    let mut rows: Vec<(String, [Tally; 4])> = Kind::ALL
+    let mut rows: Vec<(String, Vec<Tally>)> = Kind::ALL
         .iter()
         .map(|k| {
-            let cells = [row(&window, k), row(&recall, k), row(&dense, k), row(&pg, k)];
-            (k.name().to_string(), cells)
+            (
+                k.name().to_string(),
+                measured.iter().map(|(_, _, m)| row(m, k)).collect(),
+            )
         })
         .collect();
-    rows.push((
-        "all".into(),
-        [
-            total(&window.tally),
-            total(&recall.tally),
-            total(&dense.tally),
-            total(&pg.tally),
-        ],
-    ));
-    for (name, [w, r, d, p]) in &rows {
-        println!(
-            "| {name} | {} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} | {:.1} % | {:.0} |",
-            r.asked,
-            100.0 * share(w),
-            mean_tokens(w),
-            100.0 * share(r),
-            mean_tokens(r),
-            100.0 * share(d),
-            mean_tokens(d),
-            100.0 * share(p),
-            mean_tokens(p)
-        );
+    rows.push(("all".into(), measured.iter().map(|(_, _, m)| total(&m.tally)).collect()));
+    for (name, cells) in &rows {
+        let asked = cells.first().map_or(0, |t| t.asked);
+        let mut line = format!("| {name} | {asked} |");
+        for t in cells {
+            line.push_str(&format!(" {:.1} % | {:.0} |", 100.0 * share(t), mean_tokens(t)));
+        }
+        println!("{line}");
     }
-    println!(
-        "requests carrying another user's fact: window-only {}, recall {}, recall + fake embeddings {}, recall on Postgres {}",
-        window.leaks, recall.leaks, dense.leaks, pg.leaks
-    );
-    for (name, m) in [
-        ("window-only", &window),
-        ("recall", &recall),
-        ("recall + fake embeddings", &dense),
-        ("recall on Postgres", &pg),
-    ] {
+    for (_, name, m) in &measured {
         println!(
-            "question turn, wall time ({name}): p50 {:.2} ms, p99 {:.2} ms",
+            "{name}: {} requests carrying another user's fact; question turn p50 {:.2} ms, p99 {:.2} ms",
+            m.leaks,
             m.percentile(0.5),
             m.percentile(0.99)
         );
     }
+    check(&measured);
+}
 
-    let (w, r, d, p) = (
-        total(&window.tally),
-        total(&recall.tally),
-        total(&dense.tally),
-        total(&pg.tally),
-    );
-    assert_eq!(
-        window.leaks + recall.leaks + dense.leaks + pg.leaks,
-        0,
-        "one user's facts reached another user's request"
-    );
-    assert!(share(&r) > share(&w), "recall must beat the window");
-    assert!(share(&p) > share(&w), "recall on Postgres must beat the window");
-    assert!(
-        mean_tokens(&p) <= 2000.0,
-        "on Postgres, still ≤ 2,000 tokens per request"
-    );
-    assert!(
-        share(&r) >= 0.8,
-        "recall target: ≥ 80 % of questions with all answer turns"
-    );
-    assert!(mean_tokens(&r) <= 2000.0, "recall target: ≤ 2,000 tokens per request");
-    assert!(
-        mean_tokens(&d) <= 2000.0,
-        "with embeddings, still ≤ 2,000 tokens per request"
-    );
+/// What CI's small run asserts, for the modes that ran.
+fn check(measured: &[(&str, &str, Measured)]) {
+    let get = |key: &str| {
+        measured
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|(_, _, m)| total(&m.tally))
+    };
+    let leaks: usize = measured.iter().map(|(_, _, m)| m.leaks).sum();
+    assert_eq!(leaks, 0, "one user's facts reached another user's request");
+    let window = get("window");
+    for (key, m) in measured
+        .iter()
+        .filter(|(k, _, _)| *k != "window")
+        .map(|(k, _, m)| (k, total(&m.tally)))
+    {
+        if let Some(w) = &window {
+            assert!(share(&m) > share(w), "{key}: recall must beat the window");
+        }
+        assert!(mean_tokens(&m) <= 2000.0, "{key}: ≤ 2,000 tokens per request");
+    }
+    // Issue 13's target, on issue 13's kinds (issue 41's harder kinds
+    // are reported against their own baseline, BENCHMARKS.md).
+    if let Some((_, _, m)) = measured.iter().find(|(k, _, _)| *k == "recall") {
+        let old = [Kind::SingleHop, Kind::TwoPart, Kind::Temporal, Kind::Updated];
+        let mut kinds = m.tally.clone();
+        kinds.retain(|k, _| old.contains(k));
+        assert!(
+            share(&total(&kinds)) >= 0.8,
+            "recall target: ≥ 80 % of issue 13's questions with all answer turns"
+        );
+    }
 }

@@ -13,23 +13,44 @@ use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 pub enum Kind {
     /// One turn holds the answer.
     SingleHop,
-    /// Two turns, days apart, each hold half of it.
+    /// Two turns, days apart, each hold half of it, and the question names
+    /// what links them ("my sister": "my sister is Ana" … "Ana moved to
+    /// Lisbon"). Issue 13's "multi-hop"; kept as it was for comparison.
+    TwoPart,
+    /// Two or three turns, days apart, joined through a person the
+    /// question never names: "which city is the friend I met at the
+    /// climbing gym moving to?" needs "I met Sam at the climbing gym" and
+    /// "Sam is moving to Porto", and the last turn of a chain shares no
+    /// word with the question (issue 41).
     MultiHop,
     /// The answer is when something was said (the item's date).
     Temporal,
     /// A fact that changed: the later turn answers.
     Updated,
+    /// The answer's words are not in the question: a category ("what
+    /// instrument do I play?" — "I practised the cello") or a paraphrase
+    /// ("what is my profession?" — "another long shift on the ward").
+    OpenDomain,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::SingleHop, Kind::MultiHop, Kind::Temporal, Kind::Updated];
+    pub const ALL: [Kind; 6] = [
+        Kind::SingleHop,
+        Kind::TwoPart,
+        Kind::MultiHop,
+        Kind::Temporal,
+        Kind::Updated,
+        Kind::OpenDomain,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::SingleHop => "single-hop",
-            Kind::MultiHop => "multi-hop",
+            Kind::TwoPart => "two-part (named link)",
+            Kind::MultiHop => "multi-hop (2–3 turns)",
             Kind::Temporal => "temporal",
             Kind::Updated => "updated-fact",
+            Kind::OpenDomain => "open-domain",
         }
     }
 }
@@ -157,6 +178,115 @@ const CHATTER: &[&str] = &[
     "The supermarket was out of oat milk, again.",
 ];
 
+/// Chatter about people: the names of the planted facts come up in
+/// everyday talk too (`{}` is a name), so a name alone does not point to
+/// a fact.
+const NAMED_CHATTER: &[&str] = &[
+    "{} sent me a funny video of a cat on a skateboard.",
+    "Had lunch with {}, we mostly talked about nothing.",
+    "{} is thinking of moving house, again.",
+    "{} told me about a new series everyone is watching.",
+    "Bumped into {} at the station this morning.",
+    "{} asked if I could help with a spreadsheet.",
+];
+
+/// Chatter near the open questions' categories (someone else's music,
+/// sport, food, vehicles, work), so the category alone is not enough.
+const NEAR_CHATTER: &[&str] = &[
+    "A busker at the station was playing the accordion.",
+    "Watched the tennis final on TV with the sound off.",
+    "Colleagues went out for sushi, I skipped it.",
+    "Saw a vintage tractor parked outside the bakery.",
+    "The pharmacist was very kind about my prescription.",
+    "My neighbour's teenager is learning the drums, loudly.",
+];
+
+const CHAIN_PETS: &[&str] = &[
+    "beagle",
+    "tabby kitten",
+    "lop-eared rabbit",
+    "cockatiel",
+    "greyhound",
+    "hedgehog",
+];
+const PROFESSIONS: &[&str] = &[
+    "radiographer",
+    "anaesthetist",
+    "paramedic",
+    "midwife",
+    "physiotherapist",
+    "pathologist",
+];
+
+/// Multi-hop chains: the turns (`{P}`, `{Q}` the linking people, `{X}`
+/// the answer) and the question, which names neither person.
+const CHAINS: &[(&[&str], &str)] = &[
+    (
+        &[
+            "I met {P} at the climbing gym, we ended up chatting for ages.",
+            "{P} told me she is moving to {X} in the spring.",
+        ],
+        "Which city is the friend I met at the climbing gym moving to?",
+    ),
+    (
+        &[
+            "{P} from my book club lent me a thriller.",
+            "{P} adopted a {X} from the shelter, photos all week.",
+        ],
+        "What animal does the person from my book club have now?",
+    ),
+    (
+        &[
+            "My cousin {P} is getting married in June.",
+            "{P}'s fiancé is called {Q}, they met at university.",
+            "{Q} works as a {X} at the hospital.",
+        ],
+        "What does my cousin's fiancé do for a living?",
+    ),
+    (
+        &[
+            "My old flatmate {P} finally called me back.",
+            "{P} introduced me to her brother {Q} at the party.",
+            "{Q} is opening a bakery in {X} next year.",
+        ],
+        "Where is my old flatmate's brother starting his business?",
+    ),
+];
+
+/// Open questions: the turn (`{X}` one of the choices) and the question,
+/// which shares no word with it.
+const OPEN: &[(&str, &[&str], &str)] = &[
+    (
+        "I practised the {X} for an hour tonight, my fingers hurt.",
+        &["cello", "violin", "trombone", "banjo", "clarinet", "harp"],
+        "What instrument do I play?",
+    ),
+    (
+        "Signed up for {X} lessons at the leisure centre, first class on Monday.",
+        &["judo", "rowing", "squash", "archery", "fencing", "badminton"],
+        "Which sport did I take up?",
+    ),
+    (
+        "Picked up my second-hand {X} from the dealer, it runs great.",
+        &["motorbike", "campervan", "scooter", "pickup truck", "hatchback"],
+        "What kind of vehicle did I buy?",
+    ),
+    (
+        "Nothing beats a bowl of {X} on a Friday night.",
+        &["ramen", "pho", "paella", "goulash", "laksa", "bibimbap"],
+        "What is my favourite food?",
+    ),
+    (
+        "{X}",
+        &[
+            "Another long shift on the ward, three patients admitted before lunch.",
+            "Marked thirty essays tonight, my pupils are finally getting commas.",
+            "Service was chaos tonight, I burned two risottos on the line.",
+        ],
+        "What is my profession?",
+    ),
+];
+
 fn day(start: NaiveDate, offset: i64, minute: i64) -> DateTime<Utc> {
     (start + TimeDelta::days(offset))
         .and_hms_opt(9, 0, 0)
@@ -170,8 +300,23 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
     let mut rng = Rng::new(seed);
     // Per day, the turns in order; facts are inserted at chosen days.
     let by_day: Vec<Vec<String>> = (0..days)
-        .map(|_| (0..8 + rng.below(12)).map(|_| rng.pick(CHATTER).to_string()).collect())
+        .map(|_| {
+            (0..8 + rng.below(12))
+                .map(|_| match rng.below(10) {
+                    0 => rng.pick(NAMED_CHATTER).replace("{}", rng.pick(NAMES)),
+                    1 => rng.pick(NEAR_CHATTER).to_string(),
+                    _ => rng.pick(CHATTER).to_string(),
+                })
+                .collect()
+        })
         .collect();
+    // The people of this user's chains, distinct; the chains and open
+    // questions a user gets start at a user's own offset, so users differ.
+    let mut people: Vec<&str> = NAMES.to_vec();
+    for i in (1..people.len()).rev() {
+        people.swap(i, rng.below(i + 1));
+    }
+    let (chain_from, open_from) = (rng.below(CHAINS.len()), rng.below(OPEN.len()));
     let mut plants: Vec<(i64, String, usize)> = Vec::new(); // (day, text, question index)
     let mut questions: Vec<(Kind, String, usize)> = Vec::new(); // (kind, text, facts needed)
     let span = days.max(4);
@@ -229,7 +374,7 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         let d1 = at(&mut rng, 0, span / 2);
         plants.push((d1, first, q + 1));
         plants.push((at(&mut rng, d1 + 1, span - 1), second, q + 1));
-        questions.push((Kind::MultiHop, question.to_string(), 2));
+        questions.push((Kind::TwoPart, question.to_string(), 2));
 
         // Temporal: the date of the turn is the answer.
         let place = format!("{}{}", rng.pick(CITIES), ["", "burg", "ville"][set % 3]);
@@ -274,6 +419,32 @@ pub fn conversation(seed: u64, user: &str, start: NaiveDate, days: i64, sets: us
         plants.push((d1, old, usize::MAX));
         plants.push((at(&mut rng, d1 + 1, span - 1), new, q + 3));
         questions.push((Kind::Updated, question.to_string(), 1));
+
+        // Multi-hop through unnamed people: each turn of the chain on a
+        // later day than the one before.
+        let (chain, question) = CHAINS[(chain_from + set) % CHAINS.len()];
+        let (p, q2) = (people[2 * set], people[2 * set + 1]);
+        let answer = match chain.len() {
+            2 if question.contains("city") => rng.pick(CITIES),
+            2 => rng.pick(CHAIN_PETS),
+            _ if question.contains("living") => rng.pick(PROFESSIONS),
+            _ => rng.pick(CITIES),
+        };
+        let mut from = 0;
+        for (i, text) in chain.iter().enumerate() {
+            let left = (chain.len() - i) as i64;
+            let d = at(&mut rng, from, span - left);
+            from = d + 1;
+            let text = text.replace("{P}", p).replace("{Q}", q2).replace("{X}", answer);
+            plants.push((d, text, q + 4));
+        }
+        questions.push((Kind::MultiHop, question.to_string(), chain.len()));
+
+        // Open-domain: the answer's words are not the question's.
+        let (fact, choices, question) = OPEN[(open_from + set) % OPEN.len()];
+        let fact = fact.replace("{X}", rng.pick(choices));
+        plants.push((at(&mut rng, 0, span - 1), fact, q + 5));
+        questions.push((Kind::OpenDomain, question.to_string(), 1));
     }
     // Insert the facts at a random place of their day; remember their ids.
     let mut answer_ids: Vec<Vec<String>> = vec![Vec::new(); questions.len()];
