@@ -205,13 +205,20 @@ fn omitted_marker(n: usize) -> String {
 }
 
 /// Takes items in priority order while they fit in `max_tokens` (the
-/// marker for what is left out included).
+/// marker for what is left out included). A text said again (the same
+/// words, whatever the case and punctuation) takes one place, the best
+/// ranked: ten "thinking about learning a language again" would leave no
+/// room for the one that answers.
 pub fn pack(candidates: Vec<Item>, max_tokens: usize) -> Recalled {
     let budget = max_tokens.saturating_mul(4);
     let reserve = omitted_marker(candidates.len()).chars().count() + 1;
     let mut used = 0usize;
     let mut out = Recalled::default();
+    let mut said = std::collections::HashSet::new();
     for item in candidates {
+        if !said.insert(super::plan::text_key(&item.text)) {
+            continue;
+        }
         let cost = item.line_chars() + 1;
         if used + cost + reserve <= budget {
             used += cost;
@@ -265,6 +272,24 @@ mod tests {
         let text = recalled.render().unwrap();
         assert!(text.ends_with("[1 more recalled item did not fit]"));
         assert!(recalled.estimated_tokens() <= 130);
+    }
+
+    #[test]
+    fn a_text_said_again_takes_one_place() {
+        let candidates = vec![
+            item(5, "Thinking about a language again."),
+            item(3, "thinking about a language, again"),
+            item(2, "I switched my lessons to Korean."),
+            item(1, "Thinking about a language again."),
+        ];
+        let recalled = pack(candidates, 500);
+        let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["I switched my lessons to Korean.", "Thinking about a language again."]
+        );
+        assert_eq!(recalled.items[1].at.day(), 5, "the best ranked stays");
+        assert_eq!(recalled.omitted, 0, "a repeat is not left out for the budget");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashSet;
 
 /// Candidates taken from each query.
-const PER_QUERY: usize = 24;
+const PER_QUERY: usize = 48;
 /// Rank offset of reciprocal-rank fusion; small, so the top of each list
 /// counts most.
 const RRF_K: f32 = 8.0;
@@ -25,6 +25,9 @@ const RRF_K: f32 = 8.0;
 const MIN_SHARE: f32 = 0.2;
 /// Rare words of the first hits added to the second round.
 const EXPANSION_TERMS: usize = 6;
+/// Best first-round hits (repeats of one message counted once) whose
+/// words widen the second round.
+const EXPANSION_SEEDS: usize = 3;
 /// Rank offset of the fusion of BM25's ranking with the dense one: the
 /// usual 60 of reciprocal rank fusion, so neither list's top dominates and
 /// a document both lists rank well comes first.
@@ -145,10 +148,35 @@ pub fn plan(
             }
         }
     }
-    spread(picks, |p| match p.side {
-        Side::User => user.doc(p.doc).at.date_naive(),
-        Side::Shared => shared.doc(p.doc).at.date_naive(),
-    })
+    // One read of each pick: its day for the spread, its text to leave
+    // out a repeat of a message already picked.
+    let mut texts = FxHashSet::default();
+    let dated: Vec<(Pick, chrono::NaiveDate)> = picks
+        .into_iter()
+        .filter_map(|p| {
+            let doc = match p.side {
+                Side::User => user.doc(p.doc),
+                Side::Shared => shared.doc(p.doc),
+            };
+            texts.insert(text_key(&doc.text)).then(|| (p, doc.at.date_naive()))
+        })
+        .collect();
+    spread(dated)
+}
+
+/// What makes two texts the same message said again: the same words,
+/// whatever the case, spacing and punctuation ("Thinking about it again."
+/// twice in a month takes one place, the best ranked).
+pub(super) fn text_key(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        for c in word.chars().flat_map(char::to_lowercase) {
+            c.hash(&mut hasher);
+        }
+        ' '.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// BM25's fused ranking and the dense one, fused by reciprocal rank
@@ -203,22 +231,57 @@ fn clauses(message: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The rarest words of the best first-round hits that the query lacks.
+/// The words of the best first-round hits that widen the second round:
+/// ones the query lacks, rare in this user's history, and in at least one
+/// other document (a word only the hit holds finds nothing more). Names
+/// (capitalized inside a sentence: "I met Sam at …") first, since a fact
+/// told in two places is most often joined by who it is about; then the
+/// rarest.
 fn expansion(index: &Bm25, hits: &[Hit], query: &FxHashSet<&String>, terms: &mut QueryTermsCache) -> Vec<String> {
-    let mut words: Vec<(String, f32)> = Vec::new();
-    for hit in hits.iter().take(3) {
-        for term in terms.terms(&index.doc(hit.doc).text).iter() {
-            if !query.contains(term) && !words.iter().any(|(w, _)| w == term) {
-                let idf = index.idf(term);
-                words.push((term.clone(), idf));
+    let mut words: Vec<(String, bool, f32)> = Vec::new();
+    // The best three hits that are not a repeat of one another.
+    let mut seeds = FxHashSet::default();
+    for hit in hits {
+        if seeds.len() == EXPANSION_SEEDS {
+            break;
+        }
+        let doc = index.doc(hit.doc);
+        if !seeds.insert(text_key(&doc.text)) {
+            continue;
+        }
+        let names = names_in(&doc.text);
+        for term in terms.terms(&doc.text).iter() {
+            if query.contains(term) || words.iter().any(|(w, _, _)| w == term) {
+                continue;
             }
+            if index.listing(term).is_none_or(|list| list.len() < 2) {
+                continue;
+            }
+            words.push((term.clone(), names.contains(term), index.idf(term)));
         }
     }
     // Only words rare in this user's history say something specific.
     let floor = widening_floor(index.live_docs());
-    words.retain(|(_, idf)| *idf >= floor);
-    words.sort_by(|a, b| b.1.total_cmp(&a.1));
-    words.into_iter().take(EXPANSION_TERMS).map(|(w, _)| w).collect()
+    words.retain(|(_, _, idf)| *idf >= floor);
+    words.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.total_cmp(&a.2)));
+    words.into_iter().take(EXPANSION_TERMS).map(|(w, _, _)| w).collect()
+}
+
+/// The terms of the words of `text` written with a capital inside a
+/// sentence (not its first word, not "I"): the names it mentions.
+fn names_in(text: &str) -> FxHashSet<String> {
+    let mut names = FxHashSet::default();
+    for sentence in text.split(['.', '!', '?', ';', ':', '\n']) {
+        let words = sentence
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .filter(|w| !w.is_empty());
+        for word in words.skip(1) {
+            if word.chars().next().is_some_and(char::is_uppercase) && word != "I" {
+                names.extend(tokenize::query_terms(word));
+            }
+        }
+    }
+    names
 }
 
 /// The least inverse document frequency (BM25's) a word of the first hits
@@ -267,11 +330,11 @@ fn neighbours(index: &Bm25, doc: u32, query: &[Listing], excluded: &dyn Fn(&Doc)
 
 /// Reorders `picks` so no day takes more than [`PER_DAY_FIRST_PASS`]
 /// items before every other day had its turn; order within a pass is kept.
-fn spread(picks: Vec<Pick>, day: impl Fn(&Pick) -> chrono::NaiveDate) -> Vec<Pick> {
+fn spread(picks: Vec<(Pick, chrono::NaiveDate)>) -> Vec<Pick> {
     let mut per_day: FxHashMap<chrono::NaiveDate, usize> = FxHashMap::default();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
-    for pick in picks {
-        let n = per_day.entry(day(&pick)).or_default();
+    for (pick, day) in picks {
+        let n = per_day.entry(day).or_default();
         *n += 1;
         if *n <= PER_DAY_FIRST_PASS {
             first.push(pick);
@@ -312,6 +375,71 @@ mod tests {
         );
         let found = texts(&user, &picks);
         assert!(found.iter().any(|t| t.contains("Lisbon")), "{found:?}");
+    }
+
+    #[test]
+    fn the_second_round_is_widened_by_the_name_in_a_hit_not_by_its_one_off_words() {
+        let mut user = Bm25::default();
+        // The hit's other words are rarer than the name, but no other
+        // message has them: they would take every widening slot.
+        user.add(
+            1,
+            at(1),
+            Source::User,
+            "I met Sam at the climbing gym, we chatted for ages about ropes, chalk, harnesses, belays and carabiners"
+                .into(),
+        );
+        for i in 0..60 {
+            user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
+        }
+        user.add(2, at(9), Source::User, "Sam's new flat is in Porto".into());
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "Which city does the friend I met at the climbing gym live in now?",
+            &[],
+            &HashSet::new(),
+            &[],
+            &mut QueryTermsCache::default(),
+        );
+        let found = texts(&user, &picks);
+        assert!(found.iter().any(|t| t.contains("Porto")), "{found:?}");
+    }
+
+    #[test]
+    fn a_message_said_again_is_picked_once_and_leaves_room_for_another_seed() {
+        let mut user = Bm25::default();
+        for i in 0..5 {
+            user.add(
+                10 + i,
+                at(20 + i as u32),
+                Source::User,
+                "Thinking about learning a language again.".into(),
+            );
+        }
+        user.add(1, at(1), Source::User, "I'm learning Swahili on weekends.".into());
+        for i in 0..60 {
+            user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
+        }
+        user.add(
+            2,
+            at(9),
+            Source::User,
+            "I switched my weekend lessons to Korean.".into(),
+        );
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "Which language am I learning now?",
+            &[],
+            &HashSet::new(),
+            &[],
+            &mut QueryTermsCache::default(),
+        );
+        let found = texts(&user, &picks);
+        let repeats = found.iter().filter(|t| t.starts_with("Thinking about")).count();
+        assert_eq!(repeats, 1, "{found:?}");
+        assert!(found.iter().any(|t| t.contains("Korean")), "{found:?}");
     }
 
     #[test]
@@ -413,14 +541,13 @@ mod tests {
 
     #[test]
     fn one_busy_day_does_not_take_every_slot() {
-        let picks: Vec<Pick> = (0..5).map(|doc| Pick { side: Side::User, doc }).collect();
-        let spread = spread(picks, |p| {
-            if p.doc < 4 {
-                at(1).date_naive()
-            } else {
-                at(2).date_naive()
-            }
-        });
+        let picks: Vec<(Pick, chrono::NaiveDate)> = (0..5)
+            .map(|doc| {
+                let day = if doc < 4 { at(1) } else { at(2) };
+                (Pick { side: Side::User, doc }, day.date_naive())
+            })
+            .collect();
+        let spread = spread(picks);
         assert_eq!(spread.iter().map(|p| p.doc).collect::<Vec<_>>(), [0, 1, 4, 2, 3]);
     }
 
