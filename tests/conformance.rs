@@ -14,7 +14,9 @@
 //! maintenance), `access` (who may talk: the rules in `access.json` or in
 //! the database), `reminders` (set, claimed once, missed, told once),
 //! `usage` (tokens per user and day, the channel's total, kept and shared),
-//! `documents` (kept once, recalled by content, forgotten, exported, scoped).
+//! `documents` (kept once, recalled by content, forgotten, exported, scoped),
+//! `recall` (what a turn's recall picks: repeats once, facts told in two
+//! places joined by the person they name).
 
 mod access;
 mod commands;
@@ -22,6 +24,7 @@ mod documents;
 mod edits;
 mod folds;
 mod lifecycle;
+mod recall;
 mod reminders;
 mod scope;
 mod subject;

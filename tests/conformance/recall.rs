@@ -1,0 +1,60 @@
+//! What a turn's recall picks, on any store: a message said again takes
+//! one place, and the other half of a fact told in two places is found
+//! through the person both halves name (issue 41).
+
+use super::specs;
+use super::subject::{Subject, at, record};
+
+specs![
+    a_message_said_again_is_recalled_once,
+    the_other_half_of_a_fact_is_found_through_the_person_it_names,
+];
+
+async fn a_message_said_again_is_recalled_once(s: Subject) {
+    let mut ada = s.user("ada").await;
+    for i in 0..6 {
+        let text = if i % 2 == 0 {
+            "Thinking about the heliotrope bakery again."
+        } else {
+            "thinking about the Heliotrope bakery, again"
+        };
+        ada.append(&record(2 * i, text), at(2 * i)).await.unwrap();
+    }
+    ada.append(&record(20, "The heliotrope bakery sells rye on Sundays."), at(20))
+        .await
+        .unwrap();
+    let recalled = ada.recall("the heliotrope bakery?", &[], 500).await.unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let repeats = texts
+        .iter()
+        .filter(|t| t.to_lowercase().starts_with("thinking"))
+        .count();
+    assert_eq!(repeats, 1, "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("rye")), "{texts:?}");
+    assert_eq!(recalled.omitted, 0, "a repeat is not counted as left out: {recalled:?}");
+}
+
+async fn the_other_half_of_a_fact_is_found_through_the_person_it_names(s: Subject) {
+    // A history long enough for a name to be rare in it (the second round
+    // only widens by words rare in the user's history).
+    s.chat("ada", 0, 60, "filler about the lunch menu").await;
+    let mut ada = s.user("ada").await;
+    for (i, text) in [
+        (100, "I met Sam at the climbing gym, we chatted for ages."),
+        (102, "Sam sent me a funny video of a cat."),
+        (104, "Sam's new flat is in Porto, near the river."),
+    ] {
+        ada.append(&record(i, text), at(i)).await.unwrap();
+    }
+    let recalled = ada
+        .recall(
+            "Which city does the friend I met at the climbing gym live in now?",
+            &[],
+            500,
+        )
+        .await
+        .unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(texts.iter().any(|t| t.contains("climbing gym")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
+}
