@@ -106,7 +106,7 @@ impl Measured {
 
 /// Plays every conversation, then asks the questions; tallies per kind and
 /// counts requests carrying another user's canary.
-async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
+async fn measure(conversations: &[Conversation], mode: Mode<'_>, knobs: &Knobs) -> Measured {
     let store = match mode {
         Mode::Postgres => {
             let db = mnemo_testkit::pg::database();
@@ -150,7 +150,7 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
                 .collect();
             if missing.is_empty() {
                 t.answered += 1;
-            } else if std::env::var("RECALL_BENCH_MISSES").is_ok() {
+            } else if knobs.misses {
                 // Which answer turns a question missed, for looking into a kind.
                 eprintln!("miss [{}] {:?}: {missing:?}", q.kind.name(), q.text);
             }
@@ -172,7 +172,7 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>) -> Measured {
             }
             // `cargo bench --bench recall -- --show` prints every request.
             // `RECALL_BENCH_SHOW=words` those of the questions holding them.
-            let show = std::env::var("RECALL_BENCH_SHOW").is_ok_and(|w| q.text.contains(&w));
+            let show = knobs.show.as_ref().is_some_and(|w| q.text.contains(w.as_str()));
             if show || std::env::args().any(|a| a == "--show") {
                 eprintln!(
                     "--- {} asks {:?} ({} tokens)\n{}",
@@ -205,15 +205,36 @@ fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
     })
 }
 
-/// The modes run: all but the real embedder by default; the environment's
-/// `RECALL_BENCH_MODES` (comma-separated: window, recall, fake, real, pg)
-/// picks some. `real` needs `MNEMO_BENCH_EMBEDDINGS_URL`: an
-/// OpenAI-compatible `/v1/embeddings` of a real model on the loopback
-/// (`scripts/minilm_embeddings.py`).
-fn wanted(name: &str) -> bool {
-    match std::env::var("RECALL_BENCH_MODES") {
-        Ok(modes) => modes.split(',').any(|m| m.trim() == name),
-        Err(_) => name != "real" || std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").is_ok(),
+/// The benchmark's knobs, from the environment: `RECALL_BENCH_MODES`
+/// (comma-separated: window, recall, fake, real, pg; all but `real` when
+/// unset), `MNEMO_BENCH_EMBEDDINGS_URL` (an OpenAI-compatible
+/// `/v1/embeddings` of a real model on the loopback, for `real`:
+/// `scripts/minilm_embeddings.py`), `RECALL_BENCH_MISSES` (print each
+/// missed question and its missing answer turns), `RECALL_BENCH_SHOW=words`
+/// (print the requests of the questions holding them).
+struct Knobs {
+    modes: Option<String>,
+    real_url: Option<String>,
+    misses: bool,
+    show: Option<String>,
+}
+
+impl Knobs {
+    #[allow(clippy::disallowed_methods, reason = "a bench's own knobs, read once here")]
+    fn from_env() -> Knobs {
+        Knobs {
+            modes: std::env::var("RECALL_BENCH_MODES").ok(),
+            real_url: std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").ok(),
+            misses: std::env::var("RECALL_BENCH_MISSES").is_ok(),
+            show: std::env::var("RECALL_BENCH_SHOW").ok(),
+        }
+    }
+
+    fn wanted(&self, name: &str) -> bool {
+        match &self.modes {
+            Some(modes) => modes.split(',').any(|m| m.trim() == name),
+            None => name != "real" || self.real_url.is_some(),
+        }
     }
 }
 
@@ -232,7 +253,8 @@ fn main() {
         .expect("a runtime");
     let clock = std::time::Instant::now();
     let (_fake, embed_url) = runtime.block_on(mnemo_testkit::embeddings::FakeEmbeddings::start());
-    let real_url = std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").unwrap_or_default();
+    let knobs = Knobs::from_env();
+    let real_url = knobs.real_url.clone().unwrap_or_default();
     let modes: Vec<(&str, &str, Mode)> = vec![
         ("window", "window-only", Mode::Window),
         ("recall", "recall (BM25)", Mode::Recall),
@@ -250,8 +272,8 @@ fn main() {
     ];
     let measured: Vec<(&str, &str, Measured)> = modes
         .into_iter()
-        .filter(|(key, _, _)| wanted(key))
-        .map(|(key, name, mode)| (key, name, runtime.block_on(measure(&conversations, mode))))
+        .filter(|(key, _, _)| knobs.wanted(key))
+        .map(|(key, name, mode)| (key, name, runtime.block_on(measure(&conversations, mode, &knobs))))
         .collect();
     let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
     let questions: usize = conversations.iter().map(|c| c.questions.len()).sum();

@@ -48,7 +48,10 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 /// left out (it is in the context already), in one statement:
 /// - the first round: the newest `$6` messages matching the search terms
 ///   `$3`, ranked by `ts_rank` over all the question's terms `$4`, newest
-///   first among equals, at most `$7`;
+///   first among equals, at most `$7`, a message said again (the same
+///   words: the same `tsvector`) once, its newest, so repeats take
+///   neither candidate places nor the best hits the second round starts
+///   from;
 /// - the second round, for the other half of a fact told in two places
 ///   ("my sister is Ana" … "Ana moved to Lisbon"): the words of the first
 ///   round's best `$8` hits that are not in the question `$9` (lexemes) —
@@ -62,12 +65,14 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 /// The last column says which round a row is from.
 const RECALL: &str = "
 WITH first AS (
-    SELECT c.ts, c.role, c.text, ts_rank(c.tsv, q) AS r, c.seq, c.tsv FROM (
-        SELECT ts, role, text, seq, tsv FROM mnemo_messages
-        WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
-        ORDER BY seq DESC LIMIT $6) AS c,
-        to_tsquery('simple', $4) AS q
-    ORDER BY r DESC, c.seq DESC LIMIT $7),
+    SELECT * FROM (
+        SELECT DISTINCT ON (c.tsv) c.ts, c.role, c.text, ts_rank(c.tsv, q) AS r, c.seq, c.tsv FROM (
+            SELECT ts, role, text, seq, tsv FROM mnemo_messages
+            WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
+            ORDER BY seq DESC LIMIT $6) AS c,
+            to_tsquery('simple', $4) AS q
+        ORDER BY c.tsv, c.seq DESC) AS d
+    ORDER BY r DESC, seq DESC LIMIT $7),
 best AS (SELECT tsv FROM first ORDER BY r DESC, seq DESC LIMIT $8),
 terms AS (
     SELECT DISTINCT t.lexeme FROM best, unnest(best.tsv) AS t
@@ -125,7 +130,7 @@ ORDER BY d LIMIT $6";
 const RECALL_DIGEST_PIECES: i64 = 8;
 
 /// Candidates a recall looks at before packing them under the budget.
-const RECALL_CANDIDATES: i64 = 32;
+const RECALL_CANDIDATES: i64 = 48;
 /// Topic notes a turn's recall offers at most (matching any word of the
 /// message, best first), ahead of the messages.
 const RECALLED_NOTES: usize = 3;
@@ -271,7 +276,7 @@ impl PgTurn {
         let conn = self.client();
         let (channel, user) = (self.channel().name(), self.user().as_str());
         let literal = crate::vectors::literal(vector);
-        let limit = mnemo_sessions::recall::DENSE_HITS as i64;
+        let limit = mnemo_sessions::recall::DENSE_CANDIDATES as i64;
         let rows = conn
             .query(NEAREST, &[&channel, &user, &model, &literal, &skip, &limit])
             .await?;

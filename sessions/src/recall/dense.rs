@@ -27,6 +27,10 @@ pub const EMBED_BATCH: usize = 128;
 pub const EMBED_BATCH_CHARS: usize = 64_000;
 /// Nearest documents a turn takes from the embeddings.
 pub const DENSE_HITS: usize = 12;
+/// Nearest documents a turn looks at before [`strong_dense`] keeps
+/// [`DENSE_HITS`] of them: a message said ten times is ten equally near
+/// vectors, and would take ten of the twelve places.
+pub const DENSE_CANDIDATES: usize = 4 * DENSE_HITS;
 /// Dense hits weaker than this share of the best cosine are noise.
 const DENSE_MIN_SHARE: f32 = 0.5;
 /// Longest text sent to be embedded (a message is at most
@@ -208,7 +212,7 @@ pub(super) fn nearest(
         shared.vectors.clear();
     }
     let mut hits: Vec<(f32, Pick)> = vectors
-        .search(bm25, model, vector, DENSE_HITS, &plan::skipped(bm25, excluded))
+        .search(bm25, model, vector, DENSE_CANDIDATES, &plan::skipped(bm25, excluded))
         .into_iter()
         .map(|(doc, cosine)| (cosine, Pick { side: Side::User, doc }))
         .collect();
@@ -216,7 +220,7 @@ pub(super) fn nearest(
     hits.extend(
         shared
             .vectors
-            .search(&shared.bm25, model, vector, DENSE_HITS, &skip)
+            .search(&shared.bm25, model, vector, DENSE_CANDIDATES, &skip)
             .into_iter()
             .map(|(doc, cosine)| {
                 (
@@ -233,12 +237,16 @@ pub(super) fn nearest(
 }
 
 /// The dense hits worth fusing (cosine similarity, best first): at most
-/// [`DENSE_HITS`], none weaker than [`DENSE_MIN_SHARE`] of the best. Both
-/// stores cut their nearest neighbours with it.
+/// [`DENSE_HITS`], none weaker than [`DENSE_MIN_SHARE`] of the best, and
+/// a hit exactly as near as the one before it left out (the same text said
+/// again has the same vector: one place for it). Both stores cut their
+/// nearest neighbours ([`DENSE_CANDIDATES`] of them) with it.
 pub fn strong_dense<T>(hits: Vec<(f32, T)>) -> Vec<T> {
     let best = hits.first().map_or(0.0, |h| h.0);
+    let mut last = None;
     hits.into_iter()
         .filter(|(cosine, _)| *cosine >= best * DENSE_MIN_SHARE)
+        .filter(|(cosine, _)| last.replace(cosine.to_bits()) != Some(cosine.to_bits()))
         .take(DENSE_HITS)
         .map(|(_, hit)| hit)
         .collect()
@@ -271,6 +279,16 @@ pub fn clip(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_said_again_takes_one_dense_place() {
+        let mut hits: Vec<(f32, usize)> = (0..20).map(|i| (0.9, i)).collect();
+        hits.extend((0..20).map(|i| (0.8 - i as f32 * 0.01, 100 + i)));
+        let kept = strong_dense(hits);
+        assert_eq!(kept.len(), DENSE_HITS);
+        assert_eq!(kept[0], 0, "the first of the repeats stays");
+        assert_eq!(kept[1..], (100..100 + DENSE_HITS - 1).collect::<Vec<_>>()[..]);
+    }
 
     #[test]
     fn a_batch_is_bounded_by_texts_and_characters_and_never_empty() {

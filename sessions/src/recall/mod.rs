@@ -47,8 +47,8 @@ mod tokenize;
 mod vectors;
 
 pub use dense::{
-    DENSE_HITS, EMBED_BATCH, EMBED_BATCH_CHARS, batch_len as embedding_batch_len, clip as clip_for_embedding,
-    strong_dense,
+    DENSE_CANDIDATES, DENSE_HITS, EMBED_BATCH, EMBED_BATCH_CHARS, batch_len as embedding_batch_len,
+    clip as clip_for_embedding, strong_dense,
 };
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use line::message_key;
