@@ -59,6 +59,9 @@ enum Mode<'a> {
     /// Recall on the Postgres store (full text, `ts_rank`), on a throwaway
     /// PostgreSQL from the test kit.
     Postgres,
+    /// The same with `recall.embeddings` (pgvector) at this base URL with
+    /// this model name: vectors filled in the background after each turn.
+    PostgresEmbeddings(&'a str, &'a str),
 }
 
 /// The default operator config, except: no fsync (the benchmark measures
@@ -69,7 +72,7 @@ fn config(mode: Mode) -> String {
     let recall = match mode {
         Mode::Window => r#"{"enabled": false}"#.to_string(),
         Mode::Recall | Mode::Postgres => r#"{"enabled": true}"#.to_string(),
-        Mode::Embeddings(url, model) => format!(
+        Mode::Embeddings(url, model) | Mode::PostgresEmbeddings(url, model) => format!(
             r#"{{"enabled": true, "embeddings": {{"provider": "openai", "baseUrl": "{url}", "apiKeyEnv": "", "model": "{model}", "queryTimeoutMs": 5000}}}}"#
         ),
     };
@@ -108,7 +111,7 @@ impl Measured {
 /// counts requests carrying another user's canary.
 async fn measure(conversations: &[Conversation], mode: Mode<'_>, knobs: &Knobs) -> Measured {
     let store = match mode {
-        Mode::Postgres => {
+        Mode::Postgres | Mode::PostgresEmbeddings(..) => {
             let db = mnemo_testkit::pg::database();
             let store = mnemo_pg::PgStore::connect(&db.url(), 8, std::time::Duration::from_secs(10)).expect("a pool");
             mnemo_pg::migrate::migrate(&store).await.expect("the schema");
@@ -128,6 +131,11 @@ async fn measure(conversations: &[Conversation], mode: Mode<'_>, knobs: &Knobs) 
     }
     if matches!(mode, Mode::Embeddings(..)) {
         broker.embed_all(conversations.iter().map(|c| c.user.as_str())).await;
+    }
+    if matches!(mode, Mode::PostgresEmbeddings(..)) {
+        // The background fills after the last turns (at most 256 vectors
+        // a fill, 2 a turn here): a moment to land.
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     }
     let mut tally: BTreeMap<Kind, Tally> = BTreeMap::new();
     let mut leaks = 0;
@@ -206,8 +214,8 @@ fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
 }
 
 /// The benchmark's knobs, from the environment: `RECALL_BENCH_MODES`
-/// (comma-separated: window, recall, fake, real, pg; all but `real` when
-/// unset), `MNEMO_BENCH_EMBEDDINGS_URL` (an OpenAI-compatible
+/// (comma-separated: window, recall, fake, real, pg, pgreal; all but the
+/// real embedder's when unset), `MNEMO_BENCH_EMBEDDINGS_URL` (an OpenAI-compatible
 /// `/v1/embeddings` of a real model on the loopback, for `real`:
 /// `scripts/minilm_embeddings.py`), `RECALL_BENCH_MISSES` (print each
 /// missed question and its missing answer turns), `RECALL_BENCH_SHOW=words`
@@ -233,7 +241,7 @@ impl Knobs {
     fn wanted(&self, name: &str) -> bool {
         match &self.modes {
             Some(modes) => modes.split(',').any(|m| m.trim() == name),
-            None => name != "real" || self.real_url.is_some(),
+            None => !name.ends_with("real") || self.real_url.is_some(),
         }
     }
 }
@@ -269,6 +277,11 @@ fn main() {
             Mode::Embeddings(&real_url, "all-MiniLM-L6-v2"),
         ),
         ("pg", "recall on Postgres (full text)", Mode::Postgres),
+        (
+            "pgreal",
+            "Postgres + all-MiniLM-L6-v2 (pgvector)",
+            Mode::PostgresEmbeddings(&real_url, "all-MiniLM-L6-v2"),
+        ),
     ];
     let measured: Vec<(&str, &str, Measured)> = modes
         .into_iter()
