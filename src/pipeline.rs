@@ -27,6 +27,7 @@
 mod attachments;
 mod budget;
 pub mod documents;
+mod group;
 mod intake;
 mod no_model;
 mod reminding;
@@ -34,6 +35,7 @@ mod reminding;
 pub use attachments::{AttachmentSettings, NO_VISION, NOT_AN_IMAGE, VOICE_NOT_SET_UP};
 pub(crate) use budget::spend;
 pub use budget::{Clock, channel_notice, user_notice};
+pub use group::{ADMINS_UNKNOWN, NOT_A_GROUP_ADMIN};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
 
@@ -77,6 +79,8 @@ pub struct Pipeline {
     /// The time the day's budget is counted by (the wall clock unless a
     /// test sets one).
     clock: std::sync::RwLock<budget::Clock>,
+    /// One turn at a time in each shared group.
+    group_turns: group::GroupTurns,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -106,6 +110,7 @@ impl Pipeline {
             answered: AtomicUsize::new(0),
             model_failed: AtomicUsize::new(0),
             clock: std::sync::RwLock::new(Arc::new(Utc::now)),
+            group_turns: group::GroupTurns::default(),
         }
     }
 
@@ -246,6 +251,11 @@ impl Pipeline {
         // The user's memory for this turn; on a store several brokers
         // share, the user's turn lock is held from here to its end, so
         // another broker never interleaves this user's turns.
+        // A shared group's turns take turns (its members have queues of their own).
+        let _group_turn = match user.is_group() {
+            true => Some(self.group_turns.hold(&message.channel, &user).await),
+            false => None,
+        };
         let mut mine = memory.store.user(&user).await?;
         match work {
             Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
@@ -430,6 +440,14 @@ impl Pipeline {
         } else {
             None
         };
+        // In a shared group, who said what (the memory is the group's).
+        let (view, question) = match mine.user().is_group() {
+            true => (
+                group::spoken(view),
+                group::said_by(message.user_name.as_deref(), &message.text),
+            ),
+            false => (view, message.text.clone()),
+        };
         let mut context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
@@ -442,7 +460,10 @@ impl Pipeline {
         if self.parts.max_tool_rounds > 0 {
             context.system.push_str(&Pipeline::clock_line(zone, self.now()));
         }
-        ModelRequest::new(context, message.text.clone())
+        if mine.user().is_group() {
+            context.system.push_str(group::GROUP_NOTE);
+        }
+        ModelRequest::new(context, question)
     }
 
     /// The memory tools of this turn, built for this caller only (the

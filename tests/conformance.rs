@@ -21,6 +21,7 @@ mod commands;
 mod documents;
 mod edits;
 mod folds;
+mod groups;
 mod lifecycle;
 mod reminders;
 mod scope;

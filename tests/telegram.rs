@@ -10,6 +10,7 @@ use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
 mod attachments;
 mod documents;
+mod groups;
 mod reminders;
 mod streaming;
 use crate::support;

@@ -11,6 +11,7 @@
 //! another user; the details of a failure go to the log.
 
 mod clear;
+pub use clear::NO_GROUP_MEMORY;
 pub mod documents;
 pub mod memory;
 pub mod parse;
@@ -96,6 +97,7 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session remind <when> <text> — I message you then, here (when: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00)\n\
 /session reminders — your reminders; `/session reminders cancel <id>` cancels one\n\
 /session timezone [zone] — your timezone for reminders (an IANA name like Europe/Lisbon)\n\
+/session clear group — in a group with its own memory: delete it (the group's admins only)\n\
 /session help — this list";
 
 /// Carries out `command` for `caller` on `memory` (the caller's) at `now`.
@@ -130,6 +132,7 @@ pub async fn try_execute(
         SessionCommand::Clear => Reply::text(clear::clear(memory).await?),
         SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(memory).await?),
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(memory).await?),
+        SessionCommand::ClearGroup => Reply::text(clear::clear_group(memory).await?),
         SessionCommand::Forget { topic } => Reply::text(memory::forget(memory, caller, topic, now).await?),
         SessionCommand::ForgetConfirmed { words } => {
             Reply::text(memory::forget_confirmed(memory, caller, words, now).await?)

@@ -139,7 +139,7 @@ impl Pipeline {
             let _ = self.settle(&message.channel, &message.msg_id, false);
             return None;
         };
-        let user = SafeName::of(&message.user_id);
+        let mut user = SafeName::of(&message.user_id);
         // A message that ends here (refused, a repeat, not stored) is logged
         // and counted as a turn; one that goes on is, by its turn.
         let ended = |message: &Inbound, outcome| TurnTrace::start(message).finish(outcome);
@@ -155,6 +155,13 @@ impl Pipeline {
             }
             Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
             Admission::Proceed { greeting: None } => {}
+            // Only kept, as the group's context: nothing to answer.
+            Admission::Group { answer: false } => {
+                self.observe(memory, message).await;
+                return None;
+            }
+            // The group's own memory, never the asker's.
+            Admission::Group { answer: true } => user = SafeName::group(&message.chat_id),
             // Nothing stored and nothing said (the sender may be a
             // stranger); not taken, so a platform that redelivers brings it
             // back once the database answers.
@@ -167,6 +174,11 @@ impl Pipeline {
         }
         let bot_name = self.channels.get(&message.channel).and_then(|c| c.bot_name());
         if let Some(command) = commands::parse(&message.text, bot_name.as_deref()) {
+            // In a shared group, only what is about the group's memory is
+            // answered from it; the rest is the asker's own, privately.
+            if user.is_group() && !super::group::of_the_group(&command) {
+                user = SafeName::of(&message.user_id);
+            }
             return Some(Taken {
                 message,
                 user,

@@ -2,8 +2,9 @@
 //! from memory in its turn (after the user's earlier questions), and the
 //! one notice for questions a crash left too long unanswered.
 //!
-//! What it must not do: reveal memory in a group (a memory-revealing
-//! command's answer goes privately), or send a notice twice.
+//! What it must not do: reveal a person's memory in a group (a
+//! memory-revealing command's answer goes privately; only a shared group's
+//! own memory is shown in it), or send a notice twice.
 
 use super::intake::reply_record;
 use super::{Due, Pipeline, TurnError, store_reply};
@@ -27,6 +28,14 @@ impl Pipeline {
         command: &SessionCommand,
     ) -> Result<Outcome, TurnError> {
         let user = mine.user().clone();
+        // A group's memory is cleared by its admins only.
+        if *command == SessionCommand::ClearGroup
+            && user.is_group()
+            && let Some(refusal) = self.not_a_group_admin(message).await
+        {
+            self.send(Outbound::reply(message, refusal.to_string())).await;
+            return Ok(Outcome::Command);
+        }
         let place = place_of(message);
         let caller = commands::Caller {
             user: &user,
@@ -42,8 +51,9 @@ impl Pipeline {
             Some(path) => Outbound::file(message, path, reply.text),
             None => Outbound::reply(message, reply.text),
         };
-        // DESIGN §5: memory asked for in a group reaches only the asker.
-        let out = if command.reveals_memory() {
+        // DESIGN §5: memory asked for in a group reaches only the asker
+        // (a shared group's own memory is the group's to see).
+        let out = if command.reveals_memory() && !user.is_group() {
             out.privately(message)
         } else {
             out

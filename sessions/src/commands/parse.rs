@@ -17,6 +17,9 @@ pub enum SessionCommand {
     ClearAll,
     /// `clear all confirm`: delete everything stored about you.
     ClearAllConfirmed,
+    /// `clear group`: delete a shared group's own memory (its admins only;
+    /// the broker checks who is one with the platform).
+    ClearGroup,
     /// Show your long-term profile.
     Profile,
     /// Forget a fact by key or a topic note by name, or else list the facts
@@ -78,6 +81,7 @@ impl SessionCommand {
             SessionCommand::Clear
             | SessionCommand::ClearAll
             | SessionCommand::ClearAllConfirmed
+            | SessionCommand::ClearGroup
             | SessionCommand::ForgetConfirmed { .. }
             | SessionCommand::Remember { .. }
             // `remind` echoes what was just typed; `cancel` only the id.
@@ -155,6 +159,7 @@ fn parse_action(rest: &str) -> SessionCommand {
         "clear" if args.is_empty() => SessionCommand::Clear,
         "clear" if args.eq_ignore_ascii_case("all") => SessionCommand::ClearAll,
         "clear" if words(args).eq(["all", "confirm"]) => SessionCommand::ClearAllConfirmed,
+        "clear" if args.eq_ignore_ascii_case("group") => SessionCommand::ClearGroup,
         "profile" if args.is_empty() => SessionCommand::Profile,
         "export" if args.is_empty() => SessionCommand::Export,
         "help" => SessionCommand::Help,
@@ -217,6 +222,8 @@ mod tests {
         assert_eq!(p("/session clear all"), Some(ClearAll));
         assert_eq!(p("/session clear  ALL confirm"), Some(ClearAllConfirmed));
         assert!(matches!(p("/session clear all now"), Some(Unknown { .. })));
+        assert_eq!(p("/session clear GROUP"), Some(ClearGroup));
+        assert!(matches!(p("/session clear group now"), Some(Unknown { .. })));
         assert_eq!(p("/session profile"), Some(Profile));
         assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
         assert_eq!(p("/session export"), Some(Export));

@@ -1,0 +1,164 @@
+//! A group with its own memory (`groups.<id>.memory: "shared"` in
+//! `access.json`): its conversation is kept under the group's name
+//! ([`SafeName::group`]) in the channel's store, through the same seam as
+//! a person's, and a turn there is answered from that memory alone, each
+//! member's words after their name. With `observe: true` what the bot can
+//! read but is not asked is kept as the group's context, unanswered
+//! (`pending::observed_id`). `/session status` there tells what the
+//! group's memory holds (in the group); `/session clear group` clears it,
+//! for the group's admins only, as the platform says.
+//!
+//! What it must not do: put a member's own memory into a group's turn, or
+//! a group's memory into anyone's private one (a private chat never names
+//! the group's memory: only a group message of a shared group does).
+
+use super::Pipeline;
+use crate::channel_memory::ChannelMemory;
+use crate::ops::turn_log::{Outcome, TurnTrace};
+use chrono::Utc;
+use mnemo_channels::Inbound;
+use mnemo_sessions::commands::SessionCommand;
+use mnemo_sessions::session::ContextView;
+use mnemo_sessions::{Record, Role, SafeName, pending};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OwnedMutexGuard;
+
+/// Told to the model in every turn of a shared group.
+pub(super) const GROUP_NOTE: &str = "\n\nThis is a group conversation. Each member's message starts with \
+their name. What you remember here is this group's own memory: you know nothing private about its members.";
+
+/// Said to a member who is not an admin of the group.
+pub const NOT_A_GROUP_ADMIN: &str = "Only this group's admins can clear its memory.";
+/// Said when the platform could not say who the group's admins are.
+pub const ADMINS_UNKNOWN: &str =
+    "I could not check with the platform who this group's admins are, so I cleared nothing. Please try again later.";
+
+/// Whether a `/session` command sent in a shared group is about the
+/// group's memory (answered from it, in the group); any other is about
+/// the sender's own, answered privately.
+pub(super) fn of_the_group(command: &SessionCommand) -> bool {
+    matches!(command, SessionCommand::Status | SessionCommand::ClearGroup)
+}
+
+/// One turn at a time per shared group: its members' messages come
+/// through their own queues, but answer from one memory.
+#[derive(Default)]
+pub(super) struct GroupTurns(Mutex<HashMap<(String, SafeName), TurnLock>>);
+
+/// One group's turn.
+type TurnLock = Arc<tokio::sync::Mutex<()>>;
+
+impl GroupTurns {
+    /// Waits for the group's turn; it is the caller's until the guard drops.
+    pub(super) async fn hold(&self, channel: &str, group: &SafeName) -> OwnedMutexGuard<()> {
+        let lock = {
+            let mut groups = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            groups.entry((channel.to_string(), group.clone())).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
+
+/// `view`'s messages as a group turn shows them: each member's words
+/// after their name (the model sees who said what, not only what).
+pub(super) fn spoken(mut view: ContextView) -> ContextView {
+    for record in &mut view.recent {
+        if record.role == Role::User {
+            let named = said_by(record.user_name.as_deref(), &record.text);
+            Arc::make_mut(record).text = named;
+        }
+    }
+    view
+}
+
+/// `text` after the name of who said it.
+pub(super) fn said_by(name: Option<&str>, text: &str) -> String {
+    let name: String = name
+        .unwrap_or("A member")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect();
+    format!("{name}: {text}")
+}
+
+impl Pipeline {
+    /// Keeps `message` (a shared group's, not addressed to the bot) in the
+    /// group's memory as context, unanswered. Its files are not fetched
+    /// (nobody asked for them to be read); a message with no words keeps
+    /// nothing.
+    pub(super) async fn observe(&self, memory: &ChannelMemory, message: Inbound) {
+        let trace = TurnTrace::start(&message);
+        if message.text.trim().is_empty() {
+            self.settle(&message.channel, &message.msg_id, true);
+            trace.finish(Outcome::Observed);
+            return;
+        }
+        let group = SafeName::group(&message.chat_id);
+        let record = Record {
+            ts: message.ts,
+            role: Role::User,
+            text: message.text.clone(),
+            msg_id: pending::observed_id(&message.msg_id),
+            channel: message.channel.clone(),
+            thread_id: message.thread_id.clone(),
+            chat_id: Some(message.chat_id.clone()),
+            user_name: message.user_name.clone(),
+        };
+        let keep = super::recent_keep(memory.store.config(), &self.parts.limits);
+        match memory.store.intake(&group, &record, Utc::now(), keep).await {
+            Ok(_) => {
+                self.settle(&message.channel, &message.msg_id, true);
+                trace.finish(Outcome::Observed);
+            }
+            Err(e) => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, error = %e, "an observed group message could not be stored");
+                let _ = self.settle(&message.channel, &message.msg_id, false);
+                trace.finish(Outcome::Failed);
+            }
+        }
+    }
+
+    /// Why `message`'s sender may not clear its group's memory, if they
+    /// may not: only an admin of the group, as its platform says now.
+    pub(super) async fn not_a_group_admin(&self, message: &Inbound) -> Option<&'static str> {
+        let Some(channel) = self.channels.get(&message.channel) else {
+            return Some(ADMINS_UNKNOWN);
+        };
+        match channel.is_group_admin(&message.chat_id, &message.user_id).await {
+            Ok(true) => None,
+            Ok(false) => Some(NOT_A_GROUP_ADMIN),
+            Err(e) => {
+                tracing::warn!(channel = %message.channel, error = %e, "could not ask the platform for a group's admins");
+                Some(ADMINS_UNKNOWN)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_is_named_without_control_characters_and_briefly() {
+        assert_eq!(said_by(Some("Ada"), "hi"), "Ada: hi");
+        assert_eq!(said_by(None, "hi"), "A member: hi");
+        assert_eq!(said_by(Some("A\nB\u{0}"), "x"), "AB: x");
+        assert_eq!(said_by(Some(&"n".repeat(500)), "x").len(), 64 + 3);
+    }
+
+    #[test]
+    fn only_the_group_s_own_commands_use_its_memory() {
+        assert!(of_the_group(&SessionCommand::Status));
+        assert!(of_the_group(&SessionCommand::ClearGroup));
+        for personal in [
+            SessionCommand::Profile,
+            SessionCommand::Export,
+            SessionCommand::ClearAllConfirmed,
+        ] {
+            assert!(!of_the_group(&personal), "{personal:?}");
+        }
+    }
+}
