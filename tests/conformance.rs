@@ -23,6 +23,7 @@ mod edits;
 mod folds;
 mod groups;
 mod lifecycle;
+mod people;
 mod reminders;
 mod scope;
 mod subject;
