@@ -29,6 +29,7 @@ mod budget;
 pub mod documents;
 mod group;
 mod intake;
+mod linking;
 mod no_model;
 mod reminding;
 
@@ -38,6 +39,7 @@ pub use budget::{Clock, channel_notice, user_notice};
 pub use group::{ADMINS_UNKNOWN, NOT_A_GROUP_ADMIN};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
+pub use linking::HOME_NOT_SERVED;
 
 use crate::access::Gate;
 use crate::channel_memory::ChannelMemory;
@@ -79,8 +81,11 @@ pub struct Pipeline {
     /// The time the day's budget is counted by (the wall clock unless a
     /// test sets one).
     clock: std::sync::RwLock<budget::Clock>,
-    /// One turn at a time in each shared group.
+    /// One turn at a time on each memory several accounts share (a
+    /// shared group's, a linked person's).
     group_turns: group::GroupTurns,
+    /// Linked identities.
+    people: crate::people::People,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -99,6 +104,7 @@ impl Pipeline {
     ) -> Self {
         let slots = parts.limits.max_concurrent_model_calls;
         let access = Gate::new(parts.state_root.clone(), &parts.limits).with_database(parts.store.clone());
+        let people = crate::people::People::open(&parts.state_root, parts.store.as_ref());
         Pipeline {
             parts,
             memories,
@@ -111,6 +117,7 @@ impl Pipeline {
             model_failed: AtomicUsize::new(0),
             clock: std::sync::RwLock::new(Arc::new(Utc::now)),
             group_turns: group::GroupTurns::default(),
+            people,
         }
     }
 
@@ -244,19 +251,12 @@ impl Pipeline {
             work,
             images,
             notes,
+            ..
         } = taken;
         if self.tell(&message, &notes, &work).await {
             return Ok(Outcome::Refused);
         }
-        // The user's memory for this turn; on a store several brokers
-        // share, the user's turn lock is held from here to its end, so
-        // another broker never interleaves this user's turns.
-        // A shared group's turns take turns (its members have queues of their own).
-        let _group_turn = match user.is_group() {
-            true => Some(self.group_turns.hold(&message.channel, &user).await),
-            false => None,
-        };
-        let mut mine = memory.store.user(&user).await?;
+        let (_shared_turn, mut mine) = self.memory_for_turn(memory, &user, &message).await?;
         match work {
             Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
             Work::GiveUp { earlier } => return self.give_up(memory, mine.as_mut(), &message, &earlier, backlog).await,

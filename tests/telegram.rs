@@ -11,6 +11,8 @@ use mnemo_testkit::telegram as fake_api;
 mod attachments;
 mod documents;
 mod groups;
+#[cfg(feature = "slack")]
+mod linking;
 mod reminders;
 mod streaming;
 use crate::support;

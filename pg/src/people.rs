@@ -36,13 +36,19 @@ fn account(channel: String, user: String) -> Option<Account> {
 
 #[async_trait]
 impl LinkStore for PgLinks {
-    async fn put_code(&self, hash: &str, who: &Account, expires: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn put_code(
+        &self,
+        hash: &str,
+        who: &Account,
+        now: DateTime<Utc>,
+        expires: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let mut conn = self.store.conn().await.map_err(failed)?;
         let tx = conn.transaction().await.map_err(PgError::from).map_err(failed)?;
         let (channel, user) = (&who.channel, who.user.as_str());
         tx.execute(
-            "DELETE FROM mnemo_link_codes WHERE (channel = $1 AND user_key = $2) OR expires_at <= now()",
-            &[channel, &user],
+            "DELETE FROM mnemo_link_codes WHERE (channel = $1 AND user_key = $2) OR expires_at <= $3",
+            &[channel, &user, &now],
         )
         .await
         .map_err(PgError::from)

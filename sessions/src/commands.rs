@@ -81,6 +81,9 @@ impl Reply {
 pub const STORAGE_PROBLEM: &str =
     "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
 
+/// `link` and `unlink` where nothing can link accounts.
+pub const NO_LINKS_HERE: &str = "Linking accounts is not available here.";
+
 /// The help text (also the reply to an unknown action).
 pub const HELP: &str = "Memory commands — they only ever touch your own data:\n\
 /session status — your message count, summary age, long-term entries and storage\n\
@@ -98,6 +101,8 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session reminders — your reminders; `/session reminders cancel <id>` cancels one\n\
 /session timezone [zone] — your timezone for reminders (an IANA name like Europe/Lisbon)\n\
 /session clear group — in a group with its own memory: delete it (the group's admins only)\n\
+/session link [code] — one memory for your accounts on several platforms: get a code here, send `/session link CODE` from the other\n\
+/session unlink <platform> — that platform's account gets its own memory again\n\
 /session help — this list";
 
 /// Carries out `command` for `caller` on `memory` (the caller's) at `now`.
@@ -157,6 +162,9 @@ pub async fn try_execute(
         SessionCommand::Documents => Reply::text(documents::list(memory).await?),
         SessionCommand::CancelReminder { id } => Reply::text(remind::cancel(memory, id).await?),
         SessionCommand::Timezone { zone } => Reply::text(remind::timezone(memory, caller, zone.as_deref()).await?),
+        // The broker answers these (it knows the platforms and links); a
+        // caller without links (a test, an operator tool) cannot.
+        SessionCommand::Link { .. } | SessionCommand::Unlink { .. } => Reply::text(NO_LINKS_HERE),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.

@@ -59,9 +59,15 @@ pub struct Link {
 /// Where the links, codes and failed tries are kept.
 #[async_trait]
 pub trait LinkStore: Send + Sync {
-    /// Keeps the code whose hash is `hash` for `account` until `expires`,
-    /// replacing any code the account had.
-    async fn put_code(&self, hash: &str, account: &Account, expires: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Keeps the code whose hash is `hash` for `account` from `now` until
+    /// `expires`, replacing any code the account had.
+    async fn put_code(
+        &self,
+        hash: &str,
+        account: &Account,
+        now: DateTime<Utc>,
+        expires: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
 
     /// Takes the code `hash` (gone after, used or not): the account that
     /// asked for it, if it was there and not expired at `now`.

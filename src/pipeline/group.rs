@@ -17,8 +17,8 @@ use crate::channel_memory::ChannelMemory;
 use crate::ops::turn_log::{Outcome, TurnTrace};
 use chrono::Utc;
 use mnemo_channels::Inbound;
-use mnemo_sessions::commands::SessionCommand;
 use mnemo_sessions::session::ContextView;
+use mnemo_sessions::store::{StoreError, UserMemory};
 use mnemo_sessions::{Record, Role, SafeName, pending};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,13 +33,6 @@ pub const NOT_A_GROUP_ADMIN: &str = "Only this group's admins can clear its memo
 /// Said when the platform could not say who the group's admins are.
 pub const ADMINS_UNKNOWN: &str =
     "I could not check with the platform who this group's admins are, so I cleared nothing. Please try again later.";
-
-/// Whether a `/session` command sent in a shared group is about the
-/// group's memory (answered from it, in the group); any other is about
-/// the sender's own, answered privately.
-pub(super) fn of_the_group(command: &SessionCommand) -> bool {
-    matches!(command, SessionCommand::Status | SessionCommand::ClearGroup)
-}
 
 /// One turn at a time per shared group: its members' messages come
 /// through their own queues, but answer from one memory.
@@ -84,12 +77,31 @@ pub(super) fn said_by(name: Option<&str>, text: &str) -> String {
 }
 
 impl Pipeline {
+    /// `user`'s memory for this turn: on a store several brokers share,
+    /// the user's turn lock is held from here to its end, so another
+    /// broker never interleaves this user's turns; and a memory other
+    /// accounts use too (a shared group's, a linked person's) is waited
+    /// for here, since each account has a queue of its own.
+    pub(super) async fn memory_for_turn(
+        &self,
+        memory: &ChannelMemory,
+        user: &SafeName,
+        message: &Inbound,
+    ) -> Result<(Option<OwnedMutexGuard<()>>, Box<dyn UserMemory>), StoreError> {
+        let own = memory.store.channel() == message.channel && *user == SafeName::of(&message.user_id);
+        let turn = match own {
+            true => None,
+            false => Some(self.group_turns.hold(memory.store.channel(), user).await),
+        };
+        Ok((turn, memory.store.user(user).await?))
+    }
+
     /// Keeps `message` (a shared group's, not addressed to the bot) in the
     /// group's memory as context, unanswered. Its files are not fetched
     /// (nobody asked for them to be read); a message with no words keeps
     /// nothing.
-    pub(super) async fn observe(&self, memory: &ChannelMemory, message: Inbound) {
-        let trace = TurnTrace::start(&message);
+    pub(super) async fn observe(&self, memory: &ChannelMemory, message: &Inbound) {
+        let trace = TurnTrace::start(message);
         if message.text.trim().is_empty() {
             self.settle(&message.channel, &message.msg_id, true);
             trace.finish(Outcome::Observed);
@@ -147,18 +159,5 @@ mod tests {
         assert_eq!(said_by(None, "hi"), "A member: hi");
         assert_eq!(said_by(Some("A\nB\u{0}"), "x"), "AB: x");
         assert_eq!(said_by(Some(&"n".repeat(500)), "x").len(), 64 + 3);
-    }
-
-    #[test]
-    fn only_the_group_s_own_commands_use_its_memory() {
-        assert!(of_the_group(&SessionCommand::Status));
-        assert!(of_the_group(&SessionCommand::ClearGroup));
-        for personal in [
-            SessionCommand::Profile,
-            SessionCommand::Export,
-            SessionCommand::ClearAllConfirmed,
-        ] {
-            assert!(!of_the_group(&personal), "{personal:?}");
-        }
     }
 }

@@ -44,6 +44,13 @@ impl Pipeline {
             here: Some(self.here(&place)),
         };
         let reply = commands::execute(mine, caller, command, Utc::now()).await;
+        // Everything about the person is gone: their links go with it.
+        if *command == SessionCommand::ClearAllConfirmed && !user.is_group() {
+            let home = mnemo_sessions::people::Account::new(memory.store.channel(), user.clone());
+            if let Err(e) = self.people.forget(&home).await {
+                tracing::error!(channel = %message.channel, error = %e, "clear all: the account links could not be removed");
+            }
+        }
         if reply.set_reminder {
             crate::ops::metrics::metrics().reminder(&message.channel, "set");
         }

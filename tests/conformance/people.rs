@@ -26,7 +26,7 @@ async fn a_code_is_taken_once_and_only_before_it_expires(s: Subject) {
     let now = chrono::Utc::now();
     let first = new_code();
     links
-        .put_code(&code_hash(&first), &ada, now + TimeDelta::minutes(10))
+        .put_code(&code_hash(&first), &ada, now, now + TimeDelta::minutes(10))
         .await
         .unwrap();
     assert_eq!(
@@ -41,11 +41,11 @@ async fn a_code_is_taken_once_and_only_before_it_expires(s: Subject) {
     // A newer code replaces the account's older one.
     let (older, newer) = (new_code(), new_code());
     links
-        .put_code(&code_hash(&older), &ada, now + TimeDelta::minutes(10))
+        .put_code(&code_hash(&older), &ada, now, now + TimeDelta::minutes(10))
         .await
         .unwrap();
     links
-        .put_code(&code_hash(&newer), &ada, now + TimeDelta::minutes(10))
+        .put_code(&code_hash(&newer), &ada, now, now + TimeDelta::minutes(10))
         .await
         .unwrap();
     assert_eq!(links.take_code(&code_hash(&older), now).await.unwrap(), None);

@@ -97,15 +97,18 @@ impl FileLinks {
         Ok(file)
     }
 
-    /// Read-modify-write under the file's lock.
-    fn change<T>(&self, now: DateTime<Utc>, f: impl FnOnce(&mut LinksFile) -> T) -> Result<T, StoreError> {
+    /// Read-modify-write under the file's lock; expired codes and old
+    /// failures dropped as of `now`, when given.
+    fn change<T>(&self, now: Option<DateTime<Utc>>, f: impl FnOnce(&mut LinksFile) -> T) -> Result<T, StoreError> {
         let dir = self.path.parent().unwrap_or(&self.root);
         create_private_dir_all(&self.root, dir).map_err(StoreError::storage)?;
         let _lock = lock(&self.path)?;
         let mut file = self.read()?;
         let before = file.clone();
-        file.codes.retain(|c| c.expires_at > now);
-        file.failures.retain(|f| f.at > now - LOCK_WINDOW);
+        if let Some(now) = now {
+            file.codes.retain(|c| c.expires_at > now);
+            file.failures.retain(|f| f.at > now - LOCK_WINDOW);
+        }
         let out = f(&mut file);
         if file != before {
             let mut bytes = serde_json::to_vec_pretty(&file).map_err(StoreError::storage)?;
@@ -135,9 +138,14 @@ fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
 
 #[async_trait]
 impl LinkStore for FileLinks {
-    async fn put_code(&self, hash: &str, account: &Account, expires: DateTime<Utc>) -> Result<(), StoreError> {
-        let now = Utc::now();
-        self.change(now, |file| {
+    async fn put_code(
+        &self,
+        hash: &str,
+        account: &Account,
+        now: DateTime<Utc>,
+        expires: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.change(Some(now), |file| {
             file.codes.retain(|c| c.account != *account);
             file.codes.push(StoredCode {
                 sha256: hash.to_string(),
@@ -149,14 +157,14 @@ impl LinkStore for FileLinks {
 
     async fn take_code(&self, hash: &str, now: DateTime<Utc>) -> Result<Option<Account>, StoreError> {
         // Expired codes are dropped by `change` before this looks.
-        self.change(now, |file| {
+        self.change(Some(now), |file| {
             let at = file.codes.iter().position(|c| c.sha256 == hash)?;
             Some(file.codes.remove(at).account)
         })
     }
 
     async fn failed(&self, account: &Account, now: DateTime<Utc>) -> Result<u32, StoreError> {
-        self.change(now, |file| {
+        self.change(Some(now), |file| {
             file.failures.push(Failure {
                 account: account.clone(),
                 at: now,
@@ -170,7 +178,7 @@ impl LinkStore for FileLinks {
     }
 
     async fn link(&self, account: &Account, home: &Account, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.change(at, |file| {
+        self.change(Some(at), |file| {
             file.links.retain(|l| l.account != *account);
             file.links.push(StoredLink {
                 account: account.clone(),
@@ -181,7 +189,7 @@ impl LinkStore for FileLinks {
     }
 
     async fn unlink(&self, account: &Account) -> Result<bool, StoreError> {
-        self.change(Utc::now(), |file| {
+        self.change(None, |file| {
             let before = file.links.len();
             file.links.retain(|l| l.account != *account);
             file.links.len() != before
