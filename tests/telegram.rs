@@ -86,6 +86,24 @@ impl Mnemo {
         }
     }
 
+    /// A `mnemo` verb on the running bot's config and state folder: its
+    /// stdout and stderr, and whether it succeeded.
+    fn cli(&self, args: &[&str]) -> (bool, String) {
+        let dir = self.dir.path();
+        let out = support::mnemo(&dir.join("config.json"), dir)
+            .args(args)
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
     /// `mnemo run` on the config in `dir`, its stderr appended to `stderr.log`.
     fn spawn(dir: &Path, env: &[(String, String)]) -> Child {
         let stderr = std::fs::OpenOptions::new()

@@ -229,3 +229,39 @@ async fn clear_all_on_a_linked_account_forgets_the_person_on_both() {
     assert!(!links.contains("UADA"), "{links}");
     b.mnemo.stop(&b.api).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_sees_links_and_forgetting_one_account_forgets_the_person() {
+    let mut b = Both::start().await;
+    b.telegram("my locker code is 7731").await;
+    let code = code_in(&b.telegram("/session link").await);
+    assert!(b.slack(&format!("/session link {code}")).await.starts_with("Linked"));
+    let (ok, report) = b.mnemo.cli(&["sessions", "report"]);
+    assert!(ok, "{report}");
+    assert!(
+        report.contains("linked: slack UADA uses the memory of telegram 42"),
+        "{report}"
+    );
+    let (ok, json) = b.mnemo.cli(&["sessions", "report", "--json"]);
+    assert!(
+        ok && json.contains(r#""account":"slack UADA","memoryOf":"telegram 42""#),
+        "{json}"
+    );
+
+    let (ok, said) = b
+        .mnemo
+        .cli(&["sessions", "forget", "--channel", "slack", "--user", ADA_SLACK, "--yes"]);
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("shared by 2 linked accounts (kept with `telegram`), now unlinked"),
+        "{said}"
+    );
+    b.telegram("what is my locker code?").await;
+    assert!(
+        !b.asked().contains("7731"),
+        "forgotten on Telegram through the Slack account"
+    );
+    let (_, report) = b.mnemo.cli(&["sessions", "report"]);
+    assert!(!report.contains("linked:"), "{report}");
+    b.mnemo.stop(&b.api).await;
+}
