@@ -111,13 +111,17 @@ impl Pipeline {
     }
 }
 
-/// Where a reminder set by `message` is posted: its chat and thread.
+/// Where a reminder set by `message` is posted: its chat and thread, on
+/// its platform.
 pub(super) fn place_of(message: &Inbound) -> Place {
-    remind::place(
-        &message.chat_id,
-        message.thread_id.as_deref(),
-        message.chat_kind == ChatKind::Group,
-    )
+    Place {
+        platform: Some(message.channel.clone()),
+        ..remind::place(
+            &message.chat_id,
+            message.thread_id.as_deref(),
+            message.chat_kind == ChatKind::Group,
+        )
+    }
 }
 
 impl Pipeline {

@@ -205,6 +205,8 @@ pub fn chat_place() -> mnemo_sessions::reminders::Place {
         chat_id: "c1".into(),
         thread_id: None,
         group: false,
+        // Not the store's own: a linked account's (kept and read back).
+        platform: Some("elsewhere".into()),
     }
 }
 

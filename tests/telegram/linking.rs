@@ -2,9 +2,10 @@
 //! (each on its fake), the real broker between. A fact told on Telegram is
 //! not known on Slack until the person links the two accounts with a code
 //! carried from one to the other; after that it is recalled there; a
-//! wrong, replayed or expired code is refused and five wrong ones lock
-//! linking; unlinking splits them again; `/session clear all` on either
-//! forgets the person everywhere.
+//! wrong or replayed code is refused and five wrong ones lock linking; a
+//! reminder set on one platform is posted there; unlinking splits them
+//! again; `/session clear all` on either, or the operator's `sessions
+//! forget`, forgets the person everywhere.
 
 use super::{ADA, Mnemo, TOKEN, text_message, user};
 use mnemo_channels::slack::THINKING;
@@ -156,6 +157,17 @@ async fn a_fact_told_on_telegram_is_recalled_on_slack_only_while_linked() {
         listed.contains("• telegram (this one), keeps the memory\n• slack"),
         "{listed}"
     );
+    // A reminder set on Slack is kept with the shared memory and posted
+    // on Slack, where it was set.
+    let set = b.slack("/session remind +3s stretch").await;
+    assert!(set.starts_with("I'll remind you on "), "{set}");
+    b.slack
+        .wait_until("the reminder on Slack", |f| {
+            answers(f).iter().any(|t| t == "⏰ Reminder: stretch")
+        })
+        .await;
+    let reminders = b.telegram("/session reminders").await;
+    assert!(!reminders.contains("stretch"), "posted once, then gone: {reminders}");
 
     // Unlinked: Slack's account starts over; Telegram keeps all of it.
     let split = b.slack("/session unlink telegram").await;

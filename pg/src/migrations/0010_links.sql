@@ -32,3 +32,7 @@ CREATE TABLE mnemo_link_failures (
 );
 
 CREATE INDEX mnemo_link_failures_account ON mnemo_link_failures (channel, user_key, at);
+
+-- A linked account's reminders are kept with its home's memory (maybe
+-- another platform's store) and posted on the platform they were set on.
+ALTER TABLE mnemo_reminders ADD COLUMN platform text;
