@@ -51,7 +51,18 @@ pub mod replies {
 #[derive(Clone)]
 pub struct People {
     links: Arc<dyn LinkStore>,
+    /// Every link, as read at most [`FRESH`] ago (each message asks whose
+    /// memory it is; on Postgres that would be a round trip each): this
+    /// broker's own changes clear it, another broker's show within
+    /// [`FRESH`].
+    seen: Arc<std::sync::Mutex<Option<Seen>>>,
 }
+
+/// The links as read at an instant: each linked account's home.
+type Seen = (std::time::Instant, HashMap<Account, Account>);
+
+/// How long the links read for messages are used before they are read again.
+const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What `/session link CODE` did.
 #[derive(Debug, PartialEq, Eq)]
@@ -64,7 +75,10 @@ pub enum Linked {
 
 impl People {
     pub fn new(links: Arc<dyn LinkStore>) -> People {
-        People { links }
+        People {
+            links,
+            seen: Arc::default(),
+        }
     }
 
     /// The links of `state_root` (files) or of `database`.
@@ -77,7 +91,39 @@ impl People {
 
     /// The account whose memory `account` uses: its home, or itself.
     pub async fn memory_of(&self, account: &Account) -> Result<Account, StoreError> {
+        let cached = {
+            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.as_ref()
+                .filter(|(at, _)| at.elapsed() < FRESH)
+                .map(|(_, homes)| homes.get(account).cloned())
+        };
+        let home = match cached {
+            Some(home) => home,
+            None => {
+                let homes: HashMap<Account, Account> = self
+                    .links
+                    .all()
+                    .await?
+                    .into_iter()
+                    .map(|l| (l.account, l.home))
+                    .collect();
+                let home = homes.get(account).cloned();
+                *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::time::Instant::now(), homes));
+                home
+            }
+        };
+        Ok(home.unwrap_or_else(|| account.clone()))
+    }
+
+    /// [`People::memory_of`] as the store says now (the rules of linking
+    /// never act on what was read a second ago).
+    async fn home_now(&self, account: &Account) -> Result<Account, StoreError> {
         Ok(self.links.home_of(account).await?.unwrap_or_else(|| account.clone()))
+    }
+
+    /// Forgets the links read for messages (after this broker changed one).
+    fn changed(&self) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// A new code for `account` (replacing its earlier one), or why not.
@@ -123,7 +169,7 @@ impl People {
         if issuer == *account {
             return Ok(Linked::Refused(replies::SAME_ACCOUNT));
         }
-        let home = self.memory_of(&issuer).await?;
+        let home = self.home_now(&issuer).await?;
         let linked = self.accounts_of(&home).await?;
         if linked.iter().any(|a| a.channel == account.channel) {
             return Ok(Linked::Refused(replies::SAME_PLATFORM));
@@ -147,6 +193,7 @@ impl People {
                 home
             }
         };
+        self.changed();
         Ok(Linked::Done { home })
     }
 
@@ -161,7 +208,7 @@ impl People {
     /// `/session unlink <platform>` from `account`: that platform's
     /// account of the person leaves; the reply.
     pub async fn unlink(&self, account: &Account, platform: &str) -> Result<String, StoreError> {
-        let home = self.memory_of(account).await?;
+        let home = self.home_now(account).await?;
         let accounts = self.accounts_of(&home).await?;
         if accounts.len() < 2 {
             return Ok("This account is not linked to any other.".to_string());
@@ -182,6 +229,7 @@ impl People {
         } else {
             self.links.unlink(leaving).await?;
         }
+        self.changed();
         Ok(format!(
             "Unlinked. Everything said while linked stays with the memory of your {} account; your {} account now has a memory of its own, starting empty.",
             home.channel,
@@ -200,12 +248,13 @@ impl People {
         for link in self.links.linked_to(home).await? {
             n += usize::from(self.links.unlink(&link.account).await?);
         }
+        self.changed();
         Ok(n)
     }
 
     /// The list `/session link` shows after the code.
     pub async fn listing(&self, account: &Account) -> Result<String, StoreError> {
-        let home = self.memory_of(account).await?;
+        let home = self.home_now(account).await?;
         let accounts = self.accounts_of(&home).await?;
         if accounts.len() < 2 {
             return Ok("No other account is linked to this one yet.".to_string());

@@ -2,7 +2,9 @@
 //! and its home), `mnemo_link_codes` (one code per account, by its
 //! SHA-256; taken by `DELETE … RETURNING`, so of two brokers one gets it)
 //! and `mnemo_link_failures` (wrong codes, counted within the lock
-//! window). The rules are the broker's (`mnemo_sessions::people`).
+//! window). The rules are the broker's (`mnemo_sessions::people`). What
+//! intake reads (whose memory a message is) goes through the intake pool,
+//! so a message is stored even while every turn's connection is busy.
 
 use crate::{PgError, PgStore};
 use async_trait::async_trait;
@@ -141,7 +143,8 @@ impl LinkStore for PgLinks {
     }
 
     async fn home_of(&self, who: &Account) -> Result<Option<Account>, StoreError> {
-        let conn = self.store.conn().await.map_err(failed)?;
+        // Asked on intake: on the intake pool, never behind the turns'.
+        let conn = self.store.intake_conn().await.map_err(failed)?;
         let row = conn
             .query_opt(
                 "SELECT home_channel, home_user FROM mnemo_links WHERE channel = $1 AND user_key = $2",
@@ -158,7 +161,8 @@ impl LinkStore for PgLinks {
     }
 
     async fn all(&self) -> Result<Vec<Link>, StoreError> {
-        let conn = self.store.conn().await.map_err(failed)?;
+        // Read for intake (whose memory a message is): on the intake pool.
+        let conn = self.store.intake_conn().await.map_err(failed)?;
         let rows = conn
             .query(
                 "SELECT channel, user_key, home_channel, home_user, linked_at FROM mnemo_links ORDER BY linked_at, channel, user_key",

@@ -68,14 +68,21 @@ impl FileLinks {
         }
     }
 
-    fn stamp(&self) -> Option<Stamp> {
-        let meta = std::fs::symlink_metadata(&self.path).ok()?;
-        Some((meta.len(), meta.modified().ok()))
+    /// The file's size and time; `None` when there is no file.
+    fn stamp(&self) -> Result<Option<Stamp>, StoreError> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) => Ok(Some((meta.len(), meta.modified().ok()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::storage(e)),
+        }
     }
 
     /// The file as it is now (empty when there is none).
     fn read(&self) -> Result<LinksFile, StoreError> {
-        let stamp = self.stamp();
+        let Some(stamp) = self.stamp()? else {
+            return Ok(LinksFile::default());
+        };
+        let stamp = Some(stamp);
         if let Some(stamp) = stamp
             && let Some((seen, file)) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *seen == stamp
