@@ -157,3 +157,85 @@ async fn only_a_group_admin_clears_the_group_s_memory() {
     assert!(!whole.contains("heron"), "{whole}");
     mnemo.stop(&api).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_shared_group_keeps_what_it_observed_and_recalls_it_when_mentioned() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let db = mnemo_testkit::pg::database();
+    let store = mnemo_pg::PgStore::connect(&db.url(), 2, std::time::Duration::from_secs(5)).unwrap();
+    mnemo_pg::migrate::migrate(&store).await.unwrap();
+    // On Postgres the channel's rules are in the database.
+    mnemo::access::db::edit(&store, "telegram", |rules| {
+        rules.dm_policy = mnemo::access::DmPolicy::Open;
+        let shared = mnemo::access::GroupRule {
+            memory: mnemo::access::GroupMemory::Shared,
+            observe: true,
+            ..Default::default()
+        };
+        rules.groups.insert(GROUP.to_string(), shared);
+    })
+    .await
+    .unwrap();
+    drop(store);
+    let extra = json!({ "store": { "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" },
+                        "limits": { "userMessagesPerMinute": 0 } });
+    let mnemo = Mnemo::launch(
+        &api,
+        &model_url,
+        json!({}),
+        extra,
+        json!({}),
+        &[("MNEMO_DATABASE_URL", db.url())],
+    );
+    let (client, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let group_key = SafeName::group(&GROUP.to_string()).as_str().to_string();
+    let kept = async |n: i64| {
+        for _ in 0..500 {
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM mnemo_messages WHERE user_key = $1 AND msg_id LIKE 'seen-%'",
+                    &[&group_key],
+                )
+                .await
+                .unwrap();
+            if row.get::<_, i64>(0) >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the group's memory never held {n} observed messages");
+    };
+
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "my locker code is 7731"));
+    api.wait_for_calls("sendMessage", 1).await;
+    api.push_message(in_group(
+        BOB,
+        "Bob",
+        "the offsite moved to Porto, we booked the Ribeira hotel",
+    ));
+    kept(1).await;
+    for i in 0..12 {
+        api.push_message(in_group(BOB, "Bob", &format!("lunch order number {i} is pizza")));
+    }
+    kept(13).await;
+    assert_eq!(api.calls("sendMessage").len(), 1, "nothing observed is answered");
+    api.push_message(in_group(
+        ADA,
+        "Ada",
+        "@mnemo_test_bot which hotel did we book for the offsite?",
+    ));
+    api.wait_for_calls("sendMessage", 2).await;
+    let whole = request_text(&model.chat_requests().pop().unwrap());
+    assert!(
+        whole.contains("Ribeira hotel"),
+        "recalled from the group's memory: {whole}"
+    );
+    assert!(!whole.contains("7731"), "Ada's own memory entered the group: {whole}");
+    api.push_message(text_message(ADA, user(ADA, "Ada"), "which hotel did we book?"));
+    api.wait_for_calls("sendMessage", 3).await;
+    let private = request_text(&model.chat_requests().pop().unwrap());
+    assert!(!private.contains("Ribeira") && private.contains("7731"), "{private}");
+    mnemo.stop(&api).await;
+}

@@ -33,19 +33,35 @@ struct Both {
 
 impl Both {
     async fn start() -> Both {
+        Both::start_on(None).await
+    }
+
+    /// On the files, or on the Postgres database at `database`.
+    async fn start_on(database: Option<String>) -> Both {
         let (model, model_url) = FakeModel::start().await;
         let api = FakeBotApi::start().await;
         let slack = FakeSlack::start().await;
-        let channels = json!({ "channels": {
+        let mut config = json!({ "channels": {
             "console": { "enabled": false },
             "telegram": { "enabled": true, "apiUrl": api.url, "pollTimeoutSecs": 5 },
             "slack": { "enabled": true, "mode": "socket", "apiUrl": slack.api_url },
         }});
-        let env = [
+        let mut env = vec![
             ("SLACK_BOT_TOKEN", fake_slack::BOT_TOKEN.to_string()),
             ("SLACK_APP_TOKEN", fake_slack::APP_TOKEN.to_string()),
         ];
-        let mnemo = Mnemo::launch(&api, &model_url, json!({}), channels, json!({}), &env);
+        if let Some(url) = database {
+            let store = mnemo_pg::PgStore::connect(&url, 2, std::time::Duration::from_secs(5)).unwrap();
+            mnemo_pg::migrate::migrate(&store).await.unwrap();
+            for channel in ["telegram", "slack"] {
+                mnemo::access::db::edit(&store, channel, |rules| rules.dm_policy = mnemo::access::DmPolicy::Open)
+                    .await
+                    .unwrap();
+            }
+            config["store"] = json!({ "kind": "postgres", "urlEnv": "MNEMO_DATABASE_URL" });
+            env.push(("MNEMO_DATABASE_URL", url));
+        }
+        let mnemo = Mnemo::launch(&api, &model_url, json!({}), config, json!({}), &env);
         let access = mnemo_sessions::Layout::new(mnemo.state(), "slack").access_path();
         std::fs::create_dir_all(access.parent().unwrap()).unwrap();
         std::fs::write(access, br#"{"dmPolicy": "open"}"#).unwrap();
@@ -275,5 +291,28 @@ async fn the_operator_sees_links_and_forgetting_one_account_forgets_the_person()
     );
     let (_, report) = b.mnemo.cli(&["sessions", "report"]);
     assert!(!report.contains("linked:"), "{report}");
+    b.mnemo.stop(&b.api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_linked_accounts_share_one_memory_until_unlinked() {
+    let mut b = Both::start_on(Some(mnemo_testkit::pg::database().url())).await;
+    b.telegram("my locker code is 7731").await;
+    let code = code_in(&b.telegram("/session link").await);
+    assert_eq!(
+        b.telegram(&format!("/session link {code}")).await,
+        mnemo::people::replies::SAME_ACCOUNT
+    );
+    let code = code_in(&b.telegram("/session link").await);
+    assert!(b.slack(&format!("/session link {code}")).await.starts_with("Linked"));
+    assert_eq!(
+        b.slack(&format!("/session link {code}")).await,
+        mnemo::people::replies::WRONG_CODE
+    );
+    b.slack("what is my locker code?").await;
+    assert!(b.asked().contains("my locker code is 7731"), "shared on Postgres");
+    assert!(b.slack("/session unlink telegram").await.starts_with("Unlinked"));
+    b.slack("what is my locker code?").await;
+    assert!(!b.asked().contains("7731"));
     b.mnemo.stop(&b.api).await;
 }
