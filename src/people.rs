@@ -25,7 +25,7 @@
 use crate::channel_memory::ChannelMemory;
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::people::{self, Account, CODE_TTL, LinkStore, MAX_FAILURES};
+use mnemo_sessions::people::{self, Account, CODE_TTL, KEEP_FAILURES, LinkStore};
 use mnemo_sessions::store::StoreError;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -132,7 +132,7 @@ impl People {
         account: &Account,
         now: DateTime<Utc>,
     ) -> Result<Result<String, &'static str>, StoreError> {
-        if self.links.failures(account, now).await? >= MAX_FAILURES {
+        if self.locked(account, now).await? {
             return Ok(Err(replies::LOCKED));
         }
         let code = people::new_code();
@@ -152,15 +152,15 @@ impl People {
         memories: &HashMap<String, ChannelMemory>,
         now: DateTime<Utc>,
     ) -> Result<Linked, StoreError> {
-        if self.links.failures(account, now).await? >= MAX_FAILURES {
+        if self.locked(account, now).await? {
             return Ok(Linked::Refused(replies::LOCKED));
         }
         if !people::looks_like_code(code) {
             return Ok(Linked::Refused(replies::NOT_A_CODE));
         }
         let Some(issuer) = self.links.take_code(&people::code_hash(code), now).await? else {
-            let failures = self.links.failed(account, now).await?;
-            return Ok(Linked::Refused(if failures >= MAX_FAILURES {
+            self.links.failed(account, now).await?;
+            return Ok(Linked::Refused(if self.locked(account, now).await? {
                 replies::LOCKED
             } else {
                 replies::WRONG_CODE
@@ -195,6 +195,12 @@ impl People {
         };
         self.changed();
         Ok(Linked::Done { home })
+    }
+
+    /// Whether `account` sent too many wrong codes to link now.
+    async fn locked(&self, account: &Account, now: DateTime<Utc>) -> Result<bool, StoreError> {
+        let failures = self.links.failures(account, now - KEEP_FAILURES).await?;
+        Ok(people::locked_until(&failures, now).is_some())
     }
 
     /// Every account of the person whose memory is `home`'s: the home
@@ -296,4 +302,59 @@ fn one_word(text: &str) -> String {
 /// The account a message came from.
 pub fn account_of(channel: &str, user_id: &str) -> Account {
     Account::new(channel, SafeName::of(user_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    fn people() -> (tempfile::TempDir, People) {
+        let state = tempfile::tempdir().unwrap();
+        let people = People::open(state.path(), None);
+        (state, people)
+    }
+
+    #[tokio::test]
+    async fn a_code_older_than_ten_minutes_is_refused_like_a_wrong_one() {
+        let (_state, people) = people();
+        let (ada, slack) = (account_of("telegram", "42"), account_of("slack", "U1"));
+        let now = Utc::now();
+        let code = people.issue(&ada, now).await.unwrap().unwrap();
+        let late = now + CODE_TTL + TimeDelta::seconds(1);
+        let said = people.redeem(&slack, &code, &HashMap::new(), late).await.unwrap();
+        assert_eq!(said, Linked::Refused(replies::WRONG_CODE));
+        // Taken by that try: gone even for a time it would have been good.
+        let said = people.redeem(&slack, &code, &HashMap::new(), now).await.unwrap();
+        assert_eq!(said, Linked::Refused(replies::WRONG_CODE));
+    }
+
+    #[tokio::test]
+    async fn five_wrong_codes_lock_linking_for_an_hour_even_for_a_right_code() {
+        let (_state, people) = people();
+        let (ada, slack) = (account_of("telegram", "42"), account_of("slack", "U1"));
+        let t0 = Utc::now();
+        for i in 0..4 {
+            let at = t0 + TimeDelta::minutes(i * 10);
+            let said = people.redeem(&slack, "ABCDEFGHJK", &HashMap::new(), at).await.unwrap();
+            assert_eq!(said, Linked::Refused(replies::WRONG_CODE));
+        }
+        let fifth = t0 + TimeDelta::minutes(50);
+        let said = people
+            .redeem(&slack, "ABCDEFGHJK", &HashMap::new(), fifth)
+            .await
+            .unwrap();
+        assert_eq!(said, Linked::Refused(replies::LOCKED));
+        let almost = fifth + TimeDelta::minutes(59);
+        let code = people.issue(&ada, almost).await.unwrap().unwrap();
+        let said = people.redeem(&slack, &code, &HashMap::new(), almost).await.unwrap();
+        assert_eq!(said, Linked::Refused(replies::LOCKED), "locked an hour from the fifth");
+        assert_eq!(people.issue(&slack, almost).await.unwrap(), Err(replies::LOCKED));
+        // An hour after the fifth, the right code is taken (here the
+        // platform is not served, which is the next thing checked).
+        let after = fifth + TimeDelta::minutes(61);
+        let code = people.issue(&ada, after).await.unwrap().unwrap();
+        let refused = people.redeem(&slack, &code, &HashMap::new(), after).await;
+        assert!(matches!(refused, Err(StoreError::Invalid(_))), "{refused:?}");
+    }
 }

@@ -10,7 +10,7 @@ use crate::{PgError, PgStore};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
-use mnemo_sessions::people::{Account, LOCK_WINDOW, Link, LinkStore};
+use mnemo_sessions::people::{Account, KEEP_FAILURES, Link, LinkStore};
 use mnemo_sessions::store::StoreError;
 
 /// The links of every channel in one database.
@@ -81,9 +81,9 @@ impl LinkStore for PgLinks {
         }))
     }
 
-    async fn failed(&self, who: &Account, now: DateTime<Utc>) -> Result<u32, StoreError> {
+    async fn failed(&self, who: &Account, now: DateTime<Utc>) -> Result<(), StoreError> {
         let conn = self.store.conn().await.map_err(failed)?;
-        let (channel, user, since) = (&who.channel, who.user.as_str(), now - LOCK_WINDOW);
+        let (channel, user, since) = (&who.channel, who.user.as_str(), now - KEEP_FAILURES);
         conn.execute(
             "DELETE FROM mnemo_link_failures WHERE channel = $1 AND user_key = $2 AND at <= $3",
             &[channel, &user, &since],
@@ -98,22 +98,20 @@ impl LinkStore for PgLinks {
         .await
         .map_err(PgError::from)
         .map_err(failed)?;
-        self.failures(who, now).await
+        Ok(())
     }
 
-    async fn failures(&self, who: &Account, now: DateTime<Utc>) -> Result<u32, StoreError> {
+    async fn failures(&self, who: &Account, since: DateTime<Utc>) -> Result<Vec<DateTime<Utc>>, StoreError> {
         let conn = self.store.conn().await.map_err(failed)?;
-        let (channel, user, since) = (&who.channel, who.user.as_str(), now - LOCK_WINDOW);
-        let row = conn
-            .query_one(
-                "SELECT count(*) FROM mnemo_link_failures WHERE channel = $1 AND user_key = $2 AND at > $3",
-                &[channel, &user, &since],
+        let rows = conn
+            .query(
+                "SELECT at FROM mnemo_link_failures WHERE channel = $1 AND user_key = $2 AND at >= $3 ORDER BY at",
+                &[&who.channel, &who.user.as_str(), &since],
             )
             .await
             .map_err(PgError::from)
             .map_err(failed)?;
-        let n: i64 = row.get(0);
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
     async fn link(&self, who: &Account, home: &Account, at: DateTime<Utc>) -> Result<(), StoreError> {

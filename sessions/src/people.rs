@@ -73,12 +73,12 @@ pub trait LinkStore: Send + Sync {
     /// asked for it, if it was there and not expired at `now`.
     async fn take_code(&self, hash: &str, now: DateTime<Utc>) -> Result<Option<Account>, StoreError>;
 
-    /// Counts a wrong code sent by `account` at `now`; the wrong codes it
-    /// sent within [`LOCK_WINDOW`] before `now`, this one included.
-    async fn failed(&self, account: &Account, now: DateTime<Utc>) -> Result<u32, StoreError>;
+    /// Keeps that `account` sent a wrong code at `now` (for
+    /// [`KEEP_FAILURES`]).
+    async fn failed(&self, account: &Account, now: DateTime<Utc>) -> Result<(), StoreError>;
 
-    /// The wrong codes `account` sent within [`LOCK_WINDOW`] before `now`.
-    async fn failures(&self, account: &Account, now: DateTime<Utc>) -> Result<u32, StoreError>;
+    /// When `account` sent wrong codes, at `since` or later, oldest first.
+    async fn failures(&self, account: &Account, since: DateTime<Utc>) -> Result<Vec<DateTime<Utc>>, StoreError>;
 
     /// Links `account` to `home` (whose memory it uses from now on).
     async fn link(&self, account: &Account, home: &Account, at: DateTime<Utc>) -> Result<(), StoreError>;
@@ -98,11 +98,26 @@ pub trait LinkStore: Send + Sync {
 
 /// How long a code is good for.
 pub const CODE_TTL: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
-/// Wrong codes an account may send within [`LOCK_WINDOW`] before linking
-/// is refused to it until the window has passed.
-pub const MAX_FAILURES: u32 = 5;
-/// The window wrong codes are counted in.
+/// Wrong codes within [`LOCK_WINDOW`] that lock an account out of linking
+/// for [`LOCK_WINDOW`] from the last of them.
+pub const MAX_FAILURES: usize = 5;
+/// The window wrong codes are counted in, and how long a lock lasts.
 pub const LOCK_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+/// How long a wrong code is kept: long enough for any lock it is part of.
+pub const KEEP_FAILURES: chrono::TimeDelta = chrono::TimeDelta::hours(2);
+
+/// Until when an account that sent wrong codes at `failures` (oldest
+/// first, the last [`KEEP_FAILURES`] at least) may not link, if it is
+/// locked at `now`: [`MAX_FAILURES`] of them within [`LOCK_WINDOW`] lock
+/// it for [`LOCK_WINDOW`] after the last of those.
+pub fn locked_until(failures: &[DateTime<Utc>], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    failures
+        .windows(MAX_FAILURES)
+        .filter(|run| run[MAX_FAILURES - 1] - run[0] <= LOCK_WINDOW)
+        .map(|run| run[MAX_FAILURES - 1] + LOCK_WINDOW)
+        .max()
+        .filter(|until| *until > now)
+}
 
 /// The characters of a code: no look-alikes (0/O, 1/I/L).
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
@@ -152,6 +167,21 @@ mod tests {
         assert!(!a.contains(['0', 'O', '1', 'I', 'L']), "{a}");
         let many: std::collections::HashSet<String> = (0..1000).map(|_| new_code()).collect();
         assert_eq!(many.len(), 1000);
+    }
+
+    #[test]
+    fn five_wrong_codes_within_an_hour_lock_for_an_hour_from_the_fifth() {
+        let t0 = DateTime::parse_from_rfc3339("2026-12-05T09:00:00Z").unwrap().to_utc();
+        let at = |m: i64| t0 + chrono::TimeDelta::minutes(m);
+        let four = [at(0), at(10), at(20), at(30)];
+        assert_eq!(locked_until(&four, at(31)), None);
+        let five = [at(0), at(10), at(20), at(30), at(50)];
+        assert_eq!(locked_until(&five, at(51)), Some(at(110)), "an hour from the fifth");
+        assert_eq!(locked_until(&five, at(109)), Some(at(110)));
+        assert_eq!(locked_until(&five, at(110)), None);
+        // Five spread over more than an hour lock nothing.
+        let spread = [at(0), at(20), at(40), at(60), at(61)];
+        assert_eq!(locked_until(&spread, at(62)), None);
     }
 
     #[test]

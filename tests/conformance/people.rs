@@ -7,7 +7,7 @@ use super::specs;
 use super::subject::{Subject, at};
 use chrono::TimeDelta;
 use mnemo_sessions::SafeName;
-use mnemo_sessions::people::{Account, LOCK_WINDOW, code_hash, new_code};
+use mnemo_sessions::people::{Account, KEEP_FAILURES, code_hash, new_code};
 
 specs![
     a_code_is_taken_once_and_only_before_it_expires,
@@ -59,13 +59,26 @@ async fn wrong_codes_are_counted_per_account_within_the_window(s: Subject) {
     let links = s.links();
     let (ada, bob) = (account(&s, "slack", "U1"), account(&s, "slack", "U2"));
     let t0 = chrono::Utc::now();
-    for n in 1..=3 {
-        assert_eq!(links.failed(&ada, t0 + TimeDelta::seconds(n)).await.unwrap(), n as u32);
+    let times: Vec<_> = (1..=3).map(|n| t0 + TimeDelta::seconds(n)).collect();
+    for at in &times {
+        links.failed(&ada, *at).await.unwrap();
     }
-    assert_eq!(links.failures(&ada, t0 + TimeDelta::seconds(4)).await.unwrap(), 3);
-    assert_eq!(links.failures(&bob, t0).await.unwrap(), 0);
-    let after = t0 + LOCK_WINDOW + TimeDelta::seconds(10);
-    assert_eq!(links.failures(&ada, after).await.unwrap(), 0, "the window passed");
+    let kept = links.failures(&ada, t0).await.unwrap();
+    assert_eq!(kept.len(), 3);
+    for (kept, at) in kept.iter().zip(&times) {
+        assert!((*kept - *at).abs() < TimeDelta::milliseconds(1), "{kept} {at}");
+    }
+    assert!(links.failures(&bob, t0).await.unwrap().is_empty());
+    let since = links.failures(&ada, t0 + TimeDelta::seconds(3)).await.unwrap();
+    assert_eq!(since.len(), 1, "only those at or after `since`");
+    // Kept long enough for any lock, then dropped at a later wrong code.
+    let later = t0 + KEEP_FAILURES + TimeDelta::seconds(10);
+    links.failed(&ada, later).await.unwrap();
+    assert_eq!(
+        links.failures(&ada, t0).await.unwrap().len(),
+        1,
+        "old wrong codes are dropped"
+    );
 }
 
 async fn a_link_names_its_home_until_it_is_undone(s: Subject) {

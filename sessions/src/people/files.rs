@@ -6,7 +6,7 @@
 //! and old failures are dropped at each change. Read on each message
 //! through a cache that looks at the file's size and time only.
 
-use super::{Account, LOCK_WINDOW, Link, LinkStore};
+use super::{Account, KEEP_FAILURES, Link, LinkStore};
 use crate::fsutil::{atomic_write, create_private_dir_all, read_if_exists};
 use crate::layout::Layout;
 use crate::store::StoreError;
@@ -114,7 +114,7 @@ impl FileLinks {
         let before = file.clone();
         if let Some(now) = now {
             file.codes.retain(|c| c.expires_at > now);
-            file.failures.retain(|f| f.at > now - LOCK_WINDOW);
+            file.failures.retain(|f| f.at > now - KEEP_FAILURES);
         }
         let out = f(&mut file);
         if file != before {
@@ -170,18 +170,25 @@ impl LinkStore for FileLinks {
         })
     }
 
-    async fn failed(&self, account: &Account, now: DateTime<Utc>) -> Result<u32, StoreError> {
+    async fn failed(&self, account: &Account, now: DateTime<Utc>) -> Result<(), StoreError> {
         self.change(Some(now), |file| {
             file.failures.push(Failure {
                 account: account.clone(),
                 at: now,
             });
-            count(&file.failures, account, now)
         })
     }
 
-    async fn failures(&self, account: &Account, now: DateTime<Utc>) -> Result<u32, StoreError> {
-        Ok(count(&self.read()?.failures, account, now))
+    async fn failures(&self, account: &Account, since: DateTime<Utc>) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        let mut times: Vec<DateTime<Utc>> = self
+            .read()?
+            .failures
+            .into_iter()
+            .filter(|f| f.account == *account && f.at >= since)
+            .map(|f| f.at)
+            .collect();
+        times.sort();
+        Ok(times)
     }
 
     async fn link(&self, account: &Account, home: &Account, at: DateTime<Utc>) -> Result<(), StoreError> {
@@ -230,12 +237,4 @@ impl LinkStore for FileLinks {
         links.sort_by_key(|l| l.at);
         Ok(links)
     }
-}
-
-fn count(failures: &[Failure], account: &Account, now: DateTime<Utc>) -> u32 {
-    let n = failures
-        .iter()
-        .filter(|f| f.account == *account && f.at > now - LOCK_WINDOW)
-        .count();
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
