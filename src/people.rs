@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::people::{self, Account, CODE_TTL, KEEP_FAILURES, LinkStore};
 use mnemo_sessions::store::StoreError;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The replies of linking (shown to the person, in their private chat).
@@ -58,8 +58,9 @@ pub struct People {
     seen: Arc<std::sync::Mutex<Option<Seen>>>,
 }
 
-/// The links as read at an instant: each linked account's home.
-type Seen = (std::time::Instant, HashMap<Account, Account>);
+/// The links as read at an instant: each linked account's home, and the
+/// homes.
+type Seen = (std::time::Instant, HashMap<Account, Account>, HashSet<Account>);
 
 /// How long the links read for messages are used before they are read again.
 const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -94,8 +95,8 @@ impl People {
         let cached = {
             let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.as_ref()
-                .filter(|(at, _)| at.elapsed() < FRESH)
-                .map(|(_, homes)| homes.get(account).cloned())
+                .filter(|(at, _, _)| at.elapsed() < FRESH)
+                .map(|(_, homes, _)| homes.get(account).cloned())
         };
         let home = match cached {
             Some(home) => home,
@@ -108,11 +109,19 @@ impl People {
                     .map(|l| (l.account, l.home))
                     .collect();
                 let home = homes.get(account).cloned();
-                *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::time::Instant::now(), homes));
+                let shared = homes.values().cloned().collect();
+                *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::time::Instant::now(), homes, shared));
                 home
             }
         };
         Ok(home.unwrap_or_else(|| account.clone()))
+    }
+
+    /// Whether other accounts use `home`'s memory, as last read for
+    /// messages (their turns then take turns with its own).
+    pub fn is_home(&self, home: &Account) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.as_ref().is_some_and(|(_, _, shared)| shared.contains(home))
     }
 
     /// [`People::memory_of`] as the store says now (the rules of linking

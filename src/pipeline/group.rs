@@ -34,22 +34,57 @@ pub const NOT_A_GROUP_ADMIN: &str = "Only this group's admins can clear its memo
 pub const ADMINS_UNKNOWN: &str =
     "I could not check with the platform who this group's admins are, so I cleared nothing. Please try again later.";
 
-/// One turn at a time per shared group: its members' messages come
-/// through their own queues, but answer from one memory.
+/// One turn at a time on a memory several accounts share (a shared
+/// group's, a linked person's): their messages come through queues of
+/// their own, but answer from one memory. An entry lives while a turn
+/// holds or waits for it, so the map holds only memories in use.
 #[derive(Default)]
-pub(super) struct GroupTurns(Mutex<HashMap<(String, SafeName), TurnLock>>);
+pub(super) struct GroupTurns(Arc<Mutex<HashMap<(String, SafeName), TurnLock>>>);
 
-/// One group's turn.
+/// One memory's turn.
 type TurnLock = Arc<tokio::sync::Mutex<()>>;
 
+/// A memory's turn, held; its entry goes when the last holder or waiter
+/// drops it.
+pub(super) struct SharedTurn {
+    guard: Option<OwnedMutexGuard<()>>,
+    lock: TurnLock,
+    key: (String, SafeName),
+    turns: Arc<Mutex<HashMap<(String, SafeName), TurnLock>>>,
+}
+
+impl Drop for SharedTurn {
+    fn drop(&mut self) {
+        self.guard = None;
+        let mut turns = self.turns.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The map's and this one's: nobody else holds or waits.
+        if Arc::strong_count(&self.lock) == 2 {
+            turns.remove(&self.key);
+        }
+    }
+}
+
 impl GroupTurns {
-    /// Waits for the group's turn; it is the caller's until the guard drops.
-    pub(super) async fn hold(&self, channel: &str, group: &SafeName) -> OwnedMutexGuard<()> {
+    /// Waits for the memory's turn; it is the caller's until the guard drops.
+    pub(super) async fn hold(&self, channel: &str, user: &SafeName) -> SharedTurn {
+        let key = (channel.to_string(), user.clone());
         let lock = {
-            let mut groups = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            groups.entry((channel.to_string(), group.clone())).or_default().clone()
+            let mut turns = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            turns.entry(key.clone()).or_default().clone()
         };
-        lock.lock_owned().await
+        let guard = lock.clone().lock_owned().await;
+        SharedTurn {
+            guard: Some(guard),
+            lock,
+            key,
+            turns: self.0.clone(),
+        }
+    }
+
+    /// Memories with a turn held or waited for (tests).
+    #[cfg(test)]
+    fn in_use(&self) -> usize {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
     }
 }
 
@@ -87,11 +122,13 @@ impl Pipeline {
         memory: &ChannelMemory,
         user: &SafeName,
         message: &Inbound,
-    ) -> Result<(Option<OwnedMutexGuard<()>>, Box<dyn UserMemory>), StoreError> {
+    ) -> Result<(Option<SharedTurn>, Box<dyn UserMemory>), StoreError> {
         let own = memory.store.channel() == message.channel && *user == SafeName::of(&message.user_id);
-        let turn = match own {
-            true => None,
-            false => Some(self.group_turns.hold(memory.store.channel(), user).await),
+        let home = mnemo_sessions::people::Account::new(memory.store.channel(), user.clone());
+        let shared = !own || self.people.is_home(&home);
+        let turn = match shared {
+            true => Some(self.group_turns.hold(memory.store.channel(), user).await),
+            false => None,
         };
         Ok((turn, memory.store.user(user).await?))
     }
@@ -152,6 +189,24 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_memory_s_turn_is_one_at_a_time_and_forgotten_once_nobody_holds_it() {
+        let turns = GroupTurns::default();
+        let group = SafeName::group("-100");
+        let first = turns.hold("telegram", &group).await;
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), turns.hold("telegram", &group));
+        assert!(waiting.await.is_err(), "the second waits while the first holds it");
+        let other = turns.hold("telegram", &SafeName::group("-200")).await;
+        assert_eq!(turns.in_use(), 2);
+        drop(first);
+        drop(other);
+        assert_eq!(turns.in_use(), 0, "nothing kept for memories not in use");
+        let again = turns.hold("telegram", &group).await;
+        assert_eq!(turns.in_use(), 1);
+        drop(again);
+        assert_eq!(turns.in_use(), 0);
+    }
 
     #[test]
     fn a_member_is_named_without_control_characters_and_briefly() {
