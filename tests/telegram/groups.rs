@@ -50,33 +50,42 @@ fn in_group(from: i64, name: &str, text: &str) -> serde_json::Value {
     text_message(GROUP, user(from, name), text)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shared_group_recalls_what_it_observed_when_mentioned_and_never_in_a_private_chat() {
-    let (model, model_url) = FakeModel::start().await;
-    let api = FakeBotApi::start().await;
-    let mnemo = start(&api, &model_url);
-    // Ada's own memory, told in private.
+/// Ada tells the bot a fact in private; then Bob tells the group, not the
+/// bot, where the offsite is, and the group chats on longer than the
+/// context window, so that fact can only come back by recall. `kept(n)`
+/// waits until the group's memory holds `n` observed messages.
+async fn a_discussion_the_bot_only_observes(api: &FakeBotApi, kept: impl AsyncFn(usize)) {
     api.push_message(text_message(ADA, user(ADA, "Ada"), "my locker code is 7731"));
     api.wait_for_calls("sendMessage", 1).await;
-
-    // Bob tells the group, not the bot; then the group chats on, longer
-    // than the context window, so the fact can only come back by recall.
     api.push_message(in_group(
         BOB,
         "Bob",
         "the offsite moved to Porto, we booked the Ribeira hotel",
     ));
-    wait_for_group_records(&mnemo.state(), 1).await;
+    kept(1).await;
     for i in 0..12 {
         api.push_message(in_group(BOB, "Bob", &format!("lunch order number {i} is pizza")));
     }
+    kept(13).await;
+    assert_eq!(api.calls("sendMessage").len(), 1, "nothing observed is answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_group_recalls_what_it_observed_when_mentioned_and_never_in_a_private_chat() {
+    let (model, model_url) = FakeModel::start().await;
+    let api = FakeBotApi::start().await;
+    let mnemo = start(&api, &model_url);
+    let state = mnemo.state();
+    a_discussion_the_bot_only_observes(&api, async |n| {
+        wait_for_group_records(&state, n).await;
+    })
+    .await;
     let kept = wait_for_group_records(&mnemo.state(), 13).await;
     assert!(
         kept.iter().all(|r| r.msg_id.starts_with("seen-")),
         "observed, not questions"
     );
     assert_eq!(kept[0].user_name.as_deref(), Some("Bob"));
-    assert_eq!(api.calls("sendMessage").len(), 1, "nothing observed is answered");
     assert_eq!(model.chat_requests().len(), 1);
 
     api.push_message(in_group(
@@ -191,7 +200,7 @@ async fn on_postgres_a_shared_group_keeps_what_it_observed_and_recalls_it_when_m
     let (client, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     let group_key = SafeName::group(&GROUP.to_string()).as_str().to_string();
-    let kept = async |n: i64| {
+    let kept = async |n: usize| {
         for _ in 0..500 {
             let row = client
                 .query_one(
@@ -200,27 +209,14 @@ async fn on_postgres_a_shared_group_keeps_what_it_observed_and_recalls_it_when_m
                 )
                 .await
                 .unwrap();
-            if row.get::<_, i64>(0) >= n {
+            if row.get::<_, i64>(0) >= n as i64 {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         panic!("the group's memory never held {n} observed messages");
     };
-
-    api.push_message(text_message(ADA, user(ADA, "Ada"), "my locker code is 7731"));
-    api.wait_for_calls("sendMessage", 1).await;
-    api.push_message(in_group(
-        BOB,
-        "Bob",
-        "the offsite moved to Porto, we booked the Ribeira hotel",
-    ));
-    kept(1).await;
-    for i in 0..12 {
-        api.push_message(in_group(BOB, "Bob", &format!("lunch order number {i} is pizza")));
-    }
-    kept(13).await;
-    assert_eq!(api.calls("sendMessage").len(), 1, "nothing observed is answered");
+    a_discussion_the_bot_only_observes(&api, kept).await;
     api.push_message(in_group(
         ADA,
         "Ada",
