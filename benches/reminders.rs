@@ -37,6 +37,7 @@ fn seed(root: &std::path::Path, users: usize) {
                     chat_id: bench::chat_id(u),
                     thread_id: None,
                     group: false,
+                    platform: None,
                 },
                 created: Utc::now(),
                 state: State::Active,

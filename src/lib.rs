@@ -23,6 +23,7 @@ pub mod memory_tools;
 pub mod model;
 pub mod ops;
 pub mod parts;
+pub mod people;
 pub mod pipeline;
 pub mod platforms;
 pub mod reminders;

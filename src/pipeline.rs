@@ -27,15 +27,19 @@
 mod attachments;
 mod budget;
 pub mod documents;
+mod group;
 mod intake;
+mod linking;
 mod no_model;
 mod reminding;
 
 pub use attachments::{AttachmentSettings, NO_VISION, NOT_AN_IMAGE, VOICE_NOT_SET_UP};
 pub(crate) use budget::spend;
 pub use budget::{Clock, channel_notice, user_notice};
+pub use group::{ADMINS_UNKNOWN, NOT_A_GROUP_ADMIN};
 pub use intake::{NOT_ANSWERED, NOT_STORED, Taken};
 use intake::{Work, answering, recent_keep, reply_record};
+pub use linking::HOME_NOT_SERVED;
 
 use crate::access::Gate;
 use crate::channel_memory::ChannelMemory;
@@ -77,6 +81,11 @@ pub struct Pipeline {
     /// The time the day's budget is counted by (the wall clock unless a
     /// test sets one).
     clock: std::sync::RwLock<budget::Clock>,
+    /// One turn at a time on each memory several accounts share (a
+    /// shared group's, a linked person's).
+    group_turns: group::GroupTurns,
+    /// Linked identities.
+    people: crate::people::People,
 }
 
 pub const SAVED_WHILE_STOPPING: &str =
@@ -95,6 +104,7 @@ impl Pipeline {
     ) -> Self {
         let slots = parts.limits.max_concurrent_model_calls;
         let access = Gate::new(parts.state_root.clone(), &parts.limits).with_database(parts.store.clone());
+        let people = crate::people::People::open(&parts.state_root, parts.store.as_ref());
         Pipeline {
             parts,
             memories,
@@ -106,6 +116,8 @@ impl Pipeline {
             answered: AtomicUsize::new(0),
             model_failed: AtomicUsize::new(0),
             clock: std::sync::RwLock::new(Arc::new(Utc::now)),
+            group_turns: group::GroupTurns::default(),
+            people,
         }
     }
 
@@ -239,14 +251,12 @@ impl Pipeline {
             work,
             images,
             notes,
+            ..
         } = taken;
         if self.tell(&message, &notes, &work).await {
             return Ok(Outcome::Refused);
         }
-        // The user's memory for this turn; on a store several brokers
-        // share, the user's turn lock is held from here to its end, so
-        // another broker never interleaves this user's turns.
-        let mut mine = memory.store.user(&user).await?;
+        let (_shared_turn, mut mine) = self.memory_for_turn(memory, &user, &message).await?;
         match work {
             Work::Command(command) => return self.command(memory, mine.as_mut(), &message, &command).await,
             Work::GiveUp { earlier } => return self.give_up(memory, mine.as_mut(), &message, &earlier, backlog).await,
@@ -430,6 +440,14 @@ impl Pipeline {
         } else {
             None
         };
+        // In a shared group, who said what (the memory is the group's).
+        let (view, question) = match mine.user().is_group() {
+            true => (
+                group::spoken(view),
+                group::said_by(message.user_name.as_deref(), &message.text),
+            ),
+            false => (view, message.text.clone()),
+        };
         let mut context = context::build(&ContextInput {
             system_prompt: &self.parts.system_prompt,
             profile: view.profile.as_deref(),
@@ -442,7 +460,10 @@ impl Pipeline {
         if self.parts.max_tool_rounds > 0 {
             context.system.push_str(&Pipeline::clock_line(zone, self.now()));
         }
-        ModelRequest::new(context, message.text.clone())
+        if mine.user().is_group() {
+            context.system.push_str(group::GROUP_NOTE);
+        }
+        ModelRequest::new(context, question)
     }
 
     /// The memory tools of this turn, built for this caller only (the

@@ -19,7 +19,7 @@ use crate::app::App;
 use crate::scheduler::Clock;
 use chrono::{DateTime, Duration as Span, Utc};
 use futures_util::StreamExt as _;
-use mnemo_channels::{Channel, Outbound, OutboundBody};
+use mnemo_channels::{Outbound, OutboundBody};
 use mnemo_sessions::commands::remind;
 use mnemo_sessions::reminders::{Claimed, Finish, parse_zone};
 use mnemo_sessions::store::MemoryStore;
@@ -78,9 +78,9 @@ impl Delivery {
 /// One round: every channel's due reminders, claimed and posted.
 pub async fn pass(app: &App, now: DateTime<Utc>) {
     for (name, memory) in app.memories() {
-        let Some(channel) = app.channel(name) else {
+        if app.channel(name).is_none() {
             continue;
-        };
+        }
         let claimed = match memory.store.claim_reminders(now, BATCH).await {
             Ok(claimed) => claimed,
             Err(e) => {
@@ -91,21 +91,29 @@ pub async fn pass(app: &App, now: DateTime<Utc>) {
         // Side by side, a few at a time: a platform slowing one post down
         // (its rate limit, a retry) does not hold up the others.
         futures_util::stream::iter(claimed)
-            .for_each_concurrent(POSTS_AT_ONCE, |claim| deliver(app, &memory.store, &channel, claim, now))
+            .for_each_concurrent(POSTS_AT_ONCE, |claim| deliver(app, &memory.store, claim, now))
             .await;
     }
 }
 
 /// Posts one claimed reminder and ends its claim.
-async fn deliver(
-    app: &App,
-    store: &Arc<dyn MemoryStore>,
-    channel: &Arc<dyn Channel>,
-    claim: Claimed,
-    now: DateTime<Utc>,
-) {
+async fn deliver(app: &App, store: &Arc<dyn MemoryStore>, claim: Claimed, now: DateTime<Utc>) {
     let Claimed { user, reminder: r } = claim;
-    let name = store.channel().to_string();
+    // Where it was set: a linked account's platform may not be its store's.
+    let name = r.place.platform.clone().unwrap_or_else(|| store.channel().to_string());
+    let Some(channel) = app.channel(&name) else {
+        tracing::warn!(channel = %name, user = %user.log_id(), id = %r.id, "a reminder's platform is not served now; tried again later");
+        end(
+            store,
+            &user,
+            &r.id,
+            Finish::Retry {
+                at: now + Span::minutes(5),
+            },
+        )
+        .await;
+        return;
+    };
     let metrics = crate::ops::metrics::metrics();
     let next = r.next_after(now.max(r.at));
     let late = now - r.at;

@@ -219,6 +219,7 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
             chat_id: "console".into(),
             thread_id: None,
             group: false,
+            platform: None,
         },
         created: set_at,
         state: mnemo_sessions::reminders::State::Active,

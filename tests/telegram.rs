@@ -10,6 +10,9 @@ use mnemo_testkit::html_check;
 use mnemo_testkit::telegram as fake_api;
 mod attachments;
 mod documents;
+mod groups;
+#[cfg(feature = "slack")]
+mod linking;
 mod reminders;
 mod streaming;
 use crate::support;
@@ -81,6 +84,24 @@ impl Mnemo {
             dir,
             env,
         }
+    }
+
+    /// A `mnemo` verb on the running bot's config and state folder: its
+    /// stdout and stderr, and whether it succeeded.
+    fn cli(&self, args: &[&str]) -> (bool, String) {
+        let dir = self.dir.path();
+        let out = support::mnemo(&dir.join("config.json"), dir)
+            .args(args)
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
     }
 
     /// `mnemo run` on the config in `dir`, its stderr appended to `stderr.log`.

@@ -12,6 +12,7 @@
 //! [`live`] (an answer grown in place by message edits while the model
 //! writes it), [`commands`] (the `/session` definition).
 
+mod admins;
 pub mod commands;
 mod handler;
 pub mod inbound;
@@ -103,7 +104,8 @@ pub(crate) struct Shared {
     /// Up on READY / RESUMED and a connected shard, down when the shard
     /// drops: the broker's readiness reads it.
     pub(crate) link: crate::Link,
-    /// Downloads of message attachments from the CDN (no token needed).
+    /// Downloads of message attachments from the CDN (no token needed),
+    /// and the few REST reads serenity has no call for (`admins.rs`).
     files: reqwest::Client,
 }
 
@@ -288,6 +290,16 @@ impl Channel for DiscordChannel {
             return Err(DownloadError::Failed("the attachment is not on Discord's CDN".into()));
         }
         crate::download::fetch(self.shared.files.get(url), limits).await
+    }
+
+    /// The server's owner, or a member allowed to manage it (`admins.rs`).
+    async fn is_group_admin(&self, chat_id: &str, user_id: &str) -> Result<bool, ChannelError> {
+        admins::is_admin(&self.shared, chat_id, user_id)
+            .await
+            .map_err(|reason| ChannelError::Receive {
+                channel: CHANNEL.into(),
+                reason,
+            })
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

@@ -134,4 +134,17 @@ pub trait Channel: Send + Sync + 'static {
     async fn download(&self, _attachment: &Attachment, _limits: DownloadLimits) -> Result<Vec<u8>, DownloadError> {
         Err(DownloadError::Unsupported)
     }
+
+    /// Whether `user_id` is one of the group `chat_id`'s admins, as the
+    /// platform says (`/session clear group`): Telegram's owner and
+    /// administrators, Slack's workspace admins and owners, Discord's
+    /// members who may manage the server or its messages. Asked anew each
+    /// time (rights change). A channel that cannot tell says so, an error,
+    /// so what needs an admin is refused.
+    async fn is_group_admin(&self, _chat_id: &str, _user_id: &str) -> Result<bool, ChannelError> {
+        Err(ChannelError::Receive {
+            channel: self.name().to_string(),
+            reason: "this platform cannot tell who is a group admin".into(),
+        })
+    }
 }

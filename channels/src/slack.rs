@@ -415,6 +415,18 @@ impl Channel for SlackChannel {
         Ok(format!("auth.test: bot user {}", me.user_id))
     }
 
+    /// `users.info`: a workspace admin or owner (see [`web::Web::is_admin`]).
+    async fn is_group_admin(&self, _chat_id: &str, user_id: &str) -> Result<bool, ChannelError> {
+        self.shared
+            .web
+            .is_admin(user_id)
+            .await
+            .map_err(|e| ChannelError::Receive {
+                channel: "slack".into(),
+                reason: format!("users.info: {e}"),
+            })
+    }
+
     /// `url_private_download` with the bot token.
     async fn download(
         &self,

@@ -37,7 +37,7 @@ use std::time::Duration;
 use teloxide::Bot;
 use teloxide::payloads::SendChatActionSetters;
 use teloxide::requests::{Request, Requester};
-use teloxide::types::{BotCommand, ChatAction, ChatId, MessageId, ThreadId, Update};
+use teloxide::types::{BotCommand, ChatAction, ChatId, MessageId, ThreadId, Update, UserId};
 use tokio::sync::{Mutex, mpsc};
 
 /// The channel's name (and its state folder).
@@ -321,6 +321,24 @@ impl Channel for TelegramChannel {
                 reason: format!("getMe: {}", self.api.failure(e)),
             })?;
         Ok(format!("getMe: @{}", me.user.username.clone().unwrap_or_default()))
+    }
+
+    /// `getChatMember`: the owner (`creator`) and `administrator`s are.
+    async fn is_group_admin(&self, chat_id: &str, user_id: &str) -> Result<bool, ChannelError> {
+        let refused = |reason: String| ChannelError::Receive {
+            channel: CHANNEL.into(),
+            reason,
+        };
+        let (Ok(chat), Ok(user)) = (chat_id.parse::<i64>(), user_id.parse::<u64>()) else {
+            return Err(refused("getChatMember: not a Telegram chat or user id".into()));
+        };
+        let request = self.api.bot().get_chat_member(ChatId(chat), UserId(user));
+        let member = self
+            .api
+            .call("getChatMember", &request)
+            .await
+            .map_err(|e| refused(format!("getChatMember: {e}")))?;
+        Ok(member.is_privileged())
     }
 
     async fn send(&self, out: Outbound) -> Result<(), ChannelError> {

@@ -216,6 +216,27 @@ async fn a_dropped_socket_or_disconnect_envelope_reconnects_without_losing_or_re
 }
 
 #[tokio::test]
+async fn a_group_admin_is_a_workspace_admin_as_users_info_says() {
+    let fake = FakeSlack::start().await;
+    fake.set_admin("U_ADMIN");
+    let channel = SlackChannel::new(settings(
+        &fake,
+        BOT_TOKEN,
+        SlackMode::Socket {
+            app_token: APP_TOKEN.into(),
+        },
+    ))
+    .expect("channel builds");
+    assert!(channel.is_group_admin("C1", "U_ADMIN").await.unwrap());
+    assert!(!channel.is_group_admin("C1", "U_MEMBER").await.unwrap());
+    let asked = fake.calls_to("users.info");
+    assert_eq!(asked.len(), 2);
+    // Refused by Slack (a missing `users:read` scope): an error, never a yes.
+    fake.fail("users.info", 10);
+    assert!(channel.is_group_admin("C1", "U_ADMIN").await.is_err());
+}
+
+#[tokio::test]
 async fn a_slash_command_is_acked_at_once_and_answered_only_to_the_asker() {
     let fake = FakeSlack::start().await;
     let mut slack = socket_mode(&fake).await;

@@ -44,6 +44,7 @@ pub mod maintain;
 pub mod memory;
 pub mod migrate;
 pub mod pending;
+pub mod people;
 pub mod recall;
 pub mod reminders;
 pub mod seed;

@@ -65,6 +65,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "documents a user sent, their pieces for recall, and kept files",
         sql: include_str!("migrations/0009_documents.sql"),
     },
+    Migration {
+        version: 10,
+        name: "linked identities: links, one-time codes (hashed), wrong codes",
+        sql: include_str!("migrations/0010_links.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

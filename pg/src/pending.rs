@@ -12,12 +12,12 @@ use mnemo_sessions::store::Look;
 use mnemo_sessions::{Record, SafeName};
 
 /// The questions stored between `$3` and `$2` (message time) that no
-/// record answers, oldest first per user. Folded or not: another broker's
+/// record answers (a group's observed messages, `seen-…`, are none), oldest first per user. Folded or not: another broker's
 /// fold may have archived a question its broker never answered. A scan of
 /// the channel's messages (no index on `ts`): for a start only.
 const PENDING: &str = "
 SELECT q.user_key, q.ts, q.role, q.text, q.msg_id, q.thread_id, q.chat_id, q.user_name FROM mnemo_messages q
-WHERE q.channel = $1 AND q.role = 'user' AND q.ts < $2 AND q.ts > $3
+WHERE q.channel = $1 AND q.role = 'user' AND q.msg_id NOT LIKE 'seen-%' AND q.ts < $2 AND q.ts > $3
   AND NOT EXISTS (SELECT 1 FROM mnemo_messages r
                   WHERE r.channel = q.channel AND r.user_key = q.user_key AND r.msg_id = 're-' || q.msg_id)
 ORDER BY q.user_key, q.seq";
@@ -28,7 +28,7 @@ ORDER BY q.user_key, q.seq";
 /// broker left is found by the next start's [`PENDING`].
 const PENDING_UNFOLDED: &str = "
 SELECT q.user_key, q.ts, q.role, q.text, q.msg_id, q.thread_id, q.chat_id, q.user_name FROM mnemo_messages q
-WHERE q.channel = $1 AND q.fold IS NULL AND q.role = 'user' AND q.ts < $2 AND q.ts > $3
+WHERE q.channel = $1 AND q.fold IS NULL AND q.role = 'user' AND q.msg_id NOT LIKE 'seen-%' AND q.ts < $2 AND q.ts > $3
   AND NOT EXISTS (SELECT 1 FROM mnemo_messages r
                   WHERE r.channel = q.channel AND r.user_key = q.user_key AND r.msg_id = 're-' || q.msg_id)
 ORDER BY q.user_key, q.seq";

@@ -16,8 +16,7 @@ use mnemo_sessions::reminders::{Book, BookError, CLAIM_SECS, Claimed, Finish, Pl
 use tokio_postgres::Row;
 
 /// The columns every read returns, in [`reminder_of`]'s order.
-const COLUMNS: &str =
-    "id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state, claimed_at, attempts, missed";
+const COLUMNS: &str = "id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created, state, claimed_at, attempts, missed, platform";
 
 fn state_name(state: State) -> &'static str {
     match state {
@@ -42,6 +41,7 @@ fn reminder_of(row: &Row, at: usize) -> Reminder {
             chat_id: row.get(at + 6),
             thread_id: row.get(at + 7),
             group: row.get(at + 8),
+            platform: row.get(at + 14),
         },
         created: row.get(at + 9),
         state: match state.as_str() {
@@ -154,8 +154,8 @@ async fn insert(
         .execute(
             "INSERT INTO mnemo_reminders
                 (channel, user_key, id, text, at, due, repeat, timezone, chat_id, thread_id, in_group, created,
-                 state, claimed_at, attempts, missed)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                 state, claimed_at, attempts, missed, platform)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
              ON CONFLICT DO NOTHING",
             &[
                 &channel,
@@ -174,6 +174,7 @@ async fn insert(
                 &r.claimed_at,
                 &attempts,
                 &r.missed,
+                &r.place.platform,
             ],
         )
         .await?)

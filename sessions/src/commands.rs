@@ -11,6 +11,7 @@
 //! another user; the details of a failure go to the log.
 
 mod clear;
+pub use clear::NO_GROUP_MEMORY;
 pub mod documents;
 pub mod memory;
 pub mod parse;
@@ -80,6 +81,9 @@ impl Reply {
 pub const STORAGE_PROBLEM: &str =
     "Sorry, that did not work because of a storage problem on my side. The operator can see the details in the log.";
 
+/// `link` and `unlink` where nothing can link accounts.
+pub const NO_LINKS_HERE: &str = "Linking accounts is not available here.";
+
 /// The help text (also the reply to an unknown action).
 pub const HELP: &str = "Memory commands — they only ever touch your own data:\n\
 /session status — your message count, summary age, long-term entries and storage\n\
@@ -96,6 +100,9 @@ pub const HELP: &str = "Memory commands — they only ever touch your own data:\
 /session remind <when> <text> — I message you then, here (when: +10m, +2h, +3d or 2026-12-24T09:00:00+01:00)\n\
 /session reminders — your reminders; `/session reminders cancel <id>` cancels one\n\
 /session timezone [zone] — your timezone for reminders (an IANA name like Europe/Lisbon)\n\
+/session clear group — in a group with its own memory: delete it (the group's admins only)\n\
+/session link [code] — one memory for your accounts on several platforms: get a code here, send `/session link CODE` from the other\n\
+/session unlink <platform> — that platform's account gets its own memory again\n\
 /session help — this list";
 
 /// Carries out `command` for `caller` on `memory` (the caller's) at `now`.
@@ -130,6 +137,7 @@ pub async fn try_execute(
         SessionCommand::Clear => Reply::text(clear::clear(memory).await?),
         SessionCommand::ClearAll => Reply::text(clear::clear_all_preview(memory).await?),
         SessionCommand::ClearAllConfirmed => Reply::text(clear::clear_all(memory).await?),
+        SessionCommand::ClearGroup => Reply::text(clear::clear_group(memory).await?),
         SessionCommand::Forget { topic } => Reply::text(memory::forget(memory, caller, topic, now).await?),
         SessionCommand::ForgetConfirmed { words } => {
             Reply::text(memory::forget_confirmed(memory, caller, words, now).await?)
@@ -154,6 +162,9 @@ pub async fn try_execute(
         SessionCommand::Documents => Reply::text(documents::list(memory).await?),
         SessionCommand::CancelReminder { id } => Reply::text(remind::cancel(memory, id).await?),
         SessionCommand::Timezone { zone } => Reply::text(remind::timezone(memory, caller, zone.as_deref()).await?),
+        // The broker answers these (it knows the platforms and links); a
+        // caller without links (a test, an operator tool) cannot.
+        SessionCommand::Link { .. } | SessionCommand::Unlink { .. } => Reply::text(NO_LINKS_HERE),
         SessionCommand::Help => Reply::text(HELP),
         // The action is not echoed: on some platforms a word like
         // `@everyone` would ping people when sent back.

@@ -50,6 +50,13 @@ impl Layout {
         }
     }
 
+    /// `<state>/people/links.json`: which platform accounts share one
+    /// memory (linked identities), their one-time codes and the failed
+    /// tries; not a channel's, so beside `channels/`.
+    pub fn links_path(state_root: &Path) -> PathBuf {
+        state_root.join("people").join("links.json")
+    }
+
     /// `<state>/channels`, the folder of every channel's folder.
     pub fn channels_root(state_root: &Path) -> PathBuf {
         state_root.join("channels")

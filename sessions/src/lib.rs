@@ -23,6 +23,7 @@ pub mod config;
 pub mod context;
 pub mod locks;
 pub mod pending;
+pub mod people;
 pub mod session;
 pub mod stm;
 pub mod store;

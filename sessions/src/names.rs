@@ -11,6 +11,11 @@
 //! so a cut name cannot equal an uncut one, and two cut names collide only if
 //! SHA-256 does.
 //!
+//! A group's shared memory is kept under [`SafeName::group`]: `%G-` and the
+//! encoded chat id. `%G` never occurs in [`SafeName::of`]'s output (`%` is
+//! always followed by upper-case hex or `~`), so no user id, however chosen,
+//! names a group's memory, and a group's name is never a user's.
+//!
 //! This module never touches the file system.
 
 use sha2::{Digest, Sha256};
@@ -19,6 +24,9 @@ use std::fmt;
 /// The longest component we produce, in bytes. Well under the 255-byte limit
 /// of common file systems, leaving room for suffixes such as `.md`.
 pub const MAX_LEN: usize = 120;
+
+/// What a group's shared memory's name starts with ([`SafeName::group`]).
+const GROUP_PREFIX: &str = "%G-";
 
 /// Bytes of the encoded prefix kept when a name is too long.
 const CUT_PREFIX: usize = 80;
@@ -61,10 +69,27 @@ impl SafeName {
         SafeName(out)
     }
 
+    /// The name a group's shared memory is kept under (`groups.<id>.memory:
+    /// "shared"` in `access.json`): `%G-` and the chat id as [`SafeName::of`]
+    /// encodes it (see the module doc for why it cannot be a user's).
+    pub fn group(chat_id: &str) -> Self {
+        SafeName(format!("{GROUP_PREFIX}{}", SafeName::of(chat_id).0))
+    }
+
+    /// Whether this names a group's shared memory ([`SafeName::group`]).
+    pub fn is_group(&self) -> bool {
+        self.0.starts_with(GROUP_PREFIX)
+    }
+
     /// Accepts a name read back from disk (a directory or file stem) only if
     /// it has the shape [`SafeName::of`] produces; anything else (a stray
     /// file an operator dropped in, `.tmp` leftovers) is `None`.
     pub fn from_encoded(name: &str) -> Option<Self> {
+        if let Some(chat) = name.strip_prefix(GROUP_PREFIX) {
+            return SafeName::from_encoded(chat)
+                .filter(|inner| !inner.is_group())
+                .map(|_| SafeName(name.to_string()));
+        }
         if name == "%" {
             return Some(SafeName(name.to_string()));
         }
@@ -97,6 +122,9 @@ impl SafeName {
     /// The original input, when the name was not cut (cut names keep only a
     /// hash of their tail). Used for display in reports.
     pub fn decode(&self) -> Option<String> {
+        if let Some(chat) = self.0.strip_prefix(GROUP_PREFIX) {
+            return SafeName(chat.to_string()).decode().map(|id| format!("group {id}"));
+        }
         if self.0 == "%" {
             return Some(String::new());
         }
@@ -218,6 +246,28 @@ mod tests {
     }
 
     #[test]
+    fn a_group_is_named_apart_from_every_user() {
+        let group = SafeName::group("-1001234");
+        assert_eq!(group.as_str(), "%G--1001234");
+        assert!(group.is_group() && !SafeName::of("-1001234").is_group());
+        assert_eq!(SafeName::from_encoded(group.as_str()), Some(group.clone()));
+        assert_eq!(group.decode().as_deref(), Some("group -1001234"));
+        // Whatever a sender's id is, it never names a group's memory.
+        for raw in ["%G--1001234", "%G-", "G--1001234", "%47--1001234"] {
+            assert!(!SafeName::of(raw).is_group(), "{raw:?}");
+            assert_ne!(SafeName::of(raw), group);
+        }
+        for hostile in ["../x", "a\0b", &"x".repeat(500)] {
+            let name = SafeName::group(hostile);
+            assert!(is_single_normal_component(&name), "{name}");
+            assert_eq!(SafeName::from_encoded(name.as_str()), Some(name.clone()));
+        }
+        for stray in ["%G-", "%G-%G-1", "%G-../x", "%Gx"] {
+            assert_eq!(SafeName::from_encoded(stray), None, "{stray:?}");
+        }
+    }
+
+    #[test]
     fn long_inputs_are_cut_with_a_hash_and_stay_distinct() {
         let a = SafeName::of(&"x".repeat(10_000));
         let b = SafeName::of(&format!("{}y", "x".repeat(9_999)));
@@ -247,6 +297,10 @@ mod tests {
             prop_assert!(is_single_normal_component(&name));
             prop_assert!(name.as_str().len() <= MAX_LEN);
             prop_assert_eq!(SafeName::from_encoded(name.as_str()), Some(name.clone()));
+            prop_assert!(!name.is_group());
+            let group = SafeName::group(&raw);
+            prop_assert!(is_single_normal_component(&group) && group.is_group());
+            prop_assert_eq!(SafeName::from_encoded(group.as_str()), Some(group.clone()));
         }
 
         #[test]

@@ -11,6 +11,11 @@
 //! later question can be answered by one while an earlier one waits for
 //! another that died, and it must still be answered.
 //!
+//! A message a group's shared memory keeps without answering it (`observe:
+//! true` in `access.json`, the bot not addressed) is stored with the `msgId`
+//! [`observed_id`] of the platform's: it is context, never a question, so
+//! nothing waits for its answer and no restart answers it.
+//!
 //! Pure functions over records: no files, no clock.
 
 use crate::record::{Record, Role};
@@ -20,6 +25,20 @@ use std::collections::HashSet;
 pub fn reply_id(msg_id: &str) -> String {
     format!("re-{msg_id}")
 }
+
+/// The `msgId` a message kept as a group's context only (observed, not
+/// answered) is stored under; never pending.
+pub fn observed_id(msg_id: &str) -> String {
+    format!("{OBSERVED}{msg_id}")
+}
+
+/// Whether `record` is a question: a user's message that was not only
+/// observed ([`observed_id`]).
+pub fn is_question(record: &Record) -> bool {
+    record.role == Role::User && !record.msg_id.starts_with(OBSERVED)
+}
+
+const OBSERVED: &str = "seen-";
 
 /// The question `msg_id` answered by a record with this id, if it is one.
 pub fn answered_by(reply_msg_id: &str) -> Option<&str> {
@@ -38,7 +57,7 @@ pub fn pending<R: AsRef<Record>>(records: &[R]) -> Vec<&Record> {
     records
         .iter()
         .map(AsRef::as_ref)
-        .filter(|r| r.role == Role::User && !answered.contains(r.msg_id.as_str()))
+        .filter(|r| is_question(r) && !answered.contains(r.msg_id.as_str()))
         .collect()
 }
 
@@ -106,6 +125,14 @@ mod tests {
         assert_eq!(ids(pending(&records)), ["2", "3"]);
         assert!(is_settled(&records, "1"));
         assert!(!is_settled(&records, "2"));
+    }
+
+    #[test]
+    fn an_observed_message_is_context_never_a_question() {
+        let seen = observed_id("2");
+        let records = log(&["1", &seen, "3", "re-1"]);
+        assert_eq!(ids(pending(&records)), ["3"]);
+        assert!(!is_question(&records[1]) && is_question(&records[2]));
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub struct Place {
     /// Set in a group: posted there with its text only.
     #[serde(default)]
     pub group: bool,
+    /// The platform (channel) of the chat, when it is not the store's
+    /// own: a linked account's reminders are kept with its home's memory
+    /// and posted where they were set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
 }
 
 /// Where a reminder is in its life.

@@ -53,7 +53,12 @@ pub fn row_name(channel: &str) -> PathBuf {
 
 /// Parses a row's document with the file's types.
 pub fn parse(channel: &str, doc: &str) -> Result<AccessFile, ConfigError> {
-    parse_object_bytes(ConfigFile::AccessRow, &row_name(channel), doc.as_bytes())
+    let at = row_name(channel);
+    super::file::checked(
+        ConfigFile::AccessRow,
+        &at,
+        parse_object_bytes(ConfigFile::AccessRow, &at, doc.as_bytes())?,
+    )
 }
 
 /// A document as it is stored (compact JSON; the database keeps it as

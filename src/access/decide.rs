@@ -5,7 +5,7 @@
 //! It must stay pure: pairing codes, replies and file updates belong to
 //! `pairing` and `gate`, which act on what this returns.
 
-use super::file::{AccessFile, DmPolicy};
+use super::file::{AccessFile, DmPolicy, GroupMemory};
 use mnemo_channels::{ChatKind, Inbound};
 use std::fmt;
 
@@ -18,6 +18,10 @@ pub enum Decision {
     /// Go on with the turn. `greet_paired`: the operator approved this
     /// sender and they have not been told yet.
     Allow { greet_paired: bool },
+    /// A group with `memory: "shared"`: `answer` the message from the
+    /// group's own memory, or (`observe: true`, the bot not addressed)
+    /// only keep it there as the group's context.
+    Group { answer: bool },
     /// Drop it without a word (a reply would tell a stranger the bot exists
     /// and cost a platform call).
     Ignore(IgnoreReason),
@@ -93,13 +97,18 @@ pub fn decide(access: &AccessFile, message: &Inbound) -> Decision {
             let Some(rule) = access.groups.get(&message.chat_id) else {
                 return Decision::Ignore(IgnoreReason::GroupNotEnabled);
             };
-            if rule.require_mention && !message.addressed {
-                return Decision::Ignore(IgnoreReason::NotMentioned);
-            }
+            // A group's `allowFrom` also bounds what is observed: someone
+            // the operator did not let in is not kept either.
             if rule.allow_from.as_ref().is_some_and(|list| !list.contains(sender)) {
                 return Decision::Ignore(IgnoreReason::NotInGroupAllowFrom);
             }
-            Decision::Allow { greet_paired: false }
+            let unasked = rule.require_mention && !message.addressed;
+            match rule.memory {
+                GroupMemory::Shared if unasked && rule.observe => Decision::Group { answer: false },
+                _ if unasked => Decision::Ignore(IgnoreReason::NotMentioned),
+                GroupMemory::Shared => Decision::Group { answer: true },
+                GroupMemory::PerUser => Decision::Allow { greet_paired: false },
+            }
         }
     }
 }
@@ -122,7 +131,7 @@ pub fn restrictive_fallback(last_good: Option<&AccessFile>) -> AccessFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::file::{ApprovedNotice, GroupRule};
+    use crate::access::file::{ApprovedNotice, GroupMemory, GroupRule};
     use chrono::Utc;
 
     fn msg(channel: &str, kind: ChatKind, chat: &str, user: &str, addressed: bool) -> Inbound {
@@ -153,14 +162,26 @@ mod tests {
             "G-open".into(),
             GroupRule {
                 require_mention: false,
-                allow_from: None,
+                ..GroupRule::default()
             },
         );
         let only_known = GroupRule {
             require_mention: false,
             allow_from: Some(["known".to_string()].into()),
+            ..GroupRule::default()
         };
         f.groups.insert("G-known-only".into(), only_known);
+        let shared = GroupRule {
+            memory: GroupMemory::Shared,
+            ..GroupRule::default()
+        };
+        f.groups.insert("G-shared".into(), shared.clone());
+        let observed = GroupRule {
+            observe: true,
+            allow_from: Some(["known".to_string()].into()),
+            ..shared
+        };
+        f.groups.insert("G-observed".into(), observed);
         f
     }
 
@@ -215,6 +236,26 @@ mod tests {
             assert_eq!(d("G-known-only", "known", false), ALLOW);
             assert_eq!(d("G-known-only", "stranger", true), Ignore(NotInGroupAllowFrom));
         }
+    }
+
+    #[test]
+    fn a_shared_group_answers_from_its_memory_and_observes_only_when_told() {
+        use Decision::*;
+        use IgnoreReason::*;
+        let r = rules(DmPolicy::Pairing);
+        let d =
+            |chat: &str, user: &str, addressed: bool| decide(&r, &msg("tg", ChatKind::Group, chat, user, addressed));
+        assert_eq!(d("G-shared", "stranger", true), Group { answer: true });
+        assert_eq!(d("G-shared", "stranger", false), Ignore(NotMentioned));
+        assert_eq!(d("G-observed", "known", true), Group { answer: true });
+        assert_eq!(d("G-observed", "known", false), Group { answer: false });
+        // Someone the group's allowFrom leaves out is neither answered nor kept.
+        assert_eq!(d("G-observed", "stranger", false), Ignore(NotInGroupAllowFrom));
+        // The same chat id in a direct chat is never the group.
+        assert_eq!(
+            decide(&r, &msg("tg", ChatKind::Direct, "G-shared", "known", true)),
+            ALLOW
+        );
     }
 
     #[test]

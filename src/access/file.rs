@@ -11,7 +11,7 @@
 //! it is read, like everything in the state folder, never through a link.
 
 use chrono::{DateTime, Utc};
-use mnemo_sessions::config::{ConfigError, ConfigFile, parse_object_bytes};
+use mnemo_sessions::config::{ConfigError, ConfigFile, FieldError, parse_object_bytes};
 use mnemo_sessions::fsutil::{FileError, atomic_write, create_private_dir_all, read_if_exists};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +57,33 @@ pub struct GroupRule {
     /// Who may talk to the bot in this group; absent: everyone in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_from: Option<BTreeSet<String>>,
+    /// Whose memory the group's turns use: each asker's own (`per-user`,
+    /// the default), or the group's own (`shared`).
+    #[serde(default, skip_serializing_if = "GroupMemory::is_per_user")]
+    pub memory: GroupMemory,
+    /// Keep the messages the bot sees but is not asked in the group's
+    /// shared memory, without answering them (needs `memory: "shared"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub observe: bool,
+}
+
+/// Whose memory a group's turns use (`groups.<id>.memory`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupMemory {
+    /// Each asker's personal memory (in the model's context: an answer in
+    /// the group may repeat it; docs/platforms.md says so).
+    #[default]
+    PerUser,
+    /// The group's own memory, recalled only in that group; no member's
+    /// personal memory is used.
+    Shared,
+}
+
+impl GroupMemory {
+    fn is_per_user(&self) -> bool {
+        *self == GroupMemory::PerUser
+    }
 }
 
 fn yes() -> bool {
@@ -68,6 +95,8 @@ impl Default for GroupRule {
         GroupRule {
             require_mention: true,
             allow_from: None,
+            memory: GroupMemory::PerUser,
+            observe: false,
         }
     }
 }
@@ -124,7 +153,29 @@ pub enum AccessFileError {
 
 /// Parses the bytes of `path`.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<AccessFile, AccessFileError> {
-    Ok(parse_object_bytes(ConfigFile::Access, path, bytes)?)
+    Ok(checked(
+        ConfigFile::Access,
+        path,
+        parse_object_bytes(ConfigFile::Access, path, bytes)?,
+    )?)
+}
+
+/// `rules` as parsed from `path`, refused where fields contradict each
+/// other (the file and the database row both pass here).
+pub(super) fn checked(kind: ConfigFile, path: &Path, rules: AccessFile) -> Result<AccessFile, ConfigError> {
+    for (id, rule) in &rules.groups {
+        // Observed messages are kept as the group's context: with no group
+        // memory there is nowhere they could go but a member's own.
+        if rule.observe && rule.memory != GroupMemory::Shared {
+            let field = FieldError::new(
+                format!("groups.{id}.observe"),
+                "observe needs \"memory\": \"shared\" (observed messages are kept in the group's own memory)"
+                    .to_string(),
+            );
+            return Err(ConfigError::invalid(kind, path, field));
+        }
+    }
+    Ok(rules)
 }
 
 /// The file at `path`; `None` if there is none. Like every file in the
@@ -230,6 +281,32 @@ mod tests {
         assert!(!f.groups["C2"].require_mention);
         assert_eq!(f.pending[0].user_id, "U9");
         assert_eq!(f.approved[0].user_id, "U2");
+    }
+
+    #[test]
+    fn group_memory_is_per_user_unless_shared_and_observing_needs_it() {
+        let text = br#"{"groups": {"C1": {}, "C2": {"memory": "shared", "observe": true}}}"#;
+        let f = parse(Path::new("a.json"), text).unwrap();
+        assert_eq!(
+            (f.groups["C1"].memory, f.groups["C1"].observe),
+            (GroupMemory::PerUser, false)
+        );
+        assert_eq!(
+            (f.groups["C2"].memory, f.groups["C2"].observe),
+            (GroupMemory::Shared, true)
+        );
+        // Written back without the defaults, as an operator would write it.
+        let written = serde_json::to_string(&f.groups["C1"]).unwrap();
+        assert!(!written.contains("memory") && !written.contains("observe"), "{written}");
+        let err = parse(Path::new("/s/access.json"), br#"{"groups": {"C3": {"observe": true}}}"#).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("groups.C3.observe") && text.contains("shared"), "{text}");
+        let err = parse(
+            Path::new("/s/access.json"),
+            br#"{"groups": {"C4": {"memory": "everyone"}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("groups.C4.memory"), "{err}");
     }
 
     #[test]

@@ -46,6 +46,10 @@ const MAX_TOLD_BUSY: usize = 4096;
 pub enum Admission {
     /// Go on with the turn; send `greeting` first if there is one.
     Proceed { greeting: Option<String> },
+    /// A group with `memory: "shared"`: the message goes to the group's
+    /// own memory, and is answered from it (`answer`), or only kept there
+    /// as context (observed: the bot was not addressed).
+    Group { answer: bool },
     /// Stop here: nothing is stored and the model is not asked. `reply`, if
     /// any, is all the sender hears.
     Refused { reply: Option<String> },
@@ -166,8 +170,9 @@ impl Gate {
                 Err(fresh) => decision = fresh,
             }
         }
-        let greet = match decision {
-            Decision::Allow { greet_paired } => greet_paired,
+        let (greet, group) = match decision {
+            Decision::Allow { greet_paired } => (greet_paired, None),
+            Decision::Group { answer } => (false, Some(answer)),
             Decision::Ignore(reason) => return refused(message, reason),
             Decision::Pair => {
                 crate::ops::metrics::metrics().refused(&message.channel, "pairing");
@@ -184,9 +189,14 @@ impl Gate {
                 reason = refusal.hit.reason(), told = refusal.tell, "message refused"
             );
             crate::ops::metrics::metrics().refused(&message.channel, refusal.hit.label());
+            // Someone who did not address the bot is never answered by it.
+            let tell = refusal.tell && group != Some(false);
             return Admission::Refused {
-                reply: refusal.tell.then(|| refusal.hit.reply()),
+                reply: tell.then(|| refusal.hit.reply()),
             };
+        }
+        if let Some(answer) = group {
+            return Admission::Group { answer };
         }
         let greeting = if greet {
             self.take_greeting(&store, message).await
@@ -201,7 +211,10 @@ impl Gate {
     pub async fn tell_queue_full(&self, message: &Inbound) -> bool {
         let allowed = message.channel == CONSOLE
             || match self.store(&message.channel).current(Utc::now()).await {
-                Ok(rules) => matches!(decide(&rules, message), Decision::Allow { .. }),
+                Ok(rules) => matches!(
+                    decide(&rules, message),
+                    Decision::Allow { .. } | Decision::Group { answer: true }
+                ),
                 // Could not be asked: say nothing.
                 Err(_) => false,
             };

@@ -26,5 +26,5 @@ pub mod secrets;
 pub mod store;
 
 pub use decide::{CONSOLE, Decision, IgnoreReason, decide};
-pub use file::{AccessFile, DmPolicy, GroupRule};
+pub use file::{AccessFile, DmPolicy, GroupMemory, GroupRule};
 pub use gate::{Admission, Gate};

@@ -108,20 +108,31 @@ impl App {
         let mut queued = Recovered::default();
         if let Some((last, earlier)) = stale.split_last() {
             let earlier = earlier.iter().map(|q| q.msg_id.clone()).collect();
-            let taken = Taken::give_up(inbound_of(channel, user, last), user.clone(), earlier);
+            let taken = Taken::give_up(self.inbound_of(channel, user, last), user.clone(), channel, earlier);
             if self.dispatcher.submit_taken(channel, user.as_str(), taken).is_ok() {
                 queued.stale = stale.len();
             }
         }
         for question in fresh {
             tracing::info!(%channel, user = %user.log_id(), msg_id = %question.msg_id, age_secs = (Utc::now() - question.ts).num_seconds(), "recovery: a stored question was not answered; queued for its answer");
-            let taken = Taken::recovered(inbound_of(channel, user, question), user.clone());
+            let taken = Taken::recovered(self.inbound_of(channel, user, question), user.clone(), channel);
             if self.dispatcher.submit_taken(channel, user.as_str(), taken).is_ok() {
                 queued.answered += 1;
             }
         }
         crate::ops::metrics::metrics().recovered(channel, "answered", queued.answered);
         queued
+    }
+
+    /// [`inbound_of`], answered on the platform the question came from:
+    /// a linked account's question is kept in its home's store, which
+    /// may be another platform's (its record names its own).
+    fn inbound_of(&self, store: &str, user: &SafeName, question: &Record) -> Inbound {
+        let came_from = match self.memories.contains_key(&question.channel) {
+            true => question.channel.as_str(),
+            false => store,
+        };
+        inbound_of(came_from, user, question)
     }
 }
 

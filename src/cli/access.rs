@@ -15,7 +15,7 @@
 use super::ids::{self, IdKind};
 use super::{GlobalArgs, Setup};
 use crate::access::db;
-use crate::access::file::{self, AccessFile, DmPolicy, GroupRule};
+use crate::access::file::{self, AccessFile, DmPolicy, GroupMemory, GroupRule};
 use crate::access::pairing;
 use crate::access::store::{quarantine_notice, quarantined};
 use crate::config::StoreKind;
@@ -71,6 +71,14 @@ pub enum GroupsCommand {
         /// Answer every message in the group, mentioned or not.
         #[arg(long)]
         no_require_mention: bool,
+        /// Give the group a memory of its own (`memory: "shared"`): its
+        /// turns use it instead of each asker's personal memory.
+        #[arg(long)]
+        shared_memory: bool,
+        /// Keep what the bot reads but is not asked as the group's context
+        /// (`observe: true`; needs --shared-memory).
+        #[arg(long, requires = "shared_memory")]
+        observe: bool,
     },
     /// Stop answering in this group.
     Remove {
@@ -128,7 +136,21 @@ pub async fn run(global: &GlobalArgs, command: AccessCommand) -> Result<ExitCode
             channel,
             group_id,
             no_require_mention,
-        }) => add_group(at, &channel, &group_id, !no_require_mention).await,
+            shared_memory,
+            observe,
+        }) => {
+            let rule = GroupRule {
+                require_mention: !no_require_mention,
+                memory: if shared_memory {
+                    GroupMemory::Shared
+                } else {
+                    GroupMemory::PerUser
+                },
+                observe,
+                allow_from: None,
+            };
+            add_group(at, &channel, &group_id, rule).await
+        }
         AccessCommand::Groups(GroupsCommand::Remove { channel, group_id }) => {
             remove_group(at, &channel, &group_id).await
         }
@@ -300,22 +322,36 @@ async fn set_policy(at: &Rules, channel: &str, policy: DmPolicy) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-async fn add_group(at: &Rules, channel: &str, group: &str, require_mention: bool) -> Result<ExitCode> {
+/// Opts `group` in with `rule`'s mention, memory and observing (a group's
+/// `allowFrom` already set is kept).
+async fn add_group(at: &Rules, channel: &str, group: &str, rule: GroupRule) -> Result<ExitCode> {
+    let said = group_line(&rule);
     at.edit(channel, |rules| {
-        rules
-            .groups
-            .entry(group.to_string())
-            .or_insert_with(GroupRule::default)
-            .require_mention = require_mention;
+        let kept = rules.groups.entry(group.to_string()).or_insert_with(GroupRule::default);
+        *kept = GroupRule {
+            allow_from: kept.allow_from.take(),
+            ..rule
+        };
     })
     .await?;
-    let when = if require_mention {
+    println!("group `{group}` on `{channel}`: the bot answers {said}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// When the bot answers in a group, and from whose memory.
+fn group_line(rule: &GroupRule) -> String {
+    let when = if rule.require_mention {
         "when mentioned"
     } else {
         "to every message"
     };
-    println!("group `{group}` on `{channel}`: the bot answers {when}");
-    Ok(ExitCode::SUCCESS)
+    match (rule.memory, rule.observe) {
+        (GroupMemory::PerUser, _) => format!("{when}, from each asker's own memory"),
+        (GroupMemory::Shared, false) => format!("{when}, from the group's own memory"),
+        (GroupMemory::Shared, true) => {
+            format!("{when}, from the group's own memory, keeping what it reads unasked")
+        }
+    }
 }
 
 async fn remove_group(at: &Rules, channel: &str, group: &str) -> Result<ExitCode> {
@@ -438,7 +474,12 @@ fn describe(channel: &str, rules: &AccessFile, now: chrono::DateTime<Utc>) -> St
             .allow_from
             .as_ref()
             .map_or_else(|| "everyone".to_string(), |l| list(&mut l.iter()));
-        out += &format!("group {id}: {mention}; who: {who}\n");
+        let memory = match (g.memory, g.observe) {
+            (GroupMemory::PerUser, _) => "",
+            (GroupMemory::Shared, false) => "; memory: shared",
+            (GroupMemory::Shared, true) => "; memory: shared, observing",
+        };
+        out += &format!("group {id}: {mention}; who: {who}{memory}\n");
     }
     for p in &rules.pending {
         let name = p

@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> Result<ExitCode> {
     let setup = Setup::load(global)?;
     match command {
-        SessionsCommand::Report { channel, json } => report(&setup, channel.as_deref(), json),
+        SessionsCommand::Report { channel, json } => report(&setup, channel.as_deref(), json).await,
         SessionsCommand::Export { channel, user, out } => export(&setup, &channel, &user, &out).await,
         SessionsCommand::Maintain { channel, json } => maintain(&setup, channel.as_deref(), json).await,
         SessionsCommand::Forget { channel, user, yes } => super::keep::forget(&setup, &channel, &user, yes).await,
@@ -55,7 +55,7 @@ fn open_stm(state_root: &Path, channel: &str) -> Result<(Stm, SessionConfig)> {
     Ok((Stm::new(layout, LockRegistry::new(), config.stm.fsync), config))
 }
 
-fn report(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
+async fn report(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
     eprintln!("mnemo: stored memory in {}", setup.folder_place());
     if setup.config.store.kind == crate::config::StoreKind::Postgres {
         eprintln!(
@@ -70,13 +70,38 @@ fn report(setup: &Setup, only: Option<&str>, json: bool) -> Result<ExitCode> {
         let (stm, _) = open_stm(&setup.state_root, &name)?;
         storages.push((name, report::channel_storage(&stm)?));
     }
+    // Linked identities (in the database when the store is Postgres).
+    let database = setup.database().await?;
+    let links = crate::people::People::open(&setup.state_root, database.as_ref())
+        .all()
+        .await
+        .context("reading the linked accounts")?;
+    let shown = |a: &mnemo_sessions::people::Account| {
+        format!(
+            "{} {}",
+            a.channel,
+            a.user.decode().unwrap_or_else(|| a.user.to_string())
+        )
+    };
     if json {
         let channels: Vec<serde_json::Value> = storages.iter().map(|(name, s)| storage_json(name, s)).collect();
+        let links: Vec<serde_json::Value> = links
+            .iter()
+            .map(|l| serde_json::json!({ "account": shown(&l.account), "memoryOf": shown(&l.home), "since": l.at }))
+            .collect();
         println!(
             "{}",
-            serde_json::json!({ "stateDir": setup.state_root, "channels": channels })
+            serde_json::json!({ "stateDir": setup.state_root, "channels": channels, "links": links })
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    for link in &links {
+        println!(
+            "linked: {} uses the memory of {} (since {})",
+            shown(&link.account),
+            shown(&link.home),
+            link.at.format("%Y-%m-%d %H:%M UTC")
+        );
     }
     if storages.is_empty() {
         println!("no stored memory under {}", setup.state_root.display());

@@ -103,25 +103,46 @@ pub async fn forget(
     database: Option<&mnemo_pg::PgStore>,
     memories: Option<&Memories>,
 ) -> Result<String> {
-    let memory = memory_for(state_root, channel, database, memories)?;
-    let reply = as_user(
-        &memory,
-        channel,
-        user,
-        &commands::SessionCommand::ClearAllConfirmed,
-        "deleting",
-    )
-    .await?;
+    // A linked account's memory is its home's: the person is forgotten
+    // there, on every account, and the links go too.
+    let people = crate::people::People::open(state_root, database);
+    let account = crate::people::account_of(channel, user);
+    let home = people
+        .memory_of(&account)
+        .await
+        .context("reading the linked accounts")?;
+    let forget = &commands::SessionCommand::ClearAllConfirmed;
+    let raw = home.user.decode().unwrap_or_else(|| user.to_string());
+    let memory = memory_for(state_root, &home.channel, database, memories)?;
+    let reply = as_user(&memory, &home.channel, &raw, forget, "deleting").await?;
+    let mut said = format!(
+        "user `{user}` in channel `{channel}`, in {}: {}",
+        memory.store.place(),
+        reply.text
+    );
+    // The account's own memory, apart from its home's (empty unless it
+    // was kept before linking).
+    if home != account {
+        let own = memory_for(state_root, channel, database, memories)?;
+        let held = own.store.user(&account.user).await?.held().await?.count;
+        if held > 0 {
+            as_user(&own, channel, user, forget, "deleting").await?;
+        }
+    }
+    let unlinked = people.forget(&home).await.context("removing the linked accounts")?;
+    if unlinked > 0 {
+        said.push_str(&format!(
+            " Their memory was shared by {} linked accounts (kept with `{}`), now unlinked.",
+            unlinked + 1,
+            home.channel
+        ));
+    }
     tracing::info!(
         channel,
         user = %super::turn_log::user_hash(user),
         "sessions forget: everything stored about a user was deleted"
     );
-    Ok(format!(
-        "user `{user}` in channel `{channel}`, in {}: {}",
-        memory.store.place(),
-        reply.text
-    ))
+    Ok(said)
 }
 
 /// The channels under `<state>/channels`, by their stored (decoded) name;

@@ -40,6 +40,9 @@ pub enum Outcome {
     /// The day's model budget (the user's or the channel's) was spent:
     /// the question was stored and settled by a short notice, no model call.
     OverBudget,
+    /// A message in a shared group that did not address the bot: kept in
+    /// the group's memory as context (`observe: true`), not answered.
+    Observed,
 }
 
 impl Outcome {
@@ -55,6 +58,7 @@ impl Outcome {
             Outcome::Duplicate => "duplicate",
             Outcome::GaveUp => "gave_up",
             Outcome::OverBudget => "over_budget",
+            Outcome::Observed => "observed",
         }
     }
 }

@@ -28,8 +28,12 @@ use mnemo_sessions::{Record, Role, SafeName, pending};
 /// A message taken in and waiting for its turn in its user's queue.
 pub struct Taken {
     pub(super) message: Inbound,
-    /// Whose memory it is: the name the store keys the user by.
+    /// Whose memory it is: the name the store keys the user by (a linked
+    /// account's home, a shared group's name).
     pub(super) user: SafeName,
+    /// The channel whose store holds that memory (a linked account's may
+    /// be another platform's).
+    pub(super) home: String,
     pub(super) work: Work,
     /// Photos the message brought, for its model call only (never stored:
     /// a question recovered after a restart has none).
@@ -61,10 +65,11 @@ pub(super) enum Work {
 
 impl Taken {
     /// The turn of a question found stored without its answer.
-    pub(crate) fn recovered(message: Inbound, user: SafeName) -> Taken {
+    pub(crate) fn recovered(message: Inbound, user: SafeName, home: &str) -> Taken {
         Taken {
             message,
             user,
+            home: home.to_string(),
             work: Work::Recovered,
             images: Vec::new(),
             notes: Vec::new(),
@@ -73,10 +78,11 @@ impl Taken {
 
     /// The notice for stale questions: `last` the newest of them,
     /// `earlier` the others' ids.
-    pub(crate) fn give_up(last: Inbound, user: SafeName, earlier: Vec<String>) -> Taken {
+    pub(crate) fn give_up(last: Inbound, user: SafeName, home: &str, earlier: Vec<String>) -> Taken {
         Taken {
             message: last,
             user,
+            home: home.to_string(),
             work: Work::GiveUp { earlier },
             images: Vec::new(),
             notes: Vec::new(),
@@ -90,6 +96,13 @@ impl Taken {
 /// after it, left out of its context by [`answering`]).
 pub(super) fn recent_keep(config: &SessionConfig, limits: &LimitsConfig) -> usize {
     config.stm.context_window + 1 + limits.user_queue_depth
+}
+
+/// Whether a `/session` command sent in a shared group is about the
+/// group's memory (answered from it, in the group); any other is about
+/// the sender's own, answered privately.
+fn of_the_group(command: &SessionCommand) -> bool {
+    matches!(command, SessionCommand::Status | SessionCommand::ClearGroup)
 }
 
 /// `view` as the turn answering `msg_id` shows it to the model: without
@@ -139,37 +152,26 @@ impl Pipeline {
             let _ = self.settle(&message.channel, &message.msg_id, false);
             return None;
         };
-        let user = SafeName::of(&message.user_id);
         // A message that ends here (refused, a repeat, not stored) is logged
         // and counted as a turn; one that goes on is, by its turn.
         let ended = |message: &Inbound, outcome| TurnTrace::start(message).finish(outcome);
-        match self.access.admit(&message, Utc::now()).await {
-            Admission::Refused { reply } => {
-                if let Some(text) = reply {
-                    self.reply(&message, &text).await;
-                }
-                ended(&message, Outcome::Refused);
-                // Refused on purpose and answered: not to be delivered again.
-                self.settle(&message.channel, &message.msg_id, true);
-                return None;
-            }
-            Admission::Proceed { greeting: Some(text) } => self.reply(&message, &text).await,
-            Admission::Proceed { greeting: None } => {}
-            // Nothing stored and nothing said (the sender may be a
-            // stranger); not taken, so a platform that redelivers brings it
-            // back once the database answers.
-            Admission::Unavailable => {
-                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
-                ended(&message, Outcome::Failed);
-                let _ = self.settle(&message.channel, &message.msg_id, false);
-                return None;
-            }
-        }
+        let user = self.admitted(memory, &message).await?;
+        // A linked account's memory is its home's (maybe another platform's).
+        let (mut home, mut user, memory) = self.home_of(&message, user).await?;
         let bot_name = self.channels.get(&message.channel).and_then(|c| c.bot_name());
         if let Some(command) = commands::parse(&message.text, bot_name.as_deref()) {
+            // In a shared group, only what is about the group's memory is
+            // answered from it; the rest is the asker's own, privately.
+            if user.is_group() && !of_the_group(&command) {
+                (home, user) = match self.whose_memory(&message).await {
+                    Ok(found) => found,
+                    Err(_) => (message.channel.clone(), SafeName::of(&message.user_id)),
+                };
+            }
             return Some(Taken {
                 message,
                 user,
+                home,
                 work: Work::Command(command),
                 images: Vec::new(),
                 notes: Vec::new(),
@@ -186,6 +188,7 @@ impl Pipeline {
                 return Some(Taken {
                     message,
                     user,
+                    home,
                     work,
                     images,
                     notes,
@@ -216,6 +219,7 @@ impl Pipeline {
                 Some(Taken {
                     message,
                     user,
+                    home,
                     work: Work::Question,
                     images,
                     notes,
@@ -236,6 +240,47 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// The access check and abuse limits of `message`: whose memory it
+    /// goes to (the sender's, or a shared group's), or `None` when it ends
+    /// here (refused and maybe told why, only observed, or the rules could
+    /// not be read).
+    async fn admitted(&self, memory: &ChannelMemory, message: &Inbound) -> Option<SafeName> {
+        let ended = |outcome| TurnTrace::start(message).finish(outcome);
+        match self.access.admit(message, Utc::now()).await {
+            Admission::Refused { reply } => {
+                if let Some(text) = reply {
+                    self.reply(message, &text).await;
+                }
+                ended(Outcome::Refused);
+                // Refused on purpose and answered: not to be delivered again.
+                self.settle(&message.channel, &message.msg_id, true);
+                None
+            }
+            Admission::Proceed { greeting } => {
+                if let Some(text) = greeting {
+                    self.reply(message, &text).await;
+                }
+                Some(SafeName::of(&message.user_id))
+            }
+            // Only kept, as the group's context: nothing to answer.
+            Admission::Group { answer: false } => {
+                self.observe(memory, message).await;
+                None
+            }
+            // The group's own memory, never the asker's.
+            Admission::Group { answer: true } => Some(SafeName::group(&message.chat_id)),
+            // Nothing stored and nothing said (the sender may be a
+            // stranger); not taken, so a platform that redelivers brings it
+            // back once the database answers.
+            Admission::Unavailable => {
+                tracing::error!(channel = %message.channel, msg_id = %message.msg_id, "access rules could not be read; message not taken");
+                ended(Outcome::Failed);
+                let _ = self.settle(&message.channel, &message.msg_id, false);
+                None
+            }
+        }
+    }
+
     /// `message`'s files taken (its text now the markers and the caption):
     /// the photos for its model call and the notes for its turn; `Err`
     /// with the notes when nothing is left to keep.
@@ -282,14 +327,20 @@ impl TurnHandler for Pipeline {
     }
 
     async fn answer(&self, taken: Taken, backlog: &Backlog) {
-        let Some(memory) = self.memories.get(&taken.message.channel) else {
+        let Some(memory) = self.memories.get(&taken.home) else {
             tracing::error!(channel = %taken.message.channel, "message from a channel with no memory; dropped");
             return;
         };
         let echo = taken.message.clone();
         let command = matches!(taken.work, Work::Command(_));
         let mut trace = TurnTrace::start(&echo);
-        let outcome = self.turn(memory, taken, backlog, &mut trace).await;
+        let outcome = match &taken.work {
+            // Linking looks at both accounts' memory itself: no turn's memory is held.
+            Work::Command(link @ (SessionCommand::Link { .. } | SessionCommand::Unlink { .. })) => {
+                self.linking(&taken.message, link).await
+            }
+            _ => self.turn(memory, taken, backlog, &mut trace).await,
+        };
         trace.finish(*outcome.as_ref().unwrap_or(&Outcome::Failed));
         // A command is done with once answered; one that failed is left for
         // the platform to deliver again. (A question was settled on intake.)

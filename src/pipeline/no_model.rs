@@ -2,8 +2,9 @@
 //! from memory in its turn (after the user's earlier questions), and the
 //! one notice for questions a crash left too long unanswered.
 //!
-//! What it must not do: reveal memory in a group (a memory-revealing
-//! command's answer goes privately), or send a notice twice.
+//! What it must not do: reveal a person's memory in a group (a
+//! memory-revealing command's answer goes privately; only a shared group's
+//! own memory is shown in it), or send a notice twice.
 
 use super::intake::reply_record;
 use super::{Due, Pipeline, TurnError, store_reply};
@@ -27,6 +28,14 @@ impl Pipeline {
         command: &SessionCommand,
     ) -> Result<Outcome, TurnError> {
         let user = mine.user().clone();
+        // A group's memory is cleared by its admins only.
+        if *command == SessionCommand::ClearGroup
+            && user.is_group()
+            && let Some(refusal) = self.not_a_group_admin(message).await
+        {
+            self.send(Outbound::reply(message, refusal.to_string())).await;
+            return Ok(Outcome::Command);
+        }
         let place = place_of(message);
         let caller = commands::Caller {
             user: &user,
@@ -35,6 +44,13 @@ impl Pipeline {
             here: Some(self.here(&place)),
         };
         let reply = commands::execute(mine, caller, command, Utc::now()).await;
+        // Everything about the person is gone: their links go with it.
+        if *command == SessionCommand::ClearAllConfirmed && !user.is_group() {
+            let home = mnemo_sessions::people::Account::new(memory.store.channel(), user.clone());
+            if let Err(e) = self.people.forget(&home).await {
+                tracing::error!(channel = %message.channel, error = %e, "clear all: the account links could not be removed");
+            }
+        }
         if reply.set_reminder {
             crate::ops::metrics::metrics().reminder(&message.channel, "set");
         }
@@ -42,8 +58,9 @@ impl Pipeline {
             Some(path) => Outbound::file(message, path, reply.text),
             None => Outbound::reply(message, reply.text),
         };
-        // DESIGN §5: memory asked for in a group reaches only the asker.
-        let out = if command.reveals_memory() {
+        // DESIGN §5: memory asked for in a group reaches only the asker
+        // (a shared group's own memory is the group's to see).
+        let out = if command.reveals_memory() && !user.is_group() {
             out.privately(message)
         } else {
             out
@@ -94,13 +111,17 @@ impl Pipeline {
     }
 }
 
-/// Where a reminder set by `message` is posted: its chat and thread.
+/// Where a reminder set by `message` is posted: its chat and thread, on
+/// its platform.
 pub(super) fn place_of(message: &Inbound) -> Place {
-    remind::place(
-        &message.chat_id,
-        message.thread_id.as_deref(),
-        message.chat_kind == ChatKind::Group,
-    )
+    Place {
+        platform: Some(message.channel.clone()),
+        ..remind::place(
+            &message.chat_id,
+            message.thread_id.as_deref(),
+            message.chat_kind == ChatKind::Group,
+        )
+    }
 }
 
 impl Pipeline {

@@ -105,7 +105,15 @@ struct Inner {
     /// Attachments the CDN serves, by path, and the downloads made.
     cdn: Mutex<std::collections::HashMap<String, (Vec<u8>, String)>>,
     cdn_downloads: Mutex<Vec<String>>,
+    /// Members with the fake server's admin role ([`FakeDiscord::set_admin`]).
+    admins: Mutex<Vec<String>>,
 }
+
+/// The one server every non-DM channel of the fake is in, its owner, and
+/// its role that grants `ADMINISTRATOR`.
+pub const GUILD: &str = "1100000000000000001";
+pub const GUILD_OWNER: &str = "1100000000000000002";
+const ADMIN_ROLE: &str = "1100000000000000003";
 
 #[derive(Clone)]
 pub struct FakeDiscord {
@@ -133,6 +141,7 @@ impl FakeDiscord {
             dispatch_tx,
             cdn: Mutex::new(std::collections::HashMap::new()),
             cdn_downloads: Mutex::new(Vec::new()),
+            admins: Mutex::new(Vec::new()),
         });
         let app = Router::new()
             .route("/ws", get(gateway))
@@ -172,6 +181,11 @@ impl FakeDiscord {
     }
 
     /// The next `times` requests whose path contains `path_part` fail.
+    /// Gives `user` the server's admin role.
+    pub fn set_admin(&self, user: &str) {
+        self.inner.admins.lock().expect("lock").push(user.to_string());
+    }
+
     pub fn fail(&self, path_part: &str, status: u16, body: Value, times: usize) {
         let status = StatusCode::from_u16(status).expect("status");
         self.inner.failures.lock().expect("lock").push(Failure {
@@ -429,6 +443,24 @@ fn answer(inner: &Inner, method: &Method, path: &str, json: &Value, has_files: b
             }
         }
         ("PUT", ["applications", .., "commands"]) => axum::Json(json!([])).into_response(),
+        // As Discord, with only the fields a client reads for rights.
+        ("GET", ["channels", channel]) if channel.starts_with("1250") => {
+            axum::Json(json!({ "id": channel, "type": 1 })).into_response()
+        }
+        ("GET", ["channels", channel]) => {
+            axum::Json(json!({ "id": channel, "type": 0, "guild_id": GUILD, "name": "general" })).into_response()
+        }
+        ("GET", ["guilds", GUILD]) => axum::Json(json!({
+            "id": GUILD, "name": "Team", "owner_id": GUILD_OWNER,
+            "roles": [{ "id": GUILD, "name": "@everyone", "permissions": "1024" },
+                      { "id": ADMIN_ROLE, "name": "admins", "permissions": "8" }],
+        }))
+        .into_response(),
+        ("GET", ["guilds", GUILD, "members", user]) => {
+            let admin = inner.admins.lock().expect("lock").iter().any(|a| a == user);
+            let roles = if admin { json!([ADMIN_ROLE]) } else { json!([]) };
+            axum::Json(json!({ "user": { "id": user, "username": "someone" }, "roles": roles })).into_response()
+        }
         ("POST", ["users", "@me", "channels"]) => {
             let user = json["recipient_id"].as_str().unwrap_or_default().to_string();
             axum::Json(json!({

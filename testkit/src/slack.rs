@@ -56,6 +56,8 @@ struct Inner {
     /// Private files by path ([`FakeSlack::add_file`]) and downloads made.
     files: Mutex<HashMap<String, (Vec<u8>, String)>>,
     file_downloads: Mutex<Vec<(String, bool)>>,
+    /// Workspace admins ([`FakeSlack::set_admin`]), as `users.info` says.
+    admins: Mutex<std::collections::HashSet<String>>,
 }
 
 #[derive(Clone)]
@@ -152,6 +154,11 @@ impl FakeSlack {
 
     /// Makes the next `times` calls to `method` answer 429 with
     /// `Retry-After: 1`.
+    /// Makes `user` a workspace admin (`users.info` says `is_admin`).
+    pub fn set_admin(&self, user: &str) {
+        self.inner.admins.lock().unwrap().insert(user.to_string());
+    }
+
     pub fn rate_limit(&self, method: &str, times: u32) {
         self.inner.limited.lock().unwrap().insert(method.to_string(), times);
     }
@@ -417,6 +424,17 @@ fn answer(fake: &Inner, method: &str, body: &Value) -> Response {
             json!({"user_id": BOT_USER, "team_id": "T1", "user": "mnemo", "team": "Team",
                                  "bot_id": "B1", "url": "https://team.slack.com/"}),
         ),
+        // As Slack: every flag a bot with `users:read` is shown.
+        "users.info" => {
+            let id = str_of(&body["user"]);
+            let admin = fake.admins.lock().unwrap().contains(&id);
+            ok(
+                json!({"user": {"id": id, "team_id": "T1", "name": id.to_lowercase(), "deleted": false,
+                               "is_admin": admin, "is_owner": false, "is_primary_owner": false,
+                               "is_restricted": false, "is_ultra_restricted": false, "is_bot": false,
+                               "is_app_user": false}}),
+            )
+        }
         "apps.connections.open" => ok(json!({"url": format!("{}/socket", fake.base.replace("http://", "ws://"))})),
         "chat.postMessage" => {
             let ts = next_ts();

@@ -88,6 +88,10 @@ struct Inner {
     webhook: Option<(String, Option<String>)>,
     /// Files by `file_id` ([`FakeBotApi::add_file`]) and downloads made.
     files: files::Files,
+    /// Each group's owner and administrators ([`FakeBotApi::set_admin`]),
+    /// as `getChatMember` tells them: (chat, user) → `creator` or
+    /// `administrator`; anyone else is a `member`.
+    admins: HashMap<(i64, i64), &'static str>,
 }
 
 /// An update a webhook target answered 200 ([`FakeBotApi::deliver_to`]).
@@ -193,6 +197,24 @@ impl FakeBotApi {
     }
 
     /// Answers the next call of `method` with `status` and `body`.
+    /// Makes `user` the owner (`creator`) or an `administrator` of the
+    /// group `chat`, for `getChatMember`.
+    pub fn set_admin(&self, chat: i64, user: i64, status: &'static str) {
+        assert!(matches!(status, "creator" | "administrator"), "{status}");
+        self.inner.lock().unwrap().admins.insert((chat, user), status);
+    }
+
+    /// `getChatMember`'s result for the ids in `params`.
+    fn chat_member(&self, params: &Value) -> Value {
+        let number = |v: &Value| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok()));
+        let (chat, user) = (number(&params["chat_id"]), number(&params["user_id"]));
+        let (Some(chat), Some(user)) = (chat, user) else {
+            return json!(null);
+        };
+        let status = self.inner.lock().unwrap().admins.get(&(chat, user)).copied();
+        payloads::chat_member(user, status)
+    }
+
     pub fn fail_next(&self, method: &str, status: u16, body: &str) {
         self.inner
             .lock()
@@ -516,8 +538,9 @@ async fn handle(
         api.record(&method, params, file, status);
         return reply(status, body);
     }
-    const KNOWN: [&str; 10] = [
+    const KNOWN: [&str; 11] = [
         "getMe",
+        "getChatMember",
         "getFile",
         "getUpdates",
         "sendMessage",
@@ -567,6 +590,7 @@ async fn handle(
         "getUpdates" => return reply(200, format!(r#"{{"ok":true,"result":{}}}"#, api.updates(&params).await)),
         "sendMessage" => api.sent_message(&params, ("text", params["text"].clone())),
         "getFile" => return files::get_file(&api, &params),
+        "getChatMember" => api.chat_member(&params),
         "sendDocument" => api.sent_message(&params, ("document", json!({"file_id": "doc", "file_unique_id": "d"}))),
         _ => json!(true),
     };

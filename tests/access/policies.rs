@@ -175,6 +175,35 @@ fn the_cli_takes_negative_group_ids_and_refuses_unknown_channels_and_impossible_
     let rules = std::fs::read_to_string(mnemo_sessions::Layout::new(root, "telegram").access_path()).unwrap();
     assert!(rules.contains("-1001234567890"), "{rules}");
 
+    // A group with a memory of its own, observing, as the operator asks.
+    let (ok, out) = crate::harness::mnemo_access(
+        root,
+        &[
+            "groups",
+            "add",
+            "telegram",
+            "-1001234567890",
+            "--shared-memory",
+            "--observe",
+        ],
+    );
+    assert!(
+        ok && out.contains("from the group's own memory, keeping what it reads unasked"),
+        "{out}"
+    );
+    let rules = std::fs::read_to_string(mnemo_sessions::Layout::new(root, "telegram").access_path()).unwrap();
+    assert!(
+        rules.contains(r#""memory": "shared""#) && rules.contains(r#""observe": true"#),
+        "{rules}"
+    );
+    let (_, listed) = crate::harness::mnemo_access(root, &["list", "telegram"]);
+    assert!(listed.contains("memory: shared, observing"), "{listed}");
+    let (ok, out) = crate::harness::mnemo_access(root, &["groups", "add", "telegram", "-100999", "--observe"]);
+    assert!(
+        !ok && out.contains("--shared-memory"),
+        "observing needs a group memory: {out}"
+    );
+
     let (ok, out) = crate::harness::mnemo_access(root, &["allow", "telgram", "42"]);
     assert!(!ok && out.contains("did you mean `telegram`"), "{out}");
     assert!(!root.join("channels/telgram").exists(), "no folder for a typo");

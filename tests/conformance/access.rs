@@ -50,7 +50,7 @@ fn said(admission: &Admission) -> Option<&str> {
     match admission {
         Admission::Refused { reply } => reply.as_deref(),
         Admission::Proceed { greeting } => greeting.as_deref(),
-        Admission::Unavailable => None,
+        Admission::Unavailable | Admission::Group { .. } => None,
     }
 }
 

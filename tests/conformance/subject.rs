@@ -116,6 +116,16 @@ impl Subject {
         }
     }
 
+    /// Where this store keeps linked identities: the state folder's
+    /// `people/links.json`, or the database's tables (shared by every
+    /// spec: a spec names its accounts after its own channel).
+    pub fn links(&self) -> Arc<dyn mnemo_sessions::people::LinkStore> {
+        match &self.database {
+            Some(database) => Arc::new(mnemo_pg::people::PgLinks::new(database.clone())),
+            None => Arc::new(mnemo_sessions::people::files::FileLinks::new(self.state())),
+        }
+    }
+
     /// The same channel's memory opened again, as a restarted broker (on
     /// the files) or a second broker (on Postgres) opens it.
     pub fn another_broker(&self) -> Arc<dyn MemoryStore> {
@@ -195,6 +205,8 @@ pub fn chat_place() -> mnemo_sessions::reminders::Place {
         chat_id: "c1".into(),
         thread_id: None,
         group: false,
+        // Not the store's own: a linked account's (kept and read back).
+        platform: Some("elsewhere".into()),
     }
 }
 

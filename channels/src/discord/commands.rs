@@ -10,7 +10,7 @@ pub const NAME: &str = "session";
 /// Subcommands and their descriptions. `clear-all` reaches the broker as
 /// `/session clear all` and `forget-confirm` as `/session forget confirm …`
 /// (Discord names cannot contain spaces).
-const SUBCOMMANDS: [(&str, &str); 17] = [
+const SUBCOMMANDS: [(&str, &str); 20] = [
     (
         "status",
         "Your message count, summary age, long-term entries and storage use",
@@ -45,6 +45,15 @@ const SUBCOMMANDS: [(&str, &str); 17] = [
         "Show or set your timezone (an IANA name like Europe/Lisbon)",
     ),
     ("documents", "The documents you sent me that I keep, with their ids"),
+    (
+        "clear-group",
+        "In a channel with its own memory: delete it (server admins only)",
+    ),
+    (
+        "link",
+        "One memory for your accounts on several platforms: get a code, or link with one",
+    ),
+    ("unlink", "Give that platform's account its own memory again"),
     ("help", "What these commands do"),
 ];
 
@@ -63,6 +72,8 @@ fn arguments(subcommand: &str) -> &'static [(&'static str, &'static str, bool)] 
         ],
         "reminders-cancel" => &[("id", "The reminder's id (see /session reminders)", true)],
         "timezone" => &[("zone", "An IANA name like Europe/Lisbon; empty shows yours", false)],
+        "link" => &[("code", "The code your other account got; empty gets one here", false)],
+        "unlink" => &[("platform", "telegram, slack or discord", true)],
         _ => &[],
     }
 }
@@ -126,6 +137,9 @@ mod tests {
                 "reminders-cancel",
                 "timezone",
                 "documents",
+                "clear-group",
+                "link",
+                "unlink",
                 "help"
             ]
         );

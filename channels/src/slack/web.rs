@@ -83,6 +83,19 @@ impl Web {
         })
     }
 
+    /// Whether `user` is a workspace admin or owner (`users.info`, scope
+    /// `users:read`): Slack's API names no per-channel admins outside
+    /// Enterprise Grid, so these are a channel's admins to mnemo.
+    pub async fn is_admin(&self, user: &str) -> Result<bool, WebError> {
+        let req = &SlackApiUsersInfoRequest::new(SlackUserId(user.to_string()));
+        let res = call("users.info", || async move {
+            self.client.open_session(&self.token).users_info(req).await
+        })
+        .await?;
+        let flags = res.user.flags;
+        Ok([flags.is_admin, flags.is_owner, flags.is_primary_owner].contains(&Some(true)))
+    }
+
     /// Checks that the app-level token may open Socket Mode connections, so
     /// a wrong token is one clear error at start instead of endless retries.
     pub async fn check_app_token(&self, app_token: &SlackApiToken) -> Result<(), WebError> {

@@ -213,6 +213,9 @@ async fn ready_registers_the_session_command_globally_once_without_a_guild() {
             "reminders-cancel",
             "timezone",
             "documents",
+            "clear-group",
+            "link",
+            "unlink",
             "help"
         ]
     );

@@ -260,3 +260,45 @@ fn unusable_settings_are_refused_with_a_way_out() {
         "Debug hides the token"
     );
 }
+
+#[tokio::test]
+async fn a_server_admin_is_its_owner_or_a_member_whose_roles_manage_it() {
+    use mnemo_channels::Channel as _;
+    let fake = FakeDiscord::start().await;
+    let admin = "1300000000000000001";
+    let member = "1300000000000000002";
+    fake.set_admin(admin);
+    let discord = channel(&fake, None);
+    let in_server = "1200000000000000042";
+    assert!(discord.is_group_admin(in_server, admin).await.unwrap());
+    assert!(
+        discord
+            .is_group_admin(in_server, super::fake::GUILD_OWNER)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !discord.is_group_admin(in_server, member).await.unwrap(),
+        "@everyone may not manage"
+    );
+    // Asked with the bot's token, of the channel, the server and the member.
+    let asked: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(
+        asked.contains(&format!("/api/v10/guilds/{}/members/{member}", super::fake::GUILD)),
+        "{asked:?}"
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.authorization.as_deref().is_some_and(|a| a.starts_with("Bot ")))
+    );
+    // Anything but an id never reaches a URL; Discord failing is an error.
+    assert!(discord.is_group_admin("../guilds", admin).await.is_err());
+    fake.fail("/guilds/", 500, serde_json::json!({ "message": "boom", "code": 0 }), 3);
+    assert!(discord.is_group_admin(in_server, admin).await.is_err());
+}

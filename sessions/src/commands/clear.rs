@@ -35,6 +35,30 @@ pub(super) async fn clear_all_preview(memory: &mut dyn UserMemory) -> Result<Str
     })
 }
 
+/// Deletes a shared group's own memory: `memory` must be the group's
+/// (whoever reaches here was found to be one of its admins); anywhere
+/// else it deletes nothing.
+pub(super) async fn clear_group(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
+    if !memory.user().is_group() {
+        return Ok(NO_GROUP_MEMORY.to_string());
+    }
+    let held = memory.clear_all().await?;
+    Ok(if held.count == 0 {
+        "This group's memory was already empty.".to_string()
+    } else {
+        format!(
+            "Deleted this group's shared memory: its conversation, summaries, notes and archive ({} {}{}). Members' own memories are untouched.",
+            held.count,
+            held.unit,
+            if held.count == 1 { "" } else { "s" }
+        )
+    })
+}
+
+/// `/session clear group` where there is no group memory.
+pub const NO_GROUP_MEMORY: &str =
+    "There is no group memory here: only a group whose operator turned on shared memory has one.";
+
 /// Deletes everything stored about the caller.
 pub(super) async fn clear_all(memory: &mut dyn UserMemory) -> Result<String, StoreError> {
     let held = memory.clear_all().await?;

@@ -17,6 +17,9 @@ pub enum SessionCommand {
     ClearAll,
     /// `clear all confirm`: delete everything stored about you.
     ClearAllConfirmed,
+    /// `clear group`: delete a shared group's own memory (its admins only;
+    /// the broker checks who is one with the platform).
+    ClearGroup,
     /// Show your long-term profile.
     Profile,
     /// Forget a fact by key or a topic note by name, or else list the facts
@@ -47,6 +50,13 @@ pub enum SessionCommand {
     CancelReminder { id: String },
     /// `timezone [zone]`: show, or set to an IANA zone name.
     Timezone { zone: Option<String> },
+    /// `link`: a one-time code to send from another platform, and the
+    /// accounts linked now; `link CODE`: link this account to the one the
+    /// code came from. Answered by the broker (it knows the platforms).
+    Link { code: Option<String> },
+    /// `unlink <platform>`: the account on that platform has its own
+    /// memory again.
+    Unlink { platform: String },
     /// The list of commands.
     Help,
     /// `/session` with an action we do not know, or a known action with
@@ -73,16 +83,19 @@ impl SessionCommand {
             | SessionCommand::Reminders
             | SessionCommand::Documents
             | SessionCommand::Timezone { .. }
+            | SessionCommand::Link { .. }
             | SessionCommand::Undo => true,
             // `remember` echoes only a key made of what the user just typed.
             SessionCommand::Clear
             | SessionCommand::ClearAll
             | SessionCommand::ClearAllConfirmed
+            | SessionCommand::ClearGroup
             | SessionCommand::ForgetConfirmed { .. }
             | SessionCommand::Remember { .. }
             // `remind` echoes what was just typed; `cancel` only the id.
             | SessionCommand::Remind { .. }
             | SessionCommand::CancelReminder { .. }
+            | SessionCommand::Unlink { .. }
             | SessionCommand::Help
             | SessionCommand::Unknown { .. } => false,
         }
@@ -155,6 +168,7 @@ fn parse_action(rest: &str) -> SessionCommand {
         "clear" if args.is_empty() => SessionCommand::Clear,
         "clear" if args.eq_ignore_ascii_case("all") => SessionCommand::ClearAll,
         "clear" if words(args).eq(["all", "confirm"]) => SessionCommand::ClearAllConfirmed,
+        "clear" if args.eq_ignore_ascii_case("group") => SessionCommand::ClearGroup,
         "profile" if args.is_empty() => SessionCommand::Profile,
         "export" if args.is_empty() => SessionCommand::Export,
         "help" => SessionCommand::Help,
@@ -186,6 +200,13 @@ fn parse_action(rest: &str) -> SessionCommand {
                 text: text.to_string(),
             }
         }
+        "link" if args.is_empty() => SessionCommand::Link { code: None },
+        "link" => SessionCommand::Link {
+            code: Some(args.to_string()),
+        },
+        "unlink" if !args.is_empty() && !args.contains(char::is_whitespace) => SessionCommand::Unlink {
+            platform: args.to_ascii_lowercase(),
+        },
         "reminders" if args.is_empty() => SessionCommand::Reminders,
         "documents" if args.is_empty() => SessionCommand::Documents,
         "reminders" => match args.split_whitespace().collect::<Vec<_>>()[..] {
@@ -217,6 +238,22 @@ mod tests {
         assert_eq!(p("/session clear all"), Some(ClearAll));
         assert_eq!(p("/session clear  ALL confirm"), Some(ClearAllConfirmed));
         assert!(matches!(p("/session clear all now"), Some(Unknown { .. })));
+        assert_eq!(p("/session clear GROUP"), Some(ClearGroup));
+        assert_eq!(p("/session link"), Some(Link { code: None }));
+        assert_eq!(
+            p("/session link k7qm4-xwpab"),
+            Some(Link {
+                code: Some("k7qm4-xwpab".into())
+            })
+        );
+        assert_eq!(
+            p("/session unlink Slack"),
+            Some(Unlink {
+                platform: "slack".into()
+            })
+        );
+        assert!(matches!(p("/session unlink"), Some(Unknown { .. })));
+        assert!(matches!(p("/session clear group now"), Some(Unknown { .. })));
         assert_eq!(p("/session profile"), Some(Profile));
         assert_eq!(p("/session forget toeic"), Some(Forget { topic: "toeic".into() }));
         assert_eq!(p("/session export"), Some(Export));

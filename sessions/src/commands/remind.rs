@@ -197,5 +197,6 @@ pub fn place(chat_id: &str, thread_id: Option<&str>, group: bool) -> Place {
         chat_id: chat_id.to_string(),
         thread_id: thread_id.map(str::to_string),
         group,
+        platform: None,
     }
 }

@@ -24,8 +24,13 @@ pub(super) async fn status(
         .display_name
         .map(|n| format!(" for {}", one_line(n)))
         .unwrap_or_default();
+    let heading = if caller.user.is_group() {
+        "This group's shared memory".to_string()
+    } else {
+        format!("Your memory here{who}")
+    };
     let mut text = format!(
-        "Your memory here{who}:\n\
+        "{heading}:\n\
          • {} message{} in short-term memory, {} archived\n\
          • {summary_line}\n\
          • long-term: {entries}, {} topic note{}",

@@ -17,6 +17,7 @@ fn reminder(id: &str, at: DateTime<Utc>, repeat: Option<&str>) -> Reminder {
             chat_id: "42".into(),
             thread_id: None,
             group: false,
+            platform: None,
         },
         created: at - Duration::hours(1),
         state: State::Active,

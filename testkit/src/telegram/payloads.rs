@@ -58,3 +58,22 @@ pub fn too_many_requests(retry_after: u64) -> String {
 pub fn blocked_by_user() -> String {
     json!({ "ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user" }).to_string()
 }
+
+/// `getChatMember`'s result: a ChatMember object of the Bot API for
+/// `user` with `status` (`creator`: `ChatMemberOwner`; `administrator`:
+/// `ChatMemberAdministrator` with the rights the API requires; `None`:
+/// `ChatMemberMember`).
+pub(super) fn chat_member(user: i64, status: Option<&str>) -> Value {
+    let person = json!({ "id": user, "is_bot": false, "first_name": "Someone" });
+    match status {
+        Some("creator") => json!({ "status": "creator", "user": person, "is_anonymous": false }),
+        Some(_) => json!({
+            "status": "administrator", "user": person, "can_be_edited": false, "is_anonymous": false,
+            "can_manage_chat": true, "can_delete_messages": true, "can_manage_video_chats": true,
+            "can_restrict_members": true, "can_promote_members": false, "can_change_info": true,
+            "can_invite_users": true, "can_post_stories": false, "can_edit_stories": false,
+            "can_delete_stories": false, "can_pin_messages": true, "can_manage_topics": true,
+        }),
+        None => json!({ "status": "member", "user": person }),
+    }
+}
