@@ -56,11 +56,13 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 ///   ("my sister is Ana" … "Ana moved to Lisbon"): the words of the first
 ///   round's best `$8` hits that are not in the question `$9` (lexemes) —
 ///   plain words only, so nothing reaches the query parser but letters and
-///   digits — each counted in the user's messages; the `$11` rarest that
-///   match more than the hit itself and at most `$10` (the files' IDF floor
-///   as a count, `recall::widening_df_limit`; below 2 no round) find the
+///   digits — each counted in the user's messages; of those that match
+///   more than the hit itself and at most `$10` (the files' IDF floor as a
+///   count, `recall::widening_df_limit`; below 2 no round), `$11` find the
 ///   messages they match, ranked by them, the first round's left out, at
-///   most `$7`.
+///   most `$7`: names first (a word written with a capital inside a
+///   sentence: "I met Sam at …", as the files' second round prefers), then
+///   the rarest.
 ///
 /// The last column says which round a row is from.
 const RECALL: &str = "
@@ -73,19 +75,24 @@ WITH first AS (
             to_tsquery('simple', $4) AS q
         ORDER BY c.tsv, c.seq DESC) AS d
     ORDER BY r DESC, seq DESC LIMIT $7),
-best AS (SELECT tsv FROM first ORDER BY r DESC, seq DESC LIMIT $8),
+best AS (SELECT tsv, text FROM first ORDER BY r DESC, seq DESC LIMIT $8),
+names AS (
+    SELECT DISTINCT x.lexeme FROM best,
+        regexp_matches(best.text, '[^.!?[:space:]][[:space:]]+([[:upper:]][[:alnum:]]+)', 'g') AS m,
+        unnest(to_tsvector('english', m[1])) AS x),
 terms AS (
-    SELECT DISTINCT t.lexeme FROM best, unnest(best.tsv) AS t
+    SELECT DISTINCT t.lexeme, t.lexeme IN (SELECT lexeme FROM names) AS named FROM best, unnest(best.tsv) AS t
     WHERE $10::bigint >= 2 AND t.lexeme <> ALL($9) AND length(t.lexeme) >= 3 AND t.lexeme ~ '^[[:alnum:]]+$'),
 counted AS (
-    SELECT w.lexeme, (SELECT count(*) FROM (
+    SELECT w.lexeme, w.named, (SELECT count(*) FROM (
         SELECT 1 FROM mnemo_messages x
         WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme)
         LIMIT $10::bigint + 1) AS s) AS n
     FROM terms w),
 wider AS (
     SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
-        SELECT lexeme FROM counted WHERE n > 1 AND n <= $10::bigint ORDER BY n, lexeme LIMIT $11) AS r),
+        SELECT lexeme FROM counted WHERE n > 1 AND n <= $10::bigint
+        ORDER BY named DESC, n, lexeme LIMIT $11) AS r),
 widened AS (
     SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q) AS r, m.seq FROM mnemo_messages m, wider
     WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q

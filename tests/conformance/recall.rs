@@ -1,6 +1,7 @@
 //! What a turn's recall picks, on any store: a message said again takes
 //! one place, and the other half of a fact told in two places is found
-//! through the person both halves name (issue 41).
+//! through the person both halves name, a name widening the second round
+//! before rarer words (issue 41).
 
 use super::specs;
 use super::subject::{Subject, at, record};
@@ -8,6 +9,7 @@ use super::subject::{Subject, at, record};
 specs![
     a_message_said_again_is_recalled_once,
     the_other_half_of_a_fact_is_found_through_the_person_it_names,
+    a_name_in_the_best_hit_widens_before_rarer_words,
 ];
 
 async fn a_message_said_again_is_recalled_once(s: Subject) {
@@ -56,5 +58,35 @@ async fn the_other_half_of_a_fact_is_found_through_the_person_it_names(s: Subjec
         .unwrap();
     let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
     assert!(texts.iter().any(|t| t.contains("climbing gym")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
+}
+
+async fn a_name_in_the_best_hit_widens_before_rarer_words(s: Subject) {
+    s.chat("ada", 0, 60, "filler about the lunch menu").await;
+    let mut ada = s.user("ada").await;
+    let mut texts = vec![
+        "I met Sam at the climbing gym, we talked ropes, chalk, harnesses, belays, carabiners and quickdraws."
+            .to_string(),
+        "Sam sent me a funny video of a cat.".to_string(),
+        "Sam's new flat is in Porto, near the river.".to_string(),
+    ];
+    // Each of the hit's other words is in one more message: rarer than the
+    // name (in three), they would take every widening place before it.
+    for gear in ["ropes", "chalk", "harnesses", "belays", "carabiners", "quickdraws"] {
+        texts.push(format!("The outdoor shop has {gear} on sale."));
+    }
+    for (i, text) in texts.iter().enumerate() {
+        let i = 100 + 2 * i as i64;
+        ada.append(&record(i, text), at(i)).await.unwrap();
+    }
+    let recalled = ada
+        .recall(
+            "Which city does the friend I met at the climbing gym live in now?",
+            &[],
+            800,
+        )
+        .await
+        .unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
     assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
 }
