@@ -17,7 +17,7 @@
 //! exact top-k with pruning, within a bounded walk), `store` (a user's
 //! index on disk: open, catch up, merge the tail, rebuild), `segment` (the
 //! stored term dictionary and postings, read with positioned reads),
-//! `segwrite` (writing one in bounded memory) and `line` (the message
+//! `segwrite` and `segmerge` (writing one in bounded memory) and `line` (the message
 //! lines), `sources`
 //! (the markdown files, the user's documents and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
@@ -40,6 +40,7 @@ mod plan;
 mod postings;
 mod score;
 mod segment;
+mod segmerge;
 mod segwrite;
 mod sources;
 mod store;
