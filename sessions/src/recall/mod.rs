@@ -36,6 +36,7 @@ mod embed;
 mod line;
 mod listing;
 mod pack;
+mod pieces;
 mod plan;
 mod postings;
 mod score;

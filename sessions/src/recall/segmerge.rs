@@ -101,7 +101,13 @@ impl TermOut {
         Ok(())
     }
 
-    pub(super) fn push(&mut self, out: &mut Counted, ids: &[u32], tfs: &[u16], lens: &[u32]) -> io::Result<()> {
+    pub(super) fn push(
+        &mut self,
+        out: &mut Counted,
+        ids: &[u32],
+        tfs: &[u16],
+        lens: &dyn Fn(u32) -> u32,
+    ) -> io::Result<()> {
         for (&id, &tf) in ids.iter().zip(tfs) {
             self.ids.push(id);
             self.tfs.push(tf);
@@ -113,7 +119,7 @@ impl TermOut {
     }
 
     /// Writes the postings held as one block.
-    fn block(&mut self, out: &mut Counted, lens: &[u32]) -> io::Result<()> {
+    fn block(&mut self, out: &mut Counted, lens: &dyn Fn(u32) -> u32) -> io::Result<()> {
         let Some(&first) = self.ids.first() else {
             return Ok(());
         };
@@ -122,7 +128,7 @@ impl TermOut {
             .checked_add(self.ids.len() as u32)
             .filter(|&n| n <= self.df)
             .ok_or_else(|| bad("more postings than counted"))?;
-        let len_of = |id: u32| lens.get(id as usize).copied().unwrap_or(0);
+        let len_of = lens;
         let mut peak = Peak {
             max_tf: self.tfs[0],
             min_len: len_of(first),
@@ -156,7 +162,7 @@ impl TermOut {
 
     /// Writes what is left and the skip table (the list began at `at`);
     /// returns the peak of the whole list.
-    pub(super) fn end(&mut self, out: &mut Counted, at: u64, lens: &[u32]) -> io::Result<Peak> {
+    pub(super) fn end(&mut self, out: &mut Counted, at: u64, lens: &dyn Fn(u32) -> u32) -> io::Result<Peak> {
         self.block(out, lens)?;
         if self.seen != self.df {
             return Err(bad("fewer postings than counted"));

@@ -14,6 +14,7 @@
 //! The new file is written under a temp name and renamed over the target;
 //! every temp file (runs, dictionary) is removed whatever happens.
 
+use super::pieces::Pieces;
 use super::segment::{DICT_EVERY, HEADER, KEY_EVERY, MAGIC, Segment};
 use super::segmerge::{BaseTerms, Counted, RunTerms, TermOut, TermSource, bad};
 use crate::fsutil::{create_new_private, open_nofollow, unique_temp_path};
@@ -59,12 +60,12 @@ pub struct Builder<'a> {
     root: PathBuf,
     target: PathBuf,
     base: Option<&'a Segment>,
-    lens: Vec<u32>,
+    lens: Pieces<u32>,
     /// The line offsets so far, in a temp file (with its path).
     offsets: Option<(PathBuf, BufWriter<File>)>,
-    keys: Vec<u64>,
+    keys: Pieces<u64>,
     /// Ids + 1 by key hash (0: empty), open addressing over `keys`.
-    seen: Vec<u32>,
+    seen: Pieces<u32>,
     total_len: u64,
     run: FxHashMap<Box<str>, RunList>,
     run_postings: usize,
@@ -85,10 +86,10 @@ impl<'a> Builder<'a> {
             root: root.to_path_buf(),
             target: target.to_path_buf(),
             base: None,
-            lens: Vec::new(),
+            lens: Pieces::default(),
             offsets: None,
-            keys: Vec::new(),
-            seen: Vec::new(),
+            keys: Pieces::default(),
+            seen: Pieces::default(),
             total_len: 0,
             run: FxHashMap::default(),
             run_postings: 0,
@@ -109,9 +110,9 @@ impl<'a> Builder<'a> {
         for offset in offsets {
             builder.offset(offset)?;
         }
-        builder.keys = base.keys_by_id().map_err(bad)?;
+        builder.keys = base.keys_by_id().map_err(bad)?.into_iter().collect();
         builder.reseat();
-        builder.lens = lens.to_vec();
+        builder.lens = lens.iter().copied().collect();
         builder.total_len = base.total_len;
         builder.base = Some(base);
         Ok(builder)
@@ -135,9 +136,9 @@ impl<'a> Builder<'a> {
         let mask = self.seen.len() - 1;
         let mut at = slot_of(key) & mask;
         loop {
-            match self.seen[at] {
+            match self.seen.get(at).unwrap_or(0) {
                 0 => return false,
-                id if self.keys[id as usize - 1] == key => return true,
+                id if self.keys.get(id as usize - 1) == Some(key) => return true,
                 _ => at = (at + 1) & mask,
             }
         }
@@ -146,17 +147,17 @@ impl<'a> Builder<'a> {
     /// Puts id `id` (its key in `keys`) in the table.
     fn remember(&mut self, id: u32) {
         let mask = self.seen.len() - 1;
-        let mut at = slot_of(self.keys[id as usize]) & mask;
-        while self.seen[at] != 0 {
+        let mut at = slot_of(self.keys.get(id as usize).unwrap_or(0)) & mask;
+        while self.seen.get(at).unwrap_or(0) != 0 {
             at = (at + 1) & mask;
         }
-        self.seen[at] = id + 1;
+        self.seen.set(at, id + 1);
     }
 
     /// Makes the table at least 8/7 of the keys held, in a power of two
     /// (at least 1,024 slots), and fills it again.
     fn reseat(&mut self) {
-        self.seen = vec![0; (self.keys.len() * 8 / 7 + 1).next_power_of_two().max(1024)];
+        self.seen = Pieces::filled((self.keys.len() * 8 / 7 + 1).next_power_of_two().max(1024), 0);
         for id in 0..self.keys.len() as u32 {
             self.remember(id);
         }
@@ -242,7 +243,7 @@ impl<'a> Builder<'a> {
         self.spill()?;
         // Only adding needs them: the merge's memory is the runs' buffers
         // and one block.
-        self.seen = Vec::new();
+        self.seen = Pieces::default();
         self.run = FxHashMap::default();
         if let Some((_, out)) = &mut self.offsets {
             out.flush()?;
@@ -266,6 +267,8 @@ impl<'a> Builder<'a> {
             sources.push(Box::new(RunTerms::new(BufReader::with_capacity(RUN_BUFFER, file))?));
         }
         let mut term_out = TermOut::default();
+        let lens = &self.lens;
+        let len_of = |id: u32| lens.get(id as usize).unwrap_or(0);
         while let Some(term) = sources.iter().filter_map(|s| s.term()).min().map(str::to_string) {
             let df: u64 = sources
                 .iter()
@@ -280,10 +283,10 @@ impl<'a> Builder<'a> {
             term_out.start(&mut out, df, self.gathered_blocks)?;
             for source in sources.iter_mut() {
                 if source.term() == Some(term.as_str()) {
-                    source.take(&mut |ids, tfs| term_out.push(&mut out, ids, tfs, &self.lens))?;
+                    source.take(&mut |ids, tfs| term_out.push(&mut out, ids, tfs, &len_of))?;
                 }
             }
-            let peak = term_out.end(&mut out, at, &self.lens)?;
+            let peak = term_out.end(&mut out, at, &len_of)?;
             let tlen = u8::try_from(term.len()).map_err(|_| bad("term too long"))?;
             dict.write_all(&[tlen])?;
             dict.write_all(term.as_bytes())?;
@@ -324,7 +327,7 @@ impl<'a> Builder<'a> {
             out.write_all(term.as_bytes())?;
         }
         let lens_at = out.at;
-        for len in &self.lens {
+        for len in self.lens.iter() {
             out.write_all(&len.to_le_bytes())?;
         }
         let offsets_at = out.at;
@@ -333,15 +336,10 @@ impl<'a> Builder<'a> {
         }
         out.write_all(&covers.to_le_bytes())?;
         let keys_at = out.at;
-        let mut by_key: Vec<u32> = (0..self.keys.len() as u32).collect();
-        by_key.sort_unstable_by_key(|&id| self.keys[id as usize]);
-        for &id in &by_key {
-            out.write_all(&self.keys[id as usize].to_le_bytes())?;
-            out.write_all(&id.to_le_bytes())?;
-        }
+        let keysparse = self.key_table(out)?;
         let keysparse_at = out.at;
-        for &id in by_key.iter().step_by(KEY_EVERY) {
-            out.write_all(&self.keys[id as usize].to_le_bytes())?;
+        for key in keysparse {
+            out.write_all(&key.to_le_bytes())?;
         }
         let end = out.at;
         let docs = u32::try_from(self.lens.len()).map_err(|_| bad("too many messages"))?;
@@ -365,6 +363,35 @@ impl<'a> Builder<'a> {
             header.extend_from_slice(&at.to_le_bytes());
         }
         Ok(header)
+    }
+}
+
+impl Builder<'_> {
+    /// Writes the key table — every message's key and id, by key — and
+    /// returns every [`KEY_EVERY`]th key of it. Sorted a slice of the keys
+    /// at a time (by their top bits: they are hashes), so it holds at most
+    /// ~8,192 of them at once at 10^5 messages (a 64th at most above).
+    fn key_table(&self, out: &mut Counted) -> io::Result<Vec<u64>> {
+        let n = self.keys.len();
+        let bits = (n / 8192).next_power_of_two().trailing_zeros().min(6);
+        let slice_of = |key: u64| if bits == 0 { 0 } else { key >> (64 - bits) };
+        let mut sparse = Vec::with_capacity(n / KEY_EVERY + 1);
+        let mut written = 0usize;
+        let mut slice: Vec<(u64, u32)> = Vec::new();
+        for s in 0..1u64 << bits {
+            slice.clear();
+            slice.extend(self.keys.iter().zip(0u32..).filter(|(key, _)| slice_of(*key) == s));
+            slice.sort_unstable();
+            for &(key, id) in &slice {
+                if written.is_multiple_of(KEY_EVERY) {
+                    sparse.push(key);
+                }
+                out.write_all(&key.to_le_bytes())?;
+                out.write_all(&id.to_le_bytes())?;
+                written += 1;
+            }
+        }
+        Ok(sparse)
     }
 }
 
