@@ -6,13 +6,15 @@
 //! for the rest of the process up to twice that stays resident in the heap
 //! instead of going back to the system (issue 40: a rebuild left ~2 MB
 //! behind in a broker serving that user afterwards). Pieces stay under the
-//! threshold, and growing copies nothing.
+//! threshold, and growing copies at most one piece.
 
 /// Bytes of one piece.
 const PIECE_BYTES: usize = 64 << 10;
 
 pub(super) struct Pieces<T> {
-    pieces: Vec<Box<[T]>>,
+    /// Full pieces but the last, which grows as a `Vec` does (so a small
+    /// index holds little).
+    pieces: Vec<Vec<T>>,
     len: usize,
 }
 
@@ -25,7 +27,7 @@ impl<T> Default for Pieces<T> {
     }
 }
 
-impl<T: Copy + Default> Pieces<T> {
+impl<T: Copy> Pieces<T> {
     /// Items per piece (a power of two for the sizes used here).
     const PER: usize = PIECE_BYTES / std::mem::size_of::<T>();
 
@@ -34,8 +36,9 @@ impl<T: Copy + Default> Pieces<T> {
         let mut pieces = Vec::with_capacity(n.div_ceil(Self::PER));
         let mut left = n;
         while left > 0 {
-            pieces.push(vec![value; Self::PER].into_boxed_slice());
-            left = left.saturating_sub(Self::PER);
+            let here = left.min(Self::PER);
+            pieces.push(vec![value; here]);
+            left -= here;
         }
         Pieces { pieces, len: n }
     }
@@ -50,9 +53,11 @@ impl<T: Copy + Default> Pieces<T> {
 
     pub(super) fn push(&mut self, value: T) {
         if self.len.is_multiple_of(Self::PER) {
-            self.pieces.push(vec![T::default(); Self::PER].into_boxed_slice());
+            self.pieces.push(Vec::new());
         }
-        self.pieces[self.len / Self::PER][self.len % Self::PER] = value;
+        if let Some(last) = self.pieces.last_mut() {
+            last.push(value);
+        }
         self.len += 1;
     }
 
@@ -69,11 +74,11 @@ impl<T: Copy + Default> Pieces<T> {
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = T> + '_ {
-        self.pieces.iter().flat_map(|p| p.iter().copied()).take(self.len)
+        self.pieces.iter().flat_map(|p| p.iter().copied())
     }
 }
 
-impl<T: Copy + Default> FromIterator<T> for Pieces<T> {
+impl<T: Copy> FromIterator<T> for Pieces<T> {
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let mut pieces = Pieces::default();
         for item in items {
