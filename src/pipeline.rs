@@ -298,12 +298,13 @@ impl Pipeline {
         trace.lap(Phase::Model);
         // What settles the question: the answer, or the failure notice the
         // user is shown instead (so a restart does not ask again).
-        let (text, usage, broken, failed) = match answer {
-            Ok(answer) => (answer.text, answer.usage, answer.broken, None),
-            Err(e) => (e.user_message().to_string(), None, None, Some(e)),
+        let (text, (usage, tool_usage), broken, failed) = match answer {
+            Ok(answer) => (answer.text, (answer.usage, answer.tool_usage), answer.broken, None),
+            Err(e) => (e.user_message().to_string(), (None, None), None, Some(e)),
         };
-        trace.tokens(usage);
+        trace.tokens(tools::add_usage(usage, tool_usage));
         budget::spend(&*memory.store, Some(&user), days, Purpose::Answer, usage).await;
+        budget::spend(&*memory.store, Some(&user), days, Purpose::Tools, tool_usage).await;
         let reply = reply_record(&message, text);
         // Shown first, stored second: a crash between the two (the store's
         // own instant) answers the question again at the next start; the
@@ -383,6 +384,7 @@ impl Pipeline {
             let answer = tools::answer(model, request, tools, limits).await.map(|reply| Answer {
                 text: crate::reply_limit::cut(&reply.text, max_chars).into_owned(),
                 usage: reply.usage,
+                tool_usage: reply.tool_usage,
                 broken: None,
             });
             return (answer, None);
@@ -397,6 +399,7 @@ impl Pipeline {
             Answer {
                 text: s.text,
                 usage: s.usage,
+                tool_usage: s.tool_usage,
                 broken: s.broken,
             }
         });
@@ -570,7 +573,10 @@ impl Due {
 struct Answer {
     /// Cut to `limits.maxReplyChars`; marked as cut if the stream broke.
     text: String,
+    /// The first model call's tokens, and the later calls' of its tool
+    /// rounds (counted as `tools`).
     usage: Option<Usage>,
+    tool_usage: Option<Usage>,
     /// What cut a streamed answer short (the text says so too).
     broken: Option<ModelError>,
 }

@@ -40,7 +40,9 @@ pub const CUT_BY_MODEL: &str = "\n\n[answer cut off here: the model stopped befo
 pub struct Streamed {
     /// The final text: what is stored and shown last.
     pub text: String,
+    /// The first call's tokens (`answer`) and the later calls' (`tools`).
     pub usage: Option<Usage>,
+    pub tool_usage: Option<Usage>,
     /// The error that ended the stream early, if one did (after some text).
     pub broken: Option<ModelError>,
     /// When the model's first text arrived, and when the channel was first
@@ -100,6 +102,7 @@ pub async fn answer<T: Send>(
     Ok(Streamed {
         text,
         usage: reply.usage,
+        tool_usage: reply.tool_usage,
         broken,
         first_text,
         first_shown,

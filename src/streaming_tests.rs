@@ -250,5 +250,12 @@ async fn a_round_that_turns_into_tool_calls_is_replaced_on_screen_by_the_answer(
         "{:?}",
         live.shown
     );
-    assert_eq!(out.usage.map(|u| u.input_tokens), Some(30), "usage summed over rounds");
+    assert_eq!(
+        (
+            out.usage.map(|u| u.input_tokens),
+            out.tool_usage.map(|u| u.input_tokens)
+        ),
+        (Some(10), Some(20)),
+        "the first round's tokens are the answer's, the later round's the tools'"
+    );
 }

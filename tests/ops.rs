@@ -226,13 +226,31 @@ async fn memory_tool_calls_are_counted_by_tool_and_outcome_and_logged_without_th
     api.push_message(text_message(ADA, user(ADA, "Ada"), "remember my tea"));
     api.wait_for_calls("sendMessage", 1).await;
     let ok = r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_remember",outcome="ok"}"#;
-    let scrape = until(&run.ops, "/metrics", "a counted tool call", |_, b| sample(b, ok) == 1.0).await;
+    let tools_in = r#"mnemo_model_input_tokens_total{model="fake-1",purpose="tools"}"#;
+    let scrape = until(&run.ops, "/metrics", "a counted tool call and its tokens", |_, b| {
+        sample(b, ok) == 1.0 && sample(b, tools_in) > 0.0
+    })
+    .await;
     assert_eq!(
         sample(
             &scrape,
             r#"mnemo_memory_tool_calls_total{channel="telegram",tool="memory_forget",outcome="not_found"}"#
         ),
         1.0,
+        "{scrape}"
+    );
+    // The turn's first model call is the answer's; the one that carried
+    // the tool results back is counted as `tools` (10 in, 5 out each).
+    let tokens = |purpose: &str| {
+        let labels = format!(r#"{{model="fake-1",purpose="{purpose}"}}"#);
+        (
+            sample(&scrape, &format!("mnemo_model_input_tokens_total{labels}")),
+            sample(&scrape, &format!("mnemo_model_output_tokens_total{labels}")),
+        )
+    };
+    assert_eq!(
+        (tokens("answer"), tokens("tools")),
+        ((10.0, 5.0), (10.0, 5.0)),
         "{scrape}"
     );
     let logs = log_text(run.dir.path());
@@ -494,6 +512,16 @@ async fn the_shipped_alert_rules_and_dashboard_name_only_metrics_the_broker_expo
     let mut exprs = Vec::new();
     dashboard_exprs(&dashboard, &mut exprs);
     assert!(exprs.len() > 10, "{exprs:?}");
+    // The cost view: tokens in and out by purpose alone (answer, tools,
+    // summary, digest), as `mnemo sessions usage` splits them.
+    for metric in ["mnemo_model_input_tokens_total", "mnemo_model_output_tokens_total"] {
+        assert!(
+            exprs
+                .iter()
+                .any(|e| e.starts_with("sum by (purpose) (increase(") && e.contains(metric)),
+            "no per-purpose view of {metric}: {exprs:?}"
+        );
+    }
     named.extend(
         exprs
             .iter()

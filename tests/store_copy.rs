@@ -5,6 +5,7 @@
 //! with the same messages; a copy killed mid-way, or losing its database
 //! mid-way, finished by running it again without duplicating anything; a
 //! row the database does not store as sent caught by the verification;
+//! the tokens spent (the user's and the channel's) carried both ways;
 //! a different user in the target refused unless `--replace`; bad input
 //! (malformed lines, NUL, a folder that is not a user) reported, not fatal.
 
@@ -127,6 +128,63 @@ async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
 
+/// A usage row as both sides compare it: day, purpose, tokens in and out.
+type UsageLine = (String, String, u64, u64);
+
+/// The console channel's token rows in the database: a user's, or (`None`)
+/// the channel's totals, by day and purpose.
+async fn pg_usage(client: &tokio_postgres::Client, user: Option<&str>) -> Vec<UsageLine> {
+    let order = "ORDER BY day, array_position(ARRAY['answer', 'tools', 'summary', 'digest'], purpose)";
+    let rows = match user {
+        Some(user) => client
+            .query(
+                &format!(
+                    "SELECT day, purpose, tokens_in, tokens_out FROM mnemo_usage
+                     WHERE channel = 'console' AND user_key = $1 {order}"
+                ),
+                &[&user],
+            )
+            .await
+            .unwrap(),
+        None => client
+            .query(
+                &format!(
+                    "SELECT day, purpose, tokens_in, tokens_out FROM mnemo_channel_usage WHERE channel = 'console' {order}"
+                ),
+                &[],
+            )
+            .await
+            .unwrap(),
+    };
+    rows.iter()
+        .map(|r| {
+            let day: chrono::NaiveDate = r.get(0);
+            (
+                day.to_string(),
+                r.get(1),
+                r.get::<_, i64>(2) as u64,
+                r.get::<_, i64>(3) as u64,
+            )
+        })
+        .collect()
+}
+
+/// The same rows from a state folder's `usage/` files.
+fn file_usage(layout: &Layout, user: Option<&SafeName>) -> Vec<UsageLine> {
+    mnemo_sessions::store::files::read_usage(layout, user)
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.day.to_string(),
+                r.purpose.as_str().to_string(),
+                r.tokens_in,
+                r.tokens_out,
+            )
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_files_unchanged() {
     let (fake, url) = FakeModel::start().await;
@@ -233,6 +291,16 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     };
     mnemo_sessions::store::files::write_book(&layout, &ada, &book).unwrap();
 
+    // The tokens the chat spent: the user's answers and summaries, and the
+    // channel's totals.
+    let source_usage = file_usage(&layout, Some(&ada));
+    let source_totals = file_usage(&layout, None);
+    assert!(
+        source_usage.iter().any(|u| u.1 == "answer") && source_usage.iter().any(|u| u.1 == "summary"),
+        "{source_usage:?}"
+    );
+    assert!(!source_totals.is_empty());
+
     // Not migrated: a clear refusal that says what to run.
     let out = env
         .run(&files, &["store", "copy", "--from", "files", "--to", "postgres"], b"")
@@ -261,6 +329,17 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
     assert_eq!(report["verified"], json!({"users": 1, "messages": source.len()}));
 
     let client = pg_client(&db.url()).await;
+    assert_eq!(
+        pg_usage(&client, Some("ada")).await,
+        source_usage,
+        "the user's tokens went along"
+    );
+    assert_eq!(pg_usage(&client, None).await, source_totals, "and the channel's totals");
+    assert_eq!(
+        (report["usageRows"].clone(), report["channelUsageRows"].clone()),
+        (json!(source_usage.len()), json!(source_totals.len())),
+        "{report}"
+    );
     let reminders = client
         .query_one(
             "SELECT count(*), min(r.text), min(u.timezone) FROM mnemo_reminders r JOIN mnemo_users u USING (channel, user_key)
@@ -379,6 +458,11 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         count(&client, "SELECT count(*) FROM mnemo_messages").await,
         source.len() as i64
     );
+    assert_eq!(
+        pg_usage(&client, None).await,
+        source_totals,
+        "a copy run again counts the channel's tokens once"
+    );
 
     // A broker on the database recalls what was said before the copy.
     env.ok(&postgres, &["chat"], b"what colour is my bicycle?\n").await;
@@ -407,11 +491,18 @@ async fn a_chat_history_moves_to_postgres_is_recalled_there_and_comes_back_to_fi
         stdout.contains(&format!("verified 1 users / {} messages", source.len() + 2)),
         "{stdout}"
     );
+    let back_layout = Layout::new(dir.join("back"), "console");
+    let pg_ada = pg_usage(&client, Some("ada")).await;
+    assert!(
+        pg_ada.iter().map(|u| u.2).sum::<u64>() > source_usage.iter().map(|u| u.2).sum::<u64>(),
+        "the turn on the database spent tokens there: {pg_ada:?}"
+    );
+    assert_eq!(file_usage(&back_layout, Some(&ada)), pg_ada, "the tokens came back");
+    assert_eq!(file_usage(&back_layout, None), pg_usage(&client, None).await);
     let returned = file_messages(&dir.join("back"), "console", &ada);
     let returned: Vec<_> = returned.iter().map(key).collect();
     assert_eq!(returned[..source.len()], expected[..], "the same messages came back");
     assert_eq!(returned[source.len()].2, "what colour is my bicycle?");
-    let back_layout = Layout::new(dir.join("back"), "console");
     let back_book = mnemo_sessions::store::files::read_book(&back_layout, &ada).unwrap();
     let stored = mnemo_pg::copy::UserMemory {
         reminders: book.clone(),

@@ -6,7 +6,7 @@
 //! budget stops everyone until the app's midnight; two brokers on one
 //! Postgres share the count; `mnemo sessions usage --json` (the real
 //! binary) reports each user's tokens by purpose, their fold's summary
-//! among them.
+//! and their answers' tool rounds among them.
 
 use crate::support;
 
@@ -204,7 +204,7 @@ async fn two_brokers_on_postgres_share_a_users_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_usage_reports_each_users_tokens_by_purpose() {
-    let (_model, url) = FakeModel::start().await;
+    let (model, url) = FakeModel::start().await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     // Folds past 4 messages, keeping 2: ada's third answer makes one due.
@@ -220,6 +220,12 @@ async fn sessions_usage_reports_each_users_tokens_by_purpose() {
     ask(&app, &channel, "ada", "1", "first", 1).await;
     ask(&app, &channel, "ada", "2", "second", 2).await;
     ask(&app, &channel, "ada", "3", "third", 3).await;
+    // Bob's answer takes one round of memory tools: its second call is
+    // counted as `tools`, not `answer`.
+    model.script_tools(vec![
+        vec![("memory_search", serde_json::json!({"query": "tea"}))],
+        vec![],
+    ]);
     ask(&app, &channel, "bob", "1", "hello", 1).await;
     app.wait_background(Duration::from_secs(5)).await;
     let summary = layout.summary_path(&mnemo_sessions::SafeName::of("ada"));
@@ -262,12 +268,16 @@ async fn sessions_usage_reports_each_users_tokens_by_purpose() {
     );
     assert_eq!(
         purposes("bob"),
-        serde_json::json!([{ "purpose": "answer", "tokensIn": 10, "tokensOut": 5 }])
+        serde_json::json!([
+            { "purpose": "answer", "tokensIn": 10, "tokensOut": 5 },
+            { "purpose": "tools", "tokensIn": 10, "tokensOut": 5 },
+        ])
     );
     assert_eq!(
         fake["total"],
         serde_json::json!([
             { "purpose": "answer", "tokensIn": 40, "tokensOut": 20 },
+            { "purpose": "tools", "tokensIn": 10, "tokensOut": 5 },
             { "purpose": "summary", "tokensIn": 10, "tokensOut": 5 },
         ])
     );

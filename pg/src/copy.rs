@@ -2,7 +2,8 @@
 //! Postgres store keeps it ([`UserMemory`]: messages in order, the
 //! archived ones grouped into folds, the summary and profile bodies, the
 //! fact log, the versions, the topic notes, the daily and weekly
-//! summaries, the reminders and timezone, the documents and kept files),
+//! summaries, the reminders and timezone, the documents and kept files,
+//! the tokens spent),
 //! written in **one transaction per user** ([`write_user`]) and read back
 //! in one snapshot ([`read_user`]), with the [`Tally`] (counts and a
 //! SHA-256 over ts, role, text and msg id of every message, in order) that
@@ -35,9 +36,9 @@ mod census;
 mod read;
 mod write;
 
-pub use census::{shared_channels, users};
-pub use read::{read_shared, read_user};
-pub use write::{write_shared, write_user};
+pub use census::{shared_channels, usage_channels, users};
+pub use read::{read_channel_usage, read_shared, read_user};
+pub use write::{write_channel_usage, write_shared, write_user};
 
 use crate::turn::role_name;
 use crate::{PgError, pg_text};
@@ -78,6 +79,10 @@ pub struct UserMemory {
     pub documents: Vec<mnemo_sessions::documents::Document>,
     /// Files kept as they were sent, oldest first.
     pub kept: Vec<mnemo_sessions::kept::KeptFile>,
+    /// Model tokens the user spent, by their day and purpose, in that
+    /// order. Not part of [`UserMemory::same_as`]: a user already there
+    /// keeps the target's count; a user written gets exactly these rows.
+    pub usage: Vec<mnemo_sessions::usage::UsageRow>,
 }
 
 /// One archived batch: the next `messages` messages of the user.
@@ -247,6 +252,7 @@ impl UserMemory {
         }
         self.kept
             .sort_by(|a, b| a.meta.added.cmp(&b.meta.added).then_with(|| a.meta.id.cmp(&b.meta.id)));
+        sort_usage(&mut self.usage);
         self
     }
 }
@@ -264,6 +270,12 @@ fn same_digests(a: &[crate::digests::StoredDigest], b: &[crate::digests::StoredD
 fn same_versions(a: &[Version], b: &[Version]) -> bool {
     let (long, short) = if a.len() >= b.len() { (a, b) } else { (b, a) };
     long.starts_with(short) && long[short.len()..].iter().all(|v| v.by == Author::Operator)
+}
+
+/// Usage rows in the one order both sides compare them in: by day, then
+/// purpose (answer, tools, summary, digest).
+pub fn sort_usage(rows: &mut [mnemo_sessions::usage::UsageRow]) {
+    rows.sort_by_key(|r| (r.day, r.purpose));
 }
 
 fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -302,6 +314,10 @@ pub enum CopyError {
         "verification failed for the shared note {slug:?} of channel {channel}: nothing of the channel's shared notes was committed"
     )]
     SharedMismatch { channel: String, slug: String },
+    #[error(
+        "verification failed for the token usage of {channel}/{user}: the database read back other rows; nothing of this user was committed"
+    )]
+    UsageMismatch { channel: String, user: String },
 }
 
 impl From<tokio_postgres::Error> for CopyError {

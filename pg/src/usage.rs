@@ -12,7 +12,7 @@ use chrono::NaiveDate;
 use mnemo_sessions::SafeName;
 use mnemo_sessions::usage::{Days, Purpose, Spent, UsageRow};
 
-fn signed(n: u64) -> i64 {
+pub(crate) fn signed(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

@@ -4,12 +4,15 @@
 //! summary's body, the profile's body, the fact log, the kept versions
 //! (their `seq` kept; an earlier profile as its body in the database, given
 //! new frontmatter back in files), the topic notes, the daily and
-//! weekly summaries (frontmatter as columns in the database) and the
-//! reminders and timezone — between the
+//! weekly summaries (frontmatter as columns in the database), the
+//! reminders and timezone, and the tokens the user spent by day and purpose
+//! (`usage/<user>.json` ↔ `mnemo_usage`) — between the
 //! state folder and the database the config's `store.urlEnv` names
 //! (whatever `store.kind` says, so a files deployment can be copied before
-//! it is switched over) — and each channel's `_shared` operator notes (not
-//! with `--user`; a note of the same name is replaced, others stay). The
+//! it is switched over) — and each channel's `_shared` operator notes and
+//! token totals (not with `--user`; a note of the same name is replaced,
+//! others stay; a day's total becomes the larger of the two counts, so a
+//! run again counts nothing twice). The
 //! recall index is not copied (the broker rebuilds a copied user's on
 //! first use), nor are the maintenance watermarks: the target's first
 //! maintenance run looks back 7 days and finds the copied summaries there
@@ -85,7 +88,7 @@ use super::Setup;
 use crate::instance::{InstanceError, InstanceLock};
 use anyhow::{Context as _, Result, bail};
 use file_source::{FileRead, read_files, read_shared_files};
-use file_target::{shared_to_files, write_files};
+use file_target::{channel_usage_to_files, shared_to_files, write_files};
 use mnemo_pg::copy::{self, UserMemory, Written};
 use mnemo_pg::{PgStore, migrate};
 use mnemo_sessions::{Layout, SafeName, report};
@@ -225,6 +228,18 @@ async fn files_to_postgres(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
                 .with_context(|| format!("copying the shared notes of {channel} into the database"))?;
             eprintln!("{channel}: {} shared note(s)", notes.len());
         }
+        for channel in file_channels(setup, args.channel.as_deref())? {
+            let layout = Layout::new(root, &channel);
+            let rows = mnemo_sessions::store::files::read_usage(&layout, None)?;
+            if rows.is_empty() {
+                continue;
+            }
+            let copied = copy::write_channel_usage(store, &channel, &rows)
+                .await
+                .with_context(|| format!("copying the token totals of {channel} into the database"))?;
+            totals.channel_usage_rows += copied;
+            eprintln!("{channel}: {copied} row(s) of channel token totals");
+        }
     }
     if totals.copied + totals.replaced > 0 {
         // A bulk load leaves the planner's statistics behind the tables;
@@ -281,7 +296,8 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
     if args.user.is_none() {
         access::postgres_to_files(root, store, args.channel.as_deref(), args.replace, &mut totals.access).await?;
     }
-    shared_to_files(setup, store, args, totals).await
+    shared_to_files(setup, store, args, totals).await?;
+    channel_usage_to_files(setup, store, args, totals).await
 }
 
 /// `--user U` that matched nobody is an error, not an empty copy.

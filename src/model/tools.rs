@@ -98,15 +98,34 @@ impl Ask for Whole {
     }
 }
 
+/// The loop's answer: its text, and the tokens spent, split as
+/// `mnemo sessions usage` shows them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Answered {
+    pub text: String,
+    /// The first call's (`answer`).
+    pub usage: Option<Usage>,
+    /// Every later call's, summed: the calls that carried tool results
+    /// back (`tools`); `None` when the model called no tool.
+    pub tool_usage: Option<Usage>,
+}
+
+impl Answered {
+    /// Every call's tokens.
+    pub fn total_usage(&self) -> Option<Usage> {
+        add_usage(self.usage, self.tool_usage)
+    }
+}
+
 /// The reply to `request`, letting the model use `tools` first when the
 /// backend supports them and `limits.max_rounds > 0`; otherwise one plain
-/// call. Usage is summed over every call.
+/// call.
 pub async fn answer(
     model: &dyn Model,
     request: ModelRequest,
     tools: Option<&dyn ToolExecutor>,
     limits: ToolLimits,
-) -> Result<ModelReply, ModelError> {
+) -> Result<Answered, ModelError> {
     answer_with(model, request, tools, limits, &mut Whole).await
 }
 
@@ -117,31 +136,40 @@ pub async fn answer_with(
     tools: Option<&dyn ToolExecutor>,
     limits: ToolLimits,
     asker: &mut dyn Ask,
-) -> Result<ModelReply, ModelError> {
+) -> Result<Answered, ModelError> {
     let Some(tools) = tools.filter(|_| model.supports_tools() && limits.max_rounds > 0) else {
-        return asker.ask(model, &request).await;
+        let reply = asker.ask(model, &request).await?;
+        return Ok(Answered {
+            text: reply.text,
+            usage: reply.usage,
+            tool_usage: None,
+        });
     };
     let mut offer = ToolOffer {
         specs: tools.specs(),
         may_call: true,
     };
     let mut budget = limits.budget_chars;
-    let mut usage: Option<Usage> = None;
+    let (mut usage, mut tool_usage): (Option<Usage>, Option<Usage>) = (None, None);
     for round in 0..=limits.max_rounds {
         offer.may_call = round < limits.max_rounds;
         request.tools = Some(offer.clone());
         let reply = asker.ask(model, &request).await?;
-        usage = add(usage, reply.usage);
+        if round == 0 {
+            usage = reply.usage;
+        } else {
+            tool_usage = add_usage(tool_usage, reply.usage);
+        }
         if reply.tool_calls.is_empty() || !offer.may_call {
             if reply.text.trim().is_empty() && !reply.tool_calls.is_empty() {
                 return Err(ModelError::Protocol {
                     detail: "the model kept calling tools after the last allowed round and gave no answer".into(),
                 });
             }
-            return Ok(ModelReply {
+            return Ok(Answered {
                 text: reply.text,
                 usage,
-                tool_calls: Vec::new(),
+                tool_usage,
             });
         }
         let mut results = Vec::with_capacity(reply.tool_calls.len());
@@ -169,7 +197,8 @@ pub async fn answer_with(
     })
 }
 
-fn add(total: Option<Usage>, more: Option<Usage>) -> Option<Usage> {
+/// Two calls' tokens together (`None` only when neither reported any).
+pub fn add_usage(total: Option<Usage>, more: Option<Usage>) -> Option<Usage> {
     match (total, more) {
         (Some(a), Some(b)) => Some(Usage {
             input_tokens: a.input_tokens + b.input_tokens,
@@ -273,7 +302,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(reply.text, "done");
-        assert_eq!(reply.usage.map(|u| u.input_tokens), Some(30));
+        // The first call is the answer's, the two that carried tool
+        // results back are the tools'.
+        assert_eq!(reply.usage.map(|u| u.input_tokens), Some(10));
+        assert_eq!(
+            reply.tool_usage.map(|u| (u.input_tokens, u.output_tokens)),
+            Some((20, 2))
+        );
+        assert_eq!(reply.total_usage().map(|u| u.input_tokens), Some(30));
         let requests = model.requests.lock().unwrap();
         assert_eq!(requests.len(), 3);
         assert!(!requests[2].tools.as_ref().unwrap().may_call);
@@ -299,6 +335,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(reply.text, "done");
+        assert_eq!(
+            (reply.usage.map(|u| u.input_tokens), reply.tool_usage),
+            (Some(10), None)
+        );
         assert!(model.requests.lock().unwrap()[0].tools.is_none());
     }
 }

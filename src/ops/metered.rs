@@ -99,8 +99,19 @@ pub fn metered(inner: Arc<dyn Model>, purpose: Purpose, model: &str) -> Arc<dyn 
     })
 }
 
-fn count_tokens(model: &str, purpose: Purpose, usage: &Usage) {
-    metrics().tokens(model, purpose.label(), usage.input_tokens, usage.output_tokens);
+fn count_tokens(model: &str, purpose: &str, usage: &Usage) {
+    metrics().tokens(model, purpose, usage.input_tokens, usage.output_tokens);
+}
+
+/// The `purpose` label of a call's tokens: an answer's later calls — the
+/// ones that carry its tool rounds' results back — count as `tools`, as
+/// `mnemo sessions usage` counts them.
+fn tokens_label(purpose: Purpose, request: &ModelRequest) -> &'static str {
+    if purpose == Purpose::Answer && !request.rounds.is_empty() {
+        "tools"
+    } else {
+        purpose.label()
+    }
 }
 
 impl Metered {
@@ -146,7 +157,7 @@ impl Model for Metered {
         let result = self.inner.complete(request).await;
         self.record(started, &result);
         if let Ok(ModelReply { usage: Some(usage), .. }) = &result {
-            count_tokens(&self.model, self.purpose, usage);
+            count_tokens(&self.model, tokens_label(self.purpose, request), usage);
         }
         result
     }
@@ -167,10 +178,11 @@ impl Model for Metered {
             }
         };
         let (model, purpose) = (self.model.clone(), self.purpose);
+        let label = tokens_label(purpose, request);
         let mut call = StreamedCall { purpose, failed: false };
         Ok(parts
             .inspect(move |part| match part {
-                Ok(StreamPart::Usage(usage)) => count_tokens(&model, purpose, usage),
+                Ok(StreamPart::Usage(usage)) => count_tokens(&model, label, usage),
                 Ok(_) => {}
                 Err(e) => call.fail(e),
             })

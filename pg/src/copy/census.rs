@@ -1,5 +1,5 @@
 //! What the database holds, by name: its users and the channels that have
-//! shared notes — the lists a copy walks, and the users daily and weekly
+//! shared notes or token totals — the lists a copy walks, and the users daily and weekly
 //! summaries are made for ([`crate::digests`]).
 //!
 //! Reads only, and nothing but names: it must not depend on what a user's
@@ -33,6 +33,16 @@ pub async fn shared_channels(store: &PgStore) -> Result<Vec<String>, PgError> {
         .conn()
         .await?
         .query("SELECT DISTINCT channel FROM mnemo_shared_topics ORDER BY channel", &[])
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The channels that have token totals, sorted.
+pub async fn usage_channels(store: &PgStore) -> Result<Vec<String>, PgError> {
+    let rows = store
+        .conn()
+        .await?
+        .query("SELECT DISTINCT channel FROM mnemo_channel_usage ORDER BY channel", &[])
         .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }

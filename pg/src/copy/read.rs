@@ -9,7 +9,8 @@ use super::{Fold, UserMemory};
 use crate::turn::role_of;
 use crate::{PgError, PgStore};
 use chrono::{DateTime, Utc};
-use mnemo_sessions::Record;
+use mnemo_sessions::usage::{Purpose, UsageRow};
+use mnemo_sessions::{Record, SafeName};
 use tokio_postgres::Transaction;
 
 /// `user`'s memory in one consistent snapshot; `None` when the database
@@ -107,7 +108,58 @@ pub(super) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> 
     memory.reminders = crate::reminders::read_book(tx, channel, user).await?;
     memory.documents = crate::documents::read_all(tx, channel, user).await?;
     memory.kept = crate::documents::read_kept(tx, channel, user).await?;
+    memory.usage = read_usage(tx, channel, Some(&key)).await?;
     Ok(Some(memory))
+}
+
+/// `user`'s usage rows (`None`: the channel's totals), as
+/// [`super::sort_usage`] orders them. A purpose this build does not know
+/// (a newer one wrote it) is an error: a copy would lose it.
+async fn read_usage(
+    client: &impl tokio_postgres::GenericClient,
+    channel: &str,
+    user: Option<&SafeName>,
+) -> Result<Vec<UsageRow>, PgError> {
+    let rows =
+        match user {
+            Some(user) => client
+                .query(
+                    "SELECT day, purpose, tokens_in, tokens_out FROM mnemo_usage WHERE channel = $1 AND user_key = $2",
+                    &[&channel, &user.as_str()],
+                )
+                .await?,
+            None => {
+                client
+                    .query(
+                        "SELECT day, purpose, tokens_in, tokens_out FROM mnemo_channel_usage WHERE channel = $1",
+                        &[&channel],
+                    )
+                    .await?
+            }
+        };
+    let mut usage = Vec::with_capacity(rows.len());
+    for row in rows {
+        let purpose: String = row.get(1);
+        let purpose = Purpose::parse(&purpose)
+            .ok_or_else(|| PgError::Invalid(format!("usage purpose {purpose:?} of channel {channel}")))?;
+        let count = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        usage.push(UsageRow {
+            user: user.cloned(),
+            day: row.get(0),
+            purpose,
+            tokens_in: count(2),
+            tokens_out: count(3),
+        });
+    }
+    super::sort_usage(&mut usage);
+    Ok(usage)
+}
+
+/// The channel's token totals (by its day and purpose).
+pub async fn read_channel_usage(store: &PgStore, channel: &str) -> Result<Vec<UsageRow>, PgError> {
+    let conn = store.conn().await?;
+    let client: &tokio_postgres::Client = &conn;
+    read_usage(client, channel, None).await
 }
 
 /// The operator's shared notes of `channel` as `(slug, whole document)`,

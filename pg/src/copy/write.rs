@@ -11,6 +11,7 @@ use super::read::read_in;
 use super::{CopyError, UserMemory, Written};
 use crate::memory::name_of;
 use crate::turn::role_name;
+use crate::usage::signed;
 use crate::{PgError, PgStore, lock_key, pg_text};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Transaction;
@@ -55,11 +56,13 @@ pub async fn write_user(
                 want,
             });
         }
-        tx.execute(
-            "DELETE FROM mnemo_users WHERE channel = $1 AND user_key = $2",
-            &[&channel, &user],
-        )
-        .await?;
+        for table in ["mnemo_users", "mnemo_usage"] {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE channel = $1 AND user_key = $2"),
+                &[&channel, &user],
+            )
+            .await?;
+        }
         replaced = true;
     }
     insert(&tx, channel, user, memory).await?;
@@ -71,6 +74,12 @@ pub async fn write_user(
             user: user.to_string(),
             source_tally: want,
             target: got,
+        });
+    }
+    if back.usage != memory.usage {
+        return Err(CopyError::UsageMismatch {
+            channel: channel.to_string(),
+            user: user.to_string(),
         });
     }
     tx.commit().await?;
@@ -216,7 +225,59 @@ async fn insert_long_term(tx: &Transaction<'_>, channel: &str, user: &str, memor
     for file in &memory.kept {
         crate::documents::insert_kept(tx, channel, user, file).await?;
     }
+    // The source's count, not added to one already there (rows the user
+    // left when their memory was cleared): a copy run again counts once.
+    for r in &memory.usage {
+        tx.execute(
+            "INSERT INTO mnemo_usage (channel, user_key, day, purpose, tokens_in, tokens_out)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (channel, user_key, day, purpose) DO UPDATE
+             SET tokens_in = EXCLUDED.tokens_in, tokens_out = EXCLUDED.tokens_out",
+            &[
+                &channel,
+                &user,
+                &r.day,
+                &r.purpose.as_str(),
+                &signed(r.tokens_in),
+                &signed(r.tokens_out),
+            ],
+        )
+        .await?;
+    }
     crate::reminders::write_book(tx, channel, user, &memory.reminders).await
+}
+
+/// Adds the channel's token totals `rows` to `channel`'s, each day and
+/// purpose set to the larger of the two counts (a count only grows: the
+/// larger has seen every spend the other has, so a copy run again, or
+/// one into a database that served turns since, counts nothing twice).
+/// Returns how many rows it wrote.
+pub async fn write_channel_usage(
+    store: &PgStore,
+    channel: &str,
+    rows: &[mnemo_sessions::usage::UsageRow],
+) -> Result<usize, PgError> {
+    let mut conn = store.conn().await?;
+    let tx = conn.transaction().await?;
+    for r in rows {
+        tx.execute(
+            "INSERT INTO mnemo_channel_usage (channel, day, purpose, tokens_in, tokens_out)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (channel, day, purpose) DO UPDATE
+             SET tokens_in = GREATEST(mnemo_channel_usage.tokens_in, EXCLUDED.tokens_in),
+                 tokens_out = GREATEST(mnemo_channel_usage.tokens_out, EXCLUDED.tokens_out)",
+            &[
+                &channel,
+                &r.day,
+                &r.purpose.as_str(),
+                &signed(r.tokens_in),
+                &signed(r.tokens_out),
+            ],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len())
 }
 
 /// Writes `notes` (`(slug, document)`, NUL kept as U+2400) as `channel`'s

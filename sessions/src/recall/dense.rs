@@ -94,7 +94,7 @@ impl Recall {
                 vectors.pending(bm25, &model, limit)
             }),
             None => {
-                let mut shared = this.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut shared = this.shared_write();
                 let SharedIndex { bm25, vectors, .. } = &mut *shared;
                 vectors.pending(bm25, &model, limit)
             }
@@ -156,7 +156,7 @@ impl Recall {
                 add(bm25, vectors);
             }),
             None => {
-                let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut shared = self.shared_write();
                 let SharedIndex { bm25, vectors, .. } = &mut *shared;
                 add(bm25, vectors);
             }
@@ -199,7 +199,7 @@ impl Recall {
 /// without hits far below the best.
 pub(super) fn nearest(
     user: &mut UserIndex,
-    shared: &mut SharedIndex,
+    shared: &SharedIndex,
     model: &str,
     vector: &[f32],
     excluded: &HashSet<u64>,
@@ -208,9 +208,8 @@ pub(super) fn nearest(
     if vectors.stale(model, vector.len()) {
         vectors.clear();
     }
-    if shared.vectors.stale(model, vector.len()) {
-        shared.vectors.clear();
-    }
+    // The shared vectors were dropped before the search if stale
+    // (`Recall::shared_current`).
     let mut hits: Vec<(f32, Pick)> = vectors
         .search(bm25, model, vector, DENSE_CANDIDATES, &plan::skipped(bm25, excluded))
         .into_iter()

@@ -17,7 +17,7 @@
 //! exact top-k with pruning, within a bounded walk), `store` (a user's
 //! index on disk: open, catch up, merge the tail, rebuild), `segment` (the
 //! stored term dictionary and postings, read with positioned reads),
-//! `segwrite` (writing one in bounded memory) and `line` (the message
+//! `segwrite` and `segmerge` (writing one in bounded memory) and `line` (the message
 //! lines), `sources`
 //! (the markdown files, the user's documents and the fact log, kept in step by stamps), `plan` (queries, fusion,
 //! neighbours, spread), `pack` (labels and budget), and with
@@ -36,10 +36,12 @@ mod embed;
 mod line;
 mod listing;
 mod pack;
+mod pieces;
 mod plan;
 mod postings;
 mod score;
 mod segment;
+mod segmerge;
 mod segwrite;
 mod sources;
 mod store;
@@ -66,7 +68,7 @@ use plan::{Pick, Side};
 use sources::FileSet;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
 use cache::Cache;
@@ -109,9 +111,12 @@ impl std::fmt::Debug for Recall {
 struct Inner {
     stm: Stm,
     users: Mutex<Cache>,
-    /// Why a `std` mutex: searches are short CPU work, never held across
-    /// an `.await`.
-    shared: Mutex<SharedIndex>,
+    /// Every turn's search reads it, so a read lock: two users' searches
+    /// run side by side (a mutex held for a whole search made them take
+    /// turns: issue 40). Written only when its files or vectors changed.
+    /// Why `std`: searches are short CPU work, never held across an
+    /// `.await`.
+    shared: RwLock<SharedIndex>,
     /// `recall.embeddings`: the embedder and the turn's budget for the
     /// question's vector; `None` = BM25 only.
     embedder: RwLock<Option<(Arc<dyn Embedder>, Duration)>>,
@@ -145,7 +150,7 @@ impl Recall {
         let inner = Arc::new(Inner {
             stm: stm.clone(),
             users: Mutex::new(Cache::default()),
-            shared: Mutex::new(SharedIndex::default()),
+            shared: RwLock::new(SharedIndex::default()),
             embedder: RwLock::new(None),
             filling: Mutex::new(HashMap::new()),
         });
@@ -313,7 +318,8 @@ impl Recall {
             .map(|r| r.text.as_str())
             .collect();
         let model = self.embedder().map(|(e, _)| e.model().to_string());
-        let items = self.ranked(user, |user_index, shared| {
+        let shape = vector.zip(model.as_deref()).map(|(v, m)| (m, v.len()));
+        let items = self.ranked(user, shape, |user_index, shared| {
             let dense = match (vector, &model) {
                 (Some(vector), Some(model)) => dense::nearest(user_index, shared, model, vector, &excluded),
                 _ => Vec::new(),
@@ -336,7 +342,7 @@ impl Recall {
     /// included), best first.
     pub fn search(&self, user: &SafeName, words: &str, limit: usize) -> Vec<Item> {
         let terms: Vec<(String, f32)> = tokenize::query_terms(words).into_iter().map(|t| (t, 1.0)).collect();
-        self.ranked(user, |user_index, shared| {
+        self.ranked(user, None, |user_index, shared| {
             let mut scratch = score::Scratch::default();
             let mut hits: Vec<(f32, Pick)> = user_index
                 .bm25
@@ -374,16 +380,18 @@ impl Recall {
     }
 
     /// Refreshes both indexes from the files, runs `choose`, and turns its
-    /// picks into items.
-    fn ranked(&self, user: &SafeName, choose: impl FnOnce(&mut UserIndex, &mut SharedIndex) -> Vec<Pick>) -> Vec<Item> {
-        let mut shared = self.inner.shared.lock().unwrap_or_else(PoisonError::into_inner);
-        let shared = &mut *shared;
-        shared
-            .files
-            .refresh(&mut shared.bm25, &sources::shared_specs(self.layout()));
+    /// picks into items. `dense` is the model and length of the question's
+    /// vector, if it has one: shared vectors of another length are dropped.
+    fn ranked(
+        &self,
+        user: &SafeName,
+        dense: Option<(&str, usize)>,
+        choose: impl FnOnce(&mut UserIndex, &SharedIndex) -> Vec<Pick>,
+    ) -> Vec<Item> {
+        let shared = self.shared_current(dense);
         self.with_user(user, |index| {
             index.refresh_files();
-            choose(index, shared)
+            choose(index, &shared)
                 .into_iter()
                 .map(|pick| match pick.side {
                     Side::User => Item::of(&index.bm25.doc(pick.doc)),
@@ -394,6 +402,38 @@ impl Recall {
                 .filter(|item| !item.text.is_empty())
                 .collect()
         })
+    }
+
+    /// The shared index in line with its files, held for reading. Its
+    /// files are checked (a few `stat`s) under the read lock; only when one
+    /// changed — or its vectors are of another length than `dense`'s — is
+    /// the write lock taken, to update it, and handed back as a read lock.
+    fn shared_current(&self, dense: Option<(&str, usize)>) -> RwLockReadGuard<'_, SharedIndex> {
+        let specs = sources::shared_specs(self.layout());
+        let stale_vectors = |shared: &SharedIndex| dense.is_some_and(|(model, dims)| shared.vectors.stale(model, dims));
+        let read = self.shared_read();
+        if read.files.is_current(&specs) && !stale_vectors(&read) {
+            return read;
+        }
+        drop(read);
+        let mut write = self.shared_write();
+        let shared = &mut *write;
+        shared.files.refresh(&mut shared.bm25, &specs);
+        if stale_vectors(shared) {
+            shared.vectors.clear();
+        }
+        RwLockWriteGuard::downgrade(write)
+    }
+
+    /// The shared index for reading, even if a panicking thread poisoned
+    /// its lock (as [`Recall::cache`]).
+    fn shared_read(&self) -> RwLockReadGuard<'_, SharedIndex> {
+        self.inner.shared.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The shared index for writing (its files changed, a fill's vectors).
+    fn shared_write(&self) -> RwLockWriteGuard<'_, SharedIndex> {
+        self.inner.shared.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Drops the user's index from memory and disk at once (`/session
@@ -461,3 +501,7 @@ impl Recall {
         users
     }
 }
+
+#[cfg(test)]
+#[path = "lock_tests.rs"]
+mod lock_tests;

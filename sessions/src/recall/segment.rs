@@ -39,11 +39,10 @@ use super::postings::{BLOCK, Peak};
 use crate::record::Role;
 use chrono::{DateTime, Utc};
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 pub const MAGIC: &[u8; 8] = b"MNRSEG04";
 /// Bytes of the header.
@@ -137,12 +136,20 @@ pub struct Segment {
     /// Every [`DICT_EVERY`]th term with its dict offset.
     sparse: Vec<(Box<str>, u64)>,
     keysparse: Vec<u64>,
-    infos: RefCell<FxHashMap<Box<str>, Option<TermInfo>>>,
-    docs_read: RefCell<FxHashMap<u32, Message>>,
-    ids_read: RefCell<FxHashMap<u64, Option<u32>>>,
+    infos: Mutex<FxHashMap<Box<str>, Option<TermInfo>>>,
+    docs_read: Mutex<FxHashMap<u32, Message>>,
+    ids_read: Mutex<FxHashMap<u64, Option<u32>>>,
     /// Skip tables read, by term, while they hold [`SKIP_CACHE_BYTES`].
-    skips_read: RefCell<SkipCache>,
+    skips_read: Mutex<SkipCache>,
     broken: AtomicBool,
+}
+
+/// A segment's cache, even if a panicking thread poisoned it: every
+/// change is one map step. A `Mutex`, not a `RefCell`, so that an index
+/// with a segment can be searched from several threads at once behind a
+/// read lock (the channel's `_shared` index: ARCHITECTURE.md, Recall).
+fn held<T>(cache: &Mutex<T>) -> MutexGuard<'_, T> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -263,10 +270,10 @@ impl Segment {
             at,
             sparse,
             keysparse,
-            infos: RefCell::default(),
-            docs_read: RefCell::default(),
-            ids_read: RefCell::default(),
-            skips_read: RefCell::default(),
+            infos: Mutex::default(),
+            docs_read: Mutex::default(),
+            ids_read: Mutex::default(),
+            skips_read: Mutex::default(),
             broken: AtomicBool::new(false),
         };
         Ok((segment, lens))
@@ -298,11 +305,11 @@ impl Segment {
 
     /// Where `term`'s postings are, if the segment holds it.
     pub fn term(&self, term: &str) -> Option<TermInfo> {
-        if let Some(known) = self.infos.borrow().get(term) {
+        if let Some(known) = held(&self.infos).get(term) {
             return *known;
         }
         let found = self.lookup(term);
-        let mut infos = self.infos.borrow_mut();
+        let mut infos = held(&self.infos);
         if infos.len() >= TERM_CACHE {
             infos.clear();
         }
@@ -343,11 +350,11 @@ impl Segment {
     /// The skip entries of a term's blocks (remembered: the terms of a
     /// turn's queries come back in its other queries and the next turns).
     pub fn skips(&self, info: &TermInfo) -> std::sync::Arc<[Skip]> {
-        if let Some(known) = self.skips_read.borrow().1.get(&info.at) {
+        if let Some(known) = held(&self.skips_read).1.get(&info.at) {
             return known.clone();
         }
         let skips: std::sync::Arc<[Skip]> = self.read_skips(info).into();
-        let mut cache = self.skips_read.borrow_mut();
+        let mut cache = held(&self.skips_read);
         let size = skips.len() * std::mem::size_of::<Skip>() + 64;
         if cache.0 + size > SKIP_CACHE_BYTES {
             *cache = Default::default();
@@ -419,11 +426,11 @@ impl Segment {
     /// last [`KEY_CACHE`] answers are remembered: a turn asks for the keys
     /// of its recent window, which the next turn asks for again.
     pub fn id_of(&self, key: u64) -> Option<u32> {
-        if let Some(&known) = self.ids_read.borrow().get(&key) {
+        if let Some(&known) = held(&self.ids_read).get(&key) {
             return known;
         }
         let found = self.lookup_key(key);
-        let mut cache = self.ids_read.borrow_mut();
+        let mut cache = held(&self.ids_read);
         if cache.len() >= KEY_CACHE {
             cache.clear();
         }
@@ -460,11 +467,11 @@ impl Segment {
     /// [`DOC_CACHE`] read are remembered: a turn asks for the same few
     /// (a hit, its neighbours, its day, its item) several times.
     pub fn doc(&self, id: u32) -> Option<Message> {
-        if let Some(doc) = self.docs_read.borrow().get(&id) {
+        if let Some(doc) = held(&self.docs_read).get(&id) {
             return Some(doc.clone());
         }
         let doc = self.read_doc(id)?;
-        let mut cache = self.docs_read.borrow_mut();
+        let mut cache = held(&self.docs_read);
         if cache.len() >= DOC_CACHE {
             cache.clear();
         }
@@ -535,8 +542,8 @@ impl Segment {
     /// Bytes this segment keeps in memory (its sparse tables), for the
     /// cache's budget.
     pub fn resident_bytes(&self) -> usize {
-        let docs: usize = self.docs_read.borrow().values().map(|d| d.text.len() + 96).sum();
-        let caches = docs + self.ids_read.borrow().len() * 24 + self.skips_read.borrow().0;
+        let docs: usize = held(&self.docs_read).values().map(|d| d.text.len() + 96).sum();
+        let caches = docs + held(&self.ids_read).len() * 24 + held(&self.skips_read).0;
         self.sparse.iter().map(|(t, _)| t.len() + 32).sum::<usize>() + self.keysparse.len() * 8 + caches + 1024
     }
 }

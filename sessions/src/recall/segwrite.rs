@@ -1,31 +1,45 @@
 //! Writing a [`super::segment`] file in bounded memory: a rebuild and a
 //! merge of the in-memory tail both stream their messages through a
-//! [`Builder`], which keeps the postings of at most [`RUN_POSTINGS`]
-//! postings in memory, spills them as a sorted run to a temp file beside
-//! the index, and at the end merges the runs (and, for a tail merge, the
-//! old segment's postings, read term by term) into the new file. What it
-//! holds besides: per message 4 bytes of length, 8 of key and a 4-byte
-//! slot or so of the table that finds a key again (a rebuild drops a
-//! message it already has); the line offsets go to a temp file as they
-//! come; and one term's postings at a time.
+//! [`Builder`], which keeps a run of postings in memory — at most
+//! [`RUN_POSTINGS`] postings and [`RUN_BYTES`] by its count — spills it as
+//! a sorted run to a temp file beside the index, and at the end merges the
+//! runs (and, for a tail merge, the old segment's postings, read term by
+//! term) into the new file, one list at a time and, for a long list, one
+//! block at a time ([`TermOut`]). What it holds besides: per message 4
+//! bytes of length, 8 of key and a 4-byte slot or so of the table that
+//! finds a key again (a rebuild drops a message it already has; the table
+//! goes before the merge); the line offsets go to a temp file as they
+//! come.
 //!
 //! The new file is written under a temp name and renamed over the target;
 //! every temp file (runs, dictionary) is removed whatever happens.
 
-use super::postings::{BLOCK, Peak};
-use super::segment::{DICT_EVERY, HEADER, KEY_EVERY, MAGIC, Segment, TermInfo};
+use super::pieces::Pieces;
+use super::segment::{DICT_EVERY, HEADER, KEY_EVERY, MAGIC, Segment};
+use super::segmerge::{BaseTerms, Counted, RunTerms, TermOut, TermSource, bad};
 use crate::fsutil::{create_new_private, open_nofollow, unique_temp_path};
 use rustc_hash::FxHashMap;
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// Postings held in memory before they are spilled as a run (~0.5 MB
-/// with their terms).
+/// Postings held in memory before they are spilled as a run, at most.
 pub const RUN_POSTINGS: usize = 1 << 15;
+/// Bytes a run may hold, by [`Builder::add`]'s count: 8 a posting (its
+/// id and count, with the lists' spare room) and [`RUN_TERM_BYTES`] and
+/// its length a term (its key, its two lists and the map's slot). A
+/// history of numbers — a new term in every message — fills it before
+/// [`RUN_POSTINGS`] (issue 40: the run was the largest part of a
+/// rebuild's peak).
+const RUN_BYTES: usize = 256 << 10;
+const RUN_TERM_BYTES: usize = 160;
 /// Read buffer of each run in the final merge.
 const RUN_BUFFER: usize = 8 << 10;
+/// Blocks of a list gathered in memory before its skip table is written;
+/// a longer list is written as it is read (see [`TermOut`]), so a term in
+/// every message costs one block, not its whole list.
+const GATHERED_BLOCKS: usize = 64;
 
 /// One term's postings in a run: ids and counts.
 type RunList = (Vec<u32>, Vec<u16>);
@@ -46,23 +60,23 @@ pub struct Builder<'a> {
     root: PathBuf,
     target: PathBuf,
     base: Option<&'a Segment>,
-    lens: Vec<u32>,
+    lens: Pieces<u32>,
     /// The line offsets so far, in a temp file (with its path).
     offsets: Option<(PathBuf, BufWriter<File>)>,
-    keys: Vec<u64>,
+    keys: Pieces<u64>,
     /// Ids + 1 by key hash (0: empty), open addressing over `keys`.
-    seen: Vec<u32>,
+    seen: Pieces<u32>,
     total_len: u64,
     run: FxHashMap<Box<str>, RunList>,
     run_postings: usize,
+    /// What the run holds, as [`RUN_BYTES`] counts it.
+    run_bytes: usize,
     /// [`RUN_POSTINGS`] but in tests.
     run_limit: usize,
+    /// [`GATHERED_BLOCKS`] but in tests.
+    gathered_blocks: usize,
     runs: Vec<PathBuf>,
     temps: Temps,
-}
-
-fn bad(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
 impl<'a> Builder<'a> {
@@ -72,14 +86,16 @@ impl<'a> Builder<'a> {
             root: root.to_path_buf(),
             target: target.to_path_buf(),
             base: None,
-            lens: Vec::new(),
+            lens: Pieces::default(),
             offsets: None,
-            keys: Vec::new(),
-            seen: Vec::new(),
+            keys: Pieces::default(),
+            seen: Pieces::default(),
             total_len: 0,
             run: FxHashMap::default(),
             run_postings: 0,
+            run_bytes: 0,
             run_limit: RUN_POSTINGS,
+            gathered_blocks: GATHERED_BLOCKS,
             runs: Vec::new(),
             temps: Temps(Vec::new()),
         }
@@ -94,18 +110,21 @@ impl<'a> Builder<'a> {
         for offset in offsets {
             builder.offset(offset)?;
         }
-        builder.keys = base.keys_by_id().map_err(bad)?;
+        builder.keys = base.keys_by_id().map_err(bad)?.into_iter().collect();
         builder.reseat();
-        builder.lens = lens.to_vec();
+        builder.lens = lens.iter().copied().collect();
         builder.total_len = base.total_len;
         builder.base = Some(base);
         Ok(builder)
     }
 
-    /// Spills a run every `n` postings (tests: many runs from few messages).
+    /// Spills a run every `n` postings, and gathers lists of at most
+    /// `n % 4` blocks, writing longer ones as they are read (tests: many
+    /// runs, and both ways of writing a list, from few messages).
     #[cfg(test)]
     pub fn spill_every(mut self, n: usize) -> Builder<'a> {
         self.run_limit = n;
+        self.gathered_blocks = n % 4;
         self
     }
 
@@ -117,9 +136,9 @@ impl<'a> Builder<'a> {
         let mask = self.seen.len() - 1;
         let mut at = slot_of(key) & mask;
         loop {
-            match self.seen[at] {
+            match self.seen.get(at).unwrap_or(0) {
                 0 => return false,
-                id if self.keys[id as usize - 1] == key => return true,
+                id if self.keys.get(id as usize - 1) == Some(key) => return true,
                 _ => at = (at + 1) & mask,
             }
         }
@@ -128,17 +147,17 @@ impl<'a> Builder<'a> {
     /// Puts id `id` (its key in `keys`) in the table.
     fn remember(&mut self, id: u32) {
         let mask = self.seen.len() - 1;
-        let mut at = slot_of(self.keys[id as usize]) & mask;
-        while self.seen[at] != 0 {
+        let mut at = slot_of(self.keys.get(id as usize).unwrap_or(0)) & mask;
+        while self.seen.get(at).unwrap_or(0) != 0 {
             at = (at + 1) & mask;
         }
-        self.seen[at] = id + 1;
+        self.seen.set(at, id + 1);
     }
 
     /// Makes the table at least 8/7 of the keys held, in a power of two
     /// (at least 1,024 slots), and fills it again.
     fn reseat(&mut self) {
-        self.seen = vec![0; (self.keys.len() * 8 / 7 + 1).next_power_of_two().max(1024)];
+        self.seen = Pieces::filled((self.keys.len() * 8 / 7 + 1).next_power_of_two().max(1024), 0);
         for id in 0..self.keys.len() as u32 {
             self.remember(id);
         }
@@ -172,11 +191,15 @@ impl<'a> Builder<'a> {
             let n = u16::try_from(run.len()).unwrap_or(u16::MAX);
             let (ids, tfs) = match self.run.get_mut(run[0]) {
                 Some(list) => list,
-                None => self.run.entry(run[0].into()).or_default(),
+                None => {
+                    self.run_bytes += run[0].len() + RUN_TERM_BYTES;
+                    self.run.entry(run[0].into()).or_default()
+                }
             };
             ids.push(id);
             tfs.push(n);
             self.run_postings += 1;
+            self.run_bytes += 8;
         }
         self.lens.push(len);
         self.offset(offset)?;
@@ -187,7 +210,7 @@ impl<'a> Builder<'a> {
             self.remember(id);
         }
         self.total_len += u64::from(len);
-        if self.run_postings >= self.run_limit {
+        if self.run_postings >= self.run_limit || self.run_bytes >= RUN_BYTES {
             self.spill()?;
         }
         Ok(())
@@ -210,6 +233,7 @@ impl<'a> Builder<'a> {
         out.flush()?;
         self.runs.push(path);
         self.run_postings = 0;
+        self.run_bytes = 0;
         Ok(())
     }
 
@@ -217,6 +241,10 @@ impl<'a> Builder<'a> {
     /// and renames it into place; synced first when `durable`.
     pub fn finish(mut self, covers: u64, durable: bool) -> io::Result<()> {
         self.spill()?;
+        // Only adding needs them: the merge's memory is the runs' buffers
+        // and one block.
+        self.seen = Pieces::default();
+        self.run = FxHashMap::default();
         if let Some((_, out)) = &mut self.offsets {
             out.flush()?;
         }
@@ -238,34 +266,38 @@ impl<'a> Builder<'a> {
             let file = open_nofollow(&self.root, run)?;
             sources.push(Box::new(RunTerms::new(BufReader::with_capacity(RUN_BUFFER, file))?));
         }
-        let (mut ids, mut tfs) = (Vec::new(), Vec::new());
+        let mut term_out = TermOut::default();
+        let lens = &self.lens;
+        let len_of = |id: u32| lens.get(id as usize).unwrap_or(0);
         while let Some(term) = sources.iter().filter_map(|s| s.term()).min().map(str::to_string) {
-            ids.clear();
-            tfs.clear();
-            for source in sources.iter_mut() {
-                if source.term() == Some(term.as_str()) {
-                    source.take(&mut ids, &mut tfs)?;
-                }
-            }
+            let df: u64 = sources
+                .iter()
+                .filter(|s| s.term() == Some(term.as_str()))
+                .map(|s| u64::from(s.df()))
+                .sum();
+            let df = u32::try_from(df).map_err(|_| bad("list too long"))?;
             if (terms as usize).is_multiple_of(DICT_EVERY) {
                 sparse.push((term.as_str().into(), dict.at));
             }
             let at = out.at;
-            let peak = write_postings(&mut out, &ids, &tfs, &self.lens)?;
+            term_out.start(&mut out, df, self.gathered_blocks)?;
+            for source in sources.iter_mut() {
+                if source.term() == Some(term.as_str()) {
+                    source.take(&mut |ids, tfs| term_out.push(&mut out, ids, tfs, &len_of))?;
+                }
+            }
+            let peak = term_out.end(&mut out, at, &len_of)?;
             let tlen = u8::try_from(term.len()).map_err(|_| bad("term too long"))?;
             dict.write_all(&[tlen])?;
             dict.write_all(term.as_bytes())?;
-            dict.write_all(
-                &u32::try_from(ids.len())
-                    .map_err(|_| bad("list too long"))?
-                    .to_le_bytes(),
-            )?;
+            dict.write_all(&df.to_le_bytes())?;
             dict.write_all(&at.to_le_bytes())?;
             dict.write_all(&peak.max_tf.to_le_bytes())?;
             dict.write_all(&peak.min_len.to_le_bytes())?;
             terms = terms.checked_add(1).ok_or_else(|| bad("too many terms"))?;
         }
         drop(sources);
+        drop(term_out);
         dict.flush()?;
         let header = self.tables(&mut out, &dict_path, &sparse, terms, covers)?;
         let file = out.into_file()?;
@@ -295,7 +327,7 @@ impl<'a> Builder<'a> {
             out.write_all(term.as_bytes())?;
         }
         let lens_at = out.at;
-        for len in &self.lens {
+        for len in self.lens.iter() {
             out.write_all(&len.to_le_bytes())?;
         }
         let offsets_at = out.at;
@@ -304,15 +336,10 @@ impl<'a> Builder<'a> {
         }
         out.write_all(&covers.to_le_bytes())?;
         let keys_at = out.at;
-        let mut by_key: Vec<u32> = (0..self.keys.len() as u32).collect();
-        by_key.sort_unstable_by_key(|&id| self.keys[id as usize]);
-        for &id in &by_key {
-            out.write_all(&self.keys[id as usize].to_le_bytes())?;
-            out.write_all(&id.to_le_bytes())?;
-        }
+        let keysparse = self.key_table(out)?;
         let keysparse_at = out.at;
-        for &id in by_key.iter().step_by(KEY_EVERY) {
-            out.write_all(&self.keys[id as usize].to_le_bytes())?;
+        for key in keysparse {
+            out.write_all(&key.to_le_bytes())?;
         }
         let end = out.at;
         let docs = u32::try_from(self.lens.len()).map_err(|_| bad("too many messages"))?;
@@ -339,40 +366,38 @@ impl<'a> Builder<'a> {
     }
 }
 
+impl Builder<'_> {
+    /// Writes the key table — every message's key and id, by key — and
+    /// returns every [`KEY_EVERY`]th key of it. Sorted a slice of the keys
+    /// at a time (by their top bits: they are hashes), so it holds at most
+    /// ~8,192 of them at once at 10^5 messages (a 64th at most above).
+    fn key_table(&self, out: &mut Counted) -> io::Result<Vec<u64>> {
+        let n = self.keys.len();
+        let bits = (n / 8192).next_power_of_two().trailing_zeros().min(6);
+        let slice_of = |key: u64| if bits == 0 { 0 } else { key >> (64 - bits) };
+        let mut sparse = Vec::with_capacity(n / KEY_EVERY + 1);
+        let mut written = 0usize;
+        let mut slice: Vec<(u64, u32)> = Vec::new();
+        for s in 0..1u64 << bits {
+            slice.clear();
+            slice.extend(self.keys.iter().zip(0u32..).filter(|(key, _)| slice_of(*key) == s));
+            slice.sort_unstable();
+            for &(key, id) in &slice {
+                if written.is_multiple_of(KEY_EVERY) {
+                    sparse.push(key);
+                }
+                out.write_all(&key.to_le_bytes())?;
+                out.write_all(&id.to_le_bytes())?;
+                written += 1;
+            }
+        }
+        Ok(sparse)
+    }
+}
+
 /// Where a key starts looking in the table (keys are hashes already).
 fn slot_of(key: u64) -> usize {
     (key ^ (key >> 32)) as usize
-}
-
-/// A writer that counts the bytes through it.
-struct Counted {
-    out: BufWriter<File>,
-    at: u64,
-}
-
-impl Counted {
-    fn new(file: File) -> Counted {
-        Counted {
-            out: BufWriter::with_capacity(1 << 16, file),
-            at: 0,
-        }
-    }
-
-    fn into_file(self) -> io::Result<File> {
-        self.out.into_inner().map_err(|e| e.into_error())
-    }
-}
-
-impl Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.out.write(buf)?;
-        self.at += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
 }
 
 fn write_record(out: &mut impl Write, term: &str, ids: &[u32], tfs: &[u16]) -> io::Result<()> {
@@ -386,148 +411,4 @@ fn write_record(out: &mut impl Write, term: &str, ids: &[u32], tfs: &[u16]) -> i
         out.write_all(&tf.to_le_bytes())?;
     }
     Ok(())
-}
-
-/// One term's postings as the segment stores them (see
-/// [`super::segment`]), blocks cut as [`super::postings::Postings`] cuts
-/// them; returns the peak of the whole list.
-fn write_postings(out: &mut impl Write, ids: &[u32], tfs: &[u16], lens: &[u32]) -> io::Result<Peak> {
-    let len_of = |id: u32| lens.get(id as usize).copied().unwrap_or(0);
-    let mut whole: Option<Peak> = None;
-    for (block_ids, block_tfs) in ids.chunks(BLOCK).zip(tfs.chunks(BLOCK)) {
-        let mut peak = Peak {
-            max_tf: block_tfs[0],
-            min_len: len_of(block_ids[0]),
-        };
-        for (&id, &tf) in block_ids.iter().zip(block_tfs) {
-            peak.max_tf = peak.max_tf.max(tf);
-            peak.min_len = peak.min_len.min(len_of(id));
-        }
-        out.write_all(&block_ids[0].to_le_bytes())?;
-        out.write_all(&peak.max_tf.to_le_bytes())?;
-        out.write_all(&peak.min_len.to_le_bytes())?;
-        let w = whole.get_or_insert(peak);
-        w.max_tf = w.max_tf.max(peak.max_tf);
-        w.min_len = w.min_len.min(peak.min_len);
-    }
-    for (block_ids, block_tfs) in ids.chunks(BLOCK).zip(tfs.chunks(BLOCK)) {
-        for id in block_ids {
-            out.write_all(&id.to_le_bytes())?;
-        }
-        for tf in block_tfs {
-            out.write_all(&tf.to_le_bytes())?;
-        }
-    }
-    whole.ok_or_else(|| bad("empty postings"))
-}
-
-/// A sorted source of terms and their postings for the final merge.
-trait TermSource {
-    /// The current term, `None` when done.
-    fn term(&self) -> Option<&str>;
-    /// Appends the current term's postings and moves to the next term.
-    fn take(&mut self, ids: &mut Vec<u32>, tfs: &mut Vec<u16>) -> io::Result<()>;
-}
-
-/// A spilled run, read in order.
-struct RunTerms {
-    input: BufReader<File>,
-    term: Option<String>,
-}
-
-impl RunTerms {
-    fn new(input: BufReader<File>) -> io::Result<RunTerms> {
-        let mut run = RunTerms { input, term: None };
-        run.next_term()?;
-        Ok(run)
-    }
-
-    fn next_term(&mut self) -> io::Result<()> {
-        let mut len = [0u8; 1];
-        match self.input.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                self.term = None;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
-        let mut term = vec![0u8; len[0] as usize];
-        self.input.read_exact(&mut term)?;
-        self.term = Some(String::from_utf8(term).map_err(|_| bad("run term"))?);
-        Ok(())
-    }
-}
-
-impl TermSource for RunTerms {
-    fn term(&self) -> Option<&str> {
-        self.term.as_deref()
-    }
-
-    fn take(&mut self, ids: &mut Vec<u32>, tfs: &mut Vec<u16>) -> io::Result<()> {
-        let mut n = [0u8; 4];
-        self.input.read_exact(&mut n)?;
-        let n = u32::from_le_bytes(n) as usize;
-        let mut raw = vec![0u8; n * 6];
-        self.input.read_exact(&mut raw)?;
-        ids.extend(
-            raw[..4 * n]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        );
-        tfs.extend(raw[4 * n..].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])));
-        self.next_term()
-    }
-}
-
-/// The terms of an existing segment, in order, read a dictionary piece
-/// at a time.
-struct BaseTerms<'a> {
-    base: &'a Segment,
-    piece: usize,
-    pending: std::collections::VecDeque<(String, TermInfo)>,
-}
-
-impl<'a> BaseTerms<'a> {
-    fn new(base: &'a Segment) -> io::Result<BaseTerms<'a>> {
-        let mut terms = BaseTerms {
-            base,
-            piece: 0,
-            pending: Default::default(),
-        };
-        terms.refill()?;
-        Ok(terms)
-    }
-
-    fn refill(&mut self) -> io::Result<()> {
-        while self.pending.is_empty() {
-            match self.base.dict_piece(self.piece).map_err(bad)? {
-                Some(piece) => self.pending.extend(piece),
-                None => return Ok(()),
-            }
-            self.piece += 1;
-        }
-        Ok(())
-    }
-}
-
-impl TermSource for BaseTerms<'_> {
-    fn term(&self) -> Option<&str> {
-        self.pending.front().map(|(t, _)| t.as_str())
-    }
-
-    fn take(&mut self, ids: &mut Vec<u32>, tfs: &mut Vec<u16>) -> io::Result<()> {
-        if let Some((_, info)) = self.pending.pop_front() {
-            let (mut bi, mut bt) = (Vec::new(), Vec::new());
-            for b in 0..info.blocks() {
-                self.base.block(&info, b, &mut bi, &mut bt);
-                ids.extend_from_slice(&bi);
-                tfs.extend_from_slice(&bt);
-            }
-            if self.base.is_broken() {
-                return Err(bad("old segment unreadable"));
-            }
-        }
-        self.refill()
-    }
 }

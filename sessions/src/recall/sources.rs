@@ -155,6 +155,32 @@ impl FileSet {
         }
     }
 
+    /// Whether [`FileSet::refresh`] would leave `index` as it is: the same
+    /// `stat`s, nothing changed. Lets readers check under a read lock.
+    pub fn is_current(&self, specs: &[Spec]) -> bool {
+        specs.iter().all(|spec| {
+            if !spec.is_dir {
+                return self.file_is_current(&spec.path);
+            }
+            if self.dirs.get(&spec.path) != Some(&stamp_of(&spec.path)) {
+                return false;
+            }
+            !spec.edited_in_place
+                || self
+                    .files
+                    .keys()
+                    .filter(|p| p.parent() == Some(spec.path.as_path()))
+                    .all(|p| self.file_is_current(p))
+        })
+    }
+
+    fn file_is_current(&self, path: &Path) -> bool {
+        match stamp_of(path) {
+            Some(stamp) => self.files.get(path).is_some_and(|(s, _)| *s == stamp),
+            None => !self.files.contains_key(path),
+        }
+    }
+
     fn refresh_file(&mut self, index: &mut Bm25, spec: &Spec, path: &Path) {
         let Some(stamp) = stamp_of(path) else {
             self.forget(index, path);

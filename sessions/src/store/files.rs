@@ -15,6 +15,7 @@ mod reminders;
 mod usage;
 
 pub use reminders::{read_book, write_book};
+pub use usage::{read_usage, write_usage};
 
 use super::{Cleared, EditBy, Held, Intake, Look, Maintained, MemoryStore, Status, StoreError, UserMemory};
 use crate::compaction::{CompactionOutcome, Compactor, unfolded_recent};

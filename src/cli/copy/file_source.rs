@@ -1,8 +1,8 @@
 //! The state folder as a copy's source: one user's memory read from the
 //! files and assembled as the database keeps it (archive batches oldest
 //! first, then the log, each record once; profile and summary bodies; fact
-//! log, versions, topic notes, daily and weekly summaries), and a channel's
-//! shared notes.
+//! log, versions, topic notes, daily and weekly summaries, tokens spent),
+//! and a channel's shared notes.
 //!
 //! Reads only, through the sessions crate; safe while a bot runs on the
 //! folder (the module doc of [`super`] says why). What it skipped is
@@ -100,6 +100,7 @@ pub(super) fn read_files(layout: &Layout, user: &SafeName) -> Result<FileRead> {
             memory.documents.push(doc);
         }
     }
+    memory.usage = mnemo_sessions::store::files::read_usage(layout, Some(user))?;
     Ok(FileRead {
         memory: memory.as_stored(),
         skipped_lines,

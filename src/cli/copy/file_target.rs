@@ -2,7 +2,8 @@
 //! files mnemo keeps, under the user's `copy-incomplete` marker, read back
 //! and compared before the marker goes; what a `--replace` or an
 //! interrupted copy leaves is cleared first (old profile and notes kept as
-//! versions); and the channels' shared notes, each read back.
+//! versions); and the channels' shared notes and token totals, each read
+//! back.
 //!
 //! It writes only what a copy moves for that user (never digests it did not
 //! bring, never another user's files); the caller holds the instance lock.
@@ -20,6 +21,8 @@ use mnemo_sessions::locks::LockRegistry;
 use mnemo_sessions::maintenance::digests;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
+use mnemo_sessions::store::files as usage_files;
+use mnemo_sessions::usage::UsageRow;
 use mnemo_sessions::versions::{self, Author, Change};
 use mnemo_sessions::{Layout, SafeName, archive, facts, fsutil, profile, report, summary, topics};
 
@@ -105,6 +108,7 @@ pub(super) fn write_files(
     for file in &memory.kept {
         mnemo_sessions::kept::keep(layout, user, file)?;
     }
+    mnemo_sessions::store::files::write_usage(layout, Some(user), &memory.usage)?;
     let log = &memory.messages[start..];
     if !log.is_empty() {
         let mut bytes = Vec::new();
@@ -115,7 +119,7 @@ pub(super) fn write_files(
         fsutil::replace(root, &layout.messages_path(user), &bytes)?;
     }
     let back = read_files(layout, user)?.memory;
-    if !back.same_as(memory) {
+    if !back.same_as(memory) || back.usage != memory.usage {
         bail!(
             "verification failed: the database has {}, the files read back {}; the user is marked incomplete \
              and the next run writes it again",
@@ -202,6 +206,7 @@ fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
     fsutil::remove_if_exists(root, &layout.reminders_path(user))?;
     fsutil::remove_if_exists(root, &layout.documents_dir(user))?;
     fsutil::remove_if_exists(root, &layout.kept_dir(user))?;
+    fsutil::remove_if_exists(root, &layout.usage_path(user))?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }
@@ -236,4 +241,49 @@ pub(super) async fn shared_to_files(
         eprintln!("{channel}: {} shared note(s)", notes.len());
     }
     Ok(())
+}
+
+/// Adds the database's channel token totals (every channel's, or
+/// `--channel`'s) to the state folder's, each day and purpose the larger
+/// of the two counts (as [`copy::write_channel_usage`] does the other
+/// way), read back; `--user` copies none (they are no user's).
+pub(super) async fn channel_usage_to_files(
+    setup: &Setup,
+    store: &PgStore,
+    args: &CopyArgs,
+    totals: &mut Totals,
+) -> Result<()> {
+    if args.user.is_some() {
+        return Ok(());
+    }
+    for channel in copy::usage_channels(store).await? {
+        if args.channel.as_ref().is_some_and(|c| *c != channel) {
+            continue;
+        }
+        let layout = Layout::new(&setup.state_root, &channel);
+        let from = copy::read_channel_usage(store, &channel).await?;
+        let merged = larger_counts(usage_files::read_usage(&layout, None)?, &from);
+        usage_files::write_usage(&layout, None, &merged)?;
+        if usage_files::read_usage(&layout, None)? != merged {
+            bail!("verification failed for the token totals of {channel}: the file reads back different");
+        }
+        totals.channel_usage_rows += from.len();
+        eprintln!("{channel}: {} row(s) of channel token totals", from.len());
+    }
+    Ok(())
+}
+
+/// `have` with each day and purpose of `from` set to the larger count.
+fn larger_counts(mut have: Vec<UsageRow>, from: &[UsageRow]) -> Vec<UsageRow> {
+    for r in from {
+        match have.iter_mut().find(|h| h.day == r.day && h.purpose == r.purpose) {
+            Some(h) => {
+                h.tokens_in = h.tokens_in.max(r.tokens_in);
+                h.tokens_out = h.tokens_out.max(r.tokens_out);
+            }
+            None => have.push(r.clone()),
+        }
+    }
+    copy::sort_usage(&mut have);
+    have
 }

@@ -30,6 +30,10 @@ pub(super) struct Totals {
     pub(super) shared_notes: usize,
     pub(super) documents: usize,
     pub(super) kept_files: usize,
+    /// Usage rows (a user's day and purpose) copied with the users, and
+    /// the channels' daily totals.
+    pub(super) usage_rows: usize,
+    pub(super) channel_usage_rows: usize,
     pub(super) skipped_lines: usize,
     pub(super) duplicates: usize,
     pub(super) access: super::access::AccessTotals,
@@ -48,6 +52,7 @@ pub(super) fn count(totals: &mut Totals, memory: &UserMemory, skipped_lines: usi
     totals.digests += memory.digests.len();
     totals.documents += memory.documents.len();
     totals.kept_files += memory.kept.len();
+    totals.usage_rows += memory.usage.len();
     totals.skipped_lines += skipped_lines;
     totals.duplicates += duplicates;
 }
@@ -94,6 +99,8 @@ pub(super) fn print_summary(args: &CopyArgs, t: &Totals) {
             "sharedNotes": t.shared_notes,
             "documents": t.documents,
             "keptFiles": t.kept_files,
+            "usageRows": t.usage_rows,
+            "channelUsageRows": t.channel_usage_rows,
             "malformedLinesSkipped": t.skipped_lines,
             "repeatedRecords": t.duplicates,
             "verified": { "users": t.users, "messages": t.messages },
@@ -131,14 +138,16 @@ pub(super) fn print_summary(args: &CopyArgs, t: &Totals) {
         t.profiles
     );
     println!(
-        "  {} fact log entries, {} kept versions, {} topic notes, {} daily/weekly summaries, {} shared notes, {} documents, {} kept files",
+        "  {} fact log entries, {} kept versions, {} topic notes, {} daily/weekly summaries, {} shared notes, {} documents, {} kept files, {} rows of tokens spent ({} of channel totals)",
         thousands(t.facts as u64),
         thousands(t.versions as u64),
         t.topic_notes,
         t.digests,
         t.shared_notes,
         t.documents,
-        t.kept_files
+        t.kept_files,
+        thousands((t.usage_rows + t.channel_usage_rows) as u64),
+        thousands(t.channel_usage_rows as u64)
     );
     if t.skipped_lines + t.duplicates > 0 {
         println!(

@@ -152,8 +152,47 @@ fn write(layout: &Layout, path: &Path, ledger: &Ledger) -> Result<(), StoreError
 
 fn read(layout: &Layout, path: &Path) -> Result<Ledger, StoreError> {
     match fsutil::read_if_exists(layout.state_root(), path).map_err(storage)? {
-        Some(bytes) => serde_json::from_slice(&bytes).map_err(storage),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| storage(format!("{}: {e}", path.display()))),
         None => Ok(Ledger::new()),
+    }
+}
+
+/// `user`'s rows (`user: None`: the channel's totals) as the files hold
+/// them, by day and purpose; none without a file. For `mnemo store copy`,
+/// which runs without a bot.
+pub fn read_usage(layout: &Layout, user: Option<&SafeName>) -> Result<Vec<UsageRow>, StoreError> {
+    let ledger = read(layout, &path_of(layout, user))?;
+    let mut rows = Vec::new();
+    rows_of(&mut rows, user, &ledger, NaiveDate::MIN);
+    Ok(rows)
+}
+
+/// Writes `user`'s file (`None`: the channel's) holding exactly `rows`,
+/// whole and atomically; removes it when there are none. Nothing else may
+/// write it meanwhile: `mnemo store copy` holds the instance lock.
+pub fn write_usage(layout: &Layout, user: Option<&SafeName>, rows: &[UsageRow]) -> Result<(), StoreError> {
+    let path = path_of(layout, user);
+    if rows.is_empty() {
+        return remove_if_exists(layout.state_root(), &path)
+            .map(|_| ())
+            .map_err(storage);
+    }
+    let mut ledger = Ledger::new();
+    for r in rows {
+        let spent = Spent {
+            purpose: r.purpose,
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+        };
+        add_to(&mut ledger, r.day, spent);
+    }
+    write(layout, &path, &ledger)
+}
+
+fn path_of(layout: &Layout, user: Option<&SafeName>) -> std::path::PathBuf {
+    match user {
+        Some(user) => layout.usage_path(user),
+        None => layout.channel_usage_path(),
     }
 }
 
