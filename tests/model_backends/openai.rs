@@ -208,7 +208,14 @@ async fn tool_calls_come_back_parsed_and_their_results_go_out_as_tool_messages()
         .unwrap();
 
     assert_eq!(reply.text, "Tea.");
-    assert_eq!(reply.usage.map(|u| u.input_tokens), Some(82), "usage of both calls");
+    // The first call's tokens are the answer's, the call that carried the
+    // tool's result back the tools' (42 in: `completion` reports 42).
+    assert_eq!(reply.usage.map(|u| u.input_tokens), Some(40), "the first call's usage");
+    assert_eq!(
+        reply.tool_usage.map(|u| u.input_tokens),
+        Some(42),
+        "the tool round's usage"
+    );
     assert_eq!(tools.0.lock().unwrap()[0].arguments, json!({"query": "tea"}));
     let sent = server.requests();
     assert_eq!(sent[0].body["tools"][0]["type"], "function");
