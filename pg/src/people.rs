@@ -29,6 +29,11 @@ fn failed(e: PgError) -> StoreError {
     StoreError::storage(e)
 }
 
+/// A query's failure, as the seam says it.
+fn db(e: tokio_postgres::Error) -> StoreError {
+    failed(PgError::from(e))
+}
+
 fn account(channel: String, user: String) -> Option<Account> {
     Some(Account {
         channel,
@@ -46,23 +51,21 @@ impl LinkStore for PgLinks {
         expires: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let mut conn = self.store.conn().await.map_err(failed)?;
-        let tx = conn.transaction().await.map_err(PgError::from).map_err(failed)?;
+        let tx = conn.transaction().await.map_err(db)?;
         let (channel, user) = (&who.channel, who.user.as_str());
         tx.execute(
             "DELETE FROM mnemo_link_codes WHERE (channel = $1 AND user_key = $2) OR expires_at <= $3",
             &[channel, &user, &now],
         )
         .await
-        .map_err(PgError::from)
-        .map_err(failed)?;
+        .map_err(db)?;
         tx.execute(
             "INSERT INTO mnemo_link_codes (sha256, channel, user_key, expires_at) VALUES ($1, $2, $3, $4)",
             &[&hash, channel, &user, &expires],
         )
         .await
-        .map_err(PgError::from)
-        .map_err(failed)?;
-        tx.commit().await.map_err(PgError::from).map_err(failed)
+        .map_err(db)?;
+        tx.commit().await.map_err(db)
     }
 
     async fn take_code(&self, hash: &str, now: DateTime<Utc>) -> Result<Option<Account>, StoreError> {
@@ -73,8 +76,7 @@ impl LinkStore for PgLinks {
                 &[&hash],
             )
             .await
-            .map_err(PgError::from)
-            .map_err(failed)?;
+            .map_err(db)?;
         Ok(row.and_then(|row| {
             let expires: DateTime<Utc> = row.get(2);
             (expires > now).then(|| account(row.get(0), row.get(1))).flatten()
@@ -89,15 +91,13 @@ impl LinkStore for PgLinks {
             &[channel, &user, &since],
         )
         .await
-        .map_err(PgError::from)
-        .map_err(failed)?;
+        .map_err(db)?;
         conn.execute(
             "INSERT INTO mnemo_link_failures (channel, user_key, at) VALUES ($1, $2, $3)",
             &[channel, &user, &now],
         )
         .await
-        .map_err(PgError::from)
-        .map_err(failed)?;
+        .map_err(db)?;
         Ok(())
     }
 
@@ -109,8 +109,7 @@ impl LinkStore for PgLinks {
                 &[&who.channel, &who.user.as_str(), &since],
             )
             .await
-            .map_err(PgError::from)
-            .map_err(failed)?;
+            .map_err(db)?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
@@ -122,8 +121,7 @@ impl LinkStore for PgLinks {
             &[&who.channel, &who.user.as_str(), &home.channel, &home.user.as_str(), &at],
         )
         .await
-        .map_err(PgError::from)
-        .map_err(failed)?;
+        .map_err(db)?;
         Ok(())
     }
 
@@ -135,8 +133,7 @@ impl LinkStore for PgLinks {
                 &[&who.channel, &who.user.as_str()],
             )
             .await
-            .map_err(PgError::from)
-            .map_err(failed)?;
+            .map_err(db)?;
         Ok(n > 0)
     }
 
@@ -149,8 +146,7 @@ impl LinkStore for PgLinks {
                 &[&who.channel, &who.user.as_str()],
             )
             .await
-            .map_err(PgError::from)
-            .map_err(failed)?;
+            .map_err(db)?;
         Ok(row.and_then(|row| account(row.get(0), row.get(1))))
     }
 
@@ -167,8 +163,7 @@ impl LinkStore for PgLinks {
                 &[],
             )
             .await
-            .map_err(PgError::from)
-            .map_err(failed)?;
+            .map_err(db)?;
         Ok(rows
             .into_iter()
             .filter_map(|row| {
