@@ -1,7 +1,8 @@
 //! What a turn's recall picks, on any store: a message said again takes
 //! one place, and the other half of a fact told in two places is found
 //! through the person both halves name, a name widening the second round
-//! before rarer words (issue 41).
+//! before rarer words, and the hit of the question's rarest word among the
+//! hits the second round starts from (issue 41).
 
 use super::specs;
 use super::subject::{Subject, at, record};
@@ -10,6 +11,7 @@ specs![
     a_message_said_again_is_recalled_once,
     the_other_half_of_a_fact_is_found_through_the_person_it_names,
     a_name_in_the_best_hit_widens_before_rarer_words,
+    a_hit_of_a_rare_question_word_seeds_the_second_round_before_newer_hits_of_common_ones,
 ];
 
 async fn a_message_said_again_is_recalled_once(s: Subject) {
@@ -89,4 +91,33 @@ async fn a_name_in_the_best_hit_widens_before_rarer_words(s: Subject) {
         .unwrap();
     let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
     assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
+}
+
+async fn a_hit_of_a_rare_question_word_seeds_the_second_round_before_newer_hits_of_common_ones(s: Subject) {
+    s.chat("ada", 0, 60, "filler about the lunch menu").await;
+    let mut ada = s.user("ada").await;
+    let mut texts = vec![
+        "My old flatmate Nia finally called me back.".to_string(),
+        "Nia introduced me to her brother Dmitri at the party.".to_string(),
+        "Dmitri is opening a bakery in Lisbon next year.".to_string(),
+    ];
+    // Newer than the chain's middle, each with one of the question's
+    // common words ("old", "busy" stemmed as "business" is): by match
+    // alone and newest first they would be the best hits after the first
+    // link, and "Dmitri" would never widen a round.
+    for i in 0..8 {
+        texts.push(format!("Spent evening {i} sorting old photos into albums."));
+        texts.push(format!("Work was busy on day {i}, meetings back to back."));
+    }
+    for (i, text) in texts.iter().enumerate() {
+        let i = 100 + 2 * i as i64;
+        ada.append(&record(i, text), at(i)).await.unwrap();
+    }
+    let recalled = ada
+        .recall("Where is my old flatmate's brother starting his business?", &[], 800)
+        .await
+        .unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(texts.iter().any(|t| t.contains("brother")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("bakery")), "{texts:?}");
 }

@@ -301,6 +301,17 @@ pub fn widening_df_limit(docs: usize) -> usize {
     if limit < 0.0 { 0 } else { limit.floor() as usize }
 }
 
+/// BM25's inverse document frequency of a word in `df` of `docs`
+/// documents (the files' index weighs each query word by it): the Postgres
+/// store, which counts documents, ranks its first round with it.
+pub fn idf(docs: usize, df: usize) -> f32 {
+    let (n, df) = (docs.max(1) as f32, df as f32);
+    if df <= 0.0 {
+        return 0.0;
+    }
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 /// Neighbouring messages that carry the other half of an answer: one that
 /// has query words the hit lacks, the question an assistant hit answers,
 /// or the answer that follows a question.
@@ -562,6 +573,14 @@ mod tests {
             assert!(idf(limit + 1) < widening_floor(docs), "{docs}: {limit}");
         }
         assert!(widening_df_limit(5) < 2, "a tiny history has no rare words");
+        let mut index = Bm25::default();
+        for i in 0..40u64 {
+            let text = if i % 4 == 0 { "rare words here" } else { "filler words" };
+            index.add(i, at(1), Source::User, text.into());
+        }
+        assert!((idf(40, 10) - index.idf("rare")).abs() < 1e-6, "the index's own weight");
+        assert!(idf(40, 1) > idf(40, 10) && idf(40, 10) > idf(40, 40));
+        assert_eq!(idf(40, 0), 0.0);
         assert_eq!(widening_df_limit(25), 9);
     }
 }
