@@ -275,26 +275,7 @@ impl PgTurn {
             conn.query(&recall, &message_params),
             conn.query(&digests, &digest_params),
         )?;
-        // Messages and summary pieces by one rank (the same weighted
-        // ts_rank of the same terms), best first; the second round's hits
-        // at a lower weight.
-        let mut ranked: Vec<(f32, Item)> = messages
-            .iter()
-            .map(|row| {
-                let role = role_of(row.get(1));
-                let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
-                (
-                    weight * row.get::<_, f32>(3),
-                    Item::message(row.get(0), role, row.get(2)),
-                )
-            })
-            .collect();
-        ranked.extend(pieces.iter().filter_map(|row| {
-            let (kind, period): (&str, &str) = (row.get(0), row.get(1));
-            let at = Period::parse(kind, period)?.noon()?;
-            Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
-        }));
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let ranked = ranked(&messages, &pieces);
         // Notes first: a few distilled lines, before the messages' ranks.
         notes.extend(ranked.into_iter().map(|(_, item)| item));
         Ok(notes)
@@ -331,6 +312,38 @@ pub const RARE: i64 = 500;
 /// At most this many matches are ranked, the newest first, when every
 /// term of the question is common.
 pub const RANKED: i64 = 2_000;
+
+/// Messages (`RECALL`'s rows) and summary pieces (`RECALL_DIGESTS`'s) by
+/// one rank (the same weighted `ts_rank` of the same terms), best first;
+/// the second round's hits at a lower weight. Each round's hits weaker
+/// than a share of its best are noise, as the files cut each query's
+/// (`recall::MIN_SHARE`).
+fn ranked(messages: &[tokio_postgres::Row], pieces: &[tokio_postgres::Row]) -> Vec<(f32, Item)> {
+    let best = |wider: bool| {
+        let of_round = messages.iter().filter(|row| row.get::<_, bool>(5) == wider);
+        of_round.map(|row| row.get::<_, f32>(3)).fold(0.0, f32::max)
+    };
+    let floors = [best(false), best(true)].map(|b| b * mnemo_sessions::recall::MIN_SHARE);
+    let mut ranked: Vec<(f32, Item)> = messages
+        .iter()
+        .filter(|row| row.get::<_, f32>(3) >= floors[usize::from(row.get::<_, bool>(5))])
+        .map(|row| {
+            let role = role_of(row.get(1));
+            let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
+            (
+                weight * row.get::<_, f32>(3),
+                Item::message(row.get(0), role, row.get(2)),
+            )
+        })
+        .collect();
+    ranked.extend(pieces.iter().filter_map(|row| {
+        let (kind, period): (&str, &str) = (row.get(0), row.get(1));
+        let at = Period::parse(kind, period)?.noon()?;
+        Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
+    }));
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked
+}
 
 /// The weight of each of `rank`'s terms: BM25's inverse document
 /// frequency of its count (up to [`RARE`]) among the `docs` messages of
