@@ -13,8 +13,8 @@
 //! facts — so the benchmark cannot silently rot.
 //! At the full size with a real embedder (`real` beside `recall`), issue
 //! 41's done-when is checked against the baseline recorded in
-//! BENCHMARKS.md; CI runs it so (`.ci/run`, `RECALL_BENCH_DONE_WHEN=1`:
-//! then a missing embedder fails).
+//! BENCHMARKS.md; CI runs it so (`.ci/run`, `RECALL_BENCH_SIZE=full`,
+//! `RECALL_BENCH_DONE_WHEN=1`: then a missing embedder fails).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -224,6 +224,9 @@ fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
 /// `scripts/minilm_embeddings.py`), `RECALL_BENCH_MISSES` (print each
 /// missed question and its missing answer turns), `RECALL_BENCH_SHOW=words`
 /// (print the requests of the questions holding them),
+/// `RECALL_BENCH_SIZE=full` (the full size without `--bench`, so CI's
+/// `cargo test --workspace --bench recall` runs it without running the
+/// sessions crate's criterion bench of that name in full),
 /// `RECALL_BENCH_DONE_WHEN` (CI: issue 41's done-when must be checked —
 /// the full size, `recall` and `real` — or the run fails).
 struct Knobs {
@@ -231,6 +234,7 @@ struct Knobs {
     real_url: Option<String>,
     misses: bool,
     show: Option<String>,
+    full: bool,
     done_when: bool,
 }
 
@@ -242,6 +246,7 @@ impl Knobs {
             real_url: std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").ok(),
             misses: std::env::var("RECALL_BENCH_MISSES").is_ok(),
             show: std::env::var("RECALL_BENCH_SHOW").ok(),
+            full: std::env::var("RECALL_BENCH_SIZE").is_ok_and(|v| v == "full"),
             done_when: std::env::var("RECALL_BENCH_DONE_WHEN").is_ok_and(|v| !v.is_empty() && v != "0"),
         }
     }
@@ -266,7 +271,8 @@ impl Knobs {
 
 // size: the benchmark's report and its checks, in the order they print.
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let knobs = Knobs::from_env();
+    let full = std::env::args().any(|a| a == "--bench") || knobs.full;
     let size = if full { FULL } else { SMALL };
     let start = NaiveDate::from_ymd_opt(2026, 1, 5).expect("a valid date");
     let conversations: Vec<Conversation> = (0..size.users)
@@ -279,7 +285,6 @@ fn main() {
         .expect("a runtime");
     let clock = std::time::Instant::now();
     let (_fake, embed_url) = runtime.block_on(mnemo_testkit::embeddings::FakeEmbeddings::start());
-    let knobs = Knobs::from_env();
     let real_url = knobs.real_url.clone().unwrap_or_default();
     let modes: Vec<(&str, &str, Mode)> = vec![
         ("window", "window-only", Mode::Window),
