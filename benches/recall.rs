@@ -461,4 +461,12 @@ fn check(measured: &[(&str, &str, Measured)]) {
         let chains = m.tally.get(&Kind::MultiHop).copied().unwrap_or_default();
         assert!(share(&chains) >= 0.85, "multi-hop: the second round joins the chains");
     }
+    // The same on Postgres, through the store seam (100 % at this size).
+    if let Some((_, _, m)) = measured.iter().find(|(k, _, _)| *k == "pg") {
+        let chains = m.tally.get(&Kind::MultiHop).copied().unwrap_or_default();
+        assert!(
+            share(&chains) >= 0.85,
+            "pg multi-hop: the second round joins the chains"
+        );
+    }
 }
