@@ -171,6 +171,33 @@ pub fn plan(
 /// twice in a month takes one place, the best ranked).
 pub(super) fn text_key(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
+    if !text.is_ascii() {
+        return unicode_text_key(text);
+    }
+    // The key `unicode_text_key` gives, without decoding UTF-8 or looking
+    // up Unicode case tables: every pick's text is keyed each turn, and
+    // the general way was a sixth of a turn's CPU (BENCHMARKS.md).
+    let mut hasher = rustc_hash::FxHasher::default();
+    let mut in_word = false;
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() {
+            char::from(b.to_ascii_lowercase()).hash(&mut hasher);
+            in_word = true;
+        } else if in_word {
+            ' '.hash(&mut hasher);
+            in_word = false;
+        }
+    }
+    if in_word {
+        ' '.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// [`text_key`] of any text: each word's lowercase characters, then a
+/// space.
+fn unicode_text_key(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut hasher = rustc_hash::FxHasher::default();
     for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
         for c in word.chars().flat_map(char::to_lowercase) {
@@ -488,6 +515,27 @@ mod tests {
         let repeats = found.iter().filter(|t| t.starts_with("Thinking about")).count();
         assert_eq!(repeats, 1, "{found:?}");
         assert!(found.iter().any(|t| t.contains("Korean")), "{found:?}");
+    }
+
+    #[test]
+    fn a_text_is_keyed_the_same_by_its_words_whatever_its_script() {
+        for text in [
+            "Thinking about it again.",
+            "  thinking, ABOUT it -- again!!",
+            "Dr. O'Neil's 2nd visit: 10:30",
+            "",
+            "...",
+            "x",
+        ] {
+            assert_eq!(text_key(text), unicode_text_key(text), "{text:?}");
+        }
+        assert_eq!(
+            text_key("Thinking about it again."),
+            text_key("thinking about it, again")
+        );
+        assert_ne!(text_key("Thinking about it again."), text_key("Thinking about it"));
+        assert_eq!(text_key("Café au lait"), text_key("CAFÉ, au lait!"));
+        assert_ne!(text_key("ab c"), text_key("a bc"));
     }
 
     #[test]
