@@ -13,6 +13,7 @@
 mod loaded;
 mod reminders;
 mod usage;
+pub mod whole;
 
 pub use reminders::{read_book, write_book};
 pub use usage::{read_usage, write_usage};
