@@ -9,10 +9,13 @@
 //! whether any account exists. Each platform's access rules still apply
 //! there (a message is admitted before its account is looked up).
 //!
-//! Whose memory is kept: linking never merges two memories. The home is
-//! the account that has memory (the issuer's when neither or both have
-//! none... both having memory is refused with what to do instead), so
-//! nothing anyone said is lost or moved. `/session unlink <platform>`
+//! Whose memory is kept: the home is the issuer's, unless only the
+//! newcomer has memory (then the newcomer's, when the issuer is alone).
+//! When both have memory, the newcomer is linked first (what it sends
+//! from then on goes to the home) and its memory is then merged into the
+//! home's through the seam ([`mnemo_sessions::whole::merge`]: by time,
+//! nothing left out, undoable from versions) and deleted; a merge that
+//! fails undoes the link and says why. `/session unlink <platform>`
 //! takes that platform's account out: the home keeps the shared memory,
 //! including what was said from the other platform while linked, and the
 //! account that left starts with a memory of its own.
@@ -20,13 +23,16 @@
 //! Where links are kept: the state folder's `people/links.json`, or the
 //! database (`mnemo_sessions::people`). What it must not do: link from a
 //! group, reveal a code or another account in a log, or move memory
-//! between two people.
+//! between two people (a code only links accounts of the one who holds
+//! both).
 
 use crate::channel_memory::ChannelMemory;
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::people::{self, Account, CODE_TTL, KEEP_FAILURES, LinkStore};
 use mnemo_sessions::store::StoreError;
+use mnemo_sessions::whole::Whole;
+use mnemo_sessions::whole::merge::{Sides, merge};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -42,9 +48,6 @@ pub mod replies {
     pub const SAME_PLATFORM: &str = "Both accounts are on the same platform; link accounts on different platforms.";
     pub const ALREADY_LINKED: &str =
         "This account is linked already. Send /session unlink <platform> first if you want to link it elsewhere.";
-    pub const BOTH_HAVE_MEMORY: &str = "Both accounts already have memories, and I never merge two memories \
-(that could mix two people's). Keep one: export the other (/session export) if you want a copy, clear it \
-(/session clear all), then link again.";
 }
 
 /// Links and their rules, over the store's [`LinkStore`].
@@ -68,8 +71,9 @@ const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 /// What `/session link CODE` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Linked {
-    /// Linked: `home` is the account whose memory both use now.
-    Done { home: Account },
+    /// Linked: `home` is the account whose memory both use now; `merged`
+    /// when the newcomer's memory joined it.
+    Done { home: Account, merged: bool },
     /// Refused, with the reply.
     Refused(&'static str),
 }
@@ -188,22 +192,29 @@ impl People {
         }
         let home_held = holds_memory(memories, &home).await?;
         let mine_held = holds_memory(memories, account).await?;
-        let home = match (home_held, mine_held) {
-            (true, true) => return Ok(Linked::Refused(replies::BOTH_HAVE_MEMORY)),
-            // Only the newcomer has memory: it becomes the home, if the
-            // issuer is alone (else the issuer's others would lose theirs).
-            (false, true) if linked.len() == 1 => {
-                self.links.link(&issuer, account, now).await?;
-                account.clone()
-            }
-            (false, true) => return Ok(Linked::Refused(replies::BOTH_HAVE_MEMORY)),
-            _ => {
-                self.links.link(account, &home, now).await?;
-                home
-            }
-        };
+        if mine_held && !home_held && linked.len() == 1 {
+            // Only the newcomer has memory: it becomes the home (nothing
+            // to move); not when others share the issuer's memory.
+            self.links.link(&issuer, account, now).await?;
+            self.changed();
+            return Ok(Linked::Done {
+                home: account.clone(),
+                merged: false,
+            });
+        }
+        // Linked first, so what the newcomer sends from now on is stored
+        // with the home; then its memory joins the home's.
+        self.links.link(account, &home, now).await?;
         self.changed();
-        Ok(Linked::Done { home })
+        if mine_held && let Err(e) = merge_into(memories, &home, account, now).await {
+            self.links.unlink(account).await?;
+            self.changed();
+            return Err(e);
+        }
+        Ok(Linked::Done {
+            home,
+            merged: mine_held,
+        })
     }
 
     /// Whether `account` sent too many wrong codes to link now.
@@ -289,6 +300,44 @@ impl People {
     pub async fn all(&self) -> Result<Vec<people::Link>, StoreError> {
         self.links.all().await
     }
+}
+
+/// Moves `other`'s memory into `home`'s, merged by time
+/// ([`mnemo_sessions::whole::merge`]), then deletes `other`'s. Both are
+/// held for it (on Postgres, both users' turn locks), so neither has a
+/// turn meanwhile; what intake stored for `other` while it was read (sent
+/// before the link took effect) joins in a second pass.
+async fn merge_into(
+    memories: &HashMap<String, ChannelMemory>,
+    home: &Account,
+    other: &Account,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let (Some(home_memory), Some(other_memory)) = (memories.get(&home.channel), memories.get(&other.channel)) else {
+        return Err(StoreError::Invalid("that platform is not served by this bot"));
+    };
+    let sides = Sides {
+        home: &home.user,
+        other: &other.user,
+        from: &other.channel,
+    };
+    let mut theirs = other_memory.store.user(&other.user).await?;
+    let mut mine = home_memory.store.user(&home.user).await?;
+    let moved = theirs.whole().await?;
+    let merged = merge(mine.whole().await?, moved.clone(), sides, now);
+    mine.replace_whole(&merged, now).await?;
+    let again = theirs.whole().await?;
+    if again.messages != moved.messages {
+        let late = Whole {
+            messages: again.messages,
+            folds: again.folds,
+            ..Whole::default()
+        };
+        let merged = merge(mine.whole().await?, late, sides, now);
+        mine.replace_whole(&merged, now).await?;
+    }
+    theirs.clear_all().await?;
+    Ok(())
 }
 
 /// Whether `account` has anything in memory (its channel must be served).

@@ -30,6 +30,7 @@ use mnemo_sessions::store::{
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::usage::{Days, Spent, UsageRow};
 use mnemo_sessions::versions::{Author, Version};
+use mnemo_sessions::whole::Whole;
 use mnemo_sessions::{Layout, Record, SafeName};
 use std::future::Future;
 use std::pin::Pin;
@@ -334,6 +335,24 @@ impl UserMemory for PgUser {
         let user = self.turn.user().clone();
         self.memory.inner.channel.forget_usage(&user).await.map_err(db)?;
         Ok(held)
+    }
+
+    async fn whole(&mut self) -> Result<Whole, StoreError> {
+        let (channel, key) = self.turn.keys();
+        let tx = crate::snapshot(self.turn.conn()).await.map_err(db)?;
+        let whole = crate::copy::read_in(&tx, &channel, &key).await.map_err(db)?;
+        tx.commit().await.map_err(|e| db(e.into()))?;
+        Ok(whole.unwrap_or_default())
+    }
+
+    /// On the turn's own connection, which holds the user's turn lock.
+    async fn replace_whole(&mut self, whole: &Whole, _now: DateTime<Utc>) -> Result<(), StoreError> {
+        let (channel, key) = self.turn.keys();
+        let tx = self.turn.conn().transaction().await.map_err(|e| db(e.into()))?;
+        crate::copy::write_in(&tx, &channel, &key, whole, true)
+            .await
+            .map_err(StoreError::storage)?;
+        tx.commit().await.map_err(|e| db(e.into()))
     }
 
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError> {

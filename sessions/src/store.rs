@@ -37,6 +37,7 @@ use crate::session::{Appended, ContextView};
 use crate::summarizer::FactSection;
 use crate::usage::{Days, Spent, UsageRow};
 use crate::versions::{Author, Version};
+use crate::whole::Whole;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::future::Future;
@@ -383,4 +384,15 @@ pub trait UserMemory: Send {
 
     /// Deletes kept file `id`; whether there was one.
     async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError>;
+
+    /// Everything stored about the user as one value ([`crate::whole`]),
+    /// read in one consistent snapshot: linking reads both accounts'
+    /// memories with it to merge them.
+    async fn whole(&mut self) -> Result<Whole, StoreError>;
+
+    /// Makes the user's memory exactly `whole` (as [`Whole::as_stored`]
+    /// made it), what was there replaced, read back and compared before it
+    /// counts: in one transaction on Postgres, under the user's lock on the
+    /// files (with their recall index dropped, rebuilt on first use).
+    async fn replace_whole(&mut self, whole: &Whole, now: DateTime<Utc>) -> Result<(), StoreError>;
 }

@@ -13,6 +13,7 @@
 //! stores keep (timestamps to the microsecond, NUL as U+2400, as the
 //! database must).
 
+pub mod merge;
 
 use crate::Record;
 use crate::facts::FactEntry;

@@ -475,6 +475,28 @@ impl UserMemory for FileUser {
         Ok(Held { count, unit: "file" })
     }
 
+    async fn whole(&mut self) -> Result<crate::whole::Whole, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        Ok(whole::read(self.stm().layout(), &self.user)?.memory)
+    }
+
+    /// Clears what [`whole::write`] writes and writes `memory` under the
+    /// user's lock, then drops what is held in memory of the user, as
+    /// `clear_all` does (the index after the files).
+    async fn replace_whole(&mut self, memory: &crate::whole::Whole, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let (stm, user, inner) = (self.stm(), &self.user, &self.store.inner);
+        let guard = stm.lock(user).await;
+        let what = crate::whole::merge::MERGED;
+        let written = whole::clear(stm.layout(), user, what, now)
+            .and_then(|()| whole::write(stm.layout(), user, memory, what, Vec::new(), now));
+        inner.recall.forget(user).map_err(StoreError::storage)?;
+        drop(guard);
+        inner.sessions.forget(user).await;
+        inner.reminders.forget(user).await;
+        inner.usage.forget(user).await?;
+        written
+    }
+
     /// Bundles the user's files under their lock, so the bundle is one
     /// consistent snapshot. The recall index is derived from these files
     /// and not bundled.
