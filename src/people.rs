@@ -11,14 +11,13 @@
 //!
 //! Whose memory is kept: the home is the issuer's, unless only the
 //! newcomer has memory (then the newcomer's, when the issuer is alone).
-//! When both have memory, the newcomer is linked first (what it sends
-//! from then on goes to the home) and its memory is then merged into the
-//! home's through the seam ([`mnemo_sessions::whole::merge`]: by time,
-//! nothing left out, undoable from versions) and deleted; a merge that
-//! fails undoes the link and says why. `/session unlink <platform>`
-//! takes that platform's account out: the home keeps the shared memory,
-//! including what was said from the other platform while linked, and the
-//! account that left starts with a memory of its own.
+//! When both have memory, the newcomer's is merged into the home's through
+//! the seam ([`mnemo_sessions::whole::merge`]: by time, nothing left out,
+//! undoable from versions) and then deleted ([`People::merge_and_link`]
+//! says in which order). `/session unlink <platform>` takes that
+//! platform's account out: the home keeps the shared memory, including
+//! what was said from the other platform while linked, and the account
+//! that left starts with a memory of its own.
 //!
 //! Where links are kept: the state folder's `people/links.json`, or the
 //! database (`mnemo_sessions::people`). What it must not do: link from a
@@ -32,7 +31,7 @@ use mnemo_sessions::SafeName;
 use mnemo_sessions::people::{self, Account, CODE_TTL, KEEP_FAILURES, LinkStore};
 use mnemo_sessions::store::StoreError;
 use mnemo_sessions::whole::Whole;
-use mnemo_sessions::whole::merge::{Sides, merge};
+use mnemo_sessions::whole::merge::Sides;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -202,19 +201,68 @@ impl People {
                 merged: false,
             });
         }
-        // Linked first, so what the newcomer sends from now on is stored
-        // with the home; then its memory joins the home's.
-        self.links.link(account, &home, now).await?;
-        self.changed();
-        if mine_held && let Err(e) = merge_into(memories, &home, account, now).await {
-            self.links.unlink(account).await?;
+        if mine_held {
+            self.merge_and_link(memories, &home, account, now).await?;
+        } else {
+            self.links.link(account, &home, now).await?;
             self.changed();
-            return Err(e);
         }
         Ok(Linked::Done {
             home,
             merged: mine_held,
         })
+    }
+
+    /// Links `other` to `home` with its memory merged into the home's
+    /// ([`mnemo_sessions::whole::merge`]), then deletes its own. Both are
+    /// held meanwhile (on Postgres, both users' turn locks). In this order,
+    /// so that nothing is lost: merged first (a failure links nothing; a
+    /// crash leaves both memories, and linking again merges nothing twice);
+    /// linked; then, once every broker routes the account to the home (the
+    /// links are read again within [`FRESH`]), what was stored for it in
+    /// between is merged too, and its memory deleted. A failure there
+    /// undoes the link.
+    async fn merge_and_link(
+        &self,
+        memories: &HashMap<String, ChannelMemory>,
+        home: &Account,
+        other: &Account,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let (Some(home_memory), Some(other_memory)) = (memories.get(&home.channel), memories.get(&other.channel))
+        else {
+            return Err(StoreError::Invalid("that platform is not served by this bot"));
+        };
+        let sides = Sides {
+            home: &home.user,
+            other: &other.user,
+            from: &other.channel,
+        };
+        let mut theirs = other_memory.store.user(&other.user).await?;
+        let mut mine = home_memory.store.user(&home.user).await?;
+        let moved = theirs.whole().await?;
+        mine.merge_in(&moved, sides, now).await?;
+        self.links.link(other, home, now).await?;
+        self.changed();
+        tokio::time::sleep(FRESH + FRESH / 2).await;
+        let finished = async {
+            let again = theirs.whole().await?;
+            if again.messages != moved.messages {
+                let late = Whole {
+                    messages: again.messages,
+                    folds: again.folds,
+                    ..Whole::default()
+                };
+                mine.merge_in(&late, sides, now).await?;
+            }
+            theirs.clear_all().await
+        };
+        if let Err(e) = finished.await {
+            self.links.unlink(other).await?;
+            self.changed();
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Whether `account` sent too many wrong codes to link now.
@@ -300,44 +348,6 @@ impl People {
     pub async fn all(&self) -> Result<Vec<people::Link>, StoreError> {
         self.links.all().await
     }
-}
-
-/// Moves `other`'s memory into `home`'s, merged by time
-/// ([`mnemo_sessions::whole::merge`]), then deletes `other`'s. Both are
-/// held for it (on Postgres, both users' turn locks), so neither has a
-/// turn meanwhile; what intake stored for `other` while it was read (sent
-/// before the link took effect) joins in a second pass.
-async fn merge_into(
-    memories: &HashMap<String, ChannelMemory>,
-    home: &Account,
-    other: &Account,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    let (Some(home_memory), Some(other_memory)) = (memories.get(&home.channel), memories.get(&other.channel)) else {
-        return Err(StoreError::Invalid("that platform is not served by this bot"));
-    };
-    let sides = Sides {
-        home: &home.user,
-        other: &other.user,
-        from: &other.channel,
-    };
-    let mut theirs = other_memory.store.user(&other.user).await?;
-    let mut mine = home_memory.store.user(&home.user).await?;
-    let moved = theirs.whole().await?;
-    let merged = merge(mine.whole().await?, moved.clone(), sides, now);
-    mine.replace_whole(&merged, now).await?;
-    let again = theirs.whole().await?;
-    if again.messages != moved.messages {
-        let late = Whole {
-            messages: again.messages,
-            folds: again.folds,
-            ..Whole::default()
-        };
-        let merged = merge(mine.whole().await?, late, sides, now);
-        mine.replace_whole(&merged, now).await?;
-    }
-    theirs.clear_all().await?;
-    Ok(())
 }
 
 /// Whether `account` has anything in memory (its channel must be served).

@@ -31,6 +31,7 @@ use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::usage::{Days, Spent, UsageRow};
 use mnemo_sessions::versions::{Author, Version};
 use mnemo_sessions::whole::Whole;
+use mnemo_sessions::whole::merge::{Sides, merge};
 use mnemo_sessions::{Layout, Record, SafeName};
 use std::future::Future;
 use std::pin::Pin;
@@ -345,11 +346,21 @@ impl UserMemory for PgUser {
         Ok(whole.unwrap_or_default())
     }
 
-    /// On the turn's own connection, which holds the user's turn lock.
-    async fn replace_whole(&mut self, whole: &Whole, _now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// On the turn's own connection (which holds the user's turn lock), in
+    /// one transaction that first locks the user's row, so intake's next
+    /// append waits for it: read, merged, written whole, compared.
+    async fn merge_in(&mut self, other: &Whole, sides: Sides<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
         let (channel, key) = self.turn.keys();
-        let tx = self.turn.conn().transaction().await.map_err(|e| db(e.into()))?;
-        crate::copy::write_in(&tx, &channel, &key, whole, true)
+        let tx = self.turn.with_user_row().await.map_err(db)?;
+        tx.execute(
+            "SELECT 1 FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",
+            &[&channel, &key],
+        )
+        .await
+        .map_err(|e| db(e.into()))?;
+        let mine = crate::copy::read_in(&tx, &channel, &key).await.map_err(db)?;
+        let merged = merge(mine.unwrap_or_default(), other.clone(), sides, now);
+        crate::copy::write_in(&tx, &channel, &key, &merged, true)
             .await
             .map_err(StoreError::storage)?;
         tx.commit().await.map_err(|e| db(e.into()))

@@ -38,6 +38,7 @@ use crate::summarizer::FactSection;
 use crate::usage::{Days, Spent, UsageRow};
 use crate::versions::{Author, Version};
 use crate::whole::Whole;
+use crate::whole::merge::Sides;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::future::Future;
@@ -390,9 +391,13 @@ pub trait UserMemory: Send {
     /// memories with it to merge them.
     async fn whole(&mut self) -> Result<Whole, StoreError>;
 
-    /// Makes the user's memory exactly `whole` (as [`Whole::as_stored`]
-    /// made it), what was there replaced, read back and compared before it
-    /// counts: in one transaction on Postgres, under the user's lock on the
-    /// files (with their recall index dropped, rebuilt on first use).
-    async fn replace_whole(&mut self, whole: &Whole, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Merges `other` (another account's whole memory, as its store's
+    /// [`UserMemory::whole`] read it) into this user's by
+    /// [`crate::whole::merge`], in one step under the user's lock, so
+    /// nothing stored meanwhile is missed: in one transaction on Postgres
+    /// (intake waits for it); on the files, each file replaced by one that
+    /// holds more or added, versions first (a crash leaves the memory as it
+    /// was or with part of the merge, never with less), read back and
+    /// compared, the recall index rebuilt on first use.
+    async fn merge_in(&mut self, other: &Whole, sides: Sides<'_>, now: DateTime<Utc>) -> Result<(), StoreError>;
 }

@@ -1,16 +1,17 @@
 //! Two accounts' memories made one on every store (linking, issue 37):
-//! a user's whole memory is read, merged with another's by time and
-//! written back through the seam; what a turn then reads — the recent
-//! messages, recall, the profile — holds both, undo takes the merge back
-//! from the profile, and the other's memory is deleted.
+//! another account's whole memory is read and merged into a user's by
+//! time through the seam, keeping what intake stored meanwhile; merging it
+//! again adds nothing; what a turn then reads — the recent messages,
+//! recall, the profile — holds both, undo takes the merge back from the
+//! profile, and the other's memory is deleted.
 
 use super::specs;
-use super::subject::{Subject, at};
+use super::subject::{Subject, at, record};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::store::EditBy;
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::versions::Author;
-use mnemo_sessions::whole::merge::{Sides, merge};
+use mnemo_sessions::whole::merge::Sides;
 
 specs![a_merged_memory_holds_both_by_time_and_undo_takes_back_its_profile];
 
@@ -41,30 +42,46 @@ async fn a_merged_memory_holds_both_by_time_and_undo_takes_back_its_profile(s: S
         .unwrap();
 
     let mut theirs = s.user("ada-elsewhere").await;
+    let moved = theirs.whole().await.unwrap();
     let mut mine = s.user("ada").await;
-    let (before, moved) = (mine.whole().await.unwrap(), theirs.whole().await.unwrap());
+    let before = mine.whole().await.unwrap();
+    // Stored for Ada by intake while the merge is under way: kept.
+    let meanwhile = record(60, "arrived meanwhile");
+    s.store.intake(&home, &meanwhile, at(60), 50).await.unwrap();
     let sides = Sides {
         home: &home,
         other: &other,
         from: "elsewhere",
     };
-    let merged = merge(before.clone(), moved.clone(), sides, at(50));
-    assert_eq!(merged.messages.len(), before.messages.len() + moved.messages.len());
-    mine.replace_whole(&merged, at(50)).await.unwrap();
-    assert!(mine.whole().await.unwrap().same_as(&merged), "read back as written");
+    mine.merge_in(&moved, sides, at(61)).await.unwrap();
+    let after = mine.whole().await.unwrap();
+    assert_eq!(after.messages.len(), before.messages.len() + moved.messages.len() + 1);
+    // Merging the same memory again adds nothing.
+    mine.merge_in(&moved, sides, at(62)).await.unwrap();
+    let twice = mine.whole().await.unwrap();
+    assert_eq!(twice.tally(), after.tally(), "merged twice");
+    assert_eq!(twice.profile, after.profile, "merged twice");
+    assert_eq!(twice.summary, after.summary, "merged twice");
+    assert_eq!(twice.facts, after.facts, "merged twice");
+    assert_eq!(twice.topics, after.topics, "merged twice");
+    assert_eq!(twice.versions, after.versions, "merged twice");
+    assert!(twice.same_as(&after), "merged twice");
     theirs.clear_all().await.unwrap();
     drop(theirs);
 
     // The turn's view: both accounts' latest messages, by time.
-    let view = mine.view(5, at(60)).await.unwrap();
+    let view = mine.view(5, at(62)).await.unwrap();
     let recent: Vec<&str> = view.recent.iter().map(|r| r.text.as_str()).collect();
     assert_eq!(
         recent,
-        ["harbour 29", "harbour 30", "harbour 31", "harbour 32", "harbour 33"]
+        [
+            "harbour 30",
+            "harbour 31",
+            "harbour 32",
+            "harbour 33",
+            "arrived meanwhile"
+        ]
     );
-    let mut times: Vec<_> = view.recent.iter().map(|r| r.ts).collect();
-    times.sort();
-    assert_eq!(times, view.recent.iter().map(|r| r.ts).collect::<Vec<_>>());
     // Recall and search find either account's words.
     for word in ["lighthouse", "harbour"] {
         let found = mine.search(word, 50).await.unwrap();
@@ -75,7 +92,7 @@ async fn a_merged_memory_holds_both_by_time_and_undo_takes_back_its_profile(s: S
     let rome = mine.matching("Rome").await.unwrap();
     assert_eq!(rome.len(), 1, "{rome:?}");
     // Undo takes back what the merge did to the profile.
-    let undone = mine.undo(Author::Command, at(61)).await.unwrap().unwrap();
+    let undone = mine.undo(Author::Command, at(63)).await.unwrap().unwrap();
     assert_eq!(undone.file_label(), "profile");
     assert!(mine.matching("Rome").await.unwrap().is_empty());
     assert_eq!(mine.matching("Paris").await.unwrap().len(), 1);

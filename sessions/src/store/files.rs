@@ -480,21 +480,40 @@ impl UserMemory for FileUser {
         Ok(whole::read(self.stm().layout(), &self.user)?.memory)
     }
 
-    /// Clears what [`whole::write`] writes and writes `memory` under the
-    /// user's lock, then drops what is held in memory of the user, as
-    /// `clear_all` does (the index after the files).
-    async fn replace_whole(&mut self, memory: &crate::whole::Whole, now: DateTime<Utc>) -> Result<(), StoreError> {
+    /// Under the user's lock: read, merged, written over
+    /// ([`whole::write_over`]); then what is held in memory of the user is
+    /// dropped (the index after the files, as `clear_all` does), and the
+    /// other's reminders and timezone are added through the reminders'
+    /// own path, beside their delivery.
+    async fn merge_in(
+        &mut self,
+        other: &crate::whole::Whole,
+        sides: crate::whole::merge::Sides<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let (stm, user, inner) = (self.stm(), &self.user, &self.store.inner);
         let guard = stm.lock(user).await;
-        let what = crate::whole::merge::MERGED;
-        let written = whole::clear(stm.layout(), user, what, now)
-            .and_then(|()| whole::write(stm.layout(), user, memory, what, Vec::new(), now));
+        let mine = whole::read(stm.layout(), user)?.memory;
+        let book = mine.reminders.clone();
+        let merged = crate::whole::merge::merge(mine, other.clone(), sides, now);
+        let written = whole::write_over(stm.layout(), user, &merged, now);
         inner.recall.forget(user).map_err(StoreError::storage)?;
         drop(guard);
         inner.sessions.forget(user).await;
-        inner.reminders.forget(user).await;
         inner.usage.forget(user).await?;
-        written
+        written?;
+        for reminder in merged
+            .reminders
+            .reminders
+            .iter()
+            .filter(|r| !book.reminders.contains(r))
+        {
+            self.add_reminder(reminder, usize::MAX).await?;
+        }
+        match (&book.timezone, &merged.reminders.timezone) {
+            (None, Some(zone)) => self.set_timezone(zone).await,
+            _ => Ok(()),
+        }
     }
 
     /// Bundles the user's files under their lock, so the bundle is one

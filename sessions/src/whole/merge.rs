@@ -308,9 +308,23 @@ fn record_versions(
         v.seq = seq;
         v
     };
-    for version in &other.versions {
-        let mut version = next(version.clone());
-        version.file = home_file(&version.file, sides);
+    // Not again when merged before (the same change to the same file).
+    let theirs: Vec<Version> = other
+        .versions
+        .iter()
+        .map(|v| Version {
+            file: home_file(&v.file, sides),
+            ..v.clone()
+        })
+        .filter(|v| {
+            !home
+                .versions
+                .iter()
+                .any(|h| (h.ts, h.by, &h.what, &h.file, &h.before) == (v.ts, v.by, &v.what, &v.file, &v.before))
+        })
+        .collect();
+    for version in theirs {
+        let mut version = next(version);
         version.undone = version.undone.or(Some(at));
         home.versions.push(version);
     }
@@ -489,6 +503,15 @@ mod tests {
     fn merging_the_same_memory_again_adds_nothing() {
         let names = names();
         let other = Whole {
+            versions: vec![Version {
+                seq: 1,
+                ts: at(1),
+                by: Author::Tool,
+                what: "remembered".into(),
+                file: Layout::profile_file(&names.1),
+                before: None,
+                undone: None,
+            }],
             messages: vec![said(2, Role::User, "1", "hello")],
             profile: Some("## Facts\n- city: Porto\n".into()),
             summary: Some("Porto.".into()),
@@ -502,7 +525,7 @@ mod tests {
         assert_eq!(twice.profile, once.profile);
         assert_eq!(twice.summary, once.summary);
         assert_eq!(twice.topics, once.topics);
-        assert_eq!(twice.versions.len(), once.versions.len());
+        assert_eq!(twice.versions, once.versions);
     }
 
     #[test]

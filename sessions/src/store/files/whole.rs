@@ -357,3 +357,100 @@ pub fn note_name(stored: &str) -> Result<SafeName, StoreError> {
         )
     })
 }
+
+/// Writes `merged` over `user`'s files, where `merged` holds everything
+/// they hold now and more (a [`crate::whole::merge`] of their memory read
+/// under the lock the caller holds): every file is replaced atomically by
+/// one that holds more, or added, and the versions are written before the
+/// files they describe, so a crash at any point leaves the memory as it
+/// was or with part of the merge, never with less. Reminders and the
+/// timezone are not written here (the caller adds them through the store,
+/// beside their delivery). Read back and compared with `merged`.
+pub fn write_over(layout: &Layout, user: &SafeName, merged: &Whole, now: DateTime<Utc>) -> Result<(), StoreError> {
+    write_over_inner(layout, user, merged, now).map_err(StoreError::Storage)
+}
+
+fn write_over_inner(layout: &Layout, user: &SafeName, merged: &Whole, now: DateTime<Utc>) -> Result<(), Failed> {
+    let root = layout.state_root();
+    let profile_file = Layout::profile_file(user);
+    for version in &merged.versions {
+        let mut version = version.clone();
+        let path = layout.version_record_path(user, &versions::record_name(&version));
+        if fsutil::read_string_if_exists(root, &path)?.is_some() {
+            continue;
+        }
+        if version.file == profile_file
+            && let Some(body) = &version.before
+        {
+            version.before = Some(profile::document_of_body(layout, user, body, version.ts)?);
+        }
+        versions::owned_path(layout, user, &layout.ltm_file(&version.file))?;
+        fsutil::replace(root, &path, &serde_json::to_vec(&version)?)?;
+    }
+    let mut start = 0;
+    for fold in &merged.folds {
+        archive::write_batch(layout, user, &merged.messages[start..start + fold.messages])?;
+        start += fold.messages;
+    }
+    for digest in &merged.digests {
+        let path = digest.period.path(layout, user);
+        fsutil::replace(
+            root,
+            &path,
+            digests::render(&path, &digest.meta, &digest.body)?.as_bytes(),
+        )?;
+    }
+    for doc in &merged.documents {
+        documents::write(layout, user, doc)?;
+    }
+    for file in &merged.kept {
+        kept::keep(layout, user, file)?;
+    }
+    for (slug, document) in &merged.topics {
+        let path = layout
+            .topic_path(user, &note_name(slug)?)
+            .ok_or("the user `_shared` cannot own topic notes")?;
+        if fsutil::read_string_if_exists(root, &path)?.as_deref() != Some(document.as_str()) {
+            fsutil::replace(root, &path, document.as_bytes())?;
+        }
+    }
+    facts::put_all(layout, user, &merged.facts)?;
+    let mut doc = summary::read_or_salvage(layout, user)?.unwrap_or_else(|| summary::empty(user));
+    if doc.body.trim() != merged.summary.as_deref().unwrap_or("").trim() {
+        doc.meta.last_compacted = merged.summary_at;
+        doc.meta.messages_compacted = merged.archived() as u64;
+        doc.body = merged.summary.clone().unwrap_or_default();
+        summary::write(layout, user, &doc)?;
+    }
+    if let Some(body) = &merged.profile {
+        let mut doc = profile::read(layout, user)?.unwrap_or_else(|| profile::new_profile(layout, user, now));
+        if doc.body.trim() != body.trim() {
+            doc.meta.updated = merged.profile_at;
+            doc.body = body.clone();
+            let path = layout.profile_path(user);
+            fsutil::replace(
+                root,
+                &path,
+                crate::frontmatter::render(&path, &doc.meta, &doc.body)?.as_bytes(),
+            )?;
+        }
+    }
+    super::write_usage(layout, Some(user), &merged.usage)?;
+    let mut bytes = Vec::new();
+    for record in &merged.messages[start..] {
+        serde_json::to_writer(&mut bytes, record)?;
+        bytes.push(b'\n');
+    }
+    fsutil::replace(root, &layout.messages_path(user), &bytes)?;
+    let mut back = read_inner(layout, user)?.memory;
+    back.reminders = merged.reminders.clone();
+    if !back.same_as(merged) || back.usage != merged.usage {
+        return Err(format!(
+            "verification failed: {} was to be written, the files read back {}",
+            merged.tally(),
+            back.tally()
+        )
+        .into());
+    }
+    Ok(())
+}
