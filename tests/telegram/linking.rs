@@ -1,7 +1,8 @@
 //! Linked identities end to end: one `mnemo run` serving Telegram and Slack
 //! (each on its fake), the real broker between. A fact told on Telegram is
 //! not known on Slack until the person links the two accounts with a code
-//! carried from one to the other; after that it is recalled there; two
+//! carried from one to the other (within ten minutes); after that it is
+//! recalled there; two
 //! accounts that both have memory are merged (undo takes the profile
 //! back; unlinking leaves the merged memory with the home); a
 //! wrong or replayed code is refused and five wrong ones lock linking; a
@@ -210,6 +211,33 @@ async fn a_fact_told_on_telegram_is_recalled_on_slack_only_while_linked() {
         b.asked().contains("my bike is the green one"),
         "what was said while linked stays"
     );
+    b.mnemo.stop(&b.api).await;
+}
+
+/// Ten minutes pass for every code waiting in the state folder's
+/// `people/links.json`: each code's expiry is set back by that much (what
+/// the clock would do; the broker reads the file on every take).
+fn ten_minutes_pass(b: &Both) {
+    let path = b.mnemo.state().join("people").join("links.json");
+    let mut links: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for code in links["codes"].as_array_mut().unwrap() {
+        let expires: chrono::DateTime<chrono::Utc> = code["expiresAt"].as_str().unwrap().parse().unwrap();
+        code["expiresAt"] = json!((expires - chrono::TimeDelta::minutes(10)).to_rfc3339());
+    }
+    std::fs::write(&path, serde_json::to_vec(&links).unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_older_than_ten_minutes_is_refused_and_a_new_one_links() {
+    let mut b = Both::start().await;
+    let code = code_in(&b.telegram("/session link").await);
+    ten_minutes_pass(&b);
+    assert_eq!(
+        b.slack(&format!("/session link {code}")).await,
+        mnemo::people::replies::WRONG_CODE
+    );
+    let code = code_in(&b.telegram("/session link").await);
+    assert!(b.slack(&format!("/session link {code}")).await.starts_with("Linked"));
     b.mnemo.stop(&b.api).await;
 }
 
