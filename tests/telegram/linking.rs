@@ -2,13 +2,12 @@
 //! (each on its fake), the real broker between. A fact told on Telegram is
 //! not known on Slack until the person links the two accounts with a code
 //! carried from one to the other (within ten minutes); after that it is
-//! recalled there; two
-//! accounts that both have memory are merged (undo takes the profile
-//! back; unlinking leaves the merged memory with the home); a
-//! wrong or replayed code is refused and five wrong ones lock linking; a
-//! reminder set on one platform is posted there; unlinking splits them
-//! again; `/session clear all` on either, or the operator's `sessions
-//! forget`, forgets the person everywhere.
+//! recalled there; two accounts that both have memory are merged (undo
+//! takes the profile back; unlinking leaves the merged memory with the
+//! home); a wrong, expired or replayed code is refused and five wrong ones
+//! lock linking; a reminder set on one platform is posted there; unlinking
+//! splits them again; `/session clear all` on either, or the operator's
+//! `sessions forget`, forgets the person everywhere.
 
 use super::{ADA, Mnemo, TOKEN, text_message, user};
 use mnemo_channels::slack::THINKING;
