@@ -397,6 +397,19 @@ mod tests {
         }
     }
 
+    /// A version of `user`'s profile a memory tool made.
+    fn remembered(user: &SafeName) -> Version {
+        Version {
+            seq: 1,
+            ts: at(1),
+            by: Author::Tool,
+            what: "remembered".into(),
+            file: Layout::profile_file(user),
+            before: None,
+            undone: None,
+        }
+    }
+
     fn log(records: Vec<Record>) -> Whole {
         Whole {
             messages: records,
@@ -503,15 +516,7 @@ mod tests {
     fn merging_the_same_memory_again_adds_nothing() {
         let names = names();
         let other = Whole {
-            versions: vec![Version {
-                seq: 1,
-                ts: at(1),
-                by: Author::Tool,
-                what: "remembered".into(),
-                file: Layout::profile_file(&names.1),
-                before: None,
-                undone: None,
-            }],
+            versions: vec![remembered(&names.1)],
             messages: vec![said(2, Role::User, "1", "hello")],
             profile: Some("## Facts\n- city: Porto\n".into()),
             summary: Some("Porto.".into()),
@@ -531,17 +536,8 @@ mod tests {
     #[test]
     fn the_other_accounts_versions_are_kept_undone_under_the_home_name() {
         let names = names();
-        let old = Version {
-            seq: 1,
-            ts: at(1),
-            by: Author::Tool,
-            what: "remembered".into(),
-            file: Layout::profile_file(&names.1),
-            before: None,
-            undone: None,
-        };
         let other = Whole {
-            versions: vec![old],
+            versions: vec![remembered(&names.1)],
             ..Whole::default()
         };
         let merged = merge(Whole::default(), other, sides(&names), at(10));

@@ -250,12 +250,7 @@ fn write_inner(
     kept_after: Vec<Version>,
     now: DateTime<Utc>,
 ) -> Result<(), Failed> {
-    let root = layout.state_root();
-    let mut start = 0;
-    for fold in &memory.folds {
-        archive::write_batch(layout, user, &memory.messages[start..start + fold.messages])?;
-        start += fold.messages;
-    }
+    let start = write_batches(layout, user, memory)?;
     if memory.summary.is_some() || memory.failures > 0 {
         let mut doc = summary::empty(user);
         doc.meta.last_compacted = memory.summary_at;
@@ -283,16 +278,42 @@ fn write_inner(
         kept::keep(layout, user, file)?;
     }
     super::write_usage(layout, Some(user), &memory.usage)?;
-    let log = &memory.messages[start..];
-    if !log.is_empty() {
-        let mut bytes = Vec::new();
-        for record in log {
-            serde_json::to_writer(&mut bytes, record)?;
-            bytes.push(b'\n');
-        }
-        fsutil::replace(root, &layout.messages_path(user), &bytes)?;
+    write_log(layout, user, &memory.messages[start..])?;
+    verify(layout, user, memory, true)
+}
+
+/// Writes an archive batch for each of `memory`'s folds (the same records
+/// make the same file); where its short-term messages start.
+fn write_batches(layout: &Layout, user: &SafeName, memory: &Whole) -> Result<usize, Failed> {
+    let mut start = 0;
+    for fold in &memory.folds {
+        archive::write_batch(layout, user, &memory.messages[start..start + fold.messages])?;
+        start += fold.messages;
     }
-    let back = read_inner(layout, user)?.memory;
+    Ok(start)
+}
+
+/// Replaces the short-term log with `records` (none: nothing written).
+fn write_log(layout: &Layout, user: &SafeName, records: &[Record]) -> Result<(), Failed> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut bytes, record)?;
+        bytes.push(b'\n');
+    }
+    fsutil::replace(layout.state_root(), &layout.messages_path(user), &bytes)?;
+    Ok(())
+}
+
+/// Reads `user`'s files back and compares them with `memory` (its
+/// reminders only with `reminders`): a difference names both tallies.
+fn verify(layout: &Layout, user: &SafeName, memory: &Whole, reminders: bool) -> Result<(), Failed> {
+    let mut back = read_inner(layout, user)?.memory;
+    if !reminders {
+        back.reminders = memory.reminders.clone();
+    }
     if !back.same_as(memory) || back.usage != memory.usage {
         return Err(format!(
             "verification failed: {} was to be written, the files read back {}",
@@ -387,11 +408,7 @@ fn write_over_inner(layout: &Layout, user: &SafeName, merged: &Whole, now: DateT
         versions::owned_path(layout, user, &layout.ltm_file(&version.file))?;
         fsutil::replace(root, &path, &serde_json::to_vec(&version)?)?;
     }
-    let mut start = 0;
-    for fold in &merged.folds {
-        archive::write_batch(layout, user, &merged.messages[start..start + fold.messages])?;
-        start += fold.messages;
-    }
+    let start = write_batches(layout, user, merged)?;
     for digest in &merged.digests {
         let path = digest.period.path(layout, user);
         fsutil::replace(
@@ -436,21 +453,7 @@ fn write_over_inner(layout: &Layout, user: &SafeName, merged: &Whole, now: DateT
         }
     }
     super::write_usage(layout, Some(user), &merged.usage)?;
-    let mut bytes = Vec::new();
-    for record in &merged.messages[start..] {
-        serde_json::to_writer(&mut bytes, record)?;
-        bytes.push(b'\n');
-    }
-    fsutil::replace(root, &layout.messages_path(user), &bytes)?;
-    let mut back = read_inner(layout, user)?.memory;
-    back.reminders = merged.reminders.clone();
-    if !back.same_as(merged) || back.usage != merged.usage {
-        return Err(format!(
-            "verification failed: {} was to be written, the files read back {}",
-            merged.tally(),
-            back.tally()
-        )
-        .into());
-    }
-    Ok(())
+    // Holds the log there was and more (none: there was none).
+    write_log(layout, user, &merged.messages[start..])?;
+    verify(layout, user, merged, false)
 }
