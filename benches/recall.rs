@@ -11,6 +11,10 @@
 //! (`cargo test --benches`, CI) a small size, which also checks that recall
 //! beats the window, reaches its target, and never leaks another user's
 //! facts — so the benchmark cannot silently rot.
+//! At the full size with a real embedder (`real` beside `recall`), issue
+//! 41's done-when is checked against the baseline recorded in
+//! BENCHMARKS.md; CI runs it so (`.ci/run`, `RECALL_BENCH_SIZE=full`,
+//! `RECALL_BENCH_DONE_WHEN=1`: then a missing embedder fails).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -219,12 +223,19 @@ fn total(tally: &BTreeMap<Kind, Tally>) -> Tally {
 /// `/v1/embeddings` of a real model on the loopback, for `real`:
 /// `scripts/minilm_embeddings.py`), `RECALL_BENCH_MISSES` (print each
 /// missed question and its missing answer turns), `RECALL_BENCH_SHOW=words`
-/// (print the requests of the questions holding them).
+/// (print the requests of the questions holding them),
+/// `RECALL_BENCH_SIZE=full` (the full size without `--bench`, so CI's
+/// `cargo test --workspace --bench recall` runs it without running the
+/// sessions crate's criterion bench of that name in full),
+/// `RECALL_BENCH_DONE_WHEN` (CI: issue 41's done-when must be checked —
+/// the full size, `recall` and `real` — or the run fails).
 struct Knobs {
     modes: Option<String>,
     real_url: Option<String>,
     misses: bool,
     show: Option<String>,
+    full: bool,
+    done_when: bool,
 }
 
 impl Knobs {
@@ -235,20 +246,33 @@ impl Knobs {
             real_url: std::env::var("MNEMO_BENCH_EMBEDDINGS_URL").ok(),
             misses: std::env::var("RECALL_BENCH_MISSES").is_ok(),
             show: std::env::var("RECALL_BENCH_SHOW").ok(),
+            full: std::env::var("RECALL_BENCH_SIZE").is_ok_and(|v| v == "full"),
+            done_when: std::env::var("RECALL_BENCH_DONE_WHEN").is_ok_and(|v| !v.is_empty() && v != "0"),
         }
     }
 
+    /// Whether mode `name` runs: those listed, or all but the real
+    /// embedder's when none are; a real embedder's mode without its URL is
+    /// skipped with a line saying so, unless it was asked for by name (an
+    /// error then).
     fn wanted(&self, name: &str) -> bool {
-        match &self.modes {
-            Some(modes) => modes.split(',').any(|m| m.trim() == name),
-            None => !name.ends_with("real") || self.real_url.is_some(),
+        let listed = self.modes.as_ref().map(|m| m.split(',').any(|m| m.trim() == name));
+        if !name.ends_with("real") || self.real_url.is_some() {
+            return listed.unwrap_or(true);
         }
+        assert!(
+            listed != Some(true),
+            "mode {name} needs a real embedder: set MNEMO_BENCH_EMBEDDINGS_URL (scripts/minilm_embeddings.py)"
+        );
+        println!("recall benchmark: mode {name} skipped (MNEMO_BENCH_EMBEDDINGS_URL unset)");
+        false
     }
 }
 
 // size: the benchmark's report and its checks, in the order they print.
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let knobs = Knobs::from_env();
+    let full = std::env::args().any(|a| a == "--bench") || knobs.full;
     let size = if full { FULL } else { SMALL };
     let start = NaiveDate::from_ymd_opt(2026, 1, 5).expect("a valid date");
     let conversations: Vec<Conversation> = (0..size.users)
@@ -261,7 +285,6 @@ fn main() {
         .expect("a runtime");
     let clock = std::time::Instant::now();
     let (_fake, embed_url) = runtime.block_on(mnemo_testkit::embeddings::FakeEmbeddings::start());
-    let knobs = Knobs::from_env();
     let real_url = knobs.real_url.clone().unwrap_or_default();
     let modes: Vec<(&str, &str, Mode)> = vec![
         ("window", "window-only", Mode::Window),
@@ -331,6 +354,75 @@ fn main() {
         );
     }
     check(&measured);
+    done_when(&measured, full, &knobs);
+}
+
+/// Issue 41's baseline: the recall code of main 2f7d6b9 on the full size
+/// of this benchmark with all-MiniLM-L6-v2 (BENCHMARKS.md, "Issue 41",
+/// "Baseline"): per kind the share of questions with all answer turns, and
+/// the mean tokens per request.
+const BASELINE_MINILM_SINGLE_HOP: f64 = 1.0;
+const BASELINE_MINILM_MULTI_HOP: f64 = 25.0 / 36.0;
+const BASELINE_MINILM_OPEN: f64 = 17.0 / 36.0;
+const BASELINE_MINILM_TOKENS: f64 = 549.0;
+
+/// Issue 41's done-when on the full size with a real embedder: multi-hop
+/// and open-domain each ≥ 20 points above the baseline, single-hop not
+/// lower, tokens per request not higher, and the embeddings ≥ 5 points
+/// over BM25 alone (the `recall` mode of the same run).
+fn done_when(measured: &[(&str, &str, Measured)], full: bool, knobs: &Knobs) {
+    let get = |key: &str| measured.iter().find(|(k, _, _)| *k == key).map(|(_, _, m)| m);
+    let (Some(real), Some(bm25), true) = (get("real"), get("recall"), full) else {
+        assert!(
+            !knobs.done_when,
+            "RECALL_BENCH_DONE_WHEN: issue 41's done-when needs the full size (--bench) and the modes recall and real"
+        );
+        return;
+    };
+    let kind = |k: Kind| real.tally.get(&k).copied().unwrap_or_default();
+    let points = |share: f64| 100.0 * share;
+    let (single, multi, open) = (
+        share(&kind(Kind::SingleHop)),
+        share(&kind(Kind::MultiHop)),
+        share(&kind(Kind::OpenDomain)),
+    );
+    let (all, bm25_all) = (total(&real.tally), total(&bm25.tally));
+    println!(
+        "issue 41's done-when (real embedder; baseline main 2f7d6b9: multi-hop {:.1} %, open-domain {:.1} %, \
+         single-hop {:.1} %, {:.0} tokens): multi-hop {:.1} %, open-domain {:.1} %, single-hop {:.1} %, \
+         {:.0} tokens/request, {:+.1} points over BM25 alone",
+        points(BASELINE_MINILM_MULTI_HOP),
+        points(BASELINE_MINILM_OPEN),
+        points(BASELINE_MINILM_SINGLE_HOP),
+        BASELINE_MINILM_TOKENS,
+        points(multi),
+        points(open),
+        points(single),
+        mean_tokens(&all),
+        points(share(&all) - share(&bm25_all)),
+    );
+    // Shares are counts over 36 questions: a hair of slack for rounding.
+    let eps = 1e-9;
+    assert!(
+        multi + eps >= BASELINE_MINILM_MULTI_HOP + 0.2,
+        "multi-hop: ≥ 20 points above the baseline"
+    );
+    assert!(
+        open + eps >= BASELINE_MINILM_OPEN + 0.2,
+        "open-domain: ≥ 20 points above the baseline"
+    );
+    assert!(
+        single + eps >= BASELINE_MINILM_SINGLE_HOP,
+        "single-hop: not lower than the baseline"
+    );
+    assert!(
+        mean_tokens(&all) <= BASELINE_MINILM_TOKENS,
+        "tokens per request: not higher than the baseline"
+    );
+    assert!(
+        share(&all) + eps >= share(&bm25_all) + 0.05,
+        "embeddings on: ≥ 5 points over BM25 alone"
+    );
 }
 
 /// What CI's small run asserts, for the modes that ran.

@@ -4,11 +4,12 @@
 //! the statement itself ([`crate::PgTurn::recall`]). Two round trips
 //! (prepared once per connection):
 //! 1. the question's stemmed terms and how many of the user's messages
-//!    each matches (counted up to [`RARE`], from the per-user index; not
-//!    counted for a user with fewer messages than that in all), pipelined
+//!    each matches (counted up to [`RARE`], from the per-user index: the
+//!    count weighs the term, so a short history's are counted too), pipelined
 //!    with the searches of the user's topic notes, documents and fact log (a few of
 //!    each go ahead of the messages, see [`crate::memory`]);
-//! 2. one statement: the search by the rare terms ranked by all of them
+//! 2. one statement: the search by the rare terms ranked by all of them,
+//!    each weighted by BM25's inverse document frequency from its count
 //!    ([`plan`]; the newest [`RANKED`] matches at most are ranked) and, as
 //!    the file store's recall does, a second round widened by the rarest
 //!    plain words of the best three hits that are not in the question (the
@@ -33,22 +34,25 @@ use tokio_postgres::types::ToSql;
 /// The question's stemmed terms, the user's message count (ever stored),
 /// and how many of the user's messages each
 /// matches, counted up to `$4` (`to_tsvector` stems and drops stop words;
-/// each term is then matched as the lexeme it is). A user with fewer
-/// messages than `$4` in all cannot have a common term: every term counts
-/// as 1 (rare) without a look at the index.
+/// each term is then matched as the lexeme it is). In a history shorter
+/// than `$4` every term is rare and searched, but its count still weighs it
+/// in the ranking.
 const TERM_COUNTS: &str = "
 SELECT t.lexeme, u.next_seq - 1,
-       CASE WHEN u.next_seq <= $4 THEN 1 ELSE (SELECT count(*) FROM (
+       (SELECT count(*) FROM (
            SELECT 1 FROM mnemo_messages m
-           WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s) END
+           WHERE m.channel = $1 AND m.user_key = $2 AND m.tsv @@ to_tsquery('simple', t.lexeme) LIMIT $4) AS s)
 FROM unnest(to_tsvector('english', $3)) AS t
 JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 
 /// Full-text recall over the user's whole history, the recent window `$5`
 /// left out (it is in the context already), in one statement:
 /// - the first round: the newest `$6` messages matching the search terms
-///   `$3`, ranked by `ts_rank` over all the question's terms `$4`, newest
-///   first among equals, at most `$7`, a message said again (the same
+///   `$3`, ranked by the `ts_rank` of each of the question's terms `$4`
+///   times its weight `$12` (BM25's IDF in the user's history: as the
+///   files' index ranks, a rare word's hit before a newer one of a common
+///   word, so it is among the best hits the second round starts from),
+///   newest first among equals, at most `$7`, a message said again (the same
 ///   words: the same `tsvector`) once, its newest, so repeats take
 ///   neither candidate places nor the best hits the second round starts
 ///   from;
@@ -59,20 +63,23 @@ JOIN mnemo_users u ON u.channel = $1 AND u.user_key = $2";
 ///   digits — each counted in the user's messages; of those that match
 ///   more than the hit itself and at most `$10` (the files' IDF floor as a
 ///   count, `recall::widening_df_limit`; below 2 no round), `$11` find the
-///   messages they match, ranked by them, the first round's left out, at
-///   most `$7`: names first (a word written with a capital inside a
-///   sentence: "I met Sam at …", as the files' second round prefers), then
-///   the rarest.
+///   messages they match, ranked by them as the first round's by its terms
+///   (each word's IDF among the `$13` messages of the history), the first
+///   round's left out, at most `$7`: names first (a word written with a
+///   capital inside a sentence: "I met Sam at …", as the files' second
+///   round prefers), then the rarest.
 ///
 /// The last column says which round a row is from.
 const RECALL: &str = "
-WITH first AS (
+WITH weights AS (
+    SELECT to_tsquery('simple', w.lexeme) AS q, w.idf FROM unnest($4::text[], $12::real[]) AS w(lexeme, idf)),
+first AS (
     SELECT * FROM (
-        SELECT DISTINCT ON (c.tsv) c.ts, c.role, c.text, ts_rank(c.tsv, q) AS r, c.seq, c.tsv FROM (
+        SELECT DISTINCT ON (c.tsv) c.ts, c.role, c.text,
+            (SELECT sum(w.idf * ts_rank(c.tsv, w.q)) FROM weights w)::real AS r, c.seq, c.tsv FROM (
             SELECT ts, role, text, seq, tsv FROM mnemo_messages
             WHERE channel = $1 AND user_key = $2 AND tsv @@ to_tsquery('simple', $3) AND msg_id <> ALL($5)
-            ORDER BY seq DESC LIMIT $6) AS c,
-            to_tsquery('simple', $4) AS q
+            ORDER BY seq DESC LIMIT $6) AS c
         ORDER BY c.tsv, c.seq DESC) AS d
     ORDER BY r DESC, seq DESC LIMIT $7),
 best AS (SELECT tsv, text FROM first ORDER BY r DESC, seq DESC LIMIT $8),
@@ -89,12 +96,14 @@ counted AS (
         WHERE x.channel = $1 AND x.user_key = $2 AND x.tsv @@ to_tsquery('simple', w.lexeme)
         LIMIT $10::bigint + 1) AS s) AS n
     FROM terms w),
-wider AS (
-    SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM (
-        SELECT lexeme FROM counted WHERE n > 1 AND n <= $10::bigint
-        ORDER BY named DESC, n, lexeme LIMIT $11) AS r),
+picked AS (
+    SELECT to_tsquery('simple', lexeme) AS q, ln(1 + ($13::float8 - n + 0.5) / (n::float8 + 0.5)) AS idf, lexeme FROM counted
+    WHERE n > 1 AND n <= $10::bigint
+    ORDER BY named DESC, n, lexeme LIMIT $11),
+wider AS (SELECT to_tsquery('simple', string_agg(lexeme, ' | ')) AS q FROM picked),
 widened AS (
-    SELECT m.ts, m.role, m.text, ts_rank(m.tsv, wider.q) AS r, m.seq FROM mnemo_messages m, wider
+    SELECT m.ts, m.role, m.text, (SELECT sum(p.idf * ts_rank(m.tsv, p.q)) FROM picked p)::real AS r, m.seq
+    FROM mnemo_messages m, wider
     WHERE wider.q IS NOT NULL AND m.channel = $1 AND m.user_key = $2 AND m.tsv @@ wider.q
       AND m.msg_id <> ALL($5) AND m.seq NOT IN (SELECT seq FROM first)
     ORDER BY r DESC, m.seq DESC LIMIT $7)
@@ -103,17 +112,19 @@ UNION ALL
 SELECT ts, role, text, r, seq, true FROM widened";
 
 /// The pieces of the user's daily and weekly summaries that match the
-/// search terms `$3`, ranked by all the question's terms `$4` as the
-/// messages are: a digest is cut into paragraphs and list items (the
-/// file store's recall pieces), and only matching pieces are returned,
-/// at most `$5`.
+/// search terms `$3`, ranked by the question's terms `$4` and their
+/// weights `$6` as the messages are: a digest is cut into paragraphs and
+/// list items (the file store's recall pieces), and only matching pieces
+/// are returned, at most `$5`.
 const RECALL_DIGESTS: &str = "
-SELECT d.kind, d.period, p.piece, ts_rank(to_tsvector('english', p.piece), q) AS r
+WITH weights AS (
+    SELECT to_tsquery('simple', w.lexeme) AS q, w.idf FROM unnest($4::text[], $6::real[]) AS w(lexeme, idf))
+SELECT d.kind, d.period, p.piece, (SELECT sum(w.idf * ts_rank(v.tsv, w.q)) FROM weights w)::real AS r
 FROM mnemo_digests d,
      LATERAL regexp_split_to_table(d.body, '\\n\\s*\\n|\\n(?=[-*#] )') AS p(piece),
-     to_tsquery('simple', $4) AS q
+     LATERAL to_tsvector('english', p.piece) AS v(tsv)
 WHERE d.channel = $1 AND d.user_key = $2 AND d.tsv @@ to_tsquery('simple', $3)
-  AND to_tsvector('english', p.piece) @@ to_tsquery('simple', $3)
+  AND v.tsv @@ to_tsquery('simple', $3)
 ORDER BY r DESC, d.period DESC LIMIT $5";
 
 /// First hits whose words widen the second round, words added, and the
@@ -227,14 +238,23 @@ impl PgTurn {
         let mut notes = crate::memory::note_items(&note_rows);
         notes.extend(crate::documents::piece_items(&piece_rows));
         notes.extend(crate::memory::fact_hits(&***conn, channel, user, &matched, RECALLED_FACTS).await?);
-        let counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
+        let mut counts: Vec<(String, i64)> = rows.iter().map(|row| (row.get(0), row.get(2))).collect();
         let history = rows.first().map_or(0, |row| row.get::<_, i64>(1));
+        if history < crate::recall::RARE {
+            // No term of a history this short is common: each is searched
+            // (a summary may hold a word no message has), weighed by its
+            // count, at least 1.
+            counts.iter_mut().for_each(|(_, n)| *n = (*n).max(1));
+        }
         let Some((search, rank)) = crate::recall::plan(&counts) else {
             return Ok(notes);
         };
-        let widening = mnemo_sessions::recall::widening_df_limit(usize::try_from(history).unwrap_or(0)) as i64;
+        let docs = usize::try_from(history).unwrap_or(0);
+        let widening = mnemo_sessions::recall::widening_df_limit(docs) as i64;
         let question: Vec<&str> = counts.iter().map(|(t, _)| t.as_str()).collect();
-        let message_params: [&(dyn ToSql + Sync); 11] = [
+        let weights = weights(&counts, &rank, docs);
+        let history = docs as f64;
+        let message_params: [&(dyn ToSql + Sync); 13] = [
             &channel,
             &user,
             &search,
@@ -246,32 +266,16 @@ impl PgTurn {
             &question,
             &widening,
             &WIDEN_TERMS,
+            &weights,
+            &history,
         ];
-        let digest_params: [&(dyn ToSql + Sync); 5] = [&channel, &user, &search, &rank, &RECALL_DIGEST_PIECES];
+        let digest_params: [&(dyn ToSql + Sync); 6] =
+            [&channel, &user, &search, &rank, &RECALL_DIGEST_PIECES, &weights];
         let (messages, pieces) = futures_util::try_join!(
             conn.query(&recall, &message_params),
             conn.query(&digests, &digest_params),
         )?;
-        // Messages and summary pieces by one rank (the same ts_rank of the
-        // same terms), best first; the second round's hits at a lower
-        // weight.
-        let mut ranked: Vec<(f32, Item)> = messages
-            .iter()
-            .map(|row| {
-                let role = role_of(row.get(1));
-                let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
-                (
-                    weight * row.get::<_, f32>(3),
-                    Item::message(row.get(0), role, row.get(2)),
-                )
-            })
-            .collect();
-        ranked.extend(pieces.iter().filter_map(|row| {
-            let (kind, period): (&str, &str) = (row.get(0), row.get(1));
-            let at = Period::parse(kind, period)?.noon()?;
-            Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
-        }));
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let ranked = ranked(&messages, &pieces);
         // Notes first: a few distilled lines, before the messages' ranks.
         notes.extend(ranked.into_iter().map(|(_, item)| item));
         Ok(notes)
@@ -309,11 +313,56 @@ pub const RARE: i64 = 500;
 /// term of the question is common.
 pub const RANKED: i64 = 2_000;
 
-/// The terms to search and to rank by, from each stemmed term of the
-/// question and how many of the user's messages it matches (up to
-/// [`RARE`]): search by the rare ones (all, when none is rare), rank by
-/// all that match anything. `None` when no term matches anything.
-pub fn plan(counts: &[(String, i64)]) -> Option<(String, String)> {
+/// Messages (`RECALL`'s rows) and summary pieces (`RECALL_DIGESTS`'s) by
+/// one rank (the same weighted `ts_rank` of the same terms), best first;
+/// the second round's hits at a lower weight. Each round's hits weaker
+/// than a share of its best are noise, as the files cut each query's
+/// (`recall::MIN_SHARE`).
+fn ranked(messages: &[tokio_postgres::Row], pieces: &[tokio_postgres::Row]) -> Vec<(f32, Item)> {
+    let best = |wider: bool| {
+        let of_round = messages.iter().filter(|row| row.get::<_, bool>(5) == wider);
+        of_round.map(|row| row.get::<_, f32>(3)).fold(0.0, f32::max)
+    };
+    let floors = [best(false), best(true)].map(|b| b * mnemo_sessions::recall::MIN_SHARE);
+    let mut ranked: Vec<(f32, Item)> = messages
+        .iter()
+        .filter(|row| row.get::<_, f32>(3) >= floors[usize::from(row.get::<_, bool>(5))])
+        .map(|row| {
+            let role = role_of(row.get(1));
+            let weight = if row.get::<_, bool>(5) { WIDER_WEIGHT } else { 1.0 };
+            (
+                weight * row.get::<_, f32>(3),
+                Item::message(row.get(0), role, row.get(2)),
+            )
+        })
+        .collect();
+    ranked.extend(pieces.iter().filter_map(|row| {
+        let (kind, period): (&str, &str) = (row.get(0), row.get(1));
+        let at = Period::parse(kind, period)?.noon()?;
+        Some((row.get(3), Item::summary(at, period, row.get::<_, &str>(2).trim())))
+    }));
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked
+}
+
+/// The weight of each of `rank`'s terms: BM25's inverse document
+/// frequency of its count (up to [`RARE`]) among the `docs` messages of
+/// the user's history, as the files' index weighs it.
+fn weights(counts: &[(String, i64)], rank: &[&str], docs: usize) -> Vec<f32> {
+    rank.iter()
+        .map(|term| {
+            let n = counts.iter().find(|(t, _)| t == term).map_or(0, |(_, n)| *n);
+            mnemo_sessions::recall::idf(docs, usize::try_from(n).unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The terms to search (a `to_tsquery` text) and to rank by, from each
+/// stemmed term of the question and how many of the user's messages it
+/// matches (up to [`RARE`]): search by the rare ones (all, when none is
+/// rare), rank by all that match anything. `None` when no term matches
+/// anything.
+pub fn plan(counts: &[(String, i64)]) -> Option<(String, Vec<&str>)> {
     let matched: Vec<&str> = counts.iter().filter(|(_, n)| *n > 0).map(|(t, _)| t.as_str()).collect();
     if matched.is_empty() {
         return None;
@@ -324,7 +373,7 @@ pub fn plan(counts: &[(String, i64)]) -> Option<(String, String)> {
         .map(|(t, _)| t.as_str())
         .collect();
     let search = if rare.is_empty() { &matched } else { &rare };
-    Some((search.join(" | "), matched.join(" | ")))
+    Some((search.join(" | "), matched))
 }
 
 #[cfg(test)]
@@ -336,16 +385,30 @@ mod tests {
     #[test]
     fn rare_terms_narrow_the_search_and_all_matching_terms_rank() {
         let counts = |v: &[(&str, i64)]| v.iter().map(|(t, n)| (t.to_string(), *n)).collect::<Vec<_>>();
-        let planned = plan(&counts(&[("build", RARE), ("dentist", 3), ("zebra", 0)]));
-        assert_eq!(planned, Some(("dentist".into(), "build | dentist".into())));
-        let planned = plan(&counts(&[("build", RARE), ("step", RARE)]));
+        let some = counts(&[("build", RARE), ("dentist", 3), ("zebra", 0)]);
+        assert_eq!(plan(&some), Some(("dentist".into(), vec!["build", "dentist"])));
+        let common = counts(&[("build", RARE), ("step", RARE)]);
+        let planned = plan(&common);
         assert_eq!(
             planned,
-            Some(("build | step".into(), "build | step".into())),
+            Some(("build | step".into(), vec!["build", "step"])),
             "all common: all search"
         );
         assert_eq!(plan(&counts(&[("zebra", 0)])), None);
         assert_eq!(plan(&[]), None);
+    }
+
+    #[test]
+    fn a_rank_term_weighs_by_its_rarity_as_in_the_files_index() {
+        let counts: Vec<(String, i64)> = [("old", 9), ("brother", 1), ("zebra", 0)]
+            .iter()
+            .map(|(t, n)| (t.to_string(), *n))
+            .collect();
+        let (_, rank) = plan(&counts).unwrap();
+        let w = weights(&counts, &rank, 80);
+        assert_eq!(rank, ["old", "brother"]);
+        assert!(w[1] > w[0] && w[0] > 0.0, "{w:?}");
+        assert_eq!(w[0], mnemo_sessions::recall::idf(80, 9));
     }
 
     #[test]

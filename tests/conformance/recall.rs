@@ -1,15 +1,20 @@
 //! What a turn's recall picks, on any store: a message said again takes
 //! one place, and the other half of a fact told in two places is found
 //! through the person both halves name, a name widening the second round
-//! before rarer words (issue 41).
+//! before rarer words, the hit of the question's rarest word among the
+//! hits the second round starts from, and those hits the question's, not
+//! the recent window's (issue 41).
 
 use super::specs;
 use super::subject::{Subject, at, record};
+use std::sync::Arc;
 
 specs![
     a_message_said_again_is_recalled_once,
     the_other_half_of_a_fact_is_found_through_the_person_it_names,
     a_name_in_the_best_hit_widens_before_rarer_words,
+    a_hit_of_a_rare_question_word_seeds_the_second_round_before_newer_hits_of_common_ones,
+    the_recent_window_does_not_choose_whom_the_second_round_follows,
 ];
 
 async fn a_message_said_again_is_recalled_once(s: Subject) {
@@ -89,4 +94,65 @@ async fn a_name_in_the_best_hit_widens_before_rarer_words(s: Subject) {
         .unwrap();
     let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
     assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
+}
+
+async fn a_hit_of_a_rare_question_word_seeds_the_second_round_before_newer_hits_of_common_ones(s: Subject) {
+    s.chat("ada", 0, 60, "filler about the lunch menu").await;
+    let mut ada = s.user("ada").await;
+    let mut texts = vec![
+        "My old flatmate Nia finally called me back.".to_string(),
+        "Nia introduced me to her brother Dmitri at the party.".to_string(),
+        "Dmitri is opening a bakery in Lisbon next year.".to_string(),
+    ];
+    // Newer than the chain's middle, each with one of the question's
+    // common words ("old", "busy" stemmed as "business" is): by match
+    // alone and newest first they would be the best hits after the first
+    // link, and "Dmitri" would never widen a round.
+    for i in 0..8 {
+        texts.push(format!("Spent evening {i} sorting old photos into albums."));
+        texts.push(format!("Work was busy on day {i}, meetings back to back."));
+    }
+    for (i, text) in texts.iter().enumerate() {
+        let i = 100 + 2 * i as i64;
+        ada.append(&record(i, text), at(i)).await.unwrap();
+    }
+    let recalled = ada
+        .recall("Where is my old flatmate's brother starting his business?", &[], 800)
+        .await
+        .unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(texts.iter().any(|t| t.contains("brother")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("bakery")), "{texts:?}");
+}
+
+async fn the_recent_window_does_not_choose_whom_the_second_round_follows(s: Subject) {
+    s.chat("ada", 0, 60, "filler about the lunch menu").await;
+    let mut ada = s.user("ada").await;
+    let mut texts = vec!["Quentin from my book club lent me a thriller.".to_string()];
+    for i in 0..4 {
+        texts.push(format!("Had lunch with Quentin on day {i}."));
+    }
+    texts.push("Quentin adopted a rabbit from the shelter, photos all week.".to_string());
+    // Found by the words of the message before the question alone; rich
+    // in rare words they share, they would widen the second round so far
+    // that the name's hits fall under its cut.
+    texts.push("Today I signed the lease for the flat in Quitoburg, near the canal bridge.".to_string());
+    texts.push("The Quitoburg flat lease is signed, the canal bridge view is lovely.".to_string());
+    for (i, text) in texts.iter().enumerate() {
+        let i = 100 + 2 * i as i64;
+        ada.append(&record(i, text), at(i)).await.unwrap();
+    }
+    let before = Arc::new(record(200, "When did I sign the lease for the flat in Quitoburg?"));
+    ada.append(&before, at(200)).await.unwrap();
+    let recalled = ada
+        .recall(
+            "What animal does the person from my book club have now?",
+            &[before],
+            800,
+        )
+        .await
+        .unwrap();
+    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    assert!(texts.iter().any(|t| t.contains("book club")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("rabbit")), "{texts:?}");
 }

@@ -55,7 +55,7 @@ pub use dense::{
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use line::message_key;
 pub use pack::{Item, Recalled, pack};
-pub use plan::{fuse_by_rank, widening_df_limit};
+pub use plan::{MIN_SHARE, fuse_by_rank, idf, widening_df_limit};
 pub use sources::fact_items;
 pub use store::RecallError;
 

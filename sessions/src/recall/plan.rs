@@ -21,8 +21,9 @@ const PER_QUERY: usize = 48;
 /// Rank offset of reciprocal-rank fusion; small, so the top of each list
 /// counts most.
 const RRF_K: f32 = 8.0;
-/// Hits weaker than this share of a query's best score are noise.
-const MIN_SHARE: f32 = 0.2;
+/// Hits weaker than this share of a query's best score are noise (the
+/// Postgres store cuts each of its rounds by it too).
+pub const MIN_SHARE: f32 = 0.2;
 /// Rare words of the first hits added to the second round.
 const EXPANSION_TERMS: usize = 6;
 /// Best first-round hits (repeats of one message counted once) whose
@@ -116,9 +117,13 @@ pub fn plan(
             first_hits = hits;
         }
     }
+    // The query's words as the user's index holds them, looked up once for
+    // the second round's seeds and every hit's neighbours (a word no
+    // document has cannot be added).
+    let query_postings: Vec<Listing> = main.iter().filter_map(|t| user.postings_of(t)).collect();
     // Second round: the first hits' rarest words find the other half of a
     // fact told in two places ("my sister is Ana" … "Ana moved to Lisbon").
-    let expansion: Vec<(String, f32)> = expansion(user, &first_hits, &main_set, terms)
+    let expansion: Vec<(String, f32)> = expansion(user, &first_hits, &query_postings, &main_set, terms)
         .into_iter()
         .map(|t| (t, 1.0))
         .collect();
@@ -133,9 +138,6 @@ pub fn plan(
     }
     let mut picks: Vec<Pick> = Vec::new();
     let mut taken: FxHashSet<(Side, u32)> = FxHashSet::default();
-    // The query's words as the user's index holds them, looked up once for
-    // every hit's neighbours (a word no document has cannot be added).
-    let query_postings: Vec<Listing> = main.iter().filter_map(|t| user.postings_of(t)).collect();
     for ((side, doc), _) in ranked {
         if taken.insert((side, doc)) {
             picks.push(Pick { side, doc });
@@ -236,14 +238,28 @@ fn clauses(message: &str) -> Vec<Vec<String>> {
 /// other document (a word only the hit holds finds nothing more). Names
 /// (capitalized inside a sentence: "I met Sam at …") first, since a fact
 /// told in two places is most often joined by who it is about; then the
-/// rarest.
-fn expansion(index: &Bm25, hits: &[Hit], query: &FxHashSet<&String>, terms: &mut QueryTermsCache) -> Vec<String> {
+/// rarest. A hit holding none of the message's own words (`own`: found by
+/// the recent window's alone) seeds nothing when another hit holds one:
+/// the round follows what the question is about, not what was said before
+/// it (a follow-up whose own words find nothing still follows the window).
+fn expansion(
+    index: &Bm25,
+    hits: &[Hit],
+    own: &[Listing],
+    query: &FxHashSet<&String>,
+    terms: &mut QueryTermsCache,
+) -> Vec<String> {
     let mut words: Vec<(String, bool, f32)> = Vec::new();
+    let holds_own = |hit: &Hit| own.iter().any(|list| list.contains(hit.doc));
+    let anchored = hits.iter().any(holds_own);
     // The best three hits that are not a repeat of one another.
     let mut seeds = FxHashSet::default();
     for hit in hits {
         if seeds.len() == EXPANSION_SEEDS {
             break;
+        }
+        if anchored && !holds_own(hit) {
+            continue;
         }
         let doc = index.doc(hit.doc);
         if !seeds.insert(text_key(&doc.text)) {
@@ -299,6 +315,17 @@ fn widening_floor(docs: usize) -> f32 {
 pub fn widening_df_limit(docs: usize) -> usize {
     let limit = (docs as f32 + 1.0) / widening_floor(docs).exp() - 0.5;
     if limit < 0.0 { 0 } else { limit.floor() as usize }
+}
+
+/// BM25's inverse document frequency of a word in `df` of `docs`
+/// documents (the files' index weighs each query word by it): the Postgres
+/// store, which counts documents, ranks its first round with it.
+pub fn idf(docs: usize, df: usize) -> f32 {
+    let (n, df) = (docs.max(1) as f32, df as f32);
+    if df <= 0.0 {
+        return 0.0;
+    }
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
 /// Neighbouring messages that carry the other half of an answer: one that
@@ -398,6 +425,27 @@ mod tests {
             &Bm25::default(),
             "Which city does the friend I met at the climbing gym live in now?",
             &[],
+            &HashSet::new(),
+            &[],
+            &mut QueryTermsCache::default(),
+        );
+        let found = texts(&user, &picks);
+        assert!(found.iter().any(|t| t.contains("Porto")), "{found:?}");
+    }
+
+    #[test]
+    fn a_follow_up_whose_own_words_find_nothing_widens_from_the_recent_window() {
+        let mut user = Bm25::default();
+        user.add(1, at(1), Source::User, "I met Sam at the climbing gym".into());
+        for i in 0..60 {
+            user.add(100 + i, at(2), Source::User, format!("filler about lunch number {i}"));
+        }
+        user.add(2, at(9), Source::User, "Sam's new flat is in Porto".into());
+        let picks = plan(
+            &user,
+            &Bm25::default(),
+            "And where does that friend reside these days?",
+            &["Do you remember the person I met at the climbing gym?"],
             &HashSet::new(),
             &[],
             &mut QueryTermsCache::default(),
@@ -562,6 +610,14 @@ mod tests {
             assert!(idf(limit + 1) < widening_floor(docs), "{docs}: {limit}");
         }
         assert!(widening_df_limit(5) < 2, "a tiny history has no rare words");
+        let mut index = Bm25::default();
+        for i in 0..40u64 {
+            let text = if i % 4 == 0 { "rare words here" } else { "filler words" };
+            index.add(i, at(1), Source::User, text.into());
+        }
+        assert!((idf(40, 10) - index.idf("rare")).abs() < 1e-6, "the index's own weight");
+        assert!(idf(40, 1) > idf(40, 10) && idf(40, 10) > idf(40, 40));
+        assert_eq!(idf(40, 0), 0.0);
         assert_eq!(widening_df_limit(25), 9);
     }
 }
