@@ -480,40 +480,14 @@ impl UserMemory for FileUser {
         Ok(whole::read(self.stm().layout(), &self.user)?.memory)
     }
 
-    /// Under the user's lock: read, merged, written over
-    /// ([`whole::write_over`]); then what is held in memory of the user is
-    /// dropped (the index after the files, as `clear_all` does), and the
-    /// other's reminders and timezone are added through the reminders'
-    /// own path, beside their delivery.
+    /// [`whole::merge_in`].
     async fn merge_in(
         &mut self,
         other: &crate::whole::Whole,
         sides: crate::whole::merge::Sides<'_>,
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let (stm, user, inner) = (self.stm(), &self.user, &self.store.inner);
-        let guard = stm.lock(user).await;
-        let mine = whole::read(stm.layout(), user)?.memory;
-        let book = mine.reminders.clone();
-        let merged = crate::whole::merge::merge(mine, other.clone(), sides, now);
-        let written = whole::write_over(stm.layout(), user, &merged, now);
-        inner.recall.forget(user).map_err(StoreError::storage)?;
-        drop(guard);
-        inner.sessions.forget(user).await;
-        inner.usage.forget(user).await?;
-        written?;
-        for reminder in merged
-            .reminders
-            .reminders
-            .iter()
-            .filter(|r| !book.reminders.contains(r))
-        {
-            self.add_reminder(reminder, usize::MAX).await?;
-        }
-        match (&book.timezone, &merged.reminders.timezone) {
-            (None, Some(zone)) => self.set_timezone(zone).await,
-            _ => Ok(()),
-        }
+        whole::merge_in(self, other, sides, now).await
     }
 
     /// Bundles the user's files under their lock, so the bundle is one

@@ -22,7 +22,7 @@ use crate::maintenance::digests::{self, DigestMeta, Period};
 use crate::names::SafeName;
 use crate::record::Record;
 use crate::stm::Stm;
-use crate::store::StoreError;
+use crate::store::{StoreError, UserMemory as _};
 use crate::versions::{self, Author, Change, Version};
 use crate::whole::{Fold, StoredDigest, Whole};
 use crate::{Layout, archive, documents, facts, fsutil, kept, profile, summary, topics};
@@ -456,4 +456,40 @@ fn write_over_inner(layout: &Layout, user: &SafeName, merged: &Whole, now: DateT
     // Holds the log there was and more (none: there was none).
     write_log(layout, user, &merged.messages[start..])?;
     verify(layout, user, merged, false)
+}
+
+/// [`crate::store::UserMemory::merge_in`] on the files. Under the user's
+/// lock: read, merged, written over ([`write_over`]); then what is held in
+/// memory of the user is dropped (the index after the files, as
+/// `clear_all` does), and the other's reminders and timezone are added
+/// through the reminders' own path, beside their delivery.
+pub(super) async fn merge_in(
+    mine: &mut super::FileUser,
+    other: &Whole,
+    sides: crate::whole::merge::Sides<'_>,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let (stm, user, inner) = (mine.stm(), &mine.user, &mine.store.inner);
+    let guard = stm.lock(user).await;
+    let held = read(stm.layout(), user)?.memory;
+    let book = held.reminders.clone();
+    let merged = crate::whole::merge::merge(held, other.clone(), sides, now);
+    let written = write_over(stm.layout(), user, &merged, now);
+    inner.recall.forget(user).map_err(StoreError::storage)?;
+    drop(guard);
+    inner.sessions.forget(user).await;
+    inner.usage.forget(user).await?;
+    written?;
+    let added = merged
+        .reminders
+        .reminders
+        .iter()
+        .filter(|r| !book.reminders.contains(r));
+    for reminder in added {
+        mine.add_reminder(reminder, usize::MAX).await?;
+    }
+    match (&book.timezone, &merged.reminders.timezone) {
+        (None, Some(zone)) => mine.set_timezone(zone).await,
+        _ => Ok(()),
+    }
 }
