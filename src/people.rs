@@ -9,24 +9,29 @@
 //! whether any account exists. Each platform's access rules still apply
 //! there (a message is admitted before its account is looked up).
 //!
-//! Whose memory is kept: linking never merges two memories. The home is
-//! the account that has memory (the issuer's when neither or both have
-//! none... both having memory is refused with what to do instead), so
-//! nothing anyone said is lost or moved. `/session unlink <platform>`
-//! takes that platform's account out: the home keeps the shared memory,
-//! including what was said from the other platform while linked, and the
-//! account that left starts with a memory of its own.
+//! Whose memory is kept: the home is the issuer's, unless only the
+//! newcomer has memory (then the newcomer's, when the issuer is alone).
+//! When both have memory, the newcomer's is merged into the home's through
+//! the seam ([`mnemo_sessions::whole::merge`]: by time, nothing left out,
+//! undoable from versions) and then deleted ([`People::merge_and_link`]
+//! says in which order). `/session unlink <platform>` takes that
+//! platform's account out: the home keeps the shared memory, including
+//! what was said from the other platform while linked, and the account
+//! that left starts with a memory of its own.
 //!
 //! Where links are kept: the state folder's `people/links.json`, or the
 //! database (`mnemo_sessions::people`). What it must not do: link from a
 //! group, reveal a code or another account in a log, or move memory
-//! between two people.
+//! between two people (a code only links accounts of the one who holds
+//! both).
 
 use crate::channel_memory::ChannelMemory;
 use chrono::{DateTime, Utc};
 use mnemo_sessions::SafeName;
 use mnemo_sessions::people::{self, Account, CODE_TTL, KEEP_FAILURES, LinkStore};
 use mnemo_sessions::store::StoreError;
+use mnemo_sessions::whole::Whole;
+use mnemo_sessions::whole::merge::Sides;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -42,9 +47,6 @@ pub mod replies {
     pub const SAME_PLATFORM: &str = "Both accounts are on the same platform; link accounts on different platforms.";
     pub const ALREADY_LINKED: &str =
         "This account is linked already. Send /session unlink <platform> first if you want to link it elsewhere.";
-    pub const BOTH_HAVE_MEMORY: &str = "Both accounts already have memories, and I never merge two memories \
-(that could mix two people's). Keep one: export the other (/session export) if you want a copy, clear it \
-(/session clear all), then link again.";
 }
 
 /// Links and their rules, over the store's [`LinkStore`].
@@ -68,8 +70,9 @@ const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 /// What `/session link CODE` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Linked {
-    /// Linked: `home` is the account whose memory both use now.
-    Done { home: Account },
+    /// Linked: `home` is the account whose memory both use now; `merged`
+    /// when the newcomer's memory joined it.
+    Done { home: Account, merged: bool },
     /// Refused, with the reply.
     Refused(&'static str),
 }
@@ -188,22 +191,78 @@ impl People {
         }
         let home_held = holds_memory(memories, &home).await?;
         let mine_held = holds_memory(memories, account).await?;
-        let home = match (home_held, mine_held) {
-            (true, true) => return Ok(Linked::Refused(replies::BOTH_HAVE_MEMORY)),
-            // Only the newcomer has memory: it becomes the home, if the
-            // issuer is alone (else the issuer's others would lose theirs).
-            (false, true) if linked.len() == 1 => {
-                self.links.link(&issuer, account, now).await?;
-                account.clone()
-            }
-            (false, true) => return Ok(Linked::Refused(replies::BOTH_HAVE_MEMORY)),
-            _ => {
-                self.links.link(account, &home, now).await?;
-                home
-            }
+        if mine_held && !home_held && linked.len() == 1 {
+            // Only the newcomer has memory: it becomes the home (nothing
+            // to move); not when others share the issuer's memory.
+            self.links.link(&issuer, account, now).await?;
+            self.changed();
+            return Ok(Linked::Done {
+                home: account.clone(),
+                merged: false,
+            });
+        }
+        if mine_held {
+            self.merge_and_link(memories, &home, account, now).await?;
+        } else {
+            self.links.link(account, &home, now).await?;
+            self.changed();
+        }
+        Ok(Linked::Done {
+            home,
+            merged: mine_held,
+        })
+    }
+
+    /// Links `other` to `home` with its memory merged into the home's
+    /// ([`mnemo_sessions::whole::merge`]), then deletes its own. Both are
+    /// held meanwhile (on Postgres, both users' turn locks). In this order,
+    /// so that nothing is lost: merged first (a failure links nothing; a
+    /// crash leaves both memories, and linking again merges nothing twice);
+    /// linked; then, once every broker routes the account to the home (the
+    /// links are read again within [`FRESH`]), what was stored for it in
+    /// between is merged too, and its memory deleted. A failure there
+    /// undoes the link.
+    async fn merge_and_link(
+        &self,
+        memories: &HashMap<String, ChannelMemory>,
+        home: &Account,
+        other: &Account,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let (Some(home_memory), Some(other_memory)) = (memories.get(&home.channel), memories.get(&other.channel))
+        else {
+            return Err(StoreError::Invalid("that platform is not served by this bot"));
         };
+        let sides = Sides {
+            home: &home.user,
+            other: &other.user,
+            from: &other.channel,
+        };
+        let mut theirs = other_memory.store.user(&other.user).await?;
+        let mut mine = home_memory.store.user(&home.user).await?;
+        let moved = theirs.whole().await?;
+        mine.merge_in(&moved, sides, now).await?;
+        self.links.link(other, home, now).await?;
         self.changed();
-        Ok(Linked::Done { home })
+        tokio::time::sleep(FRESH + FRESH / 2).await;
+        let finished = async {
+            let again = theirs.whole().await?;
+            if again.messages != moved.messages {
+                let late = Whole {
+                    messages: again.messages,
+                    folds: again.folds,
+                    ..Whole::default()
+                };
+                mine.merge_in(&late, sides, now).await?;
+            }
+            theirs.clear_all().await
+        };
+        if let Err(e) = finished.await {
+            self.links.unlink(other).await?;
+            self.changed();
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Whether `account` sent too many wrong codes to link now.

@@ -16,7 +16,8 @@
 //! `usage` (tokens per user and day, the channel's total, kept and shared),
 //! `documents` (kept once, recalled by content, forgotten, exported, scoped),
 //! `recall` (what a turn's recall picks: repeats once, facts told in two
-//! places joined by the person they name).
+//! places joined by the person they name), `merge` (two accounts' whole
+//! memories made one: read, merged by time, written back, undone).
 
 mod access;
 mod commands;
@@ -25,6 +26,7 @@ mod edits;
 mod folds;
 mod groups;
 mod lifecycle;
+mod merge;
 mod people;
 mod recall;
 mod reminders;

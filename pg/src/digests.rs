@@ -39,13 +39,7 @@ pub struct PgDigests<'a> {
     pub tz: Tz,
 }
 
-/// A stored digest, for export, copy and recall.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredDigest {
-    pub period: Period,
-    pub meta: DigestMeta,
-    pub body: String,
-}
+pub use mnemo_sessions::whole::StoredDigest;
 
 /// The name a digest has in an export and in a run's report.
 pub fn export_path(user: &SafeName, period: Period) -> PathBuf {

@@ -355,11 +355,7 @@ pub(crate) async fn snapshot(
 /// `text` as Postgres can store it: NUL (which `text` cannot hold) becomes
 /// U+2400, the visible symbol for it; everything else is kept.
 pub fn pg_text(text: &str) -> Cow<'_, str> {
-    if text.contains('\0') {
-        Cow::Owned(text.replace('\0', "\u{2400}"))
-    } else {
-        Cow::Borrowed(text)
-    }
+    mnemo_sessions::whole::stored_text(text)
 }
 
 /// Advisory lock keys, one namespace per purpose: 64 bits of SHA-256 of

@@ -30,6 +30,8 @@ use mnemo_sessions::store::{
 use mnemo_sessions::summarizer::FactSection;
 use mnemo_sessions::usage::{Days, Spent, UsageRow};
 use mnemo_sessions::versions::{Author, Version};
+use mnemo_sessions::whole::Whole;
+use mnemo_sessions::whole::merge::{Sides, merge};
 use mnemo_sessions::{Layout, Record, SafeName};
 use std::future::Future;
 use std::pin::Pin;
@@ -334,6 +336,34 @@ impl UserMemory for PgUser {
         let user = self.turn.user().clone();
         self.memory.inner.channel.forget_usage(&user).await.map_err(db)?;
         Ok(held)
+    }
+
+    async fn whole(&mut self) -> Result<Whole, StoreError> {
+        let (channel, key) = self.turn.keys();
+        let tx = crate::snapshot(self.turn.conn()).await.map_err(db)?;
+        let whole = crate::copy::read_in(&tx, &channel, &key).await.map_err(db)?;
+        tx.commit().await.map_err(|e| db(e.into()))?;
+        Ok(whole.unwrap_or_default())
+    }
+
+    /// On the turn's own connection (which holds the user's turn lock), in
+    /// one transaction that first locks the user's row, so intake's next
+    /// append waits for it: read, merged, written whole, compared.
+    async fn merge_in(&mut self, other: &Whole, sides: Sides<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let (channel, key) = self.turn.keys();
+        let tx = self.turn.with_user_row().await.map_err(db)?;
+        tx.execute(
+            "SELECT 1 FROM mnemo_users WHERE channel = $1 AND user_key = $2 FOR UPDATE",
+            &[&channel, &key],
+        )
+        .await
+        .map_err(|e| db(e.into()))?;
+        let mine = crate::copy::read_in(&tx, &channel, &key).await.map_err(db)?;
+        let merged = merge(mine.unwrap_or_default(), other.clone(), sides, now);
+        crate::copy::write_in(&tx, &channel, &key, &merged, true)
+            .await
+            .map_err(StoreError::storage)?;
+        tx.commit().await.map_err(|e| db(e.into()))
     }
 
     async fn export(&mut self, now: DateTime<Utc>) -> Result<Export, StoreError> {

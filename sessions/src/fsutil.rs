@@ -209,6 +209,32 @@ pub fn open_nofollow(root: &Path, path: &Path) -> io::Result<File> {
         .map_err(|e| link_or(e, path))
 }
 
+/// `<path>.lock`, beside `path`: the file [`lock_beside`] locks.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// An exclusive advisory lock on [`lock_path`]`(path)` (made, mode 0600,
+/// if missing; a link there is refused), waiting for another holder; held
+/// until the file returned is dropped. It orders mnemo's own writers of
+/// one small file (`access.json`, `people/links.json`) across processes.
+pub fn lock_beside(path: &Path) -> io::Result<File> {
+    let lock = lock_path(path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&lock)
+        .map_err(|e| link_or(e, &lock))?;
+    file.lock()?;
+    Ok(file)
+}
+
 /// The whole file; a link anywhere below `root` is refused.
 pub fn read_nofollow(root: &Path, path: &Path) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();

@@ -44,6 +44,7 @@ pub mod summary;
 pub mod topics;
 pub mod usage;
 pub mod versions;
+pub mod whole;
 
 // Maintenance and the user-facing `/session` commands.
 pub mod bundles;

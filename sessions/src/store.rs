@@ -37,6 +37,8 @@ use crate::session::{Appended, ContextView};
 use crate::summarizer::FactSection;
 use crate::usage::{Days, Spent, UsageRow};
 use crate::versions::{Author, Version};
+use crate::whole::Whole;
+use crate::whole::merge::Sides;
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::future::Future;
@@ -383,4 +385,19 @@ pub trait UserMemory: Send {
 
     /// Deletes kept file `id`; whether there was one.
     async fn forget_kept(&mut self, id: &str) -> Result<bool, StoreError>;
+
+    /// Everything stored about the user as one value ([`crate::whole`]),
+    /// read in one consistent snapshot: linking reads both accounts'
+    /// memories with it to merge them.
+    async fn whole(&mut self) -> Result<Whole, StoreError>;
+
+    /// Merges `other` (another account's whole memory, as its store's
+    /// [`UserMemory::whole`] read it) into this user's by
+    /// [`crate::whole::merge`], in one step under the user's lock, so
+    /// nothing stored meanwhile is missed: in one transaction on Postgres
+    /// (intake waits for it); on the files, each file replaced by one that
+    /// holds more or added, versions first (a crash leaves the memory as it
+    /// was or with part of the merge, never with less), read back and
+    /// compared, the recall index rebuilt on first use.
+    async fn merge_in(&mut self, other: &Whole, sides: Sides<'_>, now: DateTime<Utc>) -> Result<(), StoreError>;
 }

@@ -15,9 +15,9 @@ use mnemo_sessions::config::{ConfigError, ConfigFile, FieldError, parse_object_b
 use mnemo_sessions::fsutil::{FileError, atomic_write, create_private_dir_all, read_if_exists};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Who may talk to the bot in direct messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,28 +213,15 @@ pub struct FileLock {
 /// Takes the lock of `path` (the access.json), waiting for another holder.
 /// Holders only read and write one small file, so the wait is short.
 pub fn lock(path: &Path) -> Result<FileLock, AccessFileError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let lock_path = lock_path(path);
     let lerr = |source| FileError::new("lock", &lock_path, source);
     let dir = folder_of(path);
     create_private_dir_all(dir, dir).map_err(lerr)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path);
-    let file = file.map_err(lerr)?;
-    file.lock().map_err(lerr)?;
+    let file = mnemo_sessions::fsutil::lock_beside(path).map_err(lerr)?;
     Ok(FileLock { _file: file })
 }
 
-pub fn lock_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".lock");
-    path.with_file_name(name)
-}
+pub use mnemo_sessions::fsutil::lock_path;
 
 /// Read-modify-write under the lock: `change` sees the file as it is on
 /// disk now (default if missing) and the result is written only if it

@@ -290,6 +290,7 @@ async fn postgres_to_files(setup: &Setup, store: &PgStore, args: &CopyArgs, tota
             memory,
             skipped_lines: 0,
             duplicates: 0,
+            not_ours: Vec::new(),
         };
         progress(i + 1, total, &shown, &read, note);
     }
@@ -335,6 +336,5 @@ fn shown(channel: &str, user: &SafeName) -> String {
 /// A note's name as stored (its file name without `.md`, a SafeName):
 /// anything else is refused, never turned into a path.
 fn note_name(stored: &str) -> Result<SafeName> {
-    SafeName::from_encoded(stored)
-        .with_context(|| format!("the topic note name {stored:?} is not a file name mnemo writes (a SafeName)"))
+    Ok(mnemo_sessions::store::files::whole::note_name(stored)?)
 }

@@ -82,10 +82,11 @@ account on the other platform, and both accounts share one memory. It works once
             }
             SessionCommand::Link { code: Some(code) } => {
                 match self.people.redeem(&account, code, &self.memories, now).await {
-                    Ok(Linked::Done { home }) => {
-                        tracing::info!(channel = %message.channel, home = %home.channel, "accounts linked");
+                    Ok(Linked::Done { home, merged }) => {
+                        tracing::info!(channel = %message.channel, home = %home.channel, merged, "accounts linked");
+                        let how = if merged { MERGED } else { "" };
                         format!(
-                            "Linked: your accounts now share one memory, kept with your {} account. \
+                            "Linked: your accounts now share one memory, kept with your {} account.{how} \
 `/session link` lists them; `/session unlink <platform>` splits them again.",
                             home.channel
                         )
@@ -102,3 +103,8 @@ account on the other platform, and both accounts share one memory. It works once
         Ok(Outcome::Command)
     }
 }
+
+/// What a link that merged two memories adds to its reply.
+pub const MERGED: &str = " Both accounts had a memory: they are merged into one, \
+messages by time, nothing left out; `/session undo` takes back what the merge did to your profile, \
+and each further undo one note.";

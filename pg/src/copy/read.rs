@@ -32,7 +32,7 @@ const READ_FOLDS: &str = "SELECT fold, kind, at FROM mnemo_folds WHERE channel =
 /// [`read_user`] inside `tx`. The archived messages come first, grouped by
 /// fold in fold order (as the files keep them: archive, then log); within
 /// each group, and among the short-term ones, in `seq` order.
-pub(super) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Option<UserMemory>, PgError> {
+pub(crate) async fn read_in(tx: &Transaction<'_>, channel: &str, user: &str) -> Result<Option<UserMemory>, PgError> {
     let Some(head) = tx.query_opt(READ_USER, &[&channel, &user]).await? else {
         return Ok(None);
     };

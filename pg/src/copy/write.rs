@@ -35,16 +35,33 @@ pub async fn write_user(
     memory: &UserMemory,
     replace: bool,
 ) -> Result<Written, CopyError> {
-    let want = memory.tally();
     let mut conn = store.conn().await?;
     let tx = conn.transaction().await?;
+    let written = write_in(&tx, channel, user, memory, replace).await?;
+    if !matches!(written, Written::AlreadyThere(_)) {
+        tx.commit().await?;
+    }
+    Ok(written)
+}
+
+/// [`write_user`] inside `tx`, which the caller commits (nothing to commit
+/// when the memory was there already). On a connection that holds the
+/// user's turn lock already (a turn's own), the same lock is granted again.
+pub(crate) async fn write_in(
+    tx: &Transaction<'_>,
+    channel: &str,
+    user: &str,
+    memory: &UserMemory,
+    replace: bool,
+) -> Result<Written, CopyError> {
+    let want = memory.tally();
     // The user's turn and fold locks, released with the transaction.
     for purpose in ["turn", "fold"] {
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(purpose, channel, user)])
             .await?;
     }
     let mut replaced = false;
-    if let Some(have) = read_in(&tx, channel, user).await? {
+    if let Some(have) = read_in(tx, channel, user).await? {
         if have.same_as(memory) {
             return Ok(Written::AlreadyThere(want));
         }
@@ -65,8 +82,8 @@ pub async fn write_user(
         }
         replaced = true;
     }
-    insert(&tx, channel, user, memory).await?;
-    let back = read_in(&tx, channel, user).await?.unwrap_or_default();
+    insert(tx, channel, user, memory).await?;
+    let back = read_in(tx, channel, user).await?.unwrap_or_default();
     let got = back.tally();
     if got != want || !back.same_as(memory) {
         return Err(CopyError::Mismatch {
@@ -82,7 +99,6 @@ pub async fn write_user(
             user: user.to_string(),
         });
     }
-    tx.commit().await?;
     Ok(if replaced {
         Written::Replaced(want)
     } else {

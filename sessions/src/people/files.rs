@@ -128,19 +128,7 @@ impl FileLinks {
 
 /// An exclusive lock on `<path>.lock`, held until dropped.
 fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".lock");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path.with_file_name(name))
-        .map_err(StoreError::storage)?;
-    file.lock().map_err(StoreError::storage)?;
-    Ok(file)
+    crate::fsutil::lock_beside(path).map_err(StoreError::storage)
 }
 
 #[async_trait]

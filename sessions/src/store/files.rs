@@ -13,6 +13,7 @@
 mod loaded;
 mod reminders;
 mod usage;
+pub mod whole;
 
 pub use reminders::{read_book, write_book};
 pub use usage::{read_usage, write_usage};
@@ -472,6 +473,21 @@ impl UserMemory for FileUser {
         self.store.inner.reminders.forget(user).await;
         self.store.inner.usage.forget(user).await?;
         Ok(Held { count, unit: "file" })
+    }
+
+    async fn whole(&mut self) -> Result<crate::whole::Whole, StoreError> {
+        let _guard = self.stm().lock(&self.user).await;
+        Ok(whole::read(self.stm().layout(), &self.user)?.memory)
+    }
+
+    /// [`whole::merge_in`].
+    async fn merge_in(
+        &mut self,
+        other: &crate::whole::Whole,
+        sides: crate::whole::merge::Sides<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        whole::merge_in(self, other, sides, now).await
     }
 
     /// Bundles the user's files under their lock, so the bundle is one

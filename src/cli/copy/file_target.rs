@@ -14,17 +14,17 @@ use super::note_name;
 use super::totals::Totals;
 use crate::cli::Setup;
 use anyhow::{Context as _, Result, bail};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use mnemo_pg::PgStore;
 use mnemo_pg::copy::{self, UserMemory};
 use mnemo_sessions::locks::LockRegistry;
-use mnemo_sessions::maintenance::digests;
 use mnemo_sessions::recall::Recall;
 use mnemo_sessions::stm::Stm;
 use mnemo_sessions::store::files as usage_files;
+use mnemo_sessions::store::files::whole;
 use mnemo_sessions::usage::UsageRow;
-use mnemo_sessions::versions::{self, Author, Change};
-use mnemo_sessions::{Layout, SafeName, archive, facts, fsutil, profile, report, summary, topics};
+use mnemo_sessions::versions::{self, Author};
+use mnemo_sessions::{Layout, SafeName, fsutil, report};
 
 /// What a replaced user's earlier profile and notes are kept as.
 const REPLACED: &str = "replaced by a copy from the database";
@@ -76,137 +76,24 @@ pub(super) fn write_files(
         &marker,
         b"mnemo store copy is writing this user; an interrupted copy is redone\n",
     )?;
-    let mut start = 0;
-    for fold in &memory.folds {
-        archive::write_batch(layout, user, &memory.messages[start..start + fold.messages])?;
-        start += fold.messages;
-    }
-    let now = Utc::now();
-    if memory.summary.is_some() || memory.failures > 0 {
-        let mut doc = summary::empty(user);
-        doc.meta.last_compacted = memory.summary_at;
-        doc.meta.messages_compacted = memory.archived() as u64;
-        doc.meta.failures = u32::try_from(memory.failures).unwrap_or(0);
-        doc.body = memory.summary.clone().unwrap_or_default();
-        summary::write(layout, user, &doc)?;
-    }
-    if let Some(body) = &memory.profile {
-        let mut doc = profile::new_profile(layout, user, memory.profile_at.unwrap_or(now));
-        doc.meta.updated = memory.profile_at;
-        doc.body = body.clone();
-        let change = Change {
-            by: Author::Operator,
-            what: "copied from the database",
-        };
-        profile::write(layout, user, &doc, change, now)?;
-    }
-    write_long_term(layout, user, memory, now)?;
-    mnemo_sessions::store::files::write_book(layout, user, &memory.reminders)?;
-    for doc in &memory.documents {
-        mnemo_sessions::documents::write(layout, user, doc)?;
-    }
-    for file in &memory.kept {
-        mnemo_sessions::kept::keep(layout, user, file)?;
-    }
-    mnemo_sessions::store::files::write_usage(layout, Some(user), &memory.usage)?;
-    let log = &memory.messages[start..];
-    if !log.is_empty() {
-        let mut bytes = Vec::new();
-        for record in log {
-            serde_json::to_writer(&mut bytes, record).context("encoding a record")?;
-            bytes.push(b'\n');
-        }
-        fsutil::replace(root, &layout.messages_path(user), &bytes)?;
-    }
-    let back = read_files(layout, user)?.memory;
-    if !back.same_as(memory) || back.usage != memory.usage {
-        bail!(
-            "verification failed: the database has {}, the files read back {}; the user is marked incomplete \
-             and the next run writes it again",
-            memory.tally(),
-            back.tally()
-        );
-    }
-    fsutil::remove_if_exists(root, &marker)?;
-    Ok(note)
-}
-
-/// Writes the fact log, the topic notes, the daily and weekly summaries
-/// and then the versions: the
-/// source's, then the versions a `--replace` kept of what it replaced
-/// (numbered after the source's, `by: operator`, so undo still reaches
-/// them); the versions the copy's own writes made are not kept.
-fn write_long_term(layout: &Layout, user: &SafeName, memory: &UserMemory, now: DateTime<Utc>) -> Result<()> {
+    // The versions `clear_copied` kept of what was replaced: after the
+    // source's own, so undo still reaches them.
     let replaced: Vec<versions::Version> = versions::history(layout, user)?
         .into_iter()
         .rev()
         .filter(|v| v.by == Author::Operator && v.what == REPLACED)
         .collect();
-    facts::put_all(layout, user, &memory.facts)?;
-    for (slug, document) in &memory.topics {
-        let slug = note_name(slug)?;
-        let path = layout
-            .topic_path(user, &slug)
-            .context("the user `_shared` cannot own topic notes")?;
-        let change = Change {
-            by: Author::Operator,
-            what: "copied from the database",
-        };
-        versions::replace(layout, user, &path, Some(document.as_bytes()), change, now)?;
-    }
-    for digest in &memory.digests {
-        let path = digest.period.path(layout, user);
-        let text = digests::render(&path, &digest.meta, &digest.body)?;
-        fsutil::replace(layout.state_root(), &path, text.as_bytes())?;
-    }
-    let profile_file = Layout::profile_file(user);
-    let mut kept = memory.versions.clone();
-    for version in &mut kept {
-        if version.file == profile_file
-            && let Some(body) = &version.before
-        {
-            version.before = Some(profile::document_of_body(layout, user, body, version.ts)?);
-        }
-    }
-    let mut seq = kept.last().map_or(0, |v| v.seq);
-    for mut version in replaced {
-        seq += 1;
-        version.seq = seq;
-        kept.push(version);
-    }
-    versions::put_all(layout, user, &kept)?;
-    Ok(())
+    whole::write(layout, user, memory, "copied from the database", replaced, Utc::now())
+        .context("the user is marked incomplete and the next run writes it again")?;
+    fsutil::remove_if_exists(root, &marker)?;
+    Ok(note)
 }
 
-/// Deletes what a copy writes for `user` in the files — the STM folder
-/// (log, summary, marker), the archive, the profile and topic notes
-/// (through `versions`, so the old ones are kept as versions), the fact
-/// log, the daily and weekly summaries and the recall index (rebuilt from
-/// the new files) — and nothing else.
+/// Deletes what a copy writes for `user` in the files (old profile and
+/// notes kept as versions) and the recall index (rebuilt from the new
+/// files).
 fn clear_copied(stm: &Stm, user: &SafeName) -> Result<()> {
-    let layout = stm.layout();
-    let root = layout.state_root();
-    fsutil::remove_if_exists(root, &layout.stm_dir(user))?;
-    fsutil::remove_if_exists(root, &layout.archive_dir(user))?;
-    let change = Change {
-        by: Author::Operator,
-        what: REPLACED,
-    };
-    let now = Utc::now();
-    versions::replace(layout, user, &layout.profile_path(user), None, change, now)?;
-    for note in topics::list(layout, user)? {
-        let slug = note_name(&note.slug)?;
-        if let Some(path) = layout.topic_path(user, &slug) {
-            versions::replace(layout, user, &path, None, change, now)?;
-        }
-    }
-    fsutil::remove_if_exists(root, &layout.facts_path(user))?;
-    fsutil::remove_if_exists(root, &layout.daily_dir(user))?;
-    fsutil::remove_if_exists(root, &layout.weekly_dir(user))?;
-    fsutil::remove_if_exists(root, &layout.reminders_path(user))?;
-    fsutil::remove_if_exists(root, &layout.documents_dir(user))?;
-    fsutil::remove_if_exists(root, &layout.kept_dir(user))?;
-    fsutil::remove_if_exists(root, &layout.usage_path(user))?;
+    whole::clear(stm.layout(), user, REPLACED, Utc::now())?;
     Recall::of(stm).forget(user)?;
     Ok(())
 }
