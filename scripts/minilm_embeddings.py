@@ -15,7 +15,8 @@ nothing is fetched at run time. Setup, once, in a throwaway venv:
 (with `OPENBLAS_NUM_THREADS=1` on a machine others share), then
 `MNEMO_BENCH_EMBEDDINGS_URL=http://127.0.0.1:8077/v1 cargo bench --bench recall`
 (`RECALL_BENCH_MODES=real,pgreal` for those modes alone). Each distinct
-text is computed once and kept in memory for the server's life.
+text is computed once and kept in memory for the server's life. CI sets it
+up the same way, pinned and checked, in `.ci/minilm.sh`.
 The forward pass is BERT's (post-norm layers, GELU), mean pooling over the
 tokens, L2-normalised: what sentence-transformers computes for this model.
 Listens on the loopback only.
