@@ -95,7 +95,7 @@ pub fn merge(mut home: Whole, other: Whole, sides: Sides<'_>, at: DateTime<Utc>)
     }
     home.topics.sort();
     merge_digests(&mut home, &other, &heading);
-    merge_rest(&mut home, &other);
+    merge_rest(&mut home, &other, sides.home);
     record_versions(&mut home, &other, sides, (profile_before, changed_notes), at);
     home.as_stored()
 }
@@ -246,7 +246,7 @@ fn merge_digests(home: &mut Whole, other: &Whole, heading: &str) {
 }
 
 /// Reminders, timezone, documents, kept files and tokens spent.
-fn merge_rest(home: &mut Whole, other: &Whole) {
+fn merge_rest(home: &mut Whole, other: &Whole, home_user: &SafeName) {
     if home.reminders.timezone.is_none() {
         home.reminders.timezone = other.reminders.timezone.clone();
     }
@@ -285,7 +285,7 @@ fn merge_rest(home: &mut Whole, other: &Whole) {
             }
             None => {
                 let mut row = row.clone();
-                row.user = home.usage.first().and_then(|r| r.user.clone()).or(row.user);
+                row.user = Some(home_user.clone());
                 home.usage.push(row);
             }
         }
