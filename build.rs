@@ -10,6 +10,10 @@
 //! (`-z pack-relative-relocs`, DT_RELR) where this machine's linker and C
 //! library handle them, which a probe decides; elsewhere the binary is
 //! linked as before. Never a build failure either.
+//!
+//! And, in release builds, lays out the functions the broker runs on its
+//! message path side by side (`build/hot-code.order`) where the linker
+//! takes such a list ([`ordering_links`]).
 
 use std::path::Path;
 use std::process::Command;
@@ -57,6 +61,62 @@ fn main() {
     if relr_links_and_runs() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    println!("cargo:rerun-if-changed={HOT_CODE}");
+    if let Some(order) = ordering_links() {
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            order.display()
+        );
+        // A name the list holds that this build no longer has is skipped.
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// The functions the broker runs on its message path, one symbol a line,
+/// written by `scripts/hot-code.sh` from a release build.
+const HOT_CODE: &str = "build/hot-code.order";
+
+/// The hot functions' list, when the release binary is to be linked with
+/// them side by side (`--symbol-ordering-file`, an option of LLD, the
+/// linker rustc uses on x86-64 Linux). The kernel maps a binary's code 64 kB around each page
+/// a process first runs, so the ~2 MB of functions a turn runs, spread
+/// over 12 MB of code, kept ~8 MB of it resident; side by side, they keep
+/// what BENCHMARKS.md ("Code laid out by use") records. Release builds
+/// only, and only if a probe program links with the option the way this
+/// build links (its target, linker and flags): GNU ld, say, has no such
+/// option, and then the binary is linked as before. Never a build failure.
+// A build script's inputs are cargo's environment variables.
+#[allow(clippy::disallowed_methods)]
+fn ordering_links() -> Option<std::path::PathBuf> {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    // Absolute: the linker does not run in this folder.
+    let hot = Path::new(&var("CARGO_MANIFEST_DIR")).join(HOT_CODE);
+    if var("PROFILE") != "release" || !hot.is_file() {
+        return None;
+    }
+    let out = Path::new(&std::env::var_os("OUT_DIR").unwrap_or_default()).join("ordering-probe");
+    let source = out.with_extension("rs");
+    let order = out.with_extension("order");
+    if std::fs::write(&source, "fn main() {}\n").is_err() || std::fs::write(&order, "main\n").is_err() {
+        return None;
+    }
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut probe = Command::new(rustc);
+    probe
+        .arg("--target")
+        .arg(var("TARGET"))
+        .arg("-o")
+        .arg(&out)
+        .arg(&source);
+    if let Ok(linker) = std::env::var("RUSTC_LINKER") {
+        probe.arg("-C").arg(format!("linker={linker}"));
+    }
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    probe.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    probe
+        .arg("-C")
+        .arg(format!("link-arg=-Wl,--symbol-ordering-file={}", order.display()));
+    probe.output().is_ok_and(|o| o.status.success()).then_some(hot)
 }
 
 /// Whether a binary linked with `-z pack-relative-relocs` can be built and
