@@ -477,13 +477,24 @@ fn the_stub_script_makes_the_manifests_alone_a_loadable_workspace() {
     let cargo = option_env!("CARGO").unwrap_or("cargo");
     let out = std::process::Command::new(cargo)
         // `fetch` loads every manifest with all its targets (a missing
-        // stub fails it), and offline it downloads nothing.
-        .args(["fetch", "--offline", "--locked"])
+        // stub fails it), and offline it downloads nothing. For this
+        // machine's target only, as the image's build: crates the lock names
+        // for other platforms or cfgs (tracing-core's `valuable`) are in no
+        // fresh machine's cache.
+        .args(["fetch", "--offline", "--locked", "--target", &host_target()])
         .current_dir(dir.path())
         .env("CARGO_TARGET_DIR", dir.path().join("target"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The target triple rustc builds for on this machine (`rustc -vV`).
+fn host_target() -> String {
+    let out = std::process::Command::new("rustc").arg("-vV").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let host = text.lines().find_map(|l| l.strip_prefix("host: "));
+    host.expect("rustc -vV names the host").to_string()
 }
 
 fn manifest_dir() -> PathBuf {
