@@ -238,6 +238,11 @@ mod tests {
         fs::write(layout.messages_path(&b), "{}\n").unwrap();
         let temp = layout.stm_dir(&b).join(format!("{TEMP_PREFIX}messages.jsonl-1-2-3"));
         fs::write(&temp, "half").unwrap();
+        // What a recall segment merge that crashed mid-write leaves.
+        let index = layout.recall_dir(&b);
+        fs::create_dir_all(&index).unwrap();
+        let merge_temp = index.join(format!("{TEMP_PREFIX}segment.bin-1-2-3"));
+        fs::write(&merge_temp, "half a segment").unwrap();
         fs::create_dir_all(layout.shared_topics_dir()).unwrap();
 
         let written = DateTime::<Utc>::from(fs::metadata(&temp).unwrap().modified().unwrap());
@@ -245,7 +250,11 @@ mod tests {
         assert!(early.temp_files.is_empty());
         let pruned = prune(&stm, None, written + TEMP_FILE_MAX_AGE, &KEEP).await;
         assert!(pruned.errors.is_empty(), "{:?}", pruned.errors);
-        assert_eq!(pruned.temp_files, vec![temp]);
+        let mut swept = pruned.temp_files.clone();
+        swept.sort();
+        let mut left = vec![temp, merge_temp];
+        left.sort();
+        assert_eq!(swept, left);
         assert!(!layout.summaries_dir(&a).exists() && !layout.stm_dir(&a).exists());
         assert!(layout.messages_path(&b).exists());
         assert!(
