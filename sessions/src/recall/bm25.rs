@@ -364,17 +364,15 @@ impl Bm25 {
     pub fn idf(&self, term: &str) -> f32 {
         // Postings still hold removed documents until compaction: count them
         // too, so a frequent term never gets a negative weight.
-        let n = (self.id_bound() as usize).max(1) as f32;
         let stored = self
             .seg
             .as_ref()
             .and_then(|s| s.term(term))
             .map_or(0, |i| i.df as usize);
-        let df = (stored + self.postings.get(term).map_or(0, Postings::len)) as f32;
-        if df == 0.0 {
-            return 0.0;
-        }
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        idf(
+            self.id_bound() as usize,
+            stored + self.postings.get(term).map_or(0, Postings::len),
+        )
     }
 
     /// Which documents hold `term` (`None`: none does), to ask of many
@@ -421,6 +419,17 @@ impl Bm25 {
             self.add(doc.key, doc.at, doc.source, doc.text);
         }
     }
+}
+
+/// BM25's inverse document frequency of a word in `df` of `docs`
+/// documents (0 when none has it): [`Bm25::idf`]'s weight, and the
+/// Postgres store's, which counts documents itself.
+pub fn idf(docs: usize, df: usize) -> f32 {
+    let (n, df) = (docs.max(1) as f32, df as f32);
+    if df <= 0.0 {
+        return 0.0;
+    }
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
 #[cfg(test)]

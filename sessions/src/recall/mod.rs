@@ -48,6 +48,7 @@ mod store;
 mod tokenize;
 mod vectors;
 
+pub use bm25::idf;
 pub use dense::{
     DENSE_CANDIDATES, DENSE_HITS, EMBED_BATCH, EMBED_BATCH_CHARS, batch_len as embedding_batch_len,
     clip as clip_for_embedding, strong_dense,
@@ -55,7 +56,7 @@ pub use dense::{
 pub use embed::{EmbedError, EmbedPurpose, Embedder};
 pub use line::message_key;
 pub use pack::{Item, Recalled, pack};
-pub use plan::{MIN_SHARE, fuse_by_rank, idf, widening_df_limit};
+pub use plan::{MIN_SHARE, fuse_by_rank, widening_df_limit};
 pub use sources::fact_items;
 pub use store::RecallError;
 

@@ -344,17 +344,6 @@ pub fn widening_df_limit(docs: usize) -> usize {
     if limit < 0.0 { 0 } else { limit.floor() as usize }
 }
 
-/// BM25's inverse document frequency of a word in `df` of `docs`
-/// documents (the files' index weighs each query word by it): the Postgres
-/// store, which counts documents, ranks its first round with it.
-pub fn idf(docs: usize, df: usize) -> f32 {
-    let (n, df) = (docs.max(1) as f32, df as f32);
-    if df <= 0.0 {
-        return 0.0;
-    }
-    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-}
-
 /// Neighbouring messages that carry the other half of an answer: one that
 /// has query words the hit lacks, the question an assistant hit answers,
 /// or the answer that follows a question.

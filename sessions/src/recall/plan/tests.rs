@@ -1,8 +1,8 @@
 //! What a turn's recall picks, on hand-made indexes.
 
 use super::*;
-use crate::recall::bm25::Source;
 use crate::recall::bm25::tests::at;
+use crate::recall::bm25::{Source, idf};
 
 fn texts(index: &Bm25, picks: &[Pick]) -> Vec<String> {
     picks.iter().map(|p| index.doc(p.doc).text.clone()).collect()
