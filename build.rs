@@ -78,13 +78,14 @@ const HOT_CODE: &str = "build/hot-code.order";
 
 /// The hot functions' list, when the release binary is to be linked with
 /// them side by side (`--symbol-ordering-file`, an option of LLD, the
-/// linker rustc uses on x86-64 Linux). The kernel maps a binary's code 64 kB around each page
-/// a process first runs, so the ~2 MB of functions a turn runs, spread
-/// over 12 MB of code, kept ~8 MB of it resident; side by side, they keep
-/// what BENCHMARKS.md ("Code laid out by use") records. Release builds
-/// only, and only if a probe program links with the option the way this
-/// build links (its target, linker and flags): GNU ld, say, has no such
-/// option, and then the binary is linked as before. Never a build failure.
+/// linker rustc uses on x86-64 Linux). The kernel maps a binary's code
+/// 64 kB around each page a process first runs, so the ~2 MB of functions
+/// a turn runs, spread over 12 MB of code, kept ~8 MB of it resident; side
+/// by side, they keep what BENCHMARKS.md ("Code laid out by use") records.
+/// Release builds only, and only if a probe program links with the option
+/// the way this build links (its target, linker and flags): GNU ld, say,
+/// has no such option, and then the binary is linked as before. Never a
+/// build failure.
 // A build script's inputs are cargo's environment variables.
 #[allow(clippy::disallowed_methods)]
 fn ordering_links() -> Option<std::path::PathBuf> {
