@@ -7,6 +7,8 @@
 
 use super::specs;
 use super::subject::{Subject, at, record};
+use mnemo_sessions::recall::Recalled;
+use mnemo_sessions::store::UserMemory;
 use std::sync::Arc;
 
 specs![
@@ -31,7 +33,7 @@ async fn a_message_said_again_is_recalled_once(s: Subject) {
         .await
         .unwrap();
     let recalled = ada.recall("the heliotrope bakery?", &[], 500).await.unwrap();
-    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let texts = texts_of(&recalled);
     let repeats = texts
         .iter()
         .filter(|t| t.to_lowercase().starts_with("thinking"))
@@ -61,7 +63,7 @@ async fn the_other_half_of_a_fact_is_found_through_the_person_it_names(s: Subjec
         )
         .await
         .unwrap();
-    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let texts = texts_of(&recalled);
     assert!(texts.iter().any(|t| t.contains("climbing gym")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
 }
@@ -80,10 +82,7 @@ async fn a_name_in_the_best_hit_widens_before_rarer_words(s: Subject) {
     for gear in ["ropes", "chalk", "harnesses", "belays", "carabiners", "quickdraws"] {
         texts.push(format!("The outdoor shop has {gear} on sale."));
     }
-    for (i, text) in texts.iter().enumerate() {
-        let i = 100 + 2 * i as i64;
-        ada.append(&record(i, text), at(i)).await.unwrap();
-    }
+    tell(ada.as_mut(), &texts).await;
     let recalled = ada
         .recall(
             "Which city does the friend I met at the climbing gym live in now?",
@@ -92,7 +91,7 @@ async fn a_name_in_the_best_hit_widens_before_rarer_words(s: Subject) {
         )
         .await
         .unwrap();
-    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let texts = texts_of(&recalled);
     assert!(texts.iter().any(|t| t.contains("Porto")), "{texts:?}");
 }
 
@@ -112,15 +111,12 @@ async fn a_hit_of_a_rare_question_word_seeds_the_second_round_before_newer_hits_
         texts.push(format!("Spent evening {i} sorting old photos into albums."));
         texts.push(format!("Work was busy on day {i}, meetings back to back."));
     }
-    for (i, text) in texts.iter().enumerate() {
-        let i = 100 + 2 * i as i64;
-        ada.append(&record(i, text), at(i)).await.unwrap();
-    }
+    tell(ada.as_mut(), &texts).await;
     let recalled = ada
         .recall("Where is my old flatmate's brother starting his business?", &[], 800)
         .await
         .unwrap();
-    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let texts = texts_of(&recalled);
     assert!(texts.iter().any(|t| t.contains("brother")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("bakery")), "{texts:?}");
 }
@@ -138,10 +134,7 @@ async fn the_recent_window_does_not_choose_whom_the_second_round_follows(s: Subj
     // that the name's hits fall under its cut.
     texts.push("Today I signed the lease for the flat in Quitoburg, near the canal bridge.".to_string());
     texts.push("The Quitoburg flat lease is signed, the canal bridge view is lovely.".to_string());
-    for (i, text) in texts.iter().enumerate() {
-        let i = 100 + 2 * i as i64;
-        ada.append(&record(i, text), at(i)).await.unwrap();
-    }
+    tell(ada.as_mut(), &texts).await;
     let before = Arc::new(record(200, "When did I sign the lease for the flat in Quitoburg?"));
     ada.append(&before, at(200)).await.unwrap();
     let recalled = ada
@@ -152,7 +145,21 @@ async fn the_recent_window_does_not_choose_whom_the_second_round_follows(s: Subj
         )
         .await
         .unwrap();
-    let texts: Vec<&str> = recalled.items.iter().map(|i| i.text.as_str()).collect();
+    let texts = texts_of(&recalled);
     assert!(texts.iter().any(|t| t.contains("book club")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("rabbit")), "{texts:?}");
+}
+
+/// `texts` told as the user's messages from minute 100 on, two minutes
+/// apart (`record`'s even ids are the user's).
+async fn tell(user: &mut dyn UserMemory, texts: &[String]) {
+    for (i, text) in texts.iter().enumerate() {
+        let i = 100 + 2 * i as i64;
+        user.append(&record(i, text), at(i)).await.unwrap();
+    }
+}
+
+/// What was recalled, as text.
+fn texts_of(recalled: &Recalled) -> Vec<&str> {
+    recalled.items.iter().map(|i| i.text.as_str()).collect()
 }
